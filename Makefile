@@ -1,0 +1,109 @@
+# cexec - std::execution for C.  See README.md.
+#
+#   make                 static + shared library (build/)
+#   make test            every Criterion suite, one binary, one Synthesis line
+#   make test-asan       the same suite under -fsanitize=address,undefined (build-asan/)
+#   make examples        build examples/*.c
+#   make demo            build and run the demo pipeline
+#   make install PREFIX=/usr/local
+#   make CC=clang        any of the above with clang
+#   make clean
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+BUILD   ?= build
+SAN     ?=
+
+VERSION := 0.1.0
+SONAME  := libcexec.so.0
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes
+CSTD    := -std=c17 -D_GNU_SOURCE
+OPT     ?= -O2 -g
+CK_CFLAGS := -D__x86_64__
+ifeq ($(shell uname -m),aarch64)
+CK_CFLAGS :=
+endif
+
+CFLAGS_ALL  = $(CSTD) $(WARN) $(OPT) -fPIC -pthread -Iinclude $(CK_CFLAGS) $(SAN) $(CFLAGS)
+LDFLAGS_ALL = -pthread $(SAN) $(LDFLAGS)
+TEST_CFLAGS = $(CSTD) -Wall -Wextra -Werror -Wshadow $(OPT) -pthread -Iinclude -Itests $(SAN) -DBXF_STATIC_LIB=1 $(CFLAGS)
+
+SRC      := $(wildcard src/*.c)
+OBJ      := $(SRC:src/%.c=$(BUILD)/obj/%.o)
+TESTS    := $(wildcard tests/*.c)
+TEST_OBJ := $(TESTS:tests/%.c=$(BUILD)/tests/%.o)
+EXAMPLES := $(wildcard examples/*.c)
+EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
+DEPS_OK  := $(BUILD)/.deps-ok
+
+.PHONY: all test test-asan examples demo install clean deps check-clang
+
+all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so
+
+# Installs missing system packages (or prints the command) once per build dir.
+$(DEPS_OK): scripts/deps.sh
+	@mkdir -p $(BUILD)
+	@scripts/deps.sh
+	@touch $@
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/obj/%.o: src/%.c | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/libcexec.a: $(OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libcexec.so: $(OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDFLAGS_ALL) -lck
+
+$(BUILD)/tests/%.o: tests/%.c | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/cexec_tests: $(TEST_OBJ) $(BUILD)/libcexec.a
+	$(CC) -o $@ $(TEST_OBJ) $(BUILD)/libcexec.a $(LDFLAGS_ALL) -lcriterion -lck
+
+# One binary holds every suite, so the run ends with one Synthesis line.
+test: $(BUILD)/tests/cexec_tests
+	$(BUILD)/tests/cexec_tests --jobs 2 $(TEST_ARGS)
+
+test-asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test \
+	    TEST_ARGS="$(TEST_ARGS)"
+
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libcexec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude $(SAN) $(CFLAGS) -o $@ $< $(BUILD)/libcexec.a $(LDFLAGS_ALL) -lck
+
+examples: $(EX_BIN)
+
+demo: $(BUILD)/examples/hello_world $(BUILD)/examples/retry
+	$(BUILD)/examples/hello_world
+	$(BUILD)/examples/retry
+
+# Warning-free with clang as well (used by CI).
+check-clang:
+	$(MAKE) BUILD=build-clang CC=clang all examples $(BUILD)-clang/tests/cexec_tests
+
+cexec.pc: cexec.pc.in
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $(BUILD)/cexec.pc
+
+install: all cexec.pc
+	install -d $(DESTDIR)$(PREFIX)/include/cexec $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/cexec/*.h $(DESTDIR)$(PREFIX)/include/cexec/
+	install -m 644 $(BUILD)/libcexec.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libcexec.so $(DESTDIR)$(PREFIX)/lib/libcexec.so.$(VERSION)
+	ln -sf libcexec.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec.so
+	install -m 644 $(BUILD)/cexec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+clean:
+	rm -rf build build-asan build-clang build-tsan
+
+-include $(OBJ:.o=.d) $(TEST_OBJ:.o=.d)

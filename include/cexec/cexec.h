@@ -1,0 +1,29 @@
+/* cexec/cexec.h - umbrella header: std::execution for C.
+ *
+ * See README.md for an overview and docs/design.md for the C model.  Every
+ * public function is documented in the component header that declares it. */
+#ifndef CEXEC_CEXEC_H
+#define CEXEC_CEXEC_H
+
+#include <cexec/types.h>
+#include <cexec/value.h>
+#include <cexec/allocator.h>
+#include <cexec/stop_token.h>
+#include <cexec/env.h>
+#include <cexec/sender.h>
+#include <cexec/scheduler.h>
+#include <cexec/run_loop.h>
+#include <cexec/single_thread_context.h>
+#include <cexec/just.h>
+#include <cexec/then.h>
+#include <cexec/let.h>
+#include <cexec/into_variant.h>
+#include <cexec/transfer.h>
+#include <cexec/write_env.h>
+#include <cexec/sync_wait.h>
+
+#define CEXEC_VERSION_MAJOR 0
+#define CEXEC_VERSION_MINOR 1
+#define CEXEC_VERSION_PATCH 0
+
+#endif

@@ -1,0 +1,67 @@
+/* cexec/env.h - environments and queries ([exec.queries], [exec.fwd.env]).
+ *
+ * An environment answers queries by key.  Receivers expose their
+ * environment through env(); senders expose attributes (completion
+ * schedulers) the same way.  Environments are chains of nodes embedded in
+ * operation states and senders: building one never allocates. */
+#ifndef CEXEC_ENV_H
+#define CEXEC_ENV_H
+
+#include <cexec/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Standard keys.  All of them forward except the completion-scheduler keys,
+ * which are sender attributes and forward from a single child's attributes
+ * (P2300 marks them forwarding). */
+extern const ex_key ex_key_get_scheduler;             /* EX_T_SCHED */
+extern const ex_key ex_key_get_delegation_scheduler;  /* EX_T_SCHED */
+extern const ex_key ex_key_get_stop_token;            /* EX_T_TOKEN */
+extern const ex_key ex_key_get_allocator;             /* EX_T_ALLOC */
+extern const ex_key ex_key_completion_scheduler_value;    /* EX_T_SCHED */
+extern const ex_key ex_key_completion_scheduler_error;    /* EX_T_SCHED */
+extern const ex_key ex_key_completion_scheduler_stopped;  /* EX_T_SCHED */
+
+/* The empty environment. */
+static inline ex_env ex_env_empty(void) { ex_env e = { 0, 0 }; return e; }
+
+/* FWD-ENV(e): the same chain, answering forwarding keys only. */
+static inline ex_env ex_env_forward(ex_env e) { e.flags |= EX_ENV_FORWARD_ONLY; return e; }
+
+/* Asks e for key.  Returns true and sets *out when answered. */
+bool ex_env_query(ex_env e, const ex_key *key, ex_value *out);
+
+/* Typed helpers with the defaults P2300 gives. */
+bool ex_get_scheduler(ex_env e, ex_scheduler *out);
+bool ex_get_delegation_scheduler(ex_env e, ex_scheduler *out);
+ex_stop_token ex_get_stop_token(ex_env e);                   /* never-stop if absent */
+const struct ex_allocator *ex_get_allocator(ex_env e);       /* default allocator if absent */
+
+/* Environment of a receiver (empty when its vtable has no env). */
+static inline ex_env ex_receiver_env(ex_receiver r) {
+    if (r.vt->env) return r.vt->env(r.self);
+    return ex_env_empty();
+}
+
+/* A one-key node chained to a parent: JOIN-ENV(MAKE-ENV(key, value), parent).
+ * Embed it where it must live (an operation state), init it, and hand out
+ * ex_env_of_pair(node).  A second key may be set (key2 != NULL) so a node
+ * can carry e.g. get_scheduler and get_delegation_scheduler together. */
+typedef struct ex_env_pair {
+    ex_env_node node;
+    const ex_key *key;
+    ex_value value;
+    const ex_key *key2;
+    ex_value value2;
+    ex_env parent;
+} ex_env_pair;
+
+void ex_env_pair_init(ex_env_pair *p, const ex_key *key, ex_value value, ex_env parent);
+static inline ex_env ex_env_of_pair(const ex_env_pair *p) { ex_env e = { &p->node, 0 }; return e; }
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,41 @@
+/* cexec/just.h - the factories just, just_error, just_stopped ([exec.just])
+ * and read_env ([exec.read.env]).  All complete inside start, on the thread
+ * that starts them, and have no completion scheduler. */
+#ifndef CEXEC_JUST_H
+#define CEXEC_JUST_H
+
+#include <cexec/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Completes with set_value(v[0], ..., v[n-1]); n <= EX_MAX_ARITY, else an
+ * invalid sender (EX_EINVAL).  Values are copied into the sender (tuples
+ * deeply).  Signature: the types of v. */
+ex_sender *ex_just_n(const ex_value *v, size_t n);
+
+/* ex_just() and ex_just(a, b, ...) with ex_value arguments. */
+#define ex_just(...) \
+    ex_just_n((const ex_value[]){ ex_none(), __VA_ARGS__ } + 1, \
+              sizeof((ex_value[]){ ex_none(), __VA_ARGS__ }) / sizeof(ex_value) - 1)
+
+/* Completes with set_error(e).  e.msg must be static; e.data is borrowed
+ * for as long as the sender lives. */
+ex_sender *ex_just_error(ex_error e);
+
+/* Completes with set_stopped(). */
+ex_sender *ex_just_stopped(void);
+
+/* Completes with set_value(v) where v answers `key` in the receiver's
+ * environment, or set_error(EX_EINVAL) when the environment does not know
+ * the key.  Stop tokens and allocators have defaults (never-stop token,
+ * default allocator), as [exec.get.stop.token] and [exec.get.allocator]
+ * specify, so those never fail.  Signature: one value of `type` (EX_T_ANY
+ * for user keys). */
+ex_sender *ex_read_env(const ex_key *key, ex_type type);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,73 @@
+/* cexec/run_loop.h - the run loop execution resource ([exec.run.loop]).
+ *
+ * A multi-producer, single-consumer FIFO of intrusive work items.  Scheduling
+ * onto it allocates nothing: the work item lives in the schedule operation. */
+#ifndef CEXEC_RUN_LOOP_H
+#define CEXEC_RUN_LOOP_H
+
+#include <pthread.h>
+#include <cexec/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An intrusive work item, embedded in an operation state. */
+typedef struct ex_work {
+    struct ex_work *next;
+    void (*execute)(struct ex_work *w);
+} ex_work;
+
+typedef enum ex_run_loop_state {
+    EX_RUN_LOOP_STARTING,
+    EX_RUN_LOOP_RUNNING,
+    EX_RUN_LOOP_FINISHING
+} ex_run_loop_state;
+
+typedef struct ex_run_loop {
+    /* private */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ex_work *head, *tail;
+    size_t count;
+    ex_run_loop_state state;
+} ex_run_loop;
+
+/* Initialises an empty loop in the starting state.  EX_EAGAIN if the
+ * mutex or condition variable cannot be created. */
+ex_error ex_run_loop_init(ex_run_loop *loop);
+
+/* Runs items in FIFO order on the calling thread until finish() was called
+ * and the queue is empty.  Returns EX_EINVAL when the loop is already
+ * running (the wording's precondition: state is starting).  A loop that was
+ * finished before run() drains its queue and returns. */
+ex_error ex_run_loop_run(ex_run_loop *loop);
+
+/* Moves the loop to finishing; run() returns once the queue is empty.
+ * Thread-safe. */
+void ex_run_loop_finish(ex_run_loop *loop);
+
+/* Appends an item.  Thread-safe; synchronises with the run() that executes
+ * it.  For authors of operations that queue themselves. */
+void ex_run_loop_push(ex_run_loop *loop, ex_work *w);
+
+/* Runs at most one queued item without blocking; returns whether it ran
+ * one.  Lets a thread that waits for something else help the loop. */
+bool ex_run_loop_run_one(ex_run_loop *loop);
+
+/* The loop's scheduler: schedule() queues the operation; when it runs, it
+ * completes with set_stopped if the receiver's stop token has stop
+ * requested, else set_value().  Equal schedulers come from the same loop. */
+ex_scheduler ex_run_loop_scheduler(ex_run_loop *loop);
+
+size_t ex_run_loop_count(ex_run_loop *loop);
+
+/* Destroys the loop.  EX_EBUSY (and nothing is destroyed) when items are
+ * still queued or the loop is running: where C++ calls terminate(), cexec
+ * reports the misuse. */
+ex_error ex_run_loop_destroy(ex_run_loop *loop);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,63 @@
+/* cexec/scheduler.h - schedulers ([exec.sched], [exec.schedule]) and the
+ * inline scheduler.
+ *
+ * ex_scheduler is a two-word handle {vtable, resource}.  The vtable is also
+ * where a resource customises algorithms (P2300's domains): later
+ * components add bulk, post and dispatch hooks here. */
+#ifndef CEXEC_SCHEDULER_H
+#define CEXEC_SCHEDULER_H
+
+#include <cexec/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* [exec.get.forward.progress.guarantee]; the default is weakly parallel. */
+typedef enum ex_forward_progress {
+    EX_PROGRESS_CONCURRENT,
+    EX_PROGRESS_PARALLEL,
+    EX_PROGRESS_WEAKLY_PARALLEL
+} ex_forward_progress;
+
+/* Bytes every scheduler's schedule operation should fit in: adaptors that
+ * learn their scheduler only when connected (ex_on) reserve this much inline
+ * and allocate when a scheduler needs more. */
+#define EX_SCHEDULE_OP_INLINE 96
+
+typedef struct ex_scheduler_vtable {
+    const char *name;
+    /* The schedule operation: completes the receiver with set_value() on an
+     * agent of this resource (or set_stopped / set_error as schedule_flags
+     * says).  Constructed into storage of schedule_op_size bytes aligned to
+     * schedule_op_align. */
+    size_t schedule_op_size;
+    size_t schedule_op_align;
+    uint8_t schedule_flags;  /* EX_SIGS_ERROR / EX_SIGS_STOPPED */
+    ex_error (*connect_schedule)(void *self, ex_receiver r, void *storage);
+    ex_forward_progress progress;
+    /* Equality beyond identity (NULL: equal iff same vtable and self). */
+    bool (*equal)(void *a, void *b);
+} ex_scheduler_vtable;
+
+/* A sender that completes on sch's resource ([exec.schedule]).  Its
+ * attributes answer the value and stopped completion schedulers with sch.
+ * An invalid handle (vt == NULL) gives an invalid sender (EX_EINVAL). */
+ex_sender *ex_schedule(ex_scheduler sch);
+
+bool ex_scheduler_equal(ex_scheduler a, ex_scheduler b);
+ex_forward_progress ex_get_forward_progress_guarantee(ex_scheduler sch);
+static inline bool ex_scheduler_valid(ex_scheduler sch) { return sch.vt != 0; }
+
+/* Connects the schedule operation of sch into storage (sized as its vtable
+ * says).  For authors of adaptors that hop between schedulers. */
+ex_error ex_connect_schedule(ex_scheduler sch, ex_receiver r, void *storage);
+
+/* The inline scheduler: schedule completes with set_value() inside start,
+ * on the thread that starts it.  Never stopped, never fails. */
+ex_scheduler ex_inline_scheduler(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,131 @@
+/* cexec/sender.h - senders, connect, operation states ([exec.snd], [exec.connect]).
+ *
+ * A sender is an immutable, reference-counted recipe for asynchronous work.
+ * Building one never starts work.  Every function that takes an
+ * `ex_sender *` argument takes ownership of one reference, so nested calls
+ * such as ex_then(ex_just(...), ...) leak nothing; retain a sender you want
+ * to keep using.  A sender can be connected any number of times.
+ *
+ * Builders never return NULL.  Bad input (a NULL sender, a signature
+ * mismatch) or a failed allocation yields an *invalid sender*: it completes
+ * with set_error carrying EX_EINVAL or EX_ENOMEM and a message naming the
+ * call, and ex_sender_status() reports the same error at build time.
+ *
+ * This header is also the authoring interface for new senders (see
+ * examples/retry.c): embed ex_sender at the start of your struct, fill a
+ * vtable, compute sigs and op size when building. */
+#ifndef CEXEC_SENDER_H
+#define CEXEC_SENDER_H
+
+#include <cexec/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ex_sender_vtable {
+    const char *name;  /* the public builder, e.g. "ex_then" */
+    /* Constructs the operation state in `storage` (op_size bytes, aligned to
+     * op_align).  The operation must not refer to the sender after connect
+     * returns unless it retained it.  On error nothing is left to destroy. */
+    ex_error (*connect)(const ex_sender *s, ex_receiver r, void *storage);
+    /* Sender attributes (completion schedulers).  NULL: empty. */
+    ex_env (*attrs)(const ex_sender *s);
+    /* Releases what the sender holds (child senders).  NULL: nothing. */
+    void (*destroy)(ex_sender *s);
+} ex_sender_vtable;
+
+struct ex_allocator;
+
+/* The header every sender begins with.  Fields are set by the builder and
+ * read-only afterwards (refs is managed by retain/release). */
+struct ex_sender {
+    const ex_sender_vtable *vt;
+    uint32_t refs;                      /* 0: static, never freed */
+    uint32_t size;                      /* bytes allocated for this sender */
+    const struct ex_allocator *alloc;   /* where it came from */
+    size_t op_size;                     /* operation state size ... */
+    size_t op_align;                    /* ... and alignment */
+    ex_sigs sigs;                       /* completion signatures */
+    ex_error status;                    /* EX_OK, or why the sender is invalid */
+};
+
+/* ------------------------------------------------------------- using senders */
+
+ex_sender *ex_sender_retain(ex_sender *s);   /* returns s; NULL-safe */
+void ex_sender_release(ex_sender *s);        /* NULL-safe */
+
+/* EX_OK for a well-formed sender; otherwise the error it will complete with. */
+ex_error ex_sender_status(const ex_sender *s);
+const ex_sigs *ex_sender_sigs(const ex_sender *s);
+ex_env ex_sender_attrs(const ex_sender *s);
+size_t ex_sender_op_size(const ex_sender *s);
+size_t ex_sender_op_align(const ex_sender *s);
+
+/* Reads a completion scheduler attribute (key is one of
+ * ex_key_completion_scheduler_{value,error,stopped}). */
+bool ex_get_completion_scheduler(const ex_sender *s, const ex_key *key, ex_scheduler *out);
+
+/* Connects s to r, constructing the operation state in storage (at least
+ * ex_sender_op_size(s) bytes, aligned to ex_sender_op_align(s)); *op is the
+ * operation on success.  Does not consume s.  Errors: EX_EINVAL for a NULL
+ * sender or receiver, small or misaligned storage, or signatures r does not
+ * accept (r.vt->accepts); errors of the sender's own connect. */
+ex_error ex_connect(const ex_sender *s, ex_receiver r, void *storage, size_t size, ex_operation **op);
+
+/* Like ex_connect, with storage from the receiver environment's allocator.
+ * Free with ex_operation_free once the operation completed or if it was
+ * never started.  Adds EX_ENOMEM. */
+ex_error ex_connect_alloc(const ex_sender *s, ex_receiver r, ex_operation **op);
+
+/* Starts op.  Call at most once.  The completion may run inside this call. */
+static inline void ex_start(ex_operation *op) { op->vt->start(op); }
+
+/* Destroys an operation made by ex_connect (before start or after it
+ * completed). */
+static inline void ex_operation_destroy(ex_operation *op) { if (op->vt->destroy) op->vt->destroy(op); }
+
+/* Destroys and frees an operation made by ex_connect_alloc.  NULL-safe. */
+void ex_operation_free(ex_operation *op);
+
+/* ------------------------------------------------------- authoring senders */
+
+/* Allocates a sender of `size` bytes (>= sizeof(ex_sender)) from the default
+ * allocator with refs = 1, no signatures, op size = sizeof(ex_operation) and
+ * status EX_OK.  Returns NULL on allocation failure; the caller then releases
+ * its inputs and returns ex_invalid_sender(EX_ENOMEM, ...). */
+ex_sender *ex_sender_alloc(const ex_sender_vtable *vt, size_t size);
+
+/* A sender that completes with set_error(code, msg) and whose status is
+ * that error.  Never fails (falls back to a static out-of-memory sender).
+ * msg must have static storage. */
+ex_sender *ex_invalid_sender(int code, const char *msg);
+
+/* Releases `n` senders (NULL entries ignored), then returns an invalid
+ * sender: the common tail of a builder that rejects its input. */
+ex_sender *ex_reject(int code, const char *msg, size_t n, ex_sender *const *inputs);
+
+/* If s is NULL or invalid, returns the error a builder should fail with
+ * (a NULL input becomes EX_EINVAL with `null_msg`); otherwise EX_OK. */
+ex_error ex_check_input(const ex_sender *s, const char *null_msg);
+
+/* Layout helpers: offset of a child operation placed after `base` bytes,
+ * and the resulting total size; alignment is the larger of the two. */
+static inline size_t ex_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+static inline size_t ex_max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Connects a child sender without ex_connect's argument checks (the parent
+ * already validated it); storage must be sized and aligned for it. */
+static inline ex_error ex_connect_child(const ex_sender *child, ex_receiver r, void *storage) {
+    return child->vt->connect(child, r, storage);
+}
+
+/* Completion helpers. */
+static inline void ex_set_value(ex_receiver r, const ex_value *v, size_t n) { r.vt->set_value(r.self, v, n); }
+static inline void ex_set_error(ex_receiver r, ex_error e) { r.vt->set_error(r.self, e); }
+static inline void ex_set_stopped(ex_receiver r) { r.vt->set_stopped(r.self); }
+
+#ifdef __cplusplus
+}
+#endif
+#endif

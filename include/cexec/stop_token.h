@@ -1,0 +1,74 @@
+/* cexec/stop_token.h - in-place stop source, token and callback
+ * ([stoptoken.inplace], [stopsource.inplace], [stopcallback.inplace]) and
+ * the never-stop token ([stoptoken.never]).
+ *
+ * Nothing here allocates.  A source lives in caller storage; tokens are
+ * pointers to it; callbacks are intrusive nodes the caller embeds.  Tokens
+ * and callbacks must not outlive their source. */
+#ifndef CEXEC_STOP_TOKEN_H
+#define CEXEC_STOP_TOKEN_H
+
+#include <cexec/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ex_stop_callback;
+
+typedef struct ex_stop_source {
+    /* private */
+    uint32_t state;                  /* bit 0: stop requested, bit 1: list locked */
+    struct ex_stop_callback *head;   /* registered, not yet invoked callbacks */
+    const void *stopping_thread;     /* thread that ran request_stop */
+} ex_stop_source;
+
+typedef void (*ex_stop_fn)(struct ex_stop_callback *cb);
+
+typedef struct ex_stop_callback {
+    /* private */
+    struct ex_stop_callback *next, *prev;
+    ex_stop_fn fn;
+    ex_stop_source *src;
+    bool *removed_during_run;   /* set by deregistration from inside fn */
+    uint32_t done;              /* fn has returned (read by deregistration) */
+    uint32_t queued;            /* in src's list */
+} ex_stop_callback;
+
+#define EX_STOP_SOURCE_INIT { 0, 0, 0 }
+
+/* Initialises a source with stop not requested. */
+void ex_stop_source_init(ex_stop_source *s);
+
+/* The token of s.  stop_possible() is true for it. */
+static inline ex_stop_token ex_stop_source_token(ex_stop_source *s) { ex_stop_token t = { s }; return t; }
+
+/* The never-stop token: stop_possible() and stop_requested() are false. */
+static inline ex_stop_token ex_never_stop_token(void) { ex_stop_token t = { 0 }; return t; }
+
+/* Requests stop.  The first request runs every registered callback on the
+ * calling thread, in unspecified order, and returns true; later requests do
+ * nothing and return false.  Callbacks must not throw (C: must return). */
+bool ex_stop_source_request_stop(ex_stop_source *s);
+bool ex_stop_source_stop_requested(const ex_stop_source *s);
+
+bool ex_stop_token_stop_requested(ex_stop_token t);
+static inline bool ex_stop_token_stop_possible(ex_stop_token t) { return t.src != 0; }
+static inline bool ex_stop_token_equal(ex_stop_token a, ex_stop_token b) { return a.src == b.src; }
+
+/* Registers cb on t.  If stop was already requested, fn(cb) runs now on the
+ * calling thread and the callback is not registered.  With the never-stop
+ * token nothing happens.  Returns true when fn ran during registration.
+ * cb must stay at its address until ex_stop_callback_deregister returns. */
+bool ex_stop_callback_register(ex_stop_callback *cb, ex_stop_token t, ex_stop_fn fn);
+
+/* Deregisters cb.  If fn is running on another thread, waits until it
+ * returns; if fn is running on this thread (deregistration from inside the
+ * callback), returns at once.  Never waits for other callbacks.  Safe to call
+ * after fn ran or when registration found stop already requested. */
+void ex_stop_callback_deregister(ex_stop_callback *cb);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

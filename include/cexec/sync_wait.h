@@ -1,0 +1,50 @@
+/* cexec/sync_wait.h - sync_wait and sync_wait_with_variant ([exec.sync.wait]).
+ *
+ * Blocks the calling thread, running a run_loop on it, until the sender
+ * completes.  The receiver's environment answers get_scheduler and
+ * get_delegation_scheduler with that run_loop's scheduler; its stop token is
+ * the never-stop token. */
+#ifndef CEXEC_SYNC_WAIT_H
+#define CEXEC_SYNC_WAIT_H
+
+#include <cexec/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ex_disposition {
+    EX_DISP_VALUE = 1,
+    EX_DISP_ERROR,
+    EX_DISP_STOPPED
+} ex_disposition;
+
+/* The async result.  values[] are deep copies owned by the result. */
+typedef struct ex_result {
+    ex_disposition disposition;
+    size_t n;                       /* number of values (EX_DISP_VALUE) */
+    ex_value values[EX_MAX_ARITY];
+    ex_error error;                 /* EX_DISP_ERROR */
+    /* private: storage for tuple contents */
+    void *nested;
+    size_t nested_size;
+    const struct ex_allocator *nested_alloc;
+} ex_result;
+
+/* Runs s (taking ownership) to completion.  The sender must have at most
+ * one value signature (use ex_sync_wait_with_variant otherwise): a sender
+ * with more, a NULL sender or a failed connect gives an EX_DISP_ERROR result
+ * with EX_EINVAL.  Failing to copy tuple values gives EX_ENOMEM. */
+ex_result ex_sync_wait(ex_sender *s);
+
+/* ex_sync_wait(ex_into_variant(s)): accepts several value signatures; a
+ * value result is one EX_T_TUPLE datum. */
+ex_result ex_sync_wait_with_variant(ex_sender *s);
+
+/* Frees what a result holds (tuple storage).  Safe on every result. */
+void ex_result_destroy(ex_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,84 @@
+/* exi_core.h - helpers shared by the sender implementations. Internal. */
+#ifndef EXI_CORE_H
+#define EXI_CORE_H
+
+#include <stdalign.h>
+#include <string.h>
+
+#include <cexec/cexec.h>
+
+#define EXI_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+/* Value storage with deep-copied tuples: the inline array covers the
+ * common case; tuple contents go to one block from `alloc`. */
+typedef struct exi_store {
+    size_t n;
+    ex_value v[EX_MAX_ARITY];
+    void *nested;
+    size_t nested_size;
+    const ex_allocator *alloc;
+} exi_store;
+
+static inline void exi_store_init(exi_store *st) { st->n = 0; st->nested = NULL; st->nested_size = 0; st->alloc = NULL; }
+/* Deep-copies (v, n) (n <= EX_MAX_ARITY) into st, replacing what it held.
+ * EX_ENOMEM when tuple storage cannot be allocated (st is then empty). */
+ex_error exi_store_set(exi_store *st, const ex_value *v, size_t n, const ex_allocator *alloc);
+void exi_store_clear(exi_store *st);
+
+/* Deep copy of n values into a caller array plus a nested block (for
+ * ex_result and just).  *nested is NULL when no tuple is present. */
+ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
+                         void **nested, size_t *nested_size);
+
+/* Sigs helpers. */
+static inline ex_sigs exi_sigs_of(const ex_sig *value, uint8_t flags) {
+    ex_sigs s = ex_sigs_none();
+    if (value) { s.values[0] = *value; s.nvalues = 1; }
+    s.flags = flags;
+    return s;
+}
+/* Sig describing the types of (v, n). */
+ex_sig exi_sig_of_values(const ex_value *v, size_t n);
+
+/* Receiver check of a run-time connected sender against the receiver's
+ * declared acceptance. */
+ex_error exi_check_accepts(const ex_sender *s, ex_receiver r, const char *who);
+
+/* The identity of the calling thread (an address unique per live thread). */
+const void *exi_thread_id(void);
+
+/* Finishes a builder: sets op layout for a one-child adaptor whose own part
+ * of the operation is `own` bytes with alignment `own_align` and child
+ * placed after it.  Returns the child offset. */
+static inline size_t exi_child_offset(size_t own, const ex_sender *child) {
+    return ex_align_up(own, child->op_align);
+}
+static inline void exi_layout_one_child(ex_sender *s, size_t own, size_t own_align, const ex_sender *child) {
+    s->op_size = exi_child_offset(own, child) + child->op_size;
+    s->op_align = ex_max_size(own_align, child->op_align);
+}
+
+/* Releases an input and returns an invalid sender (one-input builders). */
+static inline ex_sender *exi_reject1(int code, const char *msg, ex_sender *in) {
+    return ex_reject(code, msg, 1, &in);
+}
+
+/* Starts an allocated block where the allocation-free path has none. */
+ex_sender *exi_oom_sender(void);
+
+#endif
+
+/* ----------------------------------------------- internal adaptors (on) */
+
+/* The scheduler `on` returns to, as the inner parts of an `on` sender see
+ * it (a private forwarding key set by the capture node). */
+extern const ex_key exi_key_on_orig;
+
+/* write_env whose value is read, at connect, from `from_key` in the
+ * receiver's environment (from_key == NULL: `value` as given).  Connect
+ * fails with EX_EINVAL and `missing_msg` when the key is absent. */
+ex_sender *exi_write_env(ex_sender *child, const ex_key *key, ex_value value, const ex_key *from_key,
+                         const char *missing_msg);
+
+/* continues_on to the scheduler found under exi_key_on_orig at connect. */
+ex_sender *exi_continues_on_orig(ex_sender *child);

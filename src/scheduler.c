@@ -1,0 +1,86 @@
+/* scheduler.c - ex_schedule and the inline scheduler. */
+#include "exi_core.h"
+
+typedef struct schedule_sender {
+    ex_sender base;
+    ex_scheduler sch;
+    ex_env_pair attrs;  /* SCHED-ATTRS(sch): value and stopped completion schedulers */
+} schedule_sender;
+
+static ex_error schedule_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    const schedule_sender *ss = (const schedule_sender *)s;
+    return ss->sch.vt->connect_schedule(ss->sch.self, r, storage);
+}
+
+static ex_env schedule_attrs(const ex_sender *s) {
+    return ex_env_of_pair(&((const schedule_sender *)s)->attrs);
+}
+
+static const ex_sender_vtable schedule_vt = { "ex_schedule", schedule_connect, schedule_attrs, NULL };
+
+ex_sender *ex_schedule(ex_scheduler sch) {
+    if (!sch.vt || !sch.vt->connect_schedule)
+        return ex_invalid_sender(EX_EINVAL, "ex_schedule: invalid scheduler handle");
+    ex_sender *s = ex_sender_alloc(&schedule_vt, sizeof(schedule_sender));
+    if (!s) return exi_oom_sender();
+    schedule_sender *ss = (schedule_sender *)s;
+    ss->sch = sch;
+    ex_env_pair_init(&ss->attrs, &ex_key_completion_scheduler_value, ex_sched_value(sch), ex_env_empty());
+    ss->attrs.key2 = &ex_key_completion_scheduler_stopped;
+    ss->attrs.value2 = ex_sched_value(sch);
+    static const ex_sig none = { 0, { 0 } };
+    s->sigs = exi_sigs_of(&none, sch.vt->schedule_flags);
+    s->op_size = sch.vt->schedule_op_size;
+    s->op_align = sch.vt->schedule_op_align;
+    return s;
+}
+
+ex_error ex_connect_schedule(ex_scheduler sch, ex_receiver r, void *storage) {
+    if (!sch.vt || !sch.vt->connect_schedule)
+        return ex_err(EX_EINVAL, "ex_connect_schedule: invalid scheduler handle");
+    return sch.vt->connect_schedule(sch.self, r, storage);
+}
+
+bool ex_scheduler_equal(ex_scheduler a, ex_scheduler b) {
+    if (a.vt != b.vt) return false;
+    if (a.vt && a.vt->equal) return a.vt->equal(a.self, b.self);
+    return a.self == b.self;
+}
+
+ex_forward_progress ex_get_forward_progress_guarantee(ex_scheduler sch) {
+    return sch.vt ? sch.vt->progress : EX_PROGRESS_WEAKLY_PARALLEL;
+}
+
+/* ------------------------------------------------------------------ inline */
+
+typedef struct inline_op {
+    ex_operation base;
+    ex_receiver r;
+} inline_op;
+
+static void inline_start(ex_operation *op) { ex_set_value(((inline_op *)op)->r, NULL, 0); }
+
+static const ex_operation_vtable inline_op_vt = { inline_start, NULL };
+
+static ex_error inline_connect(void *self, ex_receiver r, void *storage) {
+    (void)self;
+    inline_op *o = storage;
+    o->base.vt = &inline_op_vt;
+    o->r = r;
+    return ex_ok();
+}
+
+static const ex_scheduler_vtable inline_vt = {
+    .name = "inline",
+    .schedule_op_size = sizeof(inline_op),
+    .schedule_op_align = alignof(inline_op),
+    .schedule_flags = 0,
+    .connect_schedule = inline_connect,
+    .progress = EX_PROGRESS_WEAKLY_PARALLEL,
+    .equal = NULL,
+};
+
+ex_scheduler ex_inline_scheduler(void) {
+    ex_scheduler s = { &inline_vt, NULL };
+    return s;
+}

@@ -1,0 +1,191 @@
+/* sender.c - sender lifetime, connect, and invalid senders. */
+#include "exi_atomic.h"
+#include "exi_core.h"
+
+/* ------------------------------------------------------------ error senders */
+
+typedef struct error_op {
+    ex_operation base;
+    ex_receiver r;
+    ex_error e;
+} error_op;
+
+static void error_start(ex_operation *op) {
+    error_op *o = (error_op *)op;
+    ex_set_error(o->r, o->e);
+}
+
+static const ex_operation_vtable error_op_vt = { error_start, NULL };
+
+typedef struct error_sender {
+    ex_sender base;
+    ex_error e;
+} error_sender;
+
+static ex_error error_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    error_op *o = storage;
+    o->base.vt = &error_op_vt;
+    o->r = r;
+    o->e = s->status.code ? s->status : ((const error_sender *)s)->e;
+    return ex_ok();
+}
+
+static const ex_sender_vtable invalid_vt = { "ex_invalid_sender", error_connect, NULL, NULL };
+static const ex_sender_vtable just_error_vt = { "ex_just_error", error_connect, NULL, NULL };
+
+static ex_sender oom_sender = {
+    &invalid_vt, 0, 0, NULL, sizeof(error_op), alignof(error_op),
+    { 0, EX_SIGS_ERROR, { { 0, { 0 } } } },
+    { EX_ENOMEM, "cexec: out of memory building a sender", NULL },
+};
+
+ex_sender *exi_oom_sender(void) { return &oom_sender; }
+
+static ex_sender *error_sender_new(const ex_sender_vtable *vt, ex_error e, bool invalid) {
+    ex_sender *s = ex_sender_alloc(vt, sizeof(error_sender));
+    if (!s) return &oom_sender;
+    ((error_sender *)s)->e = e;
+    s->op_size = sizeof(error_op);
+    s->op_align = alignof(error_op);
+    s->sigs = exi_sigs_of(NULL, EX_SIGS_ERROR);
+    if (invalid) s->status = e;
+    return s;
+}
+
+ex_sender *ex_invalid_sender(int code, const char *msg) {
+    if (code == EX_ENOMEM) return &oom_sender;
+    if (code == EX_OK) code = EX_EINVAL;
+    return error_sender_new(&invalid_vt, ex_err(code, msg ? msg : "cexec: invalid sender"), true);
+}
+
+ex_sender *ex_just_error(ex_error e) {
+    if (e.code == EX_OK) e = ex_err(EX_EINVAL, "ex_just_error: error code is EX_OK");
+    if (!e.msg) e.msg = "ex_just_error";
+    return error_sender_new(&just_error_vt, e, false);
+}
+
+ex_sender *ex_reject(int code, const char *msg, size_t n, ex_sender *const *inputs) {
+    for (size_t i = 0; i < n; i++) ex_sender_release(inputs[i]);
+    return ex_invalid_sender(code, msg);
+}
+
+ex_error ex_check_input(const ex_sender *s, const char *null_msg) {
+    if (!s) return ex_err(EX_EINVAL, null_msg);
+    return s->status;
+}
+
+/* ------------------------------------------------------------------ lifetime */
+
+ex_sender *ex_sender_alloc(const ex_sender_vtable *vt, size_t size) {
+    const ex_allocator *a = ex_default_allocator();
+    if (size < sizeof(ex_sender) || size > UINT32_MAX) return NULL;
+    ex_sender *s = ex_allocate(a, size, alignof(max_align_t));
+    if (!s) return NULL;
+    memset(s, 0, size);
+    s->vt = vt;
+    s->refs = 1;
+    s->size = (uint32_t)size;
+    s->alloc = a;
+    s->op_size = sizeof(ex_operation);
+    s->op_align = alignof(ex_operation);
+    s->sigs = ex_sigs_none();
+    s->status = ex_ok();
+    return s;
+}
+
+ex_sender *ex_sender_retain(ex_sender *s) {
+    if (s && s->refs) exi_faa_u32(&s->refs, 1);
+    return s;
+}
+
+void ex_sender_release(ex_sender *s) {
+    if (!s || !s->refs) return;
+    if (exi_faa_u32(&s->refs, (uint32_t)-1) != 1) return;
+    if (s->vt->destroy) s->vt->destroy(s);
+    ex_deallocate(s->alloc, s, s->size, alignof(max_align_t));
+}
+
+ex_error ex_sender_status(const ex_sender *s) {
+    if (!s) return ex_err(EX_EINVAL, "ex_sender_status: NULL sender");
+    return s->status;
+}
+
+const ex_sigs *ex_sender_sigs(const ex_sender *s) { return &s->sigs; }
+size_t ex_sender_op_size(const ex_sender *s) { return s ? s->op_size : 0; }
+size_t ex_sender_op_align(const ex_sender *s) { return s ? s->op_align : 1; }
+
+ex_env ex_sender_attrs(const ex_sender *s) {
+    if (!s || !s->vt->attrs) return ex_env_empty();
+    return s->vt->attrs(s);
+}
+
+bool ex_get_completion_scheduler(const ex_sender *s, const ex_key *key, ex_scheduler *out) {
+    ex_value v;
+    if (!ex_env_query(ex_sender_attrs(s), key, &v) || v.type != EX_T_SCHED) return false;
+    *out = v.as.sched;
+    return true;
+}
+
+/* ------------------------------------------------------------------- connect */
+
+ex_error exi_check_accepts(const ex_sender *s, ex_receiver r, const char *who) {
+    (void)who;
+    const char *why = NULL;
+    if (r.vt->accepts && !ex_sigs_subset(&s->sigs, r.vt->accepts, &why))
+        return ex_err(EX_EINVAL, why);
+    return ex_ok();
+}
+
+static bool receiver_valid(ex_receiver r) {
+    return r.vt && r.vt->set_value && r.vt->set_error && r.vt->set_stopped;
+}
+
+ex_error ex_connect(const ex_sender *s, ex_receiver r, void *storage, size_t size, ex_operation **op) {
+    if (!op) return ex_err(EX_EINVAL, "ex_connect: op out-parameter is NULL");
+    *op = NULL;
+    if (!s) return ex_err(EX_EINVAL, "ex_connect: NULL sender");
+    if (!receiver_valid(r)) return ex_err(EX_EINVAL, "ex_connect: receiver vtable is NULL or lacks a completion");
+    if (!storage || size < s->op_size)
+        return ex_err(EX_EINVAL, "ex_connect: storage is smaller than ex_sender_op_size()");
+    if ((uintptr_t)storage % s->op_align)
+        return ex_err(EX_EINVAL, "ex_connect: storage is not aligned to ex_sender_op_align()");
+    ex_error e = exi_check_accepts(s, r, "ex_connect");
+    if (e.code) return e;
+    e = s->vt->connect(s, r, storage);
+    if (!e.code) *op = storage;
+    return e;
+}
+
+typedef struct alloc_header {
+    const ex_allocator *alloc;
+    void *block;
+    size_t size, align;
+} alloc_header;
+
+ex_error ex_connect_alloc(const ex_sender *s, ex_receiver r, ex_operation **op) {
+    if (!op) return ex_err(EX_EINVAL, "ex_connect_alloc: op out-parameter is NULL");
+    *op = NULL;
+    if (!s) return ex_err(EX_EINVAL, "ex_connect_alloc: NULL sender");
+    if (!receiver_valid(r)) return ex_err(EX_EINVAL, "ex_connect_alloc: receiver vtable is NULL or lacks a completion");
+    const ex_allocator *a = ex_get_allocator(ex_receiver_env(r));
+    size_t align = ex_max_size(s->op_align, alignof(alloc_header));
+    size_t head = ex_align_up(sizeof(alloc_header), align);
+    size_t total = head + s->op_size;
+    char *block = ex_allocate(a, total, align);
+    if (!block) return ex_err(EX_ENOMEM, "ex_connect_alloc: out of memory for the operation state");
+    alloc_header *h = (alloc_header *)(void *)(block + head - sizeof(alloc_header));
+    h->alloc = a;
+    h->block = block;
+    h->size = total;
+    h->align = align;
+    ex_error e = ex_connect(s, r, block + head, s->op_size, op);
+    if (e.code) ex_deallocate(a, block, total, align);
+    return e;
+}
+
+void ex_operation_free(ex_operation *op) {
+    if (!op) return;
+    ex_operation_destroy(op);
+    alloc_header *h = (alloc_header *)(void *)((char *)op - sizeof(alloc_header));
+    ex_deallocate(h->alloc, h->block, h->size, h->align);
+}

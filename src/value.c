@@ -1,0 +1,233 @@
+/* value.c - values, signatures and deep-copy storage. */
+#include <stdio.h>
+
+#include "exi_core.h"
+
+static const char *const type_names[EX_T_COUNT_] = {
+    [EX_T_ANY] = "any",     [EX_T_NONE] = "none",     [EX_T_BOOL] = "bool",
+    [EX_T_INT] = "int",     [EX_T_UINT] = "uint",     [EX_T_DOUBLE] = "double",
+    [EX_T_PTR] = "ptr",     [EX_T_STR] = "str",       [EX_T_SCHED] = "scheduler",
+    [EX_T_TOKEN] = "stop_token", [EX_T_ALLOC] = "allocator", [EX_T_TUPLE] = "tuple",
+};
+
+const char *ex_type_name(ex_type t) {
+    if ((unsigned)t >= EX_T_COUNT_) return "invalid";
+    return type_names[t];
+}
+
+/* Appends to a bounded buffer, tracking the length wanted. */
+typedef struct fmt_buf { char *p; size_t size, len; } fmt_buf;
+
+static void fmt_put(fmt_buf *b, const char *s) {
+    size_t n = strlen(s);
+    if (b->len < b->size) {
+        size_t room = b->size - b->len - 1;
+        size_t k = n < room ? n : room;
+        memcpy(b->p + b->len, s, k);
+        b->p[b->len + k] = '\0';
+    }
+    b->len += n;
+}
+
+static void fmt_value(fmt_buf *b, const ex_value *v) {
+    char tmp[64];
+    switch (v->type) {
+    case EX_T_BOOL: fmt_put(b, v->as.b ? "bool true" : "bool false"); return;
+    case EX_T_INT: snprintf(tmp, sizeof tmp, "int %lld", (long long)v->as.i); break;
+    case EX_T_UINT: snprintf(tmp, sizeof tmp, "uint %llu", (unsigned long long)v->as.u); break;
+    case EX_T_DOUBLE: snprintf(tmp, sizeof tmp, "double %g", v->as.d); break;
+    case EX_T_PTR: snprintf(tmp, sizeof tmp, "ptr %p", v->as.p); break;
+    case EX_T_STR:
+        fmt_put(b, "str \"");
+        fmt_put(b, v->as.s ? v->as.s : "(null)");
+        fmt_put(b, "\"");
+        return;
+    case EX_T_SCHED: snprintf(tmp, sizeof tmp, "scheduler %p", v->as.sched.self); break;
+    case EX_T_TOKEN: snprintf(tmp, sizeof tmp, "stop_token %p", (void *)v->as.token.src); break;
+    case EX_T_ALLOC: snprintf(tmp, sizeof tmp, "allocator %p", (const void *)v->as.alloc); break;
+    case EX_T_TUPLE: {
+        const ex_tuple *t = v->as.tuple;
+        snprintf(tmp, sizeof tmp, "tuple#%u(", t ? t->index : 0u);
+        fmt_put(b, tmp);
+        for (uint32_t i = 0; t && i < t->n; i++) {
+            if (i) fmt_put(b, ", ");
+            fmt_value(b, &t->v[i]);
+        }
+        fmt_put(b, ")");
+        return;
+    }
+    default: fmt_put(b, ex_type_name(v->type)); return;
+    }
+    fmt_put(b, tmp);
+}
+
+size_t ex_value_format(const ex_value *v, char *buf, size_t size) {
+    fmt_buf b = { buf, size, 0 };
+    if (size) buf[0] = '\0';
+    fmt_value(&b, v);
+    return b.len;
+}
+
+bool ex_value_equal(const ex_value *a, const ex_value *b) {
+    if (a->type != b->type) return false;
+    switch (a->type) {
+    case EX_T_NONE: return true;
+    case EX_T_BOOL: return a->as.b == b->as.b;
+    case EX_T_INT: return a->as.i == b->as.i;
+    case EX_T_UINT: return a->as.u == b->as.u;
+    case EX_T_DOUBLE: return a->as.d == b->as.d;
+    case EX_T_PTR: return a->as.p == b->as.p;
+    case EX_T_STR: return a->as.s == b->as.s;
+    case EX_T_SCHED: return ex_scheduler_equal(a->as.sched, b->as.sched);
+    case EX_T_TOKEN: return a->as.token.src == b->as.token.src;
+    case EX_T_ALLOC: return a->as.alloc == b->as.alloc;
+    case EX_T_TUPLE: {
+        const ex_tuple *x = a->as.tuple, *y = b->as.tuple;
+        if (x == y) return true;
+        if (!x || !y || x->index != y->index || x->n != y->n) return false;
+        for (uint32_t i = 0; i < x->n; i++)
+            if (!ex_value_equal(&x->v[i], &y->v[i])) return false;
+        return true;
+    }
+    default: return false;
+    }
+}
+
+/* ------------------------------------------------------------- signatures */
+
+static bool sig_equal(const ex_sig *a, const ex_sig *b) {
+    if (a->arity != b->arity) return false;
+    if (a->arity == 0xff) return true;
+    return memcmp(a->types, b->types, a->arity) == 0;
+}
+
+bool ex_sigs_add_value(ex_sigs *s, ex_sig sig) {
+    for (unsigned i = 0; i < s->nvalues; i++)
+        if (sig_equal(&s->values[i], &sig)) return true;
+    if (s->nvalues >= EX_MAX_VALUE_SIGS) return false;
+    s->values[s->nvalues++] = sig;
+    return true;
+}
+
+void ex_sigs_merge(ex_sigs *a, const ex_sigs *b) {
+    a->flags = (uint8_t)(a->flags | b->flags);
+    for (unsigned i = 0; i < b->nvalues; i++)
+        if (!ex_sigs_add_value(a, b->values[i])) a->flags |= EX_SIGS_DYNAMIC;
+}
+
+bool ex_sig_matches(const ex_sig *sig, const ex_value *v, size_t n) {
+    if (sig->arity == 0xff) return true;
+    if (sig->arity != n) return false;
+    for (size_t i = 0; i < n; i++)
+        if (sig->types[i] != EX_T_ANY && sig->types[i] != v[i].type) return false;
+    return true;
+}
+
+bool ex_sig_compatible(const ex_sig *want, const ex_sig *have) {
+    if (want->arity == 0xff) return true;
+    if (have->arity == 0xff) return false;
+    if (want->arity != have->arity) return false;
+    for (unsigned i = 0; i < want->arity; i++)
+        if (want->types[i] != EX_T_ANY && have->types[i] != EX_T_ANY && want->types[i] != have->types[i])
+            return false;
+    return true;
+}
+
+int ex_sigs_find(const ex_sigs *s, const ex_value *v, size_t n) {
+    for (unsigned i = 0; i < s->nvalues; i++)
+        if (ex_sig_matches(&s->values[i], v, n)) return (int)i;
+    return -1;
+}
+
+bool ex_sigs_subset(const ex_sigs *sigs, const ex_sigs *accepts, const char **why) {
+    if ((sigs->flags & EX_SIGS_ERROR) && !(accepts->flags & EX_SIGS_ERROR)) {
+        *why = "the sender may complete with an error the receiver does not accept";
+        return false;
+    }
+    if ((sigs->flags & EX_SIGS_STOPPED) && !(accepts->flags & EX_SIGS_STOPPED)) {
+        *why = "the sender may complete stopped and the receiver does not accept set_stopped";
+        return false;
+    }
+    if (accepts->flags & EX_SIGS_DYNAMIC) return true;
+    for (unsigned i = 0; i < sigs->nvalues; i++) {
+        bool ok = false;
+        for (unsigned j = 0; j < accepts->nvalues && !ok; j++)
+            ok = ex_sig_compatible(&accepts->values[j], &sigs->values[i]);
+        if (!ok) {
+            *why = "the sender has a value signature the receiver does not accept";
+            return false;
+        }
+    }
+    return true;
+}
+
+ex_sig exi_sig_of_values(const ex_value *v, size_t n) {
+    ex_sig s;
+    memset(&s, 0, sizeof s);
+    s.arity = (uint8_t)n;
+    for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) s.types[i] = (uint8_t)v[i].type;
+    return s;
+}
+
+/* ------------------------------------------------------------- deep copy */
+
+static size_t nested_bytes(const ex_value *v, size_t n) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].type != EX_T_TUPLE || !v[i].as.tuple) continue;
+        const ex_tuple *t = v[i].as.tuple;
+        total += sizeof(ex_tuple) + t->n * sizeof(ex_value) + nested_bytes(t->v, t->n);
+    }
+    return total;
+}
+
+/* Copies n values to dst; tuple contents are placed at *cursor. */
+static void copy_into(ex_value *dst, const ex_value *src, size_t n, char **cursor) {
+    for (size_t i = 0; i < n; i++) {
+        dst[i] = src[i];
+        if (src[i].type != EX_T_TUPLE || !src[i].as.tuple) continue;
+        const ex_tuple *t = src[i].as.tuple;
+        ex_tuple *nt = (ex_tuple *)(void *)*cursor;
+        *cursor += sizeof(ex_tuple);
+        ex_value *nv = (ex_value *)(void *)*cursor;
+        *cursor += t->n * sizeof(ex_value);
+        nt->index = t->index;
+        nt->n = t->n;
+        nt->v = nv;
+        copy_into(nv, t->v, t->n, cursor);
+        dst[i].as.tuple = nt;
+    }
+}
+
+ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
+                         void **nested, size_t *nested_size) {
+    size_t bytes = nested_bytes(src, n);
+    *nested = NULL;
+    *nested_size = 0;
+    char *block = NULL;
+    if (bytes) {
+        block = ex_allocate(alloc, bytes, alignof(ex_value));
+        if (!block) return ex_err(EX_ENOMEM, "cexec: out of memory copying tuple values");
+        *nested = block;
+        *nested_size = bytes;
+    }
+    char *cursor = block;
+    copy_into(dst, src, n, &cursor);
+    return ex_ok();
+}
+
+void exi_store_clear(exi_store *st) {
+    if (st->nested) ex_deallocate(st->alloc, st->nested, st->nested_size, alignof(ex_value));
+    st->nested = NULL;
+    st->nested_size = 0;
+    st->n = 0;
+}
+
+ex_error exi_store_set(exi_store *st, const ex_value *v, size_t n, const ex_allocator *alloc) {
+    exi_store_clear(st);
+    st->alloc = alloc;
+    ex_error e = exi_values_copy(st->v, v, n, alloc, &st->nested, &st->nested_size);
+    if (e.code) return e;
+    st->n = n;
+    return e;
+}

@@ -1,0 +1,170 @@
+/* helpers.c - shared test fixtures. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define HAVE_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HAVE_LSAN 1
+#endif
+#endif
+#ifdef HAVE_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
+test_alloc_stats test_stats;
+static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *t_allocate(void *ctx, size_t size, size_t align) {
+    (void)ctx;
+    pthread_mutex_lock(&stats_mu);
+    long nth = ++test_stats.allocs;
+    bool fail = test_stats.fail_at && nth == test_stats.fail_at;
+    if (fail) test_stats.failed++;
+    pthread_mutex_unlock(&stats_mu);
+    if (fail) return NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)) return NULL;
+    pthread_mutex_lock(&stats_mu);
+    test_stats.in_use++;
+    pthread_mutex_unlock(&stats_mu);
+    return p;
+}
+
+static void t_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    (void)ctx, (void)size, (void)align;
+    free(p);
+    pthread_mutex_lock(&stats_mu);
+    test_stats.frees++;
+    test_stats.in_use--;
+    pthread_mutex_unlock(&stats_mu);
+}
+
+ex_allocator test_allocator = { t_allocate, t_deallocate, NULL, "test" };
+
+void test_alloc_reset(void) {
+    pthread_mutex_lock(&stats_mu);
+    long in_use = test_stats.in_use;
+    memset(&test_stats, 0, sizeof test_stats);
+    test_stats.in_use = in_use;
+    pthread_mutex_unlock(&stats_mu);
+}
+
+void test_alloc_fail_at(long nth) {
+    pthread_mutex_lock(&stats_mu);
+    test_stats.fail_at = test_stats.allocs + nth;
+    pthread_mutex_unlock(&stats_mu);
+}
+
+long test_alloc_count(void) {
+    pthread_mutex_lock(&stats_mu);
+    long n = test_stats.allocs;
+    pthread_mutex_unlock(&stats_mu);
+    return n;
+}
+
+void test_setup(void) {
+    memset(&test_stats, 0, sizeof test_stats);
+    ex_set_default_allocator(&test_allocator);
+}
+
+void test_teardown(void) { ex_set_default_allocator(NULL); }
+
+void expect_no_leaks(void) {
+    pthread_mutex_lock(&stats_mu);
+    long in_use = test_stats.in_use;
+    pthread_mutex_unlock(&stats_mu);
+    cr_expect_eq(in_use, 0, "%ld block(s) from the test allocator were not freed", in_use);
+#ifdef HAVE_LSAN
+    cr_expect_eq(__lsan_do_recoverable_leak_check(), 0, "LeakSanitizer found leaks");
+#endif
+}
+
+/* ------------------------------------------------------ recording receiver */
+
+static _Thread_local char thread_marker;
+const void *test_thread_id(void) { return &thread_marker; }
+
+static void rec_set_value(void *self, const ex_value *v, size_t n) {
+    rec *r = self;
+    r->values++;
+    r->n = n;
+    for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) r->v[i] = v[i];
+    r->thread = test_thread_id();
+}
+
+static void rec_set_error(void *self, ex_error e) {
+    rec *r = self;
+    r->errors++;
+    r->err = e;
+    r->thread = test_thread_id();
+}
+
+static void rec_set_stopped(void *self) {
+    rec *r = self;
+    r->stops++;
+    r->thread = test_thread_id();
+}
+
+static ex_env rec_env(void *self) { return ((rec *)self)->env; }
+
+void rec_init(rec *r) {
+    memset(r, 0, sizeof *r);
+    r->vt.set_value = rec_set_value;
+    r->vt.set_error = rec_set_error;
+    r->vt.set_stopped = rec_set_stopped;
+    r->vt.env = rec_env;
+    r->env = ex_env_empty();
+    ex_stop_source_init(&r->stop);
+}
+
+ex_receiver rec_receiver(rec *r) {
+    ex_receiver x = { &r->vt, r };
+    return x;
+}
+
+int rec_total(const rec *r) { return r->values + r->errors + r->stops; }
+
+void rec_with_stop(rec *r) {
+    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
+    r->env = ex_env_of_pair(&r->pair);
+}
+
+void rec_with_scheduler(rec *r, ex_scheduler sch) {
+    if (r->pair.node.query) {
+        r->pair.key2 = &ex_key_get_scheduler;
+        r->pair.value2 = ex_sched_value(sch);
+    } else {
+        ex_env_pair_init(&r->pair, &ex_key_get_scheduler, ex_sched_value(sch), ex_env_empty());
+    }
+    r->env = ex_env_of_pair(&r->pair);
+}
+
+ex_operation *run_start(ex_sender *s, rec *r) {
+    ex_operation *op = NULL;
+    ex_error e = ex_connect_alloc(s, rec_receiver(r), &op);
+    cr_assert_eq(e.code, 0, "connect failed: %s", e.msg ? e.msg : "");
+    ex_start(op);
+    return op;
+}
+
+void run_destroy(ex_operation *op) { ex_operation_free(op); }
+
+void expect_value_int(ex_result *r, int64_t v) {
+    cr_assert_eq(r->disposition, EX_DISP_VALUE, "expected a value, got disposition %d (%s)", r->disposition,
+                 r->error.msg ? r->error.msg : "");
+    cr_assert_eq(r->n, 1);
+    cr_assert_eq(r->values[0].type, EX_T_INT);
+    cr_assert_eq(r->values[0].as.i, v);
+}
+
+void expect_error(ex_result *r, int code) {
+    cr_assert_eq(r->disposition, EX_DISP_ERROR, "expected an error, got disposition %d", r->disposition);
+    cr_assert_eq(r->error.code, code, "expected error %d, got %d (%s)", code, r->error.code,
+                 r->error.msg ? r->error.msg : "");
+    cr_assert_not_null(r->error.msg);
+}
