@@ -98,7 +98,7 @@ typedef struct continues_sender {
     bool from_env;           /* scheduler read from exi_key_on_orig at connect */
     ex_scheduler sch;
     ex_env_pair attrs;       /* SCHED-ATTRS(sch) joined with FWD-ENV(child attrs) */
-    size_t child_off, sched_off, sched_room;
+    size_t child_off, sched_off, sched_room, sched_room_align;
 } continues_sender;
 
 typedef struct continues_op {
@@ -182,7 +182,7 @@ static ex_error co_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->child = (ex_operation *)(void *)((char *)storage + cs->child_off);
     o->sched_block = NULL;
     o->sched_op = (ex_operation *)(void *)((char *)storage + cs->sched_off);
-    if (sch.vt->schedule_op_size > cs->sched_room || sch.vt->schedule_op_align > alignof(max_align_t)) {
+    if (sch.vt->schedule_op_size > cs->sched_room || sch.vt->schedule_op_align > cs->sched_room_align) {
         o->sched_alloc = ex_get_allocator(ex_receiver_env(r));
         o->sched_size = sch.vt->schedule_op_size;
         o->sched_align = sch.vt->schedule_op_align;
@@ -240,6 +240,7 @@ static ex_sender *make_continues(ex_sender *child, const ex_scheduler *sch, cons
     }
     if (child->sigs.nvalues || (child->sigs.flags & EX_SIGS_DYNAMIC)) s->sigs.flags |= EX_SIGS_ERROR; /* storing tuples may fail */
     cs->sched_room = room;
+    cs->sched_room_align = align;
     cs->sched_off = ex_align_up(sizeof(continues_op), align);
     cs->child_off = ex_align_up(cs->sched_off + room, child->op_align);
     s->op_size = cs->child_off + child->op_size;
