@@ -3,6 +3,7 @@
 #   make                 static + shared library (build/)
 #   make test            every Criterion suite, one binary, one Synthesis line
 #   make test-asan       the same suite under -fsanitize=address,undefined (build-asan/)
+#   make test-tsan       standalone stress programs under ThreadSanitizer (build-tsan/)
 #   make examples        build examples/*.c
 #   make demo            build and run the demo pipeline
 #   make install PREFIX=/usr/local
@@ -37,7 +38,7 @@ EXAMPLES := $(wildcard examples/*.c)
 EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test test-asan examples demo install clean deps check-clang
+.PHONY: all test test-asan test-tsan stress examples demo install clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so
 
@@ -76,6 +77,20 @@ test-asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test \
 	    TEST_ARGS="$(TEST_ARGS)"
+
+# Stress programs: their own main(), exactly-once checks; run under TSan in CI.
+STRESS     := $(wildcard tests/stress/*.c)
+STRESS_BIN := $(STRESS:tests/stress/%.c=$(BUILD)/stress/%)
+
+$(BUILD)/stress/%: tests/stress/%.c tests/stress/stress.h $(BUILD)/libcexec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) -Wall -Wextra -Werror $(OPT) -pthread -Iinclude $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $< $(BUILD)/libcexec.a $(LDFLAGS_ALL) -lck
+
+stress: $(STRESS_BIN)
+	@for p in $(STRESS_BIN); do echo "== $$p"; TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $$p || exit 1; done
+
+test-tsan:
+	$(MAKE) BUILD=build-tsan CC=clang OPT="-O1 -g" SAN="-fsanitize=thread" stress
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libcexec.a
 	@mkdir -p $(dir $@)

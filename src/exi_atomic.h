@@ -40,6 +40,7 @@ EXI_DEF(exi_ptr_t, ptr)
 static inline uint32_t exi_faa_u32(uint32_t *p, uint32_t d) { return __atomic_fetch_add(p, d, __ATOMIC_SEQ_CST); }
 static inline uint64_t exi_faa_u64(uint64_t *p, uint64_t d) { return __atomic_fetch_add(p, d, __ATOMIC_SEQ_CST); }
 static inline uint32_t exi_fas_or_u32(uint32_t *p, uint32_t m) { return __atomic_fetch_or(p, m, __ATOMIC_SEQ_CST); }
+static inline uint64_t exi_fas_or_u64(uint64_t *p, uint64_t m) { return __atomic_fetch_or(p, m, __ATOMIC_SEQ_CST); }
 static inline void exi_fence_full(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #undef EXI_DEF
 
@@ -47,18 +48,26 @@ static inline void exi_fence_full(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST
 
 #include <ck_pr.h>
 
+/* ck_pr's read-modify-writes are full barriers on x86 (lock prefix); on
+ * weaker targets CK asks callers to bracket them with full fences. */
+#if defined(__x86_64__) || defined(__i386__)
+#define EXI_RMW_FENCE() ((void)0)
+#else
+#define EXI_RMW_FENCE() ck_pr_fence_memory()
+#endif
+
 static inline uint32_t exi_load_rlx_u32(const uint32_t *p) { return ck_pr_load_32(p); }
 static inline uint32_t exi_load_acq_u32(const uint32_t *p) { uint32_t v = ck_pr_load_32(p); ck_pr_fence_acquire(); return v; }
 static inline void exi_store_rlx_u32(uint32_t *p, uint32_t v) { ck_pr_store_32(p, v); }
 static inline void exi_store_rel_u32(uint32_t *p, uint32_t v) { ck_pr_fence_release(); ck_pr_store_32(p, v); }
 static inline bool exi_cas_u32(uint32_t *p, uint32_t *expected, uint32_t desired) {
-    ck_pr_fence_memory();
+    EXI_RMW_FENCE();
     bool ok = ck_pr_cas_32_value(p, *expected, desired, expected);
-    ck_pr_fence_memory();
+    EXI_RMW_FENCE();
     return ok;
 }
-static inline uint32_t exi_fas_u32(uint32_t *p, uint32_t v) { ck_pr_fence_memory(); uint32_t r = ck_pr_fas_32(p, v); ck_pr_fence_memory(); return r; }
-static inline uint32_t exi_faa_u32(uint32_t *p, uint32_t d) { ck_pr_fence_memory(); uint32_t r = ck_pr_faa_32(p, d); ck_pr_fence_memory(); return r; }
+static inline uint32_t exi_fas_u32(uint32_t *p, uint32_t v) { EXI_RMW_FENCE(); uint32_t r = ck_pr_fas_32(p, v); EXI_RMW_FENCE(); return r; }
+static inline uint32_t exi_faa_u32(uint32_t *p, uint32_t d) { EXI_RMW_FENCE(); uint32_t r = ck_pr_faa_32(p, d); EXI_RMW_FENCE(); return r; }
 static inline uint32_t exi_fas_or_u32(uint32_t *p, uint32_t m) {
     uint32_t old = ck_pr_load_32(p);
     while (!exi_cas_u32(p, &old, old | m)) { }
@@ -70,25 +79,31 @@ static inline uint64_t exi_load_acq_u64(const uint64_t *p) { uint64_t v = ck_pr_
 static inline void exi_store_rlx_u64(uint64_t *p, uint64_t v) { ck_pr_store_64(p, v); }
 static inline void exi_store_rel_u64(uint64_t *p, uint64_t v) { ck_pr_fence_release(); ck_pr_store_64(p, v); }
 static inline bool exi_cas_u64(uint64_t *p, uint64_t *expected, uint64_t desired) {
-    ck_pr_fence_memory();
+    EXI_RMW_FENCE();
     bool ok = ck_pr_cas_64_value(p, *expected, desired, expected);
-    ck_pr_fence_memory();
+    EXI_RMW_FENCE();
     return ok;
 }
-static inline uint64_t exi_fas_u64(uint64_t *p, uint64_t v) { ck_pr_fence_memory(); uint64_t r = ck_pr_fas_64(p, v); ck_pr_fence_memory(); return r; }
-static inline uint64_t exi_faa_u64(uint64_t *p, uint64_t d) { ck_pr_fence_memory(); uint64_t r = ck_pr_faa_64(p, d); ck_pr_fence_memory(); return r; }
+static inline uint64_t exi_fas_u64(uint64_t *p, uint64_t v) { EXI_RMW_FENCE(); uint64_t r = ck_pr_fas_64(p, v); EXI_RMW_FENCE(); return r; }
+static inline uint64_t exi_faa_u64(uint64_t *p, uint64_t d) { EXI_RMW_FENCE(); uint64_t r = ck_pr_faa_64(p, d); EXI_RMW_FENCE(); return r; }
+
+static inline uint64_t exi_fas_or_u64(uint64_t *p, uint64_t m) {
+    uint64_t old = ck_pr_load_64(p);
+    while (!exi_cas_u64(p, &old, old | m)) { }
+    return old;
+}
 
 static inline void *exi_load_rlx_ptr(void *const *p) { return ck_pr_load_ptr(p); }
 static inline void *exi_load_acq_ptr(void *const *p) { void *v = ck_pr_load_ptr(p); ck_pr_fence_acquire(); return v; }
 static inline void exi_store_rlx_ptr(void **p, void *v) { ck_pr_store_ptr(p, v); }
 static inline void exi_store_rel_ptr(void **p, void *v) { ck_pr_fence_release(); ck_pr_store_ptr(p, v); }
 static inline bool exi_cas_ptr(void **p, void **expected, void *desired) {
-    ck_pr_fence_memory();
+    EXI_RMW_FENCE();
     bool ok = ck_pr_cas_ptr_value(p, *expected, desired, expected);
-    ck_pr_fence_memory();
+    EXI_RMW_FENCE();
     return ok;
 }
-static inline void *exi_fas_ptr(void **p, void *v) { ck_pr_fence_memory(); void *r = ck_pr_fas_ptr(p, v); ck_pr_fence_memory(); return r; }
+static inline void *exi_fas_ptr(void **p, void *v) { EXI_RMW_FENCE(); void *r = ck_pr_fas_ptr(p, v); EXI_RMW_FENCE(); return r; }
 static inline void exi_fence_full(void) { ck_pr_fence_memory(); }
 
 #endif

@@ -11,6 +11,7 @@ ex_error ex_run_loop_init(ex_run_loop *loop) {
     loop->head = loop->tail = NULL;
     loop->count = 0;
     loop->state = EX_RUN_LOOP_STARTING;
+    loop->runner = NULL;
     return ex_ok();
 }
 
@@ -50,8 +51,12 @@ ex_error ex_run_loop_run(ex_run_loop *loop) {
         return ex_err(EX_EINVAL, "ex_run_loop_run: the loop is already running");
     }
     if (loop->state == EX_RUN_LOOP_STARTING) loop->state = EX_RUN_LOOP_RUNNING;
+    loop->runner = exi_thread_id();
     pthread_mutex_unlock(&loop->mu);
     for (ex_work *w; (w = pop_front(loop));) w->execute(w);
+    pthread_mutex_lock(&loop->mu);
+    loop->runner = NULL;
+    pthread_mutex_unlock(&loop->mu);
     return ex_ok();
 }
 
@@ -113,9 +118,25 @@ static ex_error loop_connect(void *self, ex_receiver r, void *storage) {
     loop_op *o = storage;
     o->base.vt = &loop_op_vt;
     o->work.execute = loop_execute;
+    o->work.cancel = NULL;
     o->work.next = NULL;
     o->loop = self;
     o->r = r;
+    return ex_ok();
+}
+
+static ex_error loop_post(void *self, ex_work *w) {
+    ex_run_loop_push(self, w);
+    return ex_ok();
+}
+
+static ex_error loop_dispatch(void *self, ex_work *w) {
+    ex_run_loop *loop = self;
+    pthread_mutex_lock(&loop->mu);
+    bool inside = loop->runner == exi_thread_id();
+    pthread_mutex_unlock(&loop->mu);
+    if (inside) w->execute(w);
+    else ex_run_loop_push(loop, w);
     return ex_ok();
 }
 
@@ -127,6 +148,8 @@ static const ex_scheduler_vtable loop_vt = {
     .connect_schedule = loop_connect,
     .progress = EX_PROGRESS_WEAKLY_PARALLEL,
     .equal = NULL,
+    .post = loop_post,
+    .dispatch = loop_dispatch,
 };
 
 ex_scheduler ex_run_loop_scheduler(ex_run_loop *loop) {

@@ -41,6 +41,18 @@ ex_error ex_connect_schedule(ex_scheduler sch, ex_receiver r, void *storage) {
     return sch.vt->connect_schedule(sch.self, r, storage);
 }
 
+ex_error ex_post(ex_scheduler sch, ex_work *w) {
+    if (!w || !w->execute) return ex_err(EX_EINVAL, "ex_post: NULL work item or execute function");
+    if (!sch.vt || !sch.vt->post) return ex_err(EX_EINVAL, "ex_post: the scheduler does not support post");
+    return sch.vt->post(sch.self, w);
+}
+
+ex_error ex_dispatch(ex_scheduler sch, ex_work *w) {
+    if (!w || !w->execute) return ex_err(EX_EINVAL, "ex_dispatch: NULL work item or execute function");
+    if (!sch.vt || !sch.vt->dispatch) return ex_err(EX_EINVAL, "ex_dispatch: the scheduler does not support dispatch");
+    return sch.vt->dispatch(sch.self, w);
+}
+
 bool ex_scheduler_equal(ex_scheduler a, ex_scheduler b) {
     if (a.vt != b.vt) return false;
     if (a.vt && a.vt->equal) return a.vt->equal(a.self, b.self);

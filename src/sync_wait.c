@@ -1,12 +1,23 @@
 /* sync_wait.c - [exec.sync.wait]: run a sender to completion on a run_loop
  * driven by the calling thread. */
+#include <sched.h>
+
+#include "exi_atomic.h"
 #include "exi_core.h"
+#include "exi_pool.h"
 
 typedef struct sync_state {
     ex_run_loop loop;
     ex_env_pair env;  /* get_scheduler and get_delegation_scheduler: the loop */
     ex_result *res;
+    uint32_t done;    /* set after the loop was finished: st may go away */
 } sync_state;
+
+/* Wakes the waiting thread; the last access to st by the completing side. */
+static void complete(sync_state *st) {
+    ex_run_loop_finish(&st->loop);
+    exi_store_rel_u32(&st->done, 1);
+}
 
 static void sync_set_value(void *self, const ex_value *v, size_t n) {
     sync_state *st = self;
@@ -25,20 +36,20 @@ static void sync_set_value(void *self, const ex_value *v, size_t n) {
             r->n = n;
         }
     }
-    ex_run_loop_finish(&st->loop);
+    complete(st);
 }
 
 static void sync_set_error(void *self, ex_error e) {
     sync_state *st = self;
     st->res->disposition = EX_DISP_ERROR;
     st->res->error = e;
-    ex_run_loop_finish(&st->loop);
+    complete(st);
 }
 
 static void sync_set_stopped(void *self) {
     sync_state *st = self;
     st->res->disposition = EX_DISP_STOPPED;
-    ex_run_loop_finish(&st->loop);
+    complete(st);
 }
 
 static ex_env sync_env(void *self) { return ex_env_of_pair(&((sync_state *)self)->env); }
@@ -51,6 +62,28 @@ static ex_result error_result(ex_error e) {
     r.disposition = EX_DISP_ERROR;
     r.error = e;
     return r;
+}
+
+/* Waits for st->done.  On a pool worker it keeps running the loop's items
+ * and the pool's work instead of blocking, so a task that waits for work on
+ * its own pool cannot deadlock it. */
+static void wait_done(sync_state *st) {
+    if (!exi_on_pool_worker()) {
+        (void)ex_run_loop_run(&st->loop);
+        while (!exi_load_acq_u32(&st->done)) exi_pause();
+        return;
+    }
+    unsigned idle = 0;
+    while (!exi_load_acq_u32(&st->done)) {
+        if (ex_run_loop_run_one(&st->loop) || exi_pool_help_one()) {
+            idle = 0;
+        } else if (++idle < 64) {
+            exi_pause();
+        } else {
+            sched_yield();
+        }
+    }
+    while (ex_run_loop_run_one(&st->loop)) {}
 }
 
 /* Operation states up to this size live on the caller's stack. */
@@ -66,6 +99,7 @@ ex_result ex_sync_wait(ex_sender *s) {
     memset(&res, 0, sizeof res);
     sync_state st;
     st.res = &res;
+    st.done = 0;
     ex_error e = ex_run_loop_init(&st.loop);
     if (e.code) {
         ex_sender_release(s);
@@ -92,7 +126,7 @@ ex_result ex_sync_wait(ex_sender *s) {
         res = error_result(e);
     } else {
         ex_start(op);
-        (void)ex_run_loop_run(&st.loop);
+        wait_done(&st);
         ex_operation_destroy(op);
     }
     if (heap) ex_deallocate(a, storage, s->op_size, s->op_align);

@@ -68,7 +68,11 @@ static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
 
 static void so_destroy(ex_sender *s) { ex_sender_release(((starts_on_sender *)s)->child); }
 
-static const ex_sender_vtable starts_on_vt = { "ex_starts_on", so_connect, NULL, so_destroy };
+/* Completes where the child completes: the child's attributes, forwarded
+ * (default get-attrs of a single-child sender). */
+static ex_env so_attrs(const ex_sender *s) { return ex_env_forward(ex_sender_attrs(((const starts_on_sender *)s)->child)); }
+
+static const ex_sender_vtable starts_on_vt = { "ex_starts_on", so_connect, so_attrs, so_destroy };
 
 ex_sender *ex_starts_on(ex_scheduler sch, ex_sender *child) {
     ex_error e = ex_check_input(child, "ex_starts_on: NULL input sender");

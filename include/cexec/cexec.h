@@ -21,6 +21,7 @@
 #include <cexec/transfer.h>
 #include <cexec/write_env.h>
 #include <cexec/sync_wait.h>
+#include <cexec/pool.h>
 
 #define CEXEC_VERSION_MAJOR 0
 #define CEXEC_VERSION_MINOR 1

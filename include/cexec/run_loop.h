@@ -12,12 +12,6 @@
 extern "C" {
 #endif
 
-/* An intrusive work item, embedded in an operation state. */
-typedef struct ex_work {
-    struct ex_work *next;
-    void (*execute)(struct ex_work *w);
-} ex_work;
-
 typedef enum ex_run_loop_state {
     EX_RUN_LOOP_STARTING,
     EX_RUN_LOOP_RUNNING,
@@ -31,6 +25,7 @@ typedef struct ex_run_loop {
     ex_work *head, *tail;
     size_t count;
     ex_run_loop_state state;
+    const void *runner;   /* thread inside run(), for dispatch */
 } ex_run_loop;
 
 /* Initialises an empty loop in the starting state.  EX_EAGAIN if the
@@ -57,7 +52,9 @@ bool ex_run_loop_run_one(ex_run_loop *loop);
 
 /* The loop's scheduler: schedule() queues the operation; when it runs, it
  * completes with set_stopped if the receiver's stop token has stop
- * requested, else set_value().  Equal schedulers come from the same loop. */
+ * requested, else set_value().  Equal schedulers come from the same loop.
+ * ex_post queues a work item; ex_dispatch runs it inline when called from
+ * the thread inside run(), else queues it. */
 ex_scheduler ex_run_loop_scheduler(ex_run_loop *loop);
 
 size_t ex_run_loop_count(ex_run_loop *loop);

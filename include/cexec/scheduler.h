@@ -38,6 +38,11 @@ typedef struct ex_scheduler_vtable {
     ex_forward_progress progress;
     /* Equality beyond identity (NULL: equal iff same vtable and self). */
     bool (*equal)(void *a, void *b);
+    /* D4003's executor operations on a work item (NULL: not supported).
+     * post queues it and never runs it inline; dispatch runs it inline when
+     * the caller is already on this resource, else queues it. */
+    ex_error (*post)(void *self, ex_work *w);
+    ex_error (*dispatch)(void *self, ex_work *w);
 } ex_scheduler_vtable;
 
 /* A sender that completes on sch's resource ([exec.schedule]).  Its
@@ -52,6 +57,16 @@ static inline bool ex_scheduler_valid(ex_scheduler sch) { return sch.vt != 0; }
 /* Connects the schedule operation of sch into storage (sized as its vtable
  * says).  For authors of adaptors that hop between schedulers. */
 ex_error ex_connect_schedule(ex_scheduler sch, ex_receiver r, void *storage);
+
+/* Queue w on sch's resource; never runs it inline (D4003 post).  Errors:
+ * EX_EINVAL (a scheduler without post, or w/execute NULL), the resource's own
+ * (EX_ESHUTDOWN for a pool being destroyed).  On success w->execute runs
+ * exactly once on the resource, or w->cancel if the resource drops it. */
+ex_error ex_post(ex_scheduler sch, ex_work *w);
+
+/* Runs w inline when the calling thread already runs on sch's resource,
+ * else queues it like ex_post (D4003 dispatch). */
+ex_error ex_dispatch(ex_scheduler sch, ex_work *w);
 
 /* The inline scheduler: schedule completes with set_value() inside start,
  * on the thread that starts it.  Never stopped, never fails. */

@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 /* Starts child on sch.  The child's environment answers get_scheduler with
- * sch.  No completion scheduler of its own. */
+ * sch.  Its attributes are the child's (it completes where the child does). */
 ex_sender *ex_starts_on(ex_scheduler sch, ex_sender *child);
 
 /* Runs child where it is started, then completes on sch with the child's

@@ -197,6 +197,16 @@ typedef struct ex_operation {
 
 typedef struct ex_sender ex_sender;
 
+/* An intrusive work item, embedded in an operation state: scheduling one
+ * allocates nothing.  `execute` runs it.  `cancel`, when set, is called
+ * instead of execute by a resource that drops queued work (a pool being
+ * destroyed); with cancel NULL such a resource runs execute. */
+typedef struct ex_work {
+    struct ex_work *next;
+    void (*execute)(struct ex_work *w);
+    void (*cancel)(struct ex_work *w);
+} ex_work;
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,89 @@
+/* cexec/pool.h - the work-stealing thread pool.
+ *
+ * N worker threads, each with a Chase-Lev deque (owner LIFO, thieves
+ * FIFO), per-worker inboxes for submissions from outside the pool, random
+ * victim selection, bounded spinning, then parking (wake-one).  Work
+ * published while workers sleep always gets a worker; an idle pool uses no
+ * CPU.  Scheduling allocates nothing: work items live in the operations.
+ *
+ * Threads: completions of ex_schedule(ex_pool_scheduler(p)) run on a worker.
+ * Errors: EX_ESHUTDOWN once ex_pool_shutdown (or _destroy) has begun. */
+#ifndef CEXEC_POOL_H
+#define CEXEC_POOL_H
+
+#include <cexec/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ex_pool ex_pool;
+
+typedef struct ex_pool_config {
+    /* Worker threads; 0: ex_default_thread_count(). */
+    unsigned threads;
+    /* Thread name prefix (workers are named "<prefix>-<i>", cut to 15
+     * characters); NULL: "cexec". */
+    const char *name_prefix;
+    /* Pin worker i to the i-th CPU of the process affinity mask. */
+    bool pin_threads;
+    /* Rounds of looking for work (with a CPU pause) before parking;
+     * 0: the default (about 20 us on current hardware). */
+    unsigned spin_rounds;
+    /* Chrome/Perfetto trace-event JSON written to this path when the pool is
+     * destroyed; NULL: the CEXEC_TRACE environment variable, if set. */
+    const char *trace_path;
+    /* Events kept per worker when tracing (0: 1 << 16); later events are
+     * counted and dropped. */
+    unsigned trace_capacity;
+} ex_pool_config;
+
+/* Per-worker counters; read while the pool runs, they are a snapshot. */
+typedef struct ex_pool_worker_stats {
+    uint64_t executed;  /* work items run */
+    uint64_t stolen;    /* items taken from another worker's deque */
+    uint64_t parked;    /* times the worker went to sleep */
+    uint64_t woken;     /* times it was woken to work */
+} ex_pool_worker_stats;
+
+/* Threads the process may use: the size of its CPU affinity mask, capped by
+ * the cgroup CPU quota (v2 cpu.max or v1 cfs quota/period, rounded up);
+ * at least 1. */
+unsigned ex_default_thread_count(void);
+
+/* Creates a pool (cfg may be NULL for defaults).  Errors: EX_EINVAL (bad
+ * config), EX_ENOMEM, EX_EAGAIN (a thread could not be created; the threads
+ * already started are stopped again). */
+ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out);
+
+/* The pool's scheduler: schedule() completes with set_value() on a worker,
+ * or set_stopped() when the receiver's stop token is stopped at the moment
+ * the item runs, or set_error(EX_ESHUTDOWN) when started after shutdown
+ * began.  Forward progress: parallel.  post never runs the item inline;
+ * dispatch runs it inline when called on a worker of this pool. */
+ex_scheduler ex_pool_scheduler(ex_pool *p);
+
+unsigned ex_pool_size(const ex_pool *p);
+
+/* Counters of worker i (< ex_pool_size); EX_EINVAL for a bad index. */
+ex_error ex_pool_worker_stats_get(const ex_pool *p, unsigned i, ex_pool_worker_stats *out);
+
+/* Index of the calling thread among p's workers, or -1. */
+int ex_pool_current_worker(const ex_pool *p);
+
+/* Stops the pool: from now on new work is refused with EX_ESHUTDOWN (other
+ * threads may keep submitting, safely, and are refused), workers finish the
+ * item they run and exit, and every item still queued is cancelled
+ * (schedule operations complete with set_stopped) on the calling thread
+ * before this returns.  Writes the trace if tracing.  Idempotent.  Must not
+ * be called on one of the pool's workers (EX_EINVAL, nothing done). */
+ex_error ex_pool_shutdown(ex_pool *p);
+
+/* ex_pool_shutdown, then frees p.  No other thread may use p once this
+ * returns. */
+ex_error ex_pool_destroy(ex_pool *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

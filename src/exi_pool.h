@@ -1,0 +1,15 @@
+/* exi_pool.h - what the rest of the library needs from the pool. Internal. */
+#ifndef EXI_POOL_H
+#define EXI_POOL_H
+
+#include <stdbool.h>
+
+/* True on a thread that is a worker of some pool. */
+bool exi_on_pool_worker(void);
+
+/* On a pool worker: finds and runs one queued item of its pool; returns
+ * whether it ran one.  Elsewhere: returns false.  Used by sync_wait to help
+ * instead of blocking a worker. */
+bool exi_pool_help_one(void);
+
+#endif

@@ -1,0 +1,540 @@
+/* pool.c - the work-stealing thread pool.
+ *
+ * Each worker owns a Chase-Lev deque (exi_deque.h) and an inbox
+ * (exi_inbox.h).  Work submitted on a worker goes to its deque; work from
+ * other threads goes to an inbox chosen per submitting thread.  An idle
+ * worker looks in its deque, its inbox, then steals from random victims'
+ * deques and inboxes, spins a bounded number of rounds, then parks on its
+ * event count after setting its bit in the idle mask.  A publisher that
+ * sees an idle bit claims it and wakes that one worker (wake-one).
+ *
+ * No lost wake-up: the sleeper sets its idle bit, passes an asymmetric
+ * barrier, and looks for work again before sleeping; a publisher stores
+ * its item, passes the light side of the barrier, then reads the idle
+ * mask.  One of the two sees the other. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exi_core.h"
+#include "exi_deque.h"
+#include "exi_inbox.h"
+#include "exi_park.h"
+#include "exi_pool.h"
+#include "exi_trace.h"
+#include <cexec/pool.h>
+
+#define DEFAULT_SPIN_ROUNDS 256
+#define DEQUE_INITIAL 256
+#define NAME_MAX_LEN 16
+
+typedef struct exi_worker {
+    exi_deque deque;
+    exi_inbox inbox;
+    _Alignas(64) exi_event event;
+    ex_pool *pool;
+    unsigned index;
+    pthread_t thread;
+    bool started;
+    uint64_t rng;
+    ex_pool_worker_stats stats;  /* written by the owner (relaxed), read by anyone */
+    exi_trace_buf trace;
+    char name[NAME_MAX_LEN];
+} exi_worker;
+
+struct ex_pool {
+    unsigned n;
+    exi_worker *workers;
+    uint64_t *idle;           /* bit i: worker i is parked or about to park */
+    unsigned idle_words;
+    uint32_t stopping;
+    pthread_mutex_t shutdown_mu;  /* serialises shutdown; `shut` under it */
+    bool shut;
+    uint32_t next_home;       /* round-robin inbox choice for new submitting threads */
+    unsigned spin_rounds;
+    bool pin;
+    char *trace_path;
+    uint64_t trace_origin;
+    const ex_allocator *alloc;
+};
+
+static _Thread_local exi_worker *tls_worker;
+
+/* Inbox choice of a submitting thread that is not a worker. */
+static _Thread_local struct { ex_pool *pool; unsigned home; } tls_home;
+
+static inline void stat_inc(uint64_t *c) { exi_store_rlx_u64(c, exi_load_rlx_u64(c) + 1); }
+
+static inline bool tracing(const exi_worker *w) { return w->trace.events != NULL; }
+
+static uint64_t xorshift(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* ------------------------------------------------------------- idle mask */
+
+static void idle_set(ex_pool *p, unsigned i) {
+    (void)exi_fas_or_u64(&p->idle[i / 64], 1ull << (i % 64));
+}
+
+/* Clears bit i; returns whether it was still set (false: a waker claimed it). */
+static bool idle_clear(ex_pool *p, unsigned i) {
+    uint64_t bit = 1ull << (i % 64);
+    uint64_t *word = &p->idle[i / 64];
+    uint64_t m = exi_load_rlx_u64(word);
+    while (m & bit)
+        if (exi_cas_u64(word, &m, m & ~bit)) return true;
+    return false;
+}
+
+static bool any_idle(ex_pool *p) {
+    for (unsigned k = 0; k < p->idle_words; k++)
+        if (exi_load_rlx_u64(&p->idle[k])) return true;
+    return false;
+}
+
+/* Claims one idle worker and wakes it.  Returns whether one was woken. */
+static bool wake_one(ex_pool *p) {
+    for (unsigned k = 0; k < p->idle_words; k++) {
+        uint64_t m = exi_load_rlx_u64(&p->idle[k]);
+        while (m) {
+            unsigned bit = (unsigned)__builtin_ctzll(m);
+            if (exi_cas_u64(&p->idle[k], &m, m & ~(1ull << bit))) {
+                exi_event_inc(&p->workers[k * 64 + bit].event);
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* After publishing an item: make sure a sleeping worker will see it. */
+static void notify(ex_pool *p) {
+    exi_barrier_light();
+    if (any_idle(p)) wake_one(p);
+}
+
+/* ------------------------------------------------------------ submission */
+
+static bool stopping(ex_pool *p) { return exi_load_acq_u32(&p->stopping) != 0; }
+
+static unsigned home_inbox(ex_pool *p) {
+    if (tls_home.pool != p) {
+        tls_home.pool = p;
+        tls_home.home = exi_faa_u32(&p->next_home, 1) % p->n;
+    }
+    return tls_home.home;
+}
+
+/* Queues w on p.  EX_ESHUTDOWN once destroy has begun. */
+static ex_error submit(ex_pool *p, ex_work *w) {
+    exi_worker *me = tls_worker;
+    if (me && me->pool == p) {
+        if (stopping(p)) return ex_err(EX_ESHUTDOWN, "ex_pool: the pool is shutting down");
+        if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);  /* growth failed: never lose work */
+        notify(p);
+        return ex_ok();
+    }
+    exi_inbox *q = &p->workers[home_inbox(p)].inbox;
+    /* The gate keeps destroy from draining while this push is under way. */
+    exi_faa_u32(&q->gate, 1);
+    if (stopping(p)) {
+        exi_faa_u32(&q->gate, (uint32_t)-1);
+        return ex_err(EX_ESHUTDOWN, "ex_pool: the pool is shutting down");
+    }
+    exi_inbox_push(q, w);
+    exi_faa_u32(&q->gate, (uint32_t)-1);
+    notify(p);
+    return ex_ok();
+}
+
+/* ----------------------------------------------------------- finding work */
+
+/* One pass over the other workers, from a random one. */
+static ex_work *steal(exi_worker *me) {
+    ex_pool *p = me->pool;
+    unsigned n = p->n;
+    if (n == 1) return exi_inbox_pop(&me->inbox);
+    unsigned start = (unsigned)(xorshift(&me->rng) % n);
+    for (unsigned k = 0; k < n; k++) {
+        exi_worker *v = &p->workers[(start + k) % n];
+        if (v == me) continue;
+        ex_work *w = NULL;
+        exi_steal_result r;
+        while ((r = exi_deque_steal(&v->deque, &w)) == EXI_STEAL_ABORT) exi_pause();
+        if (r == EXI_STEAL_OK) {
+            stat_inc(&me->stats.stolen);
+            /* More where that came from: let another sleeper help. */
+            if (exi_deque_nonempty(&v->deque) && any_idle(p)) wake_one(p);
+            return w;
+        }
+        if ((w = exi_inbox_pop(&v->inbox))) {
+            if (exi_inbox_nonempty(&v->inbox) && any_idle(p)) wake_one(p);
+            return w;
+        }
+    }
+    return NULL;
+}
+
+static ex_work *find_work(exi_worker *me) {
+    ex_work *w = exi_deque_take(&me->deque);
+    if (w) return w;
+    if ((w = exi_inbox_pop(&me->inbox))) return w;
+    uint64_t t0 = tracing(me) ? exi_now_ns() : 0;
+    w = steal(me);
+    if (w && tracing(me)) exi_trace_add(&me->trace, EXI_TRACE_STEAL, t0, exi_now_ns());
+    return w;
+}
+
+static bool work_visible(ex_pool *p) {
+    for (unsigned i = 0; i < p->n; i++)
+        if (exi_deque_nonempty(&p->workers[i].deque) || exi_inbox_nonempty(&p->workers[i].inbox)) return true;
+    return false;
+}
+
+static void run_item(exi_worker *me, ex_work *w) {
+    stat_inc(&me->stats.executed);
+    if (tracing(me)) {
+        uint64_t t0 = exi_now_ns();
+        w->execute(w);
+        exi_trace_add(&me->trace, EXI_TRACE_RUN, t0, exi_now_ns());
+    } else {
+        w->execute(w);
+    }
+}
+
+static void park(exi_worker *me) {
+    ex_pool *p = me->pool;
+    uint32_t seen = exi_event_value(&me->event);
+    idle_set(p, me->index);
+    exi_barrier_heavy();
+    if (stopping(p) || work_visible(p)) {
+        idle_clear(p, me->index);
+        return;
+    }
+    stat_inc(&me->stats.parked);
+    uint64_t t0 = tracing(me) ? exi_now_ns() : 0;
+    exi_event_wait(&me->event, seen);
+    if (tracing(me)) exi_trace_add(&me->trace, EXI_TRACE_PARK, t0, exi_now_ns());
+    /* Bit already cleared: a publisher claimed this worker for its item. */
+    if (!idle_clear(p, me->index)) stat_inc(&me->stats.woken);
+}
+
+static void name_and_pin(exi_worker *me) {
+    pthread_setname_np(pthread_self(), me->name);
+    if (!me->pool->pin) return;
+    cpu_set_t allowed, one;
+    if (sched_getaffinity(0, sizeof allowed, &allowed)) return;
+    unsigned seen = 0;
+    for (size_t c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &allowed)) continue;
+        if (seen++ == me->index % (unsigned)CPU_COUNT(&allowed)) {
+            CPU_ZERO(&one);
+            CPU_SET(c, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            return;
+        }
+    }
+}
+
+static void *worker_main(void *arg) {
+    exi_worker *me = arg;
+    ex_pool *p = me->pool;
+    tls_worker = me;
+    name_and_pin(me);
+    while (!stopping(p)) {
+        ex_work *w = find_work(me);
+        for (unsigned r = 0; !w && r < p->spin_rounds && !stopping(p); r++) {
+            for (int k = 0; k < 16; k++) exi_pause();
+            w = find_work(me);
+        }
+        if (w) run_item(me, w);
+        else park(me);
+    }
+    tls_worker = NULL;
+    return NULL;
+}
+
+/* ------------------------------------------------------ sync_wait helping */
+
+bool exi_on_pool_worker(void) { return tls_worker != NULL; }
+
+bool exi_pool_help_one(void) {
+    exi_worker *me = tls_worker;
+    if (!me) return false;
+    ex_work *w = find_work(me);
+    if (!w) return false;
+    run_item(me, w);
+    return true;
+}
+
+/* -------------------------------------------------------------- scheduler */
+
+typedef struct pool_op {
+    ex_operation base;
+    ex_work work;
+    ex_pool *pool;
+    ex_receiver r;
+} pool_op;
+
+static void pool_execute(ex_work *w) {
+    pool_op *o = EXI_CONTAINER_OF(w, pool_op, work);
+    if (ex_stop_token_stop_requested(ex_get_stop_token(ex_receiver_env(o->r)))) ex_set_stopped(o->r);
+    else ex_set_value(o->r, NULL, 0);
+}
+
+static void pool_cancel(ex_work *w) { ex_set_stopped(EXI_CONTAINER_OF(w, pool_op, work)->r); }
+
+static void pool_start(ex_operation *op) {
+    pool_op *o = (pool_op *)op;
+    ex_error e = submit(o->pool, &o->work);
+    if (e.code) ex_set_error(o->r, e);
+}
+
+static const ex_operation_vtable pool_op_vt = { pool_start, NULL };
+
+static ex_error pool_connect(void *self, ex_receiver r, void *storage) {
+    pool_op *o = storage;
+    o->base.vt = &pool_op_vt;
+    o->work.next = NULL;
+    o->work.execute = pool_execute;
+    o->work.cancel = pool_cancel;
+    o->pool = self;
+    o->r = r;
+    return ex_ok();
+}
+
+static ex_error pool_post(void *self, ex_work *w) { return submit(self, w); }
+
+static ex_error pool_dispatch(void *self, ex_work *w) {
+    exi_worker *me = tls_worker;
+    if (me && me->pool == self) {
+        w->execute(w);
+        return ex_ok();
+    }
+    return submit(self, w);
+}
+
+static const ex_scheduler_vtable pool_vt = {
+    .name = "pool",
+    .schedule_op_size = sizeof(pool_op),
+    .schedule_op_align = alignof(pool_op),
+    .schedule_flags = EX_SIGS_STOPPED | EX_SIGS_ERROR,
+    .connect_schedule = pool_connect,
+    .progress = EX_PROGRESS_PARALLEL,
+    .equal = NULL,
+    .post = pool_post,
+    .dispatch = pool_dispatch,
+};
+
+ex_scheduler ex_pool_scheduler(ex_pool *p) {
+    ex_scheduler s = { &pool_vt, p };
+    return s;
+}
+
+/* ------------------------------------------------------- create / destroy */
+
+unsigned ex_pool_size(const ex_pool *p) { return p ? p->n : 0; }
+
+int ex_pool_current_worker(const ex_pool *p) {
+    exi_worker *me = tls_worker;
+    return me && me->pool == p ? (int)me->index : -1;
+}
+
+ex_error ex_pool_worker_stats_get(const ex_pool *p, unsigned i, ex_pool_worker_stats *out) {
+    if (!p || !out || i >= p->n) return ex_err(EX_EINVAL, "ex_pool_worker_stats_get: bad pool or worker index");
+    const ex_pool_worker_stats *s = &p->workers[i].stats;
+    out->executed = exi_load_rlx_u64(&s->executed);
+    out->stolen = exi_load_rlx_u64(&s->stolen);
+    out->parked = exi_load_rlx_u64(&s->parked);
+    out->woken = exi_load_rlx_u64(&s->woken);
+    return ex_ok();
+}
+
+static void free_pool(ex_pool *p) {
+    const ex_allocator *a = p->alloc;
+    if (p->workers) {
+        for (unsigned i = 0; i < p->n; i++) {
+            exi_worker *w = &p->workers[i];
+            if (w->deque.array) exi_deque_destroy(&w->deque);
+            if (w->trace.events)
+                ex_deallocate(a, w->trace.events, w->trace.capacity * sizeof(exi_trace_event), alignof(exi_trace_event));
+        }
+        ex_deallocate(a, p->workers, p->n * sizeof(exi_worker), alignof(exi_worker));
+    }
+    if (p->idle) ex_deallocate(a, p->idle, p->idle_words * sizeof(uint64_t), alignof(uint64_t));
+    if (p->trace_path) ex_deallocate(a, p->trace_path, strlen(p->trace_path) + 1, 1);
+    pthread_mutex_destroy(&p->shutdown_mu);
+    ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
+}
+
+/* Stops and joins the started workers, then cancels what is queued. */
+static void stop_workers(ex_pool *p) {
+    (void)exi_fas_u32(&p->stopping, 1);
+    for (unsigned i = 0; i < p->n; i++) exi_event_inc(&p->workers[i].event);
+    for (unsigned i = 0; i < p->n; i++)
+        if (p->workers[i].started) pthread_join(p->workers[i].thread, NULL);
+    /* External submitters that passed the gate before `stopping` finish
+     * their push; later ones see `stopping` and are refused. */
+    for (unsigned i = 0; i < p->n; i++)
+        while (exi_load_acq_u32(&p->workers[i].inbox.gate)) sched_yield();
+}
+
+/* Cancels every queued item; a cancellation may queue nothing new (the pool
+ * refuses), so one sweep until all queues are empty suffices. */
+static void drain(ex_pool *p) {
+    for (bool any = true; any;) {
+        any = false;
+        for (unsigned i = 0; i < p->n; i++) {
+            exi_worker *w = &p->workers[i];
+            ex_work *item;
+            exi_steal_result r;
+            while ((r = exi_deque_steal(&w->deque, &item)) != EXI_STEAL_EMPTY) {
+                if (r != EXI_STEAL_OK) continue;
+                any = true;
+                if (item->cancel) item->cancel(item);
+                else item->execute(item);
+            }
+            while (exi_inbox_nonempty(&w->inbox)) {
+                if (!(item = exi_inbox_pop(&w->inbox))) { sched_yield(); continue; }
+                any = true;
+                if (item->cancel) item->cancel(item);
+                else item->execute(item);
+            }
+        }
+    }
+}
+
+static void write_trace(ex_pool *p) {
+    if (!p->trace_path) return;
+    exi_trace_buf bufs_stack[64];
+    const char *names_stack[64];
+    exi_trace_buf *bufs = bufs_stack;
+    const char **names = names_stack;
+    if (p->n > 64) {
+        bufs = malloc(p->n * sizeof *bufs);
+        names = malloc(p->n * sizeof *names);
+        if (!bufs || !names) {
+            free(bufs);
+            free(names);
+            fprintf(stderr, "cexec: out of memory writing the trace %s\n", p->trace_path);
+            return;
+        }
+    }
+    for (unsigned i = 0; i < p->n; i++) {
+        bufs[i] = p->workers[i].trace;
+        names[i] = p->workers[i].name;
+    }
+    if (exi_trace_write(p->trace_path, bufs, names, p->n, p->trace_origin))
+        fprintf(stderr, "cexec: could not write the trace %s\n", p->trace_path);
+    if (p->n > 64) {
+        free(bufs);
+        free(names);
+    }
+}
+
+ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
+    if (!out) return ex_err(EX_EINVAL, "ex_pool_create: out is NULL");
+    *out = NULL;
+    ex_pool_config c = { 0 };
+    if (cfg) c = *cfg;
+    unsigned n = c.threads ? c.threads : ex_default_thread_count();
+    if (n > 4096) return ex_err(EX_EINVAL, "ex_pool_create: more than 4096 threads");
+    const char *prefix = c.name_prefix ? c.name_prefix : "cexec";
+    const char *trace_path = c.trace_path ? c.trace_path : getenv("CEXEC_TRACE");
+    if (trace_path && !trace_path[0]) trace_path = NULL;
+    unsigned trace_cap = c.trace_capacity ? c.trace_capacity : 1u << 16;
+
+    exi_barrier_init();
+    const ex_allocator *a = ex_default_allocator();
+    ex_pool *p = ex_allocate(a, sizeof *p, alignof(ex_pool));
+    if (!p) return ex_err(EX_ENOMEM, "ex_pool_create: out of memory");
+    memset(p, 0, sizeof *p);
+    if (pthread_mutex_init(&p->shutdown_mu, NULL)) {
+        ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
+        return ex_err(EX_EAGAIN, "ex_pool_create: pthread_mutex_init failed");
+    }
+    p->alloc = a;
+    p->n = n;
+    p->spin_rounds = c.spin_rounds ? c.spin_rounds : DEFAULT_SPIN_ROUNDS;
+    p->pin = c.pin_threads;
+    p->idle_words = (n + 63) / 64;
+    p->idle = ex_allocate(a, p->idle_words * sizeof(uint64_t), alignof(uint64_t));
+    p->workers = ex_allocate(a, n * sizeof(exi_worker), alignof(exi_worker));
+    if (trace_path) {
+        size_t len = strlen(trace_path) + 1;
+        if ((p->trace_path = ex_allocate(a, len, 1))) memcpy(p->trace_path, trace_path, len);
+    }
+    if (!p->idle || !p->workers || (trace_path && !p->trace_path)) {
+        if (!p->workers) p->n = 0;
+        free_pool(p);
+        return ex_err(EX_ENOMEM, "ex_pool_create: out of memory");
+    }
+    memset(p->idle, 0, p->idle_words * sizeof(uint64_t));
+    memset(p->workers, 0, n * sizeof(exi_worker));
+    for (unsigned i = 0; i < n; i++) {
+        exi_worker *w = &p->workers[i];
+        w->pool = p;
+        w->index = i;
+        w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
+        snprintf(w->name, sizeof w->name, "%s-%u", prefix, i);
+        exi_inbox_init(&w->inbox);
+        exi_event_init(&w->event);
+        ex_error e = exi_deque_init(&w->deque, DEQUE_INITIAL, a);
+        if (!e.code && p->trace_path) {
+            w->trace.events = ex_allocate(a, trace_cap * sizeof(exi_trace_event), alignof(exi_trace_event));
+            w->trace.capacity = trace_cap;
+            if (!w->trace.events) e = ex_err(EX_ENOMEM, "ex_pool_create: out of memory for the trace");
+        }
+        if (e.code) {
+            free_pool(p);
+            return e;
+        }
+    }
+    p->trace_origin = exi_now_ns();
+    for (unsigned i = 0; i < n; i++) {
+        exi_worker *w = &p->workers[i];
+        if (pthread_create(&w->thread, NULL, worker_main, w)) {
+            stop_workers(p);
+            free_pool(p);
+            return ex_err(EX_EAGAIN, "ex_pool_create: pthread_create failed");
+        }
+        w->started = true;
+    }
+    *out = p;
+    return ex_ok();
+}
+
+ex_error ex_pool_shutdown(ex_pool *p) {
+    if (!p) return ex_err(EX_EINVAL, "ex_pool_shutdown: NULL pool");
+    if (tls_worker && tls_worker->pool == p)
+        return ex_err(EX_EINVAL, "ex_pool_shutdown: called on one of the pool's own workers");
+    pthread_mutex_lock(&p->shutdown_mu);
+    if (!p->shut) {
+        stop_workers(p);
+        drain(p);
+        write_trace(p);
+        p->shut = true;
+    }
+    pthread_mutex_unlock(&p->shutdown_mu);
+    return ex_ok();
+}
+
+ex_error ex_pool_destroy(ex_pool *p) {
+    if (!p) return ex_err(EX_EINVAL, "ex_pool_destroy: NULL pool");
+    if (tls_worker && tls_worker->pool == p)
+        return ex_err(EX_EINVAL, "ex_pool_destroy: called on one of the pool's own workers");
+    ex_error e = ex_pool_shutdown(p);
+    if (e.code) return e;
+    free_pool(p);
+    return ex_ok();
+}
