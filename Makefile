@@ -98,9 +98,10 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libcexec.a
 
 examples: $(EX_BIN)
 
-demo: $(BUILD)/examples/hello_world $(BUILD)/examples/retry
+demo: $(BUILD)/examples/hello_world $(BUILD)/examples/retry $(BUILD)/examples/pool_stats
 	$(BUILD)/examples/hello_world
 	$(BUILD)/examples/retry
+	$(BUILD)/examples/pool_stats
 
 # Warning-free with clang as well (used by CI).
 check-clang:

@@ -12,6 +12,16 @@ uint64_t exi_now_ns(void) {
 
 static const char *const kind_names[] = { "run", "steal", "park" };
 
+/* Writes s as the contents of a JSON string. */
+static void put_json_string(FILE *f, const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+}
+
 int exi_trace_write(const char *path, const exi_trace_buf *bufs, const char *const *names, unsigned n,
                     uint64_t origin_ns) {
     FILE *f = fopen(path, "w");
@@ -19,8 +29,9 @@ int exi_trace_write(const char *path, const exi_trace_buf *bufs, const char *con
     fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
     fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"cexec pool\"}}");
     for (unsigned w = 0; w < n; w++) {
-        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"args\":{\"name\":\"%s\"}}", w,
-                names[w]);
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"args\":{\"name\":\"", w);
+        put_json_string(f, names[w]);
+        fprintf(f, "\"}}");
         if (bufs[w].dropped)
             fprintf(f, ",\n{\"name\":\"dropped %llu events\",\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":%u,\"ts\":0}",
                     (unsigned long long)bufs[w].dropped, w);

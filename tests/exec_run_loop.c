@@ -65,6 +65,7 @@ typedef struct rl_runner {
     ex_error result;
     const void *thread;
     atomic_int started;
+    atomic_int returned;
 } rl_runner;
 
 static void *rl_runner_main(void *arg) {
@@ -72,6 +73,7 @@ static void *rl_runner_main(void *arg) {
     r->thread = test_thread_id();
     atomic_store(&r->started, 1);
     r->result = ex_run_loop_run(r->loop);
+    atomic_store(&r->returned, 1);
     return NULL;
 }
 
@@ -80,6 +82,7 @@ static void rl_runner_start(rl_runner *r, ex_run_loop *loop, pthread_t *th) {
     r->result = ex_err(-1, "not run");
     r->thread = NULL;
     atomic_init(&r->started, 0);
+    atomic_init(&r->returned, 0);
     cr_assert_eq(pthread_create(th, NULL, rl_runner_main, r), 0);
     while (!atomic_load(&r->started)) sched_yield();
 }
@@ -188,8 +191,11 @@ Test(exec_run_loop, run_blocks_until_finish_then_returns) {
     /* The runner must execute those while waiting; we wait for it. */
     while (ex_run_loop_count(&loop) != 0) sched_yield();
     rl_nap(1000);
+    /* queue empty but not finishing: run() must still be waiting */
+    int returned_early = atomic_load(&rn.returned);
     ex_run_loop_finish(&loop);
     pthread_join(th, NULL);
+    cr_assert_eq(returned_early, 0, "run() returned before finish()");
     cr_assert_eq(rn.result.code, 0);
     cr_assert_eq(log.n, 3);
     for (int i = 0; i < 3; i++) {
@@ -207,8 +213,10 @@ Test(exec_run_loop, finish_on_empty_running_loop_returns) {
     pthread_t th;
     rl_runner_start(&rn, &loop, &th);
     rl_nap(2000); /* let it block in pop-front */
+    int returned_early = atomic_load(&rn.returned);
     ex_run_loop_finish(&loop);
     pthread_join(th, NULL); /* would hang if finish did not wake run() */
+    cr_assert_eq(returned_early, 0, "run() on an empty, non-finishing loop must block");
     cr_assert_eq(rn.result.code, 0);
     cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
     expect_no_leaks();
