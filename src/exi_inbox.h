@@ -14,7 +14,7 @@
 typedef struct exi_inbox {
     _Alignas(64) void *tail;  /* ex_work *: last pushed node (producers) */
     uint32_t gate;            /* producers inside push; shutdown waits for 0 */
-    _Alignas(64) ex_work *head;  /* consumer side, under lock */
+    _Alignas(64) void *head;  /* ex_work *: next node to return; written under lock */
     uint32_t lock;
     ex_work stub;
 } exi_inbox;
@@ -28,9 +28,12 @@ void exi_inbox_push(exi_inbox *q, ex_work *w);
  * while a producer is half-way through a push (it wakes a worker after). */
 ex_work *exi_inbox_pop(exi_inbox *q);
 
-/* Items pushed and not yet popped (or a push in progress). */
+/* Items pushed and not yet popped (or a push in progress).  The tail alone
+ * is not enough: when a consumer re-inserts the stub while a producer is
+ * mid-push, the tail is the stub but unreturned nodes precede it, and then
+ * the head is a real node. */
 static inline bool exi_inbox_nonempty(exi_inbox *q) {
-    return exi_load_acq_ptr(&q->tail) != (void *)&q->stub;
+    return exi_load_acq_ptr(&q->tail) != (void *)&q->stub || exi_load_acq_ptr(&q->head) != (void *)&q->stub;
 }
 
 #endif

@@ -21,28 +21,30 @@ void exi_inbox_push(exi_inbox *q, ex_work *w) {
     exi_store_rel_ptr((void **)&prev->next, w);
 }
 
+static void set_head(exi_inbox *q, ex_work *w) { exi_store_rel_ptr(&q->head, w); }
+
 /* Caller holds the lock. */
 static ex_work *pop_locked(exi_inbox *q) {
-    ex_work *head = q->head;
+    ex_work *head = exi_load_rlx_ptr(&q->head);
     ex_work *next = next_of(head);
     if (head == &q->stub) {
         if (!next) return NULL;
-        q->head = next;
+        set_head(q, next);
         head = next;
         next = next_of(head);
     }
     if (next) {
-        q->head = next;
+        set_head(q, next);
         return head;
     }
     if (exi_load_acq_ptr(&q->tail) != head) return NULL;  /* a push is in progress */
     exi_inbox_push(q, &q->stub);
     next = next_of(head);
     if (next) {
-        q->head = next;
+        set_head(q, next);
         return head;
     }
-    return NULL;
+    return NULL;  /* a push overtook the stub's; head stays on a real node */
 }
 
 ex_work *exi_inbox_pop(exi_inbox *q) {

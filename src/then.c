@@ -25,6 +25,12 @@ typedef struct then_op {
 
 static const char *const names[] = { "ex_then", "ex_upon_error", "ex_upon_stopped" };
 
+/* Output slots start untyped and zeroed: a function that leaves a result
+ * unset is caught by the output check instead of sending garbage. */
+static void clear_out(ex_value *out, unsigned n) {
+    for (unsigned i = 0; i < n; i++) out[i] = (ex_value){ .type = EX_T_ANY };
+}
+
 /* Sends fn's results on, or its error. */
 static void finish_call(then_op *o, ex_error e, ex_value *out) {
     if (e.code) {
@@ -45,7 +51,7 @@ static void then_set_value(void *self, const ex_value *v, size_t n) {
         return;
     }
     ex_value out[EX_MAX_ARITY];
-    for (unsigned i = 0; i < o->out.arity; i++) out[i].type = (ex_type)o->out.types[i];
+    clear_out(out, o->out.arity);
     finish_call(o, o->fn.value(o->ctx, v, n, out), out);
 }
 
@@ -53,7 +59,7 @@ static void then_set_error(void *self, ex_error err) {
     then_op *o = self;
     if (o->kind != THEN_ERROR) { ex_set_error(o->r, err); return; }
     ex_value out[EX_MAX_ARITY];
-    for (unsigned i = 0; i < o->out.arity; i++) out[i].type = (ex_type)o->out.types[i];
+    clear_out(out, o->out.arity);
     finish_call(o, o->fn.error(o->ctx, err, out), out);
 }
 
@@ -61,7 +67,7 @@ static void then_set_stopped(void *self) {
     then_op *o = self;
     if (o->kind != THEN_STOPPED) { ex_set_stopped(o->r); return; }
     ex_value out[EX_MAX_ARITY];
-    for (unsigned i = 0; i < o->out.arity; i++) out[i].type = (ex_type)o->out.types[i];
+    clear_out(out, o->out.arity);
     finish_call(o, o->fn.stopped(o->ctx, out), out);
 }
 

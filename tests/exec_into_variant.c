@@ -367,8 +367,6 @@ Test(exec_into_variant, stopped_as_optional_dynamic_child_stopped_becomes_none) 
 }
 
 Test(exec_into_variant, stopped_as_optional_passes_error_through) {
-    ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
     static int payload;
     /* A child with one value signature that fails: then(just(int)) whose fn errors. */
     bool fail = true;
@@ -385,7 +383,6 @@ Test(exec_into_variant, stopped_as_optional_passes_error_through) {
     expect_error(&r, EX_EUSER + 3);
     cr_assert_eq(r.error.data, &payload);
     ex_sender_release(inner);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
     expect_no_leaks();
 }
 

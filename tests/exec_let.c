@@ -1,5 +1,6 @@
 /* [exec.let]: let_value, let_error, let_stopped. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -622,6 +623,45 @@ Test(exec_let, out_of_memory_storing_tuple_datums) {
     ex_tuple t = { 0, 2, elems };
     start_with_failing_allocation(ex_let_value(ex_just(ex_tuple_value(&t)), lv_count, &sn, EX_SIG(EX_T_TUPLE)));
     cr_assert_eq(sn.calls, 0, "fn must not run without its datums");
+    expect_no_leaks();
+}
+
+/* A second counting allocator, handed to the operation through the env. */
+static long env_allocs, env_frees;
+
+static void *env_allocate(void *ctx, size_t size, size_t align) {
+    (void)ctx;
+    void *p = NULL;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)) return NULL;
+    __atomic_add_fetch(&env_allocs, 1, __ATOMIC_SEQ_CST);
+    return p;
+}
+
+static void env_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    (void)ctx, (void)size, (void)align;
+    free(p);
+    __atomic_add_fetch(&env_frees, 1, __ATOMIC_SEQ_CST);
+}
+
+static ex_allocator env_allocator = { env_allocate, env_deallocate, NULL, "test.env" };
+
+Test(exec_let, inner_operation_comes_from_the_environments_allocator) {
+    seen sn;
+    seen_init(&sn);
+    sn.ret = ex_just(ex_int(9));
+    ex_value elems[1] = { ex_int(3) };
+    ex_tuple t = { 0, 1, elems };
+    ex_sender *s = ex_write_env(ex_let_value(ex_just(ex_tuple_value(&t)), lv_ret, &sn, EX_SIG(EX_T_TUPLE)),
+                                &ex_key_get_allocator, ex_alloc_value(&env_allocator));
+    env_allocs = env_frees = 0;
+    ex_result r = ex_sync_wait(s);
+    expect_value_int(&r, 9);
+    cr_assert_eq(sn.calls, 1);
+    cr_assert_eq(sn.n, 1);
+    cr_assert_eq(sn.in[0].type, EX_T_TUPLE); /* its storage is gone now: do not read through it */
+    cr_assert_geq(env_allocs, 2, "the stored tuple and the inner operation use the env's allocator");
+    cr_assert_eq(env_allocs, env_frees);
+    ex_sender_release(sn.ret);
     expect_no_leaks();
 }
 

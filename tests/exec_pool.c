@@ -346,7 +346,27 @@ Test(exec_pool, null_out_is_einval) {
     expect_no_leaks();
 }
 
+/* test_allocator, but fresh blocks are filled with garbage, so code that
+ * reads memory it never initialised fails here and not only under ASan. */
+static void *poison_allocate(void *ctx, size_t size, size_t align) {
+    (void)ctx;
+    void *p = test_allocator.allocate(test_allocator.ctx, size, align);
+    if (p) memset(p, 0xa5, size);
+    return p;
+}
+
+static void poison_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    (void)ctx;
+    test_allocator.deallocate(test_allocator.ctx, p, size, align);
+}
+
+static ex_allocator poison_allocator = { poison_allocate, poison_deallocate, NULL, "poison" };
+
+/* A failure at any allocation of ex_pool_create gives EX_ENOMEM and
+ * releases everything (a crash here means the error path touched memory it
+ * never initialised). */
 Test(exec_pool, create_out_of_memory_at_every_allocation) {
+    ex_set_default_allocator(&poison_allocator);
     char path[] = "/tmp/cexec_pool_oom_XXXXXX";
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
@@ -373,6 +393,7 @@ Test(exec_pool, create_out_of_memory_at_every_allocation) {
         }
     }
     cr_assert(created, "the pool was never created");
+    ex_set_default_allocator(&test_allocator);
     unlink(path);
     expect_no_leaks();
 }
@@ -625,25 +646,31 @@ Test(exec_pool, batch_of_ten_thousand_from_main_each_exactly_once) {
 /* Many small batches from one thread: each batch's last submission races
  * with workers taking the earlier ones, and nothing submitted afterwards
  * would rescue an item a worker failed to see. */
-Test(exec_pool, small_batches_from_main_are_never_stranded) {
-    enum { ROUNDS = 3000, B = 8 };
-    ex_pool *p = pool_new(2, NULL);
-    slot s[B];
+static void small_batches(unsigned threads, int rounds, int batch) {
+    ex_pool *p = pool_new(threads, NULL);
+    slot s[16];
+    cr_assert_leq(batch, 16);
     ex_sender *snd = ex_schedule(ex_pool_scheduler(p));
-    for (int round = 0; round < ROUNDS; round++) {
+    for (int round = 0; round < rounds; round++) {
         atomic_store(&g_completed, 0);
-        for (int i = 0; i < B; i++) {
+        for (int i = 0; i < batch; i++) {
             slot_init(&s[i], p);
             slot_start(&s[i], snd);
         }
-        long got = wait_for(&g_completed, B);
-        cr_assert_eq(got, B, "round %d: only %ld of %d items ran; the rest stayed queued with idle workers", round,
-                     got, B);
-        cr_assert_eq(slots_expect_once(s, B), B);
-        slots_destroy(s, B);
+        long got = wait_for(&g_completed, batch);
+        cr_assert_eq(got, batch,
+                     "%u thread(s), round %d: only %ld of %d items ran; the rest stayed queued with idle workers",
+                     threads, round, got, batch);
+        cr_assert_eq(slots_expect_once(s, batch), batch);
+        slots_destroy(s, batch);
     }
     ex_sender_release(snd);
     pool_free(p);
+}
+
+Test(exec_pool, small_batches_from_main_are_never_stranded) {
+    small_batches(1, 3000, 4);
+    small_batches(2, 2000, 8);
     expect_no_leaks();
 }
 
@@ -866,6 +893,196 @@ Test(exec_pool, nested_post_tree_from_workers_each_exactly_once) {
     ex_pool_worker_stats sum = stats_sum(T.pool);
     cr_assert_eq(sum.executed, (uint64_t)TREE_NODES);
     pool_free(T.pool);
+    expect_no_leaks();
+}
+
+/* One item fans out many schedule operations from its worker: the worker's
+ * deque grows past its initial size while other workers steal from it. */
+typedef struct fanout {
+    ex_pool *pool;
+    const ex_sender *snd;
+    slot *slots;
+    int n;
+    int connect_failures;
+    int owner;  /* the worker that fanned out */
+    atomic_int fanned;
+} fanout;
+
+typedef struct fanout_item {
+    ex_work w;
+    fanout f;
+} fanout_item;
+
+static void fanout_exec(ex_work *w) {
+    fanout *f = &((fanout_item *)w)->f;
+    f->owner = ex_pool_current_worker(f->pool);
+    for (int i = 0; i < f->n; i++) {
+        slot_init(&f->slots[i], f->pool);
+        if (slot_connect(&f->slots[i], f->snd).code) {
+            f->connect_failures++;
+            continue;
+        }
+        ex_start(f->slots[i].op);
+    }
+    atomic_store(&f->fanned, 1);
+}
+
+static void fanout_run(unsigned threads, int n, bool destroy_at_once) {
+    fanout_item *fi = calloc(1, sizeof *fi);
+    cr_assert_not_null(fi);
+    fi->w.execute = fanout_exec;
+    fi->f.pool = pool_new(threads, NULL);
+    ex_sender *snd = ex_schedule(ex_pool_scheduler(fi->f.pool));
+    fi->f.snd = snd;
+    fi->f.n = n;
+    fi->f.slots = calloc((size_t)n, sizeof(slot));
+    cr_assert_not_null(fi->f.slots);
+    atomic_store(&g_completed, 0);
+    cr_assert_eq(ex_post(ex_pool_scheduler(fi->f.pool), &fi->w).code, 0);
+    wait_for_int(&fi->f.fanned, 1);
+    cr_assert_eq(fi->f.connect_failures, 0);
+    if (destroy_at_once) {
+        pool_free(fi->f.pool); /* races the workers for what is queued */
+        cr_assert_eq(atomic_load(&g_completed), n, "%ld of %d completed by the time destroy returned",
+                     atomic_load(&g_completed), n);
+        int values = slots_expect_once(fi->f.slots, n);
+        int stops = 0;
+        for (int i = 0; i < n; i++) {
+            cr_assert_eq(atomic_load(&fi->f.slots[i].errors), 0);
+            stops += atomic_load(&fi->f.slots[i].stops);
+        }
+        cr_assert_eq(values + stops, n);
+    } else {
+        long got = wait_for(&g_completed, n);
+        cr_assert_eq(got, n, "%ld of %d completions", got, n);
+        cr_assert_eq(slots_expect_once(fi->f.slots, n), n);
+        for (int i = 0; i < n; i++) cr_assert_geq(fi->f.slots[i].worker, 0);
+        ex_pool_worker_stats sum = stats_sum(fi->f.pool);
+        cr_assert_eq(sum.executed, (uint64_t)n + 1);
+        /* Every item sat in the owner's deque: whatever another worker ran,
+         * it stole; the owner stole nothing. */
+        cr_assert_geq(fi->f.owner, 0);
+        for (unsigned i = 0; i < threads; i++) {
+            ex_pool_worker_stats st;
+            cr_assert_eq(ex_pool_worker_stats_get(fi->f.pool, i, &st).code, 0);
+            if ((int)i == fi->f.owner)
+                cr_assert_eq(st.stolen, 0u, "the owner stole %llu items", (unsigned long long)st.stolen);
+            else
+                cr_assert_eq(st.stolen, st.executed, "worker %u ran %llu items but stole %llu", i,
+                             (unsigned long long)st.executed, (unsigned long long)st.stolen);
+        }
+        pool_free(fi->f.pool);
+    }
+    slots_destroy(fi->f.slots, n);
+    free(fi->f.slots);
+    ex_sender_release(snd);
+    free(fi);
+}
+
+Test(exec_pool, fan_out_from_one_worker_grows_its_deque) {
+    fanout_run(1, 5000, false);
+    fanout_run(4, 5000, false);
+    expect_no_leaks();
+}
+
+Test(exec_pool, destroy_races_workers_for_a_grown_deque) {
+    for (int round = 0; round < 5; round++) fanout_run(round % 2 ? 4 : 2, 3000, true);
+    expect_no_leaks();
+}
+
+/* A thread's submissions to a pool created at the address of a destroyed
+ * one (allocators reuse blocks) must go to the new pool's queues. */
+static void *submit_one_main(void *arg) {
+    ex_pool *p = arg;
+    where w;
+    memset(&w, 0, sizeof w);
+    w.pool = p;
+    ex_result r = ex_sync_wait(ex_then(ex_schedule(ex_pool_scheduler(p)), where_fn, &w, EX_SIG0, EX_SIG(EX_T_INT)));
+    ex_result_destroy(&r);
+    return NULL;
+}
+
+Test(exec_pool, new_pool_at_a_recycled_address_gets_its_work) {
+    int reused = 0;
+    for (int attempt = 0; attempt < 20; attempt++) {
+        /* Three other threads submit first, so main's submissions to the
+         * 4-thread pool come from a later "home" than 0. */
+        ex_pool *a = pool_new(4, NULL);
+        for (int t = 0; t < 3; t++) {
+            pthread_t th;
+            cr_assert_eq(pthread_create(&th, NULL, submit_one_main, a), 0);
+            pthread_join(th, NULL);
+        }
+        where w;
+        run_where(a, &w);
+        pool_free(a);
+        ex_pool *b = pool_new(1, NULL);
+        if (b == a) reused++;
+        slot s[10];
+        ex_sender *snd = ex_schedule(ex_pool_scheduler(b));
+        atomic_store(&g_completed, 0);
+        for (int i = 0; i < 10; i++) {
+            slot_init(&s[i], b);
+            slot_start(&s[i], snd);
+        }
+        long got = wait_for(&g_completed, 10);
+        cr_assert_eq(got, 10, "attempt %d (address %s): the new pool ran %ld of 10 items from main", attempt,
+                     b == a ? "reused" : "new", got);
+        cr_assert_eq(slots_expect_once(s, 10), 10);
+        for (int i = 0; i < 10; i++) cr_assert_eq(s[i].worker, 0);
+        slots_destroy(s, 10);
+        ex_sender_release(snd);
+        ex_pool_worker_stats st;
+        cr_assert_eq(ex_pool_worker_stats_get(b, 0, &st).code, 0);
+        cr_assert_eq(st.executed, 10u, "the new pool ran %llu of 10 items", (unsigned long long)st.executed);
+        pool_free(b);
+    }
+    cr_log_info("pool address reused in %d of 20 attempts", reused);
+    expect_no_leaks();
+}
+
+/* sync_wait on a worker of one pool for work on another pool, and back. */
+typedef struct cross {
+    ex_pool *p, *q;
+    int inner_worker_q;
+    int depth;
+} cross;
+
+static ex_error cross_inner(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    cross *c = ctx;
+    (void)in, (void)n;
+    c->inner_worker_q = ex_pool_current_worker(c->q);
+    /* and from q's worker back to p, whose worker is waiting on us */
+    ex_result r = ex_sync_wait(ex_schedule(ex_pool_scheduler(c->p)));
+    ex_result_destroy(&r);
+    out[0] = ex_int(r.disposition == EX_DISP_VALUE ? 1 : -100);
+    return ex_ok();
+}
+
+static ex_error cross_outer(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    cross *c = ctx;
+    (void)in, (void)n;
+    ex_result r = ex_sync_wait(
+        ex_then(ex_schedule(ex_pool_scheduler(c->q)), cross_inner, c, EX_SIG0, EX_SIG(EX_T_INT)));
+    int64_t v = r.disposition == EX_DISP_VALUE ? r.values[0].as.i : -1000;
+    ex_result_destroy(&r);
+    out[0] = ex_int(v + 1);
+    return ex_ok();
+}
+
+Test(exec_pool, sync_wait_across_two_one_thread_pools) {
+    cross c;
+    memset(&c, 0, sizeof c);
+    c.p = pool_new(1, "p");
+    c.q = pool_new(1, "q");
+    c.inner_worker_q = -2;
+    ex_result r = ex_sync_wait(
+        ex_then(ex_schedule(ex_pool_scheduler(c.p)), cross_outer, &c, EX_SIG0, EX_SIG(EX_T_INT)));
+    expect_value_int(&r, 2);
+    cr_assert_eq(c.inner_worker_q, 0);
+    ex_result_destroy(&r);
+    pool_free(c.q);
+    pool_free(c.p);
     expect_no_leaks();
 }
 
@@ -1291,7 +1508,7 @@ static struct {
     ex_result worker_sync;
     ex_work ext_work;
     atomic_int ext_work_runs;
-    ex_error ext_post_err;
+    ex_error ext_post_err, ext_dispatch_err;
     slot ext_sched;
     int ext_sched_sync, ext_connect_err;
 } D;
@@ -1321,6 +1538,7 @@ static void *ext_main(void *arg) {
     (void)arg;
     ex_scheduler sch = ex_pool_scheduler(D.pool);
     D.ext_post_err = ex_post(sch, &D.ext_work);
+    D.ext_dispatch_err = ex_dispatch(sch, &D.ext_work);
     ex_sender *snd = ex_schedule(sch);
     slot_init(&D.ext_sched, D.pool);
     D.ext_connect_err = slot_connect(&D.ext_sched, snd).code;
@@ -1452,6 +1670,9 @@ static void destroy_with_pending(unsigned threads, int k, bool check_refusals) {
         cr_assert_eq(D.ext_post_err.code, EX_ESHUTDOWN, "ex_post from outside during destroy: %d",
                      D.ext_post_err.code);
         cr_assert_not_null(D.ext_post_err.msg);
+        cr_assert_eq(D.ext_dispatch_err.code, EX_ESHUTDOWN, "ex_dispatch from outside during destroy: %d",
+                     D.ext_dispatch_err.code);
+        cr_assert_not_null(D.ext_dispatch_err.msg);
         cr_assert_eq(atomic_load(&D.ext_work_runs), 0, "a refused item must not run");
         cr_assert_eq(D.ext_connect_err, 0);
         cr_assert_eq(atomic_load(&D.ext_sched.errors), 1, "schedule from outside during destroy");
@@ -1534,6 +1755,25 @@ Test(exec_pool, destroy_on_a_worker_is_einval) {
     run_where(p, &w);
     cr_assert_geq(w.worker, 0);
     pool_free(p);
+    expect_no_leaks();
+}
+
+static ex_error destroy_other_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n;
+    out[0] = ex_int(ex_pool_destroy(ctx).code);
+    return ex_ok();
+}
+
+Test(exec_pool, destroy_from_a_worker_of_another_pool_is_allowed) {
+    ex_pool *p = pool_new(2, NULL);
+    ex_pool *q = pool_new(1, NULL);
+    where w;
+    run_where(p, &w);
+    ex_result r = ex_sync_wait(
+        ex_then(ex_schedule(ex_pool_scheduler(q)), destroy_other_fn, p, EX_SIG0, EX_SIG(EX_T_INT)));
+    expect_value_int(&r, 0);
+    ex_result_destroy(&r);
+    pool_free(q);
     expect_no_leaks();
 }
 
@@ -1905,6 +2145,49 @@ Test(exec_pool, trace_is_valid_json_with_quotes_in_the_prefix) {
     cr_assert_not_null(text);
     cr_assert(json_valid(text), "a prefix with a quote and a backslash breaks the trace JSON:\n%.600s", text);
     free(text);
+    unlink(path);
+    expect_no_leaks();
+}
+
+/* More than 64 workers: several words of the idle mask, and the trace
+ * writer's path for many workers. */
+Test(exec_pool, pool_with_more_than_64_workers) {
+    enum { THREADS = 130, N = 4000 };
+    char path[] = "/tmp/cexec_pool_trace_XXXXXX";
+    temp_path(path);
+    ex_pool_config c;
+    memset(&c, 0, sizeof c);
+    c.threads = THREADS;
+    c.name_prefix = "big";
+    c.trace_path = path;
+    c.trace_capacity = 64;
+    ex_pool *p = pool_new_cfg(&c);
+    cr_assert_eq(ex_pool_size(p), (unsigned)THREADS);
+    slot *s = calloc(N, sizeof *s);
+    cr_assert_not_null(s);
+    ex_sender *snd = ex_schedule(ex_pool_scheduler(p));
+    for (int round = 0; round < 2; round++) {
+        atomic_store(&g_completed, 0);
+        for (int i = 0; i < N; i++) {
+            slot_init(&s[i], p);
+            slot_start(&s[i], snd);
+        }
+        long got = wait_for(&g_completed, N);
+        cr_assert_eq(got, N, "round %d: %ld of %d", round, got, N);
+        cr_assert_eq(slots_expect_once(s, N), N);
+        for (int i = 0; i < N; i++) cr_assert(s[i].worker >= 0 && s[i].worker < THREADS);
+        slots_destroy(s, N);
+        sleep_ms(20); /* let workers park between rounds: wake-ups across idle-mask words */
+    }
+    cr_assert_eq(stats_sum(p).executed, 2u * N);
+    cr_assert_eq(ex_pool_worker_stats_get(p, THREADS - 1, NULL).code, EX_EINVAL, "NULL out");
+    ex_pool_worker_stats st;
+    cr_assert_eq(ex_pool_worker_stats_get(p, THREADS - 1, &st).code, 0);
+    cr_assert_eq(ex_pool_worker_stats_get(p, THREADS, &st).code, EX_EINVAL);
+    ex_sender_release(snd);
+    free(s);
+    pool_free(p);
+    check_trace(path, "big", THREADS, 1);
     unlink(path);
     expect_no_leaks();
 }

@@ -515,6 +515,26 @@ Test(exec_then, then_runtime_type_mismatch_with_dynamic_child) {
     expect_no_leaks();
 }
 
+static const ex_key any_key = { "test.then.any_key", true };
+
+Test(exec_then, then_checks_types_at_run_time_when_the_child_declares_any) {
+    /* read_env of a user key declares one value of any type: compatible with
+     * fn's int input at build time, so the type is checked when it arrives. */
+    seen sn;
+    seen_init(&sn);
+    ex_sender *s = ex_then(ex_write_env(ex_read_env(&any_key, EX_T_ANY), &any_key, ex_str("a string")), fn_twice, &sn,
+                           EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    cr_assert_eq(ex_sender_status(s).code, 0);
+    ex_result r = ex_sync_wait(s);
+    expect_error(&r, EX_EINVAL);
+    cr_assert_eq(sn.calls, 0);
+    r = ex_sync_wait(ex_then(ex_write_env(ex_read_env(&any_key, EX_T_ANY), &any_key, ex_int(4)), fn_twice, &sn,
+                             EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
+    expect_value_int(&r, 8);
+    cr_assert_eq(sn.calls, 1);
+    expect_no_leaks();
+}
+
 Test(exec_then, then_dynamic_child_with_matching_values_works) {
     seen sn;
     seen_init(&sn);
@@ -539,6 +559,20 @@ Test(exec_then, then_result_of_wrong_type_is_einval) {
     ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_wrong_type, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
     expect_error(&r, EX_EINVAL);
     cr_assert_eq(sn.calls, 1);
+    expect_no_leaks();
+}
+
+Test(exec_then, then_any_output_left_unset_is_einval) {
+    /* Declared output "one datum of any type", but fn writes nothing: the
+     * datum has no type of its own. */
+    seen sn;
+    seen_init(&sn);
+    ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_void, &sn, EX_SIG(EX_T_INT), EX_SIG_ANY1));
+    expect_error(&r, EX_EINVAL);
+    cr_assert_eq(sn.calls, 1);
+    /* Written: the datum keeps its own type. */
+    r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG_ANY1));
+    expect_value_int(&r, 2);
     expect_no_leaks();
 }
 
