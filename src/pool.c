@@ -56,6 +56,7 @@ struct ex_pool {
     pthread_mutex_t shutdown_mu;  /* serialises shutdown; `shut` under it */
     bool shut;
     uint32_t next_home;       /* round-robin inbox choice for new submitting threads */
+    uint64_t id;              /* unique per pool, even at a recycled address */
     unsigned spin_rounds;
     bool pin;
     char *trace_path;
@@ -65,8 +66,10 @@ struct ex_pool {
 
 static _Thread_local exi_worker *tls_worker;
 
-/* Inbox choice of a submitting thread that is not a worker. */
-static _Thread_local struct { ex_pool *pool; unsigned home; } tls_home;
+/* Inbox choice of a submitting thread that is not a worker, for the pool
+ * with this id (an address can be reused by a later pool). */
+static _Thread_local struct { uint64_t pool_id; unsigned home; } tls_home;
+static uint64_t next_pool_id = 1;
 
 static inline void stat_inc(uint64_t *c) { exi_store_rlx_u64(c, exi_load_rlx_u64(c) + 1); }
 
@@ -128,8 +131,8 @@ static void notify(ex_pool *p) {
 static bool stopping(ex_pool *p) { return exi_load_acq_u32(&p->stopping) != 0; }
 
 static unsigned home_inbox(ex_pool *p) {
-    if (tls_home.pool != p) {
-        tls_home.pool = p;
+    if (tls_home.pool_id != p->id) {
+        tls_home.pool_id = p->id;
         tls_home.home = exi_faa_u32(&p->next_home, 1) % p->n;
     }
     return tls_home.home;
@@ -420,12 +423,13 @@ static void write_trace(ex_pool *p) {
     const char *names_stack[64];
     exi_trace_buf *bufs = bufs_stack;
     const char **names = names_stack;
-    if (p->n > 64) {
-        bufs = malloc(p->n * sizeof *bufs);
-        names = malloc(p->n * sizeof *names);
+    bool heap = p->n > 64;
+    if (heap) {
+        bufs = ex_allocate(p->alloc, p->n * sizeof *bufs, alignof(exi_trace_buf));
+        names = ex_allocate(p->alloc, p->n * sizeof *names, alignof(const char *));
         if (!bufs || !names) {
-            free(bufs);
-            free(names);
+            if (bufs) ex_deallocate(p->alloc, bufs, p->n * sizeof *bufs, alignof(exi_trace_buf));
+            if (names) ex_deallocate(p->alloc, (void *)names, p->n * sizeof *names, alignof(const char *));
             fprintf(stderr, "cexec: out of memory writing the trace %s\n", p->trace_path);
             return;
         }
@@ -436,9 +440,9 @@ static void write_trace(ex_pool *p) {
     }
     if (exi_trace_write(p->trace_path, bufs, names, p->n, p->trace_origin))
         fprintf(stderr, "cexec: could not write the trace %s\n", p->trace_path);
-    if (p->n > 64) {
-        free(bufs);
-        free(names);
+    if (heap) {
+        ex_deallocate(p->alloc, bufs, p->n * sizeof *bufs, alignof(exi_trace_buf));
+        ex_deallocate(p->alloc, (void *)names, p->n * sizeof *names, alignof(const char *));
     }
 }
 
@@ -464,23 +468,25 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
         return ex_err(EX_EAGAIN, "ex_pool_create: pthread_mutex_init failed");
     }
     p->alloc = a;
+    p->id = exi_faa_u64(&next_pool_id, 1);
     p->n = n;
     p->spin_rounds = c.spin_rounds ? c.spin_rounds : DEFAULT_SPIN_ROUNDS;
     p->pin = c.pin_threads;
     p->idle_words = (n + 63) / 64;
     p->idle = ex_allocate(a, p->idle_words * sizeof(uint64_t), alignof(uint64_t));
     p->workers = ex_allocate(a, n * sizeof(exi_worker), alignof(exi_worker));
+    /* Zeroed before any error path: free_pool reads what was set up. */
+    if (p->idle) memset(p->idle, 0, p->idle_words * sizeof(uint64_t));
+    if (p->workers) memset(p->workers, 0, n * sizeof(exi_worker));
+    else p->n = 0;
     if (trace_path) {
         size_t len = strlen(trace_path) + 1;
         if ((p->trace_path = ex_allocate(a, len, 1))) memcpy(p->trace_path, trace_path, len);
     }
     if (!p->idle || !p->workers || (trace_path && !p->trace_path)) {
-        if (!p->workers) p->n = 0;
         free_pool(p);
         return ex_err(EX_ENOMEM, "ex_pool_create: out of memory");
     }
-    memset(p->idle, 0, p->idle_words * sizeof(uint64_t));
-    memset(p->workers, 0, n * sizeof(exi_worker));
     for (unsigned i = 0; i < n; i++) {
         exi_worker *w = &p->workers[i];
         w->pool = p;
