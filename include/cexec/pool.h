@@ -76,7 +76,11 @@ int ex_pool_current_worker(const ex_pool *p);
  * item they run and exit, and every item still queued is cancelled
  * (schedule operations complete with set_stopped) on the calling thread
  * before this returns.  Writes the trace if tracing.  Idempotent.  Must not
- * be called on one of the pool's workers (EX_EINVAL, nothing done). */
+ * be called on one of the pool's workers (EX_EINVAL, nothing done).
+ * An item still running when shutdown begins may be blocked in ex_sync_wait;
+ * that wait keeps running queued items of the pool (it may be waiting for
+ * one of them), so items can still run, rather than be cancelled, until the
+ * last worker has finished its current item. */
 ex_error ex_pool_shutdown(ex_pool *p);
 
 /* ex_pool_shutdown, then frees p.  No other thread may use p once this
