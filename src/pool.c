@@ -282,37 +282,16 @@ bool exi_pool_help_one(void) {
 
 /* -------------------------------------------------------------- scheduler */
 
-typedef struct pool_op {
-    ex_operation base;
-    ex_work work;
-    ex_pool *pool;
-    ex_receiver r;
-} pool_op;
-
-static void pool_execute(ex_work *w) {
-    pool_op *o = EXI_CONTAINER_OF(w, pool_op, work);
-    if (ex_stop_token_stop_requested(ex_get_stop_token(ex_receiver_env(o->r)))) ex_set_stopped(o->r);
-    else ex_set_value(o->r, NULL, 0);
-}
-
-static void pool_cancel(ex_work *w) { ex_set_stopped(EXI_CONTAINER_OF(w, pool_op, work)->r); }
-
 static void pool_start(ex_operation *op) {
-    pool_op *o = (pool_op *)op;
-    ex_error e = submit(o->pool, &o->work);
+    exi_queued_op *o = (exi_queued_op *)op;
+    ex_error e = submit(o->resource, &o->work);
     if (e.code) ex_set_error(o->r, e);
 }
 
 static const ex_operation_vtable pool_op_vt = { pool_start, NULL };
 
 static ex_error pool_connect(void *self, ex_receiver r, void *storage) {
-    pool_op *o = storage;
-    o->base.vt = &pool_op_vt;
-    o->work.next = NULL;
-    o->work.execute = pool_execute;
-    o->work.cancel = pool_cancel;
-    o->pool = self;
-    o->r = r;
+    exi_queued_op_init(storage, &pool_op_vt, self, r);
     return ex_ok();
 }
 
@@ -329,8 +308,8 @@ static ex_error pool_dispatch(void *self, ex_work *w) {
 
 static const ex_scheduler_vtable pool_vt = {
     .name = "pool",
-    .schedule_op_size = sizeof(pool_op),
-    .schedule_op_align = alignof(pool_op),
+    .schedule_op_size = sizeof(exi_queued_op),
+    .schedule_op_align = alignof(exi_queued_op),
     .schedule_flags = EX_SIGS_STOPPED | EX_SIGS_ERROR,
     .connect_schedule = pool_connect,
     .progress = EX_PROGRESS_PARALLEL,

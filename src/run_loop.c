@@ -94,34 +94,15 @@ ex_error ex_run_loop_destroy(ex_run_loop *loop) {
 
 /* ------------------------------------------------------------ scheduler */
 
-typedef struct loop_op {
-    ex_operation base;
-    ex_work work;
-    ex_run_loop *loop;
-    ex_receiver r;
-} loop_op;
-
-static void loop_execute(ex_work *w) {
-    loop_op *o = EXI_CONTAINER_OF(w, loop_op, work);
-    if (ex_stop_token_stop_requested(ex_get_stop_token(ex_receiver_env(o->r)))) ex_set_stopped(o->r);
-    else ex_set_value(o->r, NULL, 0);
-}
-
 static void loop_start(ex_operation *op) {
-    loop_op *o = (loop_op *)op;
-    ex_run_loop_push(o->loop, &o->work);
+    exi_queued_op *o = (exi_queued_op *)op;
+    ex_run_loop_push(o->resource, &o->work);
 }
 
 static const ex_operation_vtable loop_op_vt = { loop_start, NULL };
 
 static ex_error loop_connect(void *self, ex_receiver r, void *storage) {
-    loop_op *o = storage;
-    o->base.vt = &loop_op_vt;
-    o->work.execute = loop_execute;
-    o->work.cancel = NULL;
-    o->work.next = NULL;
-    o->loop = self;
-    o->r = r;
+    exi_queued_op_init(storage, &loop_op_vt, self, r);
     return ex_ok();
 }
 
@@ -142,8 +123,8 @@ static ex_error loop_dispatch(void *self, ex_work *w) {
 
 static const ex_scheduler_vtable loop_vt = {
     .name = "run_loop",
-    .schedule_op_size = sizeof(loop_op),
-    .schedule_op_align = alignof(loop_op),
+    .schedule_op_size = sizeof(exi_queued_op),
+    .schedule_op_align = alignof(exi_queued_op),
     .schedule_flags = EX_SIGS_STOPPED,
     .connect_schedule = loop_connect,
     .progress = EX_PROGRESS_WEAKLY_PARALLEL,

@@ -63,6 +63,25 @@ ex_forward_progress ex_get_forward_progress_guarantee(ex_scheduler sch) {
     return sch.vt ? sch.vt->progress : EX_PROGRESS_WEAKLY_PARALLEL;
 }
 
+/* -------------------------------------------------------- queued schedule ops */
+
+static void queued_execute(ex_work *w) {
+    exi_queued_op *o = EXI_CONTAINER_OF(w, exi_queued_op, work);
+    if (ex_stop_token_stop_requested(ex_get_stop_token(ex_receiver_env(o->r)))) ex_set_stopped(o->r);
+    else ex_set_value(o->r, NULL, 0);
+}
+
+static void queued_cancel(ex_work *w) { ex_set_stopped(EXI_CONTAINER_OF(w, exi_queued_op, work)->r); }
+
+void exi_queued_op_init(exi_queued_op *o, const ex_operation_vtable *vt, void *resource, ex_receiver r) {
+    o->base.vt = vt;
+    o->work.next = NULL;
+    o->work.execute = queued_execute;
+    o->work.cancel = queued_cancel;
+    o->resource = resource;
+    o->r = r;
+}
+
 /* ------------------------------------------------------------------ inline */
 
 typedef struct inline_op {
