@@ -306,6 +306,74 @@ static ex_error pool_dispatch(void *self, ex_work *w) {
     return submit(self, w);
 }
 
+/* ------------------------------------------------------------------ bulk */
+
+/* Chunks are claimed from a shared counter, so uneven chunks balance
+ * themselves: whoever is free takes the next one.  The caller takes part;
+ * up to n-1 helper items let idle workers join (they are stolen from the
+ * caller's deque like any other work).  The last participant to leave
+ * completes the job.  scratch: [0] next chunk, [1] participants still
+ * inside, [2] chunk count, [3] chunk size. */
+enum { BJ_NEXT, BJ_INSIDE, BJ_CHUNKS, BJ_GRAIN };
+
+static void bulk_leave(ex_bulk_job *job) {
+    if (exi_faa_u64(&job->scratch[BJ_INSIDE], (uint64_t)-1) != 1) return;
+    if (job->extra) ex_deallocate(ex_bulk_job_allocator(job), job->extra, job->extra_size, alignof(ex_bulk_helper));
+    job->extra = NULL;
+    ex_bulk_job_done(job);
+}
+
+static void bulk_participate(ex_bulk_job *job) {
+    uint64_t chunks = job->scratch[BJ_CHUNKS], grain = job->scratch[BJ_GRAIN];
+    for (;;) {
+        uint64_t c = exi_faa_u64(&job->scratch[BJ_NEXT], 1);
+        if (c >= chunks) break;
+        size_t begin = (size_t)(c * grain);
+        if (!ex_bulk_job_run(job, begin, begin + (size_t)grain)) {
+            exi_store_rlx_u64(&job->scratch[BJ_NEXT], chunks);  /* nobody starts another chunk */
+            break;
+        }
+    }
+    bulk_leave(job);
+}
+
+static void bulk_helper_run(ex_work *w) { bulk_participate(((ex_bulk_helper *)(void *)w)->job); }
+/* Dropped at shutdown: the other participants run the chunks. */
+static void bulk_helper_cancel(ex_work *w) { bulk_leave(((ex_bulk_helper *)(void *)w)->job); }
+
+static void pool_bulk(void *self, ex_bulk_job *job) {
+    ex_pool *p = self;
+    uint64_t shape = job->shape;
+    uint64_t grain = job->grain ? job->grain : (shape + 8ull * p->n - 1) / (8ull * p->n);
+    if (grain == 0) grain = 1;
+    uint64_t chunks = (shape + grain - 1) / grain;
+    uint64_t helpers = chunks > 1 ? chunks - 1 : 0;
+    if (helpers > p->n - 1) helpers = p->n - 1;
+    ex_bulk_helper *h = job->helpers;
+    if (helpers > EX_BULK_INLINE_HELPERS) {
+        size_t bytes = (size_t)helpers * sizeof(ex_bulk_helper);
+        if ((h = ex_allocate(ex_bulk_job_allocator(job), bytes, alignof(ex_bulk_helper)))) {
+            job->extra = h;
+            job->extra_size = bytes;
+        } else {
+            h = job->helpers;  /* fewer helpers: slower, never wrong */
+            helpers = EX_BULK_INLINE_HELPERS;
+        }
+    }
+    job->scratch[BJ_NEXT] = 0;
+    job->scratch[BJ_INSIDE] = helpers + 1;
+    job->scratch[BJ_CHUNKS] = chunks;
+    job->scratch[BJ_GRAIN] = grain;
+    for (uint64_t i = 0; i < helpers; i++) {
+        h[i].job = job;
+        h[i].work.next = NULL;
+        h[i].work.execute = bulk_helper_run;
+        h[i].work.cancel = bulk_helper_cancel;
+        if (submit(p, &h[i].work).code) bulk_leave(job);  /* shutting down: the caller does it all */
+    }
+    bulk_participate(job);
+}
+
 static const ex_scheduler_vtable pool_vt = {
     .name = "pool",
     .schedule_op_size = sizeof(exi_queued_op),
@@ -316,6 +384,7 @@ static const ex_scheduler_vtable pool_vt = {
     .equal = NULL,
     .post = pool_post,
     .dispatch = pool_dispatch,
+    .bulk = pool_bulk,
 };
 
 ex_scheduler ex_pool_scheduler(ex_pool *p) {

@@ -21,6 +21,9 @@
 #include <cexec/transfer.h>
 #include <cexec/write_env.h>
 #include <cexec/sync_wait.h>
+#include <cexec/when_all.h>
+#include <cexec/bulk.h>
+#include <cexec/split.h>
 #include <cexec/pool.h>
 
 #define CEXEC_VERSION_MAJOR 0

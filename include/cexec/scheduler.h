@@ -25,6 +25,45 @@ typedef enum ex_forward_progress {
  * and allocate when a scheduler needs more. */
 #define EX_SCHEDULE_OP_INLINE 96
 
+/* ---------------------------------------------------- bulk customisation */
+
+/* Helper work items a bulk job carries for the resource that runs it. */
+#define EX_BULK_INLINE_HELPERS 3
+
+struct ex_bulk_job;
+
+typedef struct ex_bulk_helper {
+    ex_work work;
+    struct ex_bulk_job *job;
+} ex_bulk_helper;
+
+/* The index space of one bulk execution, handed to a resource's bulk hook.
+ * The resource calls ex_bulk_job_run for disjoint ranges that together
+ * cover [0, shape) (from any of its agents, concurrently), stops handing
+ * out ranges once a call returns false, and calls ex_bulk_job_done exactly
+ * once, after every ex_bulk_job_run call has returned.  The job's memory
+ * stays valid until done is called, and not after. */
+typedef struct ex_bulk_job {
+    size_t shape;
+    size_t grain;              /* chunk size asked for by the user; 0: resource's choice */
+    /* For the resource; cexec does not touch these. */
+    uint64_t scratch[4];
+    ex_bulk_helper helpers[EX_BULK_INLINE_HELPERS];
+    void *extra;
+    size_t extra_size;
+} ex_bulk_job;
+
+/* Runs the bulk function for every index in [begin, end).  Returns false
+ * when the job should stop (an index failed, or stop was requested). */
+bool ex_bulk_job_run(ex_bulk_job *job, size_t begin, size_t end);
+
+/* Ends the job: the bulk operation completes (on the calling thread). */
+void ex_bulk_job_done(ex_bulk_job *job);
+
+/* The allocator of the operation's environment, for resources that need
+ * more helper items than the job carries. */
+const struct ex_allocator *ex_bulk_job_allocator(const ex_bulk_job *job);
+
 typedef struct ex_scheduler_vtable {
     const char *name;
     /* The schedule operation: completes the receiver with set_value() on an
@@ -43,6 +82,9 @@ typedef struct ex_scheduler_vtable {
      * the caller is already on this resource, else queues it. */
     ex_error (*post)(void *self, ex_work *w);
     ex_error (*dispatch)(void *self, ex_work *w);
+    /* Runs a bulk job on this resource (NULL: ex_bulk runs the sequential
+     * loop of [exec.bulk]).  Takes over the job; see ex_bulk_job. */
+    void (*bulk)(void *self, ex_bulk_job *job);
 } ex_scheduler_vtable;
 
 /* A sender that completes on sch's resource ([exec.schedule]).  Its

@@ -1,0 +1,44 @@
+/* cexec/bulk.h - bulk ([exec.bulk]) and its chunked form.
+ *
+ * When the child completes with values v..., f runs for every index in
+ * [0, shape) with the same values (borrowed), then the bulk sender completes
+ * with those values.  The first error returned by f becomes the result and
+ * stops the indices not yet started.
+ *
+ * Where it runs: if the child's value completion scheduler, or else the
+ * receiver environment's scheduler, customises bulk (an ex_pool does), the
+ * index space is cut into chunks that the resource's agents take
+ * dynamically and the sender completes on the agent that finished last;
+ * a stop request seen between chunks skips the rest and completes with
+ * set_stopped.  Otherwise the loop is the sequential one of the wording, on
+ * the agent where the child completed.  Parallel execution stores the
+ * values in the operation (tuple contents with the environment's allocator:
+ * EX_ENOMEM on failure). */
+#ifndef CEXEC_BULK_H
+#define CEXEC_BULK_H
+
+#include <cexec/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One index.  Return ex_ok(), or an error to fail the bulk. */
+typedef ex_error (*ex_bulk_fn)(void *ctx, size_t i, const ex_value *v, size_t n);
+
+/* A chunk [begin, end): one call per chunk, for bodies that want to keep
+ * their inner loop tight (vectorised, no call per index). */
+typedef ex_error (*ex_bulk_chunk_fn)(void *ctx, size_t begin, size_t end, const ex_value *v, size_t n);
+
+ex_sender *ex_bulk(ex_sender *child, size_t shape, ex_bulk_fn fn, void *ctx);
+
+/* With a chunk size (grain, >= 1) for parallel execution; 0 lets the
+ * resource choose (about 8 chunks per worker on a pool). */
+ex_sender *ex_bulk_grain(ex_sender *child, size_t shape, size_t grain, ex_bulk_fn fn, void *ctx);
+
+ex_sender *ex_bulk_chunked(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,43 @@
+/* cexec/when_all.h - when_all and when_all_with_variant ([exec.when.all]).
+ *
+ * Starts every child and completes when all have completed: with the
+ * children's values concatenated in argument order, or with the first
+ * error (which requests stop on the others), or stopped.  Children see a
+ * stop token of the when_all's own in-place stop source, linked to the
+ * receiver's.  If stop was requested before start, no child is started and
+ * the result is set_stopped.  The parent completes on the agent of the last
+ * child to complete.  Nothing allocates unless a child's values hold tuples
+ * (copied with the environment's allocator, EX_ENOMEM on failure).  No
+ * completion scheduler. */
+#ifndef CEXEC_WHEN_ALL_H
+#define CEXEC_WHEN_ALL_H
+
+#include <cexec/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Takes ownership of the n children (n >= 1).  Each child must have at most
+ * one value signature, and the total number of values at most EX_MAX_ARITY;
+ * otherwise (or with n == 0, a NULL child or a NULL array) an invalid sender
+ * (EX_EINVAL).  Children whose signatures are only known at run time are
+ * checked when they complete. */
+ex_sender *ex_when_all_n(ex_sender *const *children, size_t n);
+
+/* ex_when_all(a, b, ...) */
+#define ex_when_all(...) \
+    ex_when_all_n((ex_sender *const[]){ __VA_ARGS__ }, sizeof((ex_sender *[]){ __VA_ARGS__ }) / sizeof(ex_sender *))
+
+/* when_all(into_variant(children)...): each child contributes one EX_T_TUPLE
+ * value; children may have several value signatures. */
+ex_sender *ex_when_all_with_variant_n(ex_sender *const *children, size_t n);
+
+#define ex_when_all_with_variant(...)                                   \
+    ex_when_all_with_variant_n((ex_sender *const[]){ __VA_ARGS__ },     \
+                               sizeof((ex_sender *[]){ __VA_ARGS__ }) / sizeof(ex_sender *))
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,263 @@
+/* when_all.c - [exec.when.all].
+ *
+ * One block: the header, one slot per child (its values, borrowed tuple
+ * storage, its receiver identity), then the children's operations.  An
+ * atomic count of children still running decides who completes; an atomic
+ * disposition (started / error / stopped) decides with what. */
+#include "exi_atomic.h"
+#include "exi_core.h"
+
+enum { DISP_STARTED, DISP_ERROR, DISP_STOPPED };
+
+struct when_all_op;
+
+typedef struct wa_slot {
+    struct when_all_op *op;
+    ex_operation *child;
+    uint8_t cap;          /* values this child may send (EX_MAX_ARITY if dynamic) */
+    uint8_t n;            /* values it sent */
+    ex_value *v;          /* cap values, inside the block */
+    void *nested;         /* tuple contents, from the env's allocator */
+    size_t nested_size;
+} wa_slot;
+
+typedef struct when_all_op {
+    ex_operation base;
+    ex_receiver r;
+    size_t n;
+    uint32_t count;        /* children not yet completed */
+    uint32_t disposition;
+    ex_error err;          /* written by the first error only */
+    ex_stop_source stop;   /* children's stop token */
+    ex_stop_callback on_stop;  /* on the receiver's token */
+    ex_env_pair child_env;
+    const ex_allocator *alloc;
+    wa_slot slots[];
+} when_all_op;
+
+typedef struct when_all_sender {
+    ex_sender base;
+    size_t n;
+    size_t values_off;     /* offset of the value arrays in the block */
+    ex_sender **children;  /* n, after this struct */
+    size_t *child_off;     /* n */
+    uint8_t *cap;          /* n */
+} when_all_sender;
+
+static void request_stop_cb(ex_stop_callback *cb) {
+    when_all_op *o = EXI_CONTAINER_OF(cb, when_all_op, on_stop);
+    ex_stop_source_request_stop(&o->stop);
+}
+
+static void complete(when_all_op *o) {
+    ex_stop_callback_deregister(&o->on_stop);
+    uint32_t d = exi_load_acq_u32(&o->disposition);
+    if (d == DISP_ERROR) {
+        ex_set_error(o->r, o->err);
+    } else if (d == DISP_STOPPED) {
+        ex_set_stopped(o->r);
+    } else {
+        ex_value all[EX_MAX_ARITY];
+        size_t k = 0;
+        for (size_t i = 0; i < o->n; i++) {
+            if (k + o->slots[i].n > EX_MAX_ARITY) {
+                ex_set_error(o->r, ex_err(EX_EINVAL, "ex_when_all: the children sent more than EX_MAX_ARITY values"));
+                return;
+            }
+            memcpy(&all[k], o->slots[i].v, o->slots[i].n * sizeof(ex_value));
+            k += o->slots[i].n;
+        }
+        ex_set_value(o->r, all, k);
+    }
+}
+
+static void arrive(when_all_op *o) {
+    if (exi_faa_u32(&o->count, (uint32_t)-1) == 1) complete(o);
+}
+
+static void fail(when_all_op *o, ex_error e) {
+    if (exi_fas_u32(&o->disposition, DISP_ERROR) != DISP_ERROR) {
+        o->err = e;
+        ex_stop_source_request_stop(&o->stop);
+    }
+}
+
+static void wa_set_value(void *self, const ex_value *v, size_t n) {
+    wa_slot *s = self;
+    when_all_op *o = s->op;
+    if (exi_load_acq_u32(&o->disposition) == DISP_STARTED) {
+        if (n > s->cap) {
+            fail(o, ex_err(EX_EINVAL, "ex_when_all: a child sent more values than its signature allows"));
+        } else {
+            ex_error e = exi_values_copy(s->v, v, n, o->alloc, &s->nested, &s->nested_size);
+            if (e.code) fail(o, e);
+            else s->n = (uint8_t)n;
+        }
+    }
+    arrive(o);
+}
+
+static void wa_set_error(void *self, ex_error e) {
+    when_all_op *o = ((wa_slot *)self)->op;
+    fail(o, e);
+    arrive(o);
+}
+
+static void wa_set_stopped(void *self) {
+    when_all_op *o = ((wa_slot *)self)->op;
+    uint32_t expected = DISP_STARTED;
+    if (exi_cas_u32(&o->disposition, &expected, DISP_STOPPED)) ex_stop_source_request_stop(&o->stop);
+    arrive(o);
+}
+
+static ex_env wa_env(void *self) { return ex_env_of_pair(&((wa_slot *)self)->op->child_env); }
+
+static const ex_receiver_vtable wa_rcvr_vt = { wa_set_value, wa_set_error, wa_set_stopped, wa_env, NULL };
+
+static void wa_start(ex_operation *op) {
+    when_all_op *o = (when_all_op *)op;
+    ex_stop_token tok = ex_get_stop_token(ex_receiver_env(o->r));
+    if (ex_stop_callback_register(&o->on_stop, tok, request_stop_cb)) {
+        /* Stop was already requested: start no child. */
+        ex_set_stopped(o->r);
+        return;
+    }
+    /* The last child to complete may destroy the operation: read nothing
+     * from it after starting the last child. */
+    size_t n = o->n;
+    wa_slot *slots = o->slots;
+    for (size_t i = 0; i < n; i++) ex_start(slots[i].child);
+}
+
+static void wa_destroy_op(ex_operation *op) {
+    when_all_op *o = (when_all_op *)op;
+    for (size_t i = 0; i < o->n; i++) {
+        wa_slot *s = &o->slots[i];
+        ex_operation_destroy(s->child);
+        if (s->nested) ex_deallocate(o->alloc, s->nested, s->nested_size, alignof(ex_value));
+        s->nested = NULL;
+    }
+}
+
+static const ex_operation_vtable wa_op_vt = { wa_start, wa_destroy_op };
+
+static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    const when_all_sender *ws = (const when_all_sender *)s;
+    when_all_op *o = storage;
+    o->base.vt = &wa_op_vt;
+    o->r = r;
+    o->n = ws->n;
+    o->count = (uint32_t)ws->n;
+    o->disposition = DISP_STARTED;
+    o->err = ex_ok();
+    ex_stop_source_init(&o->stop);
+    ex_env env = ex_receiver_env(r);
+    o->alloc = ex_get_allocator(env);
+    ex_env_pair_init(&o->child_env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&o->stop)),
+                     ex_env_forward(env));
+    ex_value *values = (ex_value *)(void *)((char *)storage + ws->values_off);
+    for (size_t i = 0; i < ws->n; i++) {
+        wa_slot *sl = &o->slots[i];
+        sl->op = o;
+        sl->cap = ws->cap[i];
+        sl->n = 0;
+        sl->v = values;
+        values += sl->cap;
+        sl->nested = NULL;
+        sl->child = (ex_operation *)(void *)((char *)storage + ws->child_off[i]);
+        ex_receiver cr = { &wa_rcvr_vt, sl };
+        ex_error e = ex_connect_child(ws->children[i], cr, sl->child);
+        if (e.code) {
+            for (size_t j = 0; j < i; j++) ex_operation_destroy(o->slots[j].child);
+            return e;
+        }
+    }
+    return ex_ok();
+}
+
+static void wa_destroy(ex_sender *s) {
+    when_all_sender *ws = (when_all_sender *)s;
+    for (size_t i = 0; i < ws->n; i++) ex_sender_release(ws->children[i]);
+}
+
+static const ex_sender_vtable when_all_vt = { "ex_when_all", wa_connect, NULL, wa_destroy };
+
+ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
+    if (!children || n == 0) return ex_invalid_sender(EX_EINVAL, "ex_when_all: needs at least one sender");
+    ex_sigs sigs = ex_sigs_none();
+    sigs.flags = EX_SIGS_STOPPED;
+    ex_sig out = { 0, { 0 } };
+    bool dynamic = false;
+    for (size_t i = 0; i < n; i++) {
+        ex_error e = ex_check_input(children[i], "ex_when_all: NULL input sender");
+        if (e.code) return ex_reject(e.code, e.msg, n, children);
+        const ex_sigs *cs = &children[i]->sigs;
+        if (cs->nvalues > 1)
+            return ex_reject(EX_EINVAL, "ex_when_all: a child has more than one value signature; use ex_when_all_with_variant", n, children);
+        sigs.flags |= (uint8_t)(cs->flags & EX_SIGS_ERROR);
+        if (cs->flags & EX_SIGS_DYNAMIC) {
+            dynamic = true;
+            sigs.flags |= EX_SIGS_ERROR;  /* checked at run time */
+        } else if (cs->nvalues == 1) {
+            const ex_sig *v = &cs->values[0];
+            if (out.arity + v->arity > EX_MAX_ARITY)
+                return ex_reject(EX_EINVAL, "ex_when_all: the children's values add up to more than EX_MAX_ARITY", n, children);
+            memcpy(&out.types[out.arity], v->types, v->arity);
+            out.arity = (uint8_t)(out.arity + v->arity);
+            for (unsigned k = 0; k < v->arity; k++)
+                if (v->types[k] == EX_T_TUPLE || v->types[k] == EX_T_ANY) sigs.flags |= EX_SIGS_ERROR;  /* copy may fail */
+        }
+    }
+    /* A child that never sends a value makes a value completion impossible. */
+    bool can_value = true;
+    for (size_t i = 0; i < n; i++)
+        if (children[i]->sigs.nvalues == 0 && !(children[i]->sigs.flags & EX_SIGS_DYNAMIC)) can_value = false;
+    if (can_value) {
+        if (dynamic) sigs.flags |= EX_SIGS_DYNAMIC;
+        else sigs.values[sigs.nvalues++] = out;
+    }
+
+    size_t head = sizeof(when_all_sender);
+    size_t arrays = n * (sizeof(ex_sender *) + sizeof(size_t) + 1);
+    ex_sender *s = ex_sender_alloc(&when_all_vt, head + arrays);
+    if (!s) return ex_reject(EX_ENOMEM, NULL, n, children);
+    when_all_sender *ws = (when_all_sender *)s;
+    ws->n = n;
+    ws->children = (ex_sender **)(void *)((char *)s + head);
+    ws->child_off = (size_t *)(void *)(ws->children + n);
+    ws->cap = (uint8_t *)(ws->child_off + n);
+    size_t nvalues = 0;
+    for (size_t i = 0; i < n; i++) {
+        ws->children[i] = children[i];
+        const ex_sigs *cs = &children[i]->sigs;
+        ws->cap[i] = (cs->flags & EX_SIGS_DYNAMIC) ? EX_MAX_ARITY : cs->nvalues ? cs->values[0].arity : 0;
+        nvalues += ws->cap[i];
+    }
+    size_t off = sizeof(when_all_op) + n * sizeof(wa_slot);
+    off = ex_align_up(off, alignof(ex_value));
+    ws->values_off = off;
+    off += nvalues * sizeof(ex_value);
+    size_t align = alignof(when_all_op);
+    for (size_t i = 0; i < n; i++) {
+        off = ex_align_up(off, children[i]->op_align);
+        ws->child_off[i] = off;
+        off += children[i]->op_size;
+        align = ex_max_size(align, children[i]->op_align);
+    }
+    s->op_size = off;
+    s->op_align = align;
+    s->sigs = sigs;
+    return s;
+}
+
+ex_sender *ex_when_all_with_variant_n(ex_sender *const *children, size_t n) {
+    if (!children || n == 0) return ex_invalid_sender(EX_EINVAL, "ex_when_all_with_variant: needs at least one sender");
+    ex_sender *wrapped_stack[16];
+    ex_sender **wrapped = wrapped_stack;
+    if (n > 16 && !(wrapped = ex_allocate(NULL, n * sizeof *wrapped, alignof(ex_sender *))))
+        return ex_reject(EX_ENOMEM, NULL, n, children);
+    for (size_t i = 0; i < n; i++) wrapped[i] = ex_into_variant(children[i]);
+    ex_sender *s = ex_when_all_n(wrapped, n);
+    if (wrapped != wrapped_stack) ex_deallocate(NULL, wrapped, n * sizeof *wrapped, alignof(ex_sender *));
+    return s;
+}
