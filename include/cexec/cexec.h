@@ -24,6 +24,7 @@
 #include <cexec/when_all.h>
 #include <cexec/bulk.h>
 #include <cexec/split.h>
+#include <cexec/scope.h>
 #include <cexec/pool.h>
 
 #define CEXEC_VERSION_MAJOR 0

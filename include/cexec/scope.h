@@ -1,0 +1,97 @@
+/* cexec/scope.h - counting scopes: structured launching of work whose
+ * completion nobody awaits directly (the C++26 simple_counting_scope and
+ * counting_scope, with spawn and spawn_future).
+ *
+ * A scope counts the operations associated with it.  ex_spawn connects a
+ * sender into storage from its environment's allocator, starts it, and
+ * keeps the scope from being joined until it completes.  The join sender
+ * completes once no association is left.  A counting scope can also request
+ * stop on everything spawned into it.
+ *
+ * C has no compile-time check that a spawned sender cannot fail, so an
+ * error of spawned work is not lost: the scope keeps the first one and its
+ * join completes with it (set_error) instead of set_value.  Values of
+ * spawned work are discarded. */
+#ifndef CEXEC_SCOPE_H
+#define CEXEC_SCOPE_H
+
+#include <pthread.h>
+#include <cexec/stop_token.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ex_scope_impl {
+    /* private */
+    uint64_t state;          /* associations << 2 | JOINING | CLOSED */
+    pthread_mutex_t mu;      /* join waiters */
+    void *joiners;
+    uint32_t failed;
+    ex_error first_error;
+    bool stoppable;
+    ex_stop_source stop;
+} ex_scope_impl;
+
+typedef struct ex_simple_counting_scope { ex_scope_impl impl; } ex_simple_counting_scope;
+typedef struct ex_counting_scope { ex_scope_impl impl; } ex_counting_scope;
+
+/* A token: what spawn needs.  Copy freely while the scope lives. */
+typedef struct ex_scope_token { ex_scope_impl *scope; } ex_scope_token;
+
+/* Initialise an open scope with no association.  EX_EAGAIN if a mutex
+ * cannot be created. */
+ex_error ex_simple_counting_scope_init(ex_simple_counting_scope *s);
+ex_error ex_counting_scope_init(ex_counting_scope *s);
+
+ex_scope_token ex_simple_counting_scope_token(ex_simple_counting_scope *s);
+ex_scope_token ex_counting_scope_token(ex_counting_scope *s);
+
+/* No new association from now on: ex_spawn fails with EX_ESHUTDOWN. */
+void ex_simple_counting_scope_close(ex_simple_counting_scope *s);
+void ex_counting_scope_close(ex_counting_scope *s);
+
+/* Requests stop on every operation spawned into the scope (their stop
+ * token is the scope's), now and later. */
+void ex_counting_scope_request_stop(ex_counting_scope *s);
+
+/* A sender that completes when the scope has no association left: inline
+ * in start if there is none, else on the agent where the last associated
+ * operation completed.  It completes with set_value(), or with the first
+ * error of spawned work.  Once a join completed the scope is closed.  May be
+ * connected many times. */
+ex_sender *ex_simple_counting_scope_join(ex_simple_counting_scope *s);
+ex_sender *ex_counting_scope_join(ex_counting_scope *s);
+
+/* Destroys the scope.  EX_EBUSY (nothing done) while associations remain
+ * or a join is waiting. */
+ex_error ex_simple_counting_scope_destroy(ex_simple_counting_scope *s);
+ex_error ex_counting_scope_destroy(ex_counting_scope *s);
+
+/* Associates with the scope (false if it is closed) / ends an association.
+ * For authors of operations that must keep a scope open. */
+bool ex_scope_token_try_associate(ex_scope_token t);
+void ex_scope_token_disassociate(ex_scope_token t);
+
+/* Starts s (taking ownership) as work of the scope.  Its operation comes
+ * from env's allocator (ex_spawn: the default allocator) and is freed when
+ * it completes; its environment is env plus, for a counting scope, the
+ * scope's stop token.  Errors (s is not started): EX_ESHUTDOWN when the
+ * scope is closed, EX_ENOMEM, EX_EINVAL (NULL or invalid s, connect
+ * failure). */
+ex_error ex_spawn(ex_sender *s, ex_scope_token t);
+ex_error ex_spawn_env(ex_sender *s, ex_scope_token t, ex_env env);
+
+/* Starts s (taking ownership) now, as work of the scope, and returns a
+ * sender of its result: connecting and starting that sender waits for the
+ * result (or completes at once with it).  The future may be connected
+ * once; it completes on the agent where s completed, or inline.  A stop
+ * request on the future's receiver, or releasing the future without
+ * starting it, requests stop on s.  If s cannot be started, the returned
+ * sender completes with the error (EX_ESHUTDOWN, EX_ENOMEM, EX_EINVAL). */
+ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
