@@ -5,10 +5,19 @@
 # other user it prints the exact command to run.
 #
 #   scripts/deps.sh           build + test dependencies
+#   scripts/deps.sh --bench   also the benchmark baselines and plotting (oneTBB, gnuplot)
 #   scripts/deps.sh --check   exit 1 (printing what is missing) without installing
 set -eu
 
 PKGS="build-essential pkg-config clang libclang-rt-14-dev libck-dev libcriterion-dev libjemalloc-dev"
+CHECK_ONLY=
+for arg in "$@"; do
+    case "$arg" in
+        --bench) PKGS="$PKGS libtbb-dev gnuplot-nox" ;;
+        --check) CHECK_ONLY=1 ;;
+        *) echo "scripts/deps.sh: unknown option $arg" >&2; exit 2 ;;
+    esac
+done
 
 missing=""
 for p in $PKGS; do
@@ -23,7 +32,7 @@ if [ -z "$missing" ]; then
     exit 0
 fi
 
-if [ "${1:-}" = "--check" ]; then
+if [ -n "$CHECK_ONLY" ]; then
     echo "cexec: missing packages:$missing" >&2
     exit 1
 fi

@@ -34,7 +34,9 @@ typedef struct let_op {
     bool has_sched;
     ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
     exi_store args;          /* the datums fn sees */
+    exi_store result;        /* the inner sender's values, kept once its operation is freed */
     ex_error err;            /* the error let_error's fn sees */
+    const ex_allocator *alloc;  /* the environment's, looked up once at connect */
     ex_operation *inner;     /* operation of fn's sender */
     const ex_allocator *inner_alloc;
     size_t inner_size, inner_align;
@@ -42,9 +44,35 @@ typedef struct let_op {
 
 static const char *const names[] = { "ex_let_value", "ex_let_error", "ex_let_stopped" };
 
-static void r2_set_value(void *self, const ex_value *v, size_t n) { ex_set_value(((let_op *)self)->r, v, n); }
-static void r2_set_error(void *self, ex_error e) { ex_set_error(((let_op *)self)->r, e); }
-static void r2_set_stopped(void *self) { ex_set_stopped(((let_op *)self)->r); }
+/* The inner operation is freed as soon as it completes, not when the let
+ * operation is destroyed: a recursion through let_value (fib) then holds
+ * memory for the operations in flight, not for every one it ever ran. */
+static void free_inner(let_op *o) {
+    ex_operation_destroy(o->inner);
+    ex_deallocate(o->inner_alloc, o->inner, o->inner_size, o->inner_align);
+    o->inner = NULL;
+}
+
+static void r2_set_value(void *self, const ex_value *v, size_t n) {
+    let_op *o = self;
+    /* The values may live in the inner operation: copy them out first. */
+    ex_error e = exi_store_set(&o->result, v, n, o->inner_alloc);
+    free_inner(o);
+    if (e.code) ex_set_error(o->r, e);
+    else ex_set_value(o->r, o->result.v, o->result.n);
+}
+
+static void r2_set_error(void *self, ex_error e) {
+    let_op *o = self;
+    free_inner(o);
+    ex_set_error(o->r, e);
+}
+
+static void r2_set_stopped(void *self) {
+    let_op *o = self;
+    free_inner(o);
+    ex_set_stopped(o->r);
+}
 static ex_env r2_env(void *self) {
     let_op *o = self;
     if (o->has_sched) return ex_env_of_pair(&o->env2);
@@ -66,7 +94,7 @@ static void run_inner(let_op *o, ex_sender *s2) {
         ex_set_error(o->r, e);
         return;
     }
-    const ex_allocator *a = ex_get_allocator(ex_receiver_env(o->r));
+    const ex_allocator *a = o->alloc;
     void *block = ex_allocate(a, s2->op_size, s2->op_align);
     if (!block) {
         ex_sender_release(s2);
@@ -96,7 +124,7 @@ static void let_set_value(void *self, const ex_value *v, size_t n) {
         ex_set_error(o->r, ex_err(EX_EINVAL, "ex_let_value: the child's values do not match the function's input signature"));
         return;
     }
-    ex_error e = exi_store_set(&o->args, v, n, ex_get_allocator(ex_receiver_env(o->r)));
+    ex_error e = exi_store_set(&o->args, v, n, o->alloc);
     if (e.code) { ex_set_error(o->r, e); return; }
     run_inner(o, o->fn.value(o->ctx, o->args.v, o->args.n));
 }
@@ -123,12 +151,9 @@ static void let_start(ex_operation *op) { ex_start(((let_op *)op)->child); }
 static void let_op_destroy(ex_operation *op) {
     let_op *o = (let_op *)op;
     ex_operation_destroy(o->child);
-    if (o->inner) {
-        ex_operation_destroy(o->inner);
-        ex_deallocate(o->inner_alloc, o->inner, o->inner_size, o->inner_align);
-        o->inner = NULL;
-    }
+    if (o->inner) free_inner(o);
     exi_store_clear(&o->args);
+    exi_store_clear(&o->result);
 }
 
 static const ex_operation_vtable let_op_vt = { let_start, let_op_destroy };
@@ -148,10 +173,17 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->inner = NULL;
     o->err = ex_ok();
     exi_store_init(&o->args);
+    exi_store_init(&o->result);
+    ex_env env = ex_receiver_env(r);
+    o->alloc = ex_get_allocator(env);
     ex_scheduler sch;
     o->has_sched = ex_get_completion_scheduler(ls->child, channel_keys[ls->kind], &sch);
     if (o->has_sched) {
-        ex_env_pair_init(&o->env2, &ex_key_get_scheduler, ex_sched_value(sch), ex_env_forward(ex_receiver_env(r)));
+        ex_env_pair_init(&o->env2, &ex_key_get_scheduler, ex_sched_value(sch), ex_env_forward(env));
+        /* Answering the allocator here too keeps deep recursions from
+         * walking the whole environment chain for it. */
+        o->env2.key2 = &ex_key_get_allocator;
+        o->env2.value2 = ex_alloc_value(o->alloc);
     }
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(let_op), ls->child));
     ex_receiver cr = { &let_rcvr_vt, o };

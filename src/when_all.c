@@ -155,6 +155,8 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->alloc = ex_get_allocator(env);
     ex_env_pair_init(&o->child_env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&o->stop)),
                      ex_env_forward(env));
+    o->child_env.key2 = &ex_key_get_allocator;  /* a shortcut for deep nesting */
+    o->child_env.value2 = ex_alloc_value(o->alloc);
     ex_value *values = (ex_value *)(void *)((char *)storage + ws->values_off);
     for (size_t i = 0; i < ws->n; i++) {
         wa_slot *sl = &o->slots[i];
