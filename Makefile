@@ -4,6 +4,7 @@
 #   make test            every Criterion suite, one binary, one Synthesis line
 #   make test-asan       the same suite under -fsanitize=address,undefined (build-asan/)
 #   make test-tsan       standalone stress programs under ThreadSanitizer (build-tsan/)
+#   make bench           benchmarks against serial C, oneTBB and OpenMP (bench/results/*.csv)
 #   make examples        build examples/*.c
 #   make demo            build and run the demo pipeline
 #   make install PREFIX=/usr/local
@@ -38,7 +39,7 @@ EXAMPLES := $(wildcard examples/*.c)
 EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test test-asan test-tsan stress examples demo install clean deps check-clang
+.PHONY: all test test-asan test-tsan stress examples demo bench install clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so
 
@@ -105,6 +106,35 @@ demo: $(BUILD)/examples/hello_world $(BUILD)/examples/retry $(BUILD)/examples/po
 	$(BUILD)/examples/hello_world
 	$(BUILD)/examples/retry
 	$(BUILD)/examples/pool_stats
+
+# Benchmarks against oneTBB and OpenMP (scripts/deps.sh --bench installs them).
+BENCH_OBJ := $(BUILD)/bench/bench.o $(BUILD)/bench/harness.o $(BUILD)/bench/baselines_omp.o \
+             $(BUILD)/bench/baselines_tbb.o $(BUILD)/bench/ex_fib.o $(BUILD)/bench/ex_scan.o
+BENCH_CFLAGS = $(CSTD) -Wall -Wextra -Werror -O3 -march=native -g -pthread -Iinclude $(CFLAGS)
+
+$(BUILD)/.bench-deps-ok: scripts/deps.sh
+	@mkdir -p $(BUILD)
+	@scripts/deps.sh --bench
+	@touch $@
+
+$(BUILD)/bench/%.o: bench/%.c bench/harness.h bench/baselines.h | $(BUILD)/.bench-deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -fopenmp -c $< -o $@
+$(BUILD)/bench/baselines_tbb.o: bench/baselines_tbb.cpp bench/baselines.h | $(BUILD)/.bench-deps-ok
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -Wall -Wextra -Werror -O3 -march=native -g -pthread -c $< -o $@
+$(BUILD)/bench/ex_%.o: examples/%.c | $(BUILD)/.bench-deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -DCEXEC_EXAMPLE_NO_MAIN -c $< -o $@
+$(BUILD)/bench/ex_scan.o: examples/inclusive_scan.c | $(BUILD)/.bench-deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -DCEXEC_EXAMPLE_NO_MAIN -c $< -o $@
+$(BUILD)/bench/bench: $(BENCH_OBJ) $(BUILD)/libcexec.a
+	$(CXX) -o $@ $(BENCH_OBJ) $(BUILD)/libcexec.a -fopenmp -ltbb -lck -pthread
+
+bench: $(BUILD)/bench/bench
+	@mkdir -p bench/results
+	$(BUILD)/bench/bench $(BENCH_ARGS)
 
 # Warning-free with clang as well (used by CI).
 check-clang:

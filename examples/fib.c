@@ -1,12 +1,16 @@
 /* fib.c - recursive fork-join through when_all + let_value on the pool.
  *
- *   fib(n) = n < 2 ? just(n)
- *          : let_value(just(n), n -> when_all(starts_on(pool, fib(n-1)), fib(n-2)) | then(+))
+ *   F[k] = when_all(starts_on(pool, L[k-1]), L[k-2]) | then(+)
+ *   L[k] = let_value(just(), () -> F[k])          (F[0] = just(0), F[1] = just(1))
  *
- * Each level is built when it runs (inside let_value), so the sender tree
- * is never larger than the recursion in flight; when_all forks, the pool's
- * work stealing spreads the forks over the workers.  With a cutoff, levels
- * below it are computed serially inside one then.
+ * Senders are immutable, multi-shot recipes, so the recursion needs one
+ * sender per k, built once and connected as often as the recursion asks:
+ * running fib(n) builds no sender at all.  let_value makes the recursion
+ * lazy: the operation of F[k] is connected (into storage from the
+ * environment's allocator) only when L[k] runs, and freed when it completes,
+ * so memory follows the recursion in flight, not fib(n).  when_all forks;
+ * the pool's work stealing spreads the forks over the workers.  With a
+ * cutoff, F[k] below it is one then computing fib(k) serially.
  *
  *   build/examples/fib [n] [cutoff]      (default 25, no cutoff) */
 #include <stdio.h>
@@ -15,10 +19,12 @@
 
 #include <cexec/cexec.h>
 
-typedef struct fib_ctx {
-    ex_scheduler pool;
-    int64_t cutoff;  /* below this, compute serially */
-} fib_ctx;
+#define FIB_MAX 64
+
+typedef struct fib_senders {
+    ex_sender *f[FIB_MAX];   /* F[k] */
+    ex_sender *l[FIB_MAX];   /* L[k] */
+} fib_senders;
 
 static int64_t fib_serial(int64_t n) { return n < 2 ? n : fib_serial(n - 1) + fib_serial(n - 2); }
 
@@ -29,41 +35,64 @@ static ex_error add(void *ctx, const ex_value *in, size_t n, ex_value *out) {
 }
 
 static ex_error serial(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    (void)ctx, (void)n;
-    out[0] = ex_int(fib_serial(in[0].as.i));
+    (void)in, (void)n;
+    out[0] = ex_int(fib_serial((int64_t)(intptr_t)ctx));
     return ex_ok();
 }
 
-static ex_sender *fib(fib_ctx *c, int64_t n);
-
-/* let_value's function: the sender for fib(n), built when n is known. */
-static ex_sender *fib_step(void *ctx, const ex_value *in, size_t n) {
-    (void)n;
-    fib_ctx *c = ctx;
-    int64_t k = in[0].as.i;
-    return ex_then(ex_when_all(ex_starts_on(c->pool, fib(c, k - 1)), fib(c, k - 2)), add, NULL,
-                   EX_SIG(EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT));
+/* L[k]'s function: hands out (a new reference to) F[k]. */
+static ex_sender *run_f(void *ctx, const ex_value *in, size_t n) {
+    (void)in, (void)n;
+    return ex_sender_retain(ctx);
 }
 
-static ex_sender *fib(fib_ctx *c, int64_t n) {
-    if (n < 2) return ex_just(ex_int(n));
-    if (n < c->cutoff) return ex_then(ex_just(ex_int(n)), serial, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
-    return ex_let_value(ex_just(ex_int(n)), fib_step, c, EX_SIG(EX_T_INT));
+/* Builds F[0..n] and L[0..n].  Returns false if a sender is invalid. */
+bool fib_build(fib_senders *t, ex_scheduler pool, int64_t n, int64_t cutoff);
+bool fib_build(fib_senders *t, ex_scheduler pool, int64_t n, int64_t cutoff) {
+    if (n < 1 || n >= FIB_MAX) return false;
+    for (int64_t k = 0; k <= n; k++) {
+        if (k < 2) t->f[k] = ex_just(ex_int(k));
+        else if (k < cutoff)
+            t->f[k] = ex_then(ex_just(), serial, (void *)(intptr_t)k, EX_SIG0, EX_SIG(EX_T_INT));
+        else
+            t->f[k] = ex_then(ex_when_all(ex_starts_on(pool, ex_sender_retain(t->l[k - 1])), ex_sender_retain(t->l[k - 2])),
+                              add, NULL, EX_SIG(EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT));
+        t->l[k] = ex_let_value(ex_just(), run_f, t->f[k], EX_SIG0);
+        if (ex_sender_status(t->f[k]).code || ex_sender_status(t->l[k]).code) return false;
+    }
+    return true;
 }
 
+void fib_release(fib_senders *t, int64_t n);
+void fib_release(fib_senders *t, int64_t n) {
+    for (int64_t k = 0; k <= n && k < FIB_MAX; k++) {
+        ex_sender_release(t->l[k]);
+        ex_sender_release(t->f[k]);
+    }
+}
+
+#ifndef CEXEC_EXAMPLE_NO_MAIN
 int main(int argc, char **argv) {
     int64_t n = argc > 1 ? atoll(argv[1]) : 25;
     int64_t cutoff = argc > 2 ? atoll(argv[2]) : 0;
+    if (n < 1 || n >= FIB_MAX) {
+        fprintf(stderr, "fib: n must be in [1, %d)\n", FIB_MAX);
+        return 2;
+    }
     ex_pool *pool;
     ex_error e = ex_pool_create(NULL, &pool);
     if (e.code) {
         fprintf(stderr, "fib: %s\n", e.msg);
         return 1;
     }
-    fib_ctx c = { ex_pool_scheduler(pool), cutoff };
+    fib_senders t = { { 0 }, { 0 } };
+    if (!fib_build(&t, ex_pool_scheduler(pool), n, cutoff)) {
+        fprintf(stderr, "fib: could not build the senders\n");
+        return 1;
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    ex_result r = ex_sync_wait(ex_starts_on(c.pool, fib(&c, n)));
+    ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(pool), ex_sender_retain(t.f[n])));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     int status = 0;
     if (r.disposition != EX_DISP_VALUE) {
@@ -78,5 +107,7 @@ int main(int argc, char **argv) {
                ex_pool_size(pool), ms, (long long)cutoff);
     }
     ex_result_destroy(&r);
+    fib_release(&t, n);
     return ex_pool_destroy(pool).code || status;
 }
+#endif

@@ -87,8 +87,11 @@ static ex_error stopped_connect(const ex_sender *s, ex_receiver r, void *storage
 static const ex_sender_vtable just_stopped_vt = { "ex_just_stopped", stopped_connect, NULL, NULL };
 
 static ex_sender just_stopped_sender = {
-    &just_stopped_vt, 0, 0, NULL, sizeof(stopped_op), alignof(stopped_op),
-    { 0, EX_SIGS_STOPPED, { { 0, { 0 } } } }, { 0, NULL, NULL },
+    .vt = &just_stopped_vt,
+    .op_size = sizeof(stopped_op),
+    .op_align = alignof(stopped_op),
+    .sigs = { 0, EX_SIGS_STOPPED, { { 0, { 0 } } } },
+    .refs = 0,  /* static */
 };
 
 ex_sender *ex_just_stopped(void) { return &just_stopped_sender; }

@@ -34,9 +34,12 @@ static const ex_sender_vtable invalid_vt = { "ex_invalid_sender", error_connect,
 static const ex_sender_vtable just_error_vt = { "ex_just_error", error_connect, NULL, NULL };
 
 static ex_sender oom_sender = {
-    &invalid_vt, 0, 0, NULL, sizeof(error_op), alignof(error_op),
-    { 0, EX_SIGS_ERROR, { { 0, { 0 } } } },
-    { EX_ENOMEM, "cexec: out of memory building a sender", NULL },
+    .vt = &invalid_vt,
+    .op_size = sizeof(error_op),
+    .op_align = alignof(error_op),
+    .sigs = { 0, EX_SIGS_ERROR, { { 0, { 0 } } } },
+    .status = { EX_ENOMEM, "cexec: out of memory building a sender", NULL },
+    .refs = 0,  /* static */
 };
 
 ex_sender *exi_oom_sender(void) { return &oom_sender; }

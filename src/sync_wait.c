@@ -64,11 +64,21 @@ static ex_result error_result(ex_error e) {
     return r;
 }
 
+/* Rounds a thread outside any pool spins before it blocks (~20-50 us). */
+#define SYNC_WAIT_SPIN 2000
+
 /* Waits for st->done.  On a pool worker it keeps running the loop's items
  * and the pool's work instead of blocking, so a task that waits for work on
  * its own pool cannot deadlock it. */
 static void wait_done(sync_state *st) {
     if (!exi_on_pool_worker()) {
+        /* Short operations finish within microseconds: spin briefly before
+         * sleeping on the loop's condition variable, to save the cost of a
+         * wake-up round trip. */
+        for (unsigned spin = 0; spin < SYNC_WAIT_SPIN && !exi_load_acq_u32(&st->done); spin++) {
+            if (ex_run_loop_run_one(&st->loop)) spin = 0;
+            else exi_pause();
+        }
         (void)ex_run_loop_run(&st->loop);
         while (!exi_load_acq_u32(&st->done)) exi_pause();
         return;

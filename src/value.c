@@ -204,6 +204,14 @@ static void copy_into(ex_value *dst, const ex_value *src, size_t n, char **curso
 
 ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
                          void **nested, size_t *nested_size) {
+    bool tuples = false;
+    for (size_t i = 0; i < n; i++) tuples |= src[i].type == EX_T_TUPLE;
+    if (!tuples) {  /* the common case: a flat copy */
+        if (n) memcpy(dst, src, n * sizeof *src);
+        *nested = NULL;
+        *nested_size = 0;
+        return ex_ok();
+    }
     size_t bytes = nested_bytes(src, n);
     *nested = NULL;
     *nested_size = 0;
@@ -227,7 +235,7 @@ void exi_store_clear(exi_store *st) {
 }
 
 ex_error exi_store_set(exi_store *st, const ex_value *v, size_t n, const ex_allocator *alloc) {
-    exi_store_clear(st);
+    if (st->nested) exi_store_clear(st);
     st->alloc = alloc;
     ex_error e = exi_values_copy(st->v, v, n, alloc, &st->nested, &st->nested_size);
     if (e.code) return e;

@@ -1,0 +1,237 @@
+/* bench.c - cexec benchmarks against serial C, oneTBB and OpenMP, measured
+ * in the same run.  Results: a table on stdout and CSV files in bench/results.
+ *
+ *   build/bench/bench [--quick] [--only fib|bulk|scan] [--runs N]
+ *
+ * fib   fork-join fib(n) through the public sender API (examples/fib.c),
+ *       with no cutoff and with a cutoff, against task_group and omp tasks.
+ * bulk  an empty body over 1e6 and 1e8 indices (ns per index), and the
+ *       launch latency of a bulk of shape = workers (us per launch).
+ *       "cexec" is ex_bulk (one call per index), "cexec-ch" ex_bulk_chunked
+ *       (one call per chunk, the way TBB and OpenMP call their bodies).
+ * scan  the P2300 §1.3.2 scan (examples/inclusive_scan.c) on doubles
+ *       against a serial scan, tbb::parallel_scan and OpenMP's scan;
+ *       "cexec" has the paper's bodies, "cexec-rts" the same pipeline with
+ *       reduce-then-scan bodies. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cexec/cexec.h>
+
+#include "baselines.h"
+#include "harness.h"
+
+/* From examples/fib.c and examples/inclusive_scan.c (built without main). */
+#define FIB_MAX 64
+typedef struct fib_senders { ex_sender *f[FIB_MAX], *l[FIB_MAX]; } fib_senders;
+bool fib_build(fib_senders *t, ex_scheduler pool, int64_t n, int64_t cutoff);
+void fib_release(fib_senders *t, int64_t n);
+typedef struct scan_ctx { const double *input; double *output; size_t size, tile_size; } scan_ctx;
+ex_sender *async_inclusive_scan(ex_scheduler sch, scan_ctx *ctx, double *partials, double init, size_t *tile_count);
+ex_sender *async_inclusive_scan_rts(ex_scheduler sch, scan_ctx *ctx, double *partials, double init, size_t *tile_count);
+
+static ex_pool *pool;
+static ex_scheduler sched;
+static unsigned workers;
+static int runs = 5;
+
+static void must(bool ok, const char *what) {
+    if (!ok) {
+        fprintf(stderr, "bench: %s\n", what);
+        exit(1);
+    }
+}
+
+static int64_t expect_value(ex_result r) {
+    must(r.disposition == EX_DISP_VALUE, r.disposition == EX_DISP_ERROR ? r.error.msg : "stopped");
+    int64_t v = r.n ? r.values[0].as.i : 0;
+    ex_result_destroy(&r);
+    return v;
+}
+
+static double as_ms(double s, double size) { (void)size; return s * 1e3; }
+static double ns_per_index(double s, double size) { return s * 1e9 / size; }
+
+/* ------------------------------------------------------------------- fib */
+
+typedef struct fib_arg { int64_t n, cutoff, expect; fib_senders t; } fib_arg;
+
+/* The senders are built once (they are multi-shot recipes); each run
+ * connects and runs them. */
+static void fib_cexec(void *p) {
+    fib_arg *a = p;
+    ex_sender *s = ex_starts_on(sched, ex_sender_retain(a->t.f[a->n]));
+    must(expect_value(ex_sync_wait(s)) == a->expect, "cexec fib: wrong result");
+}
+static void fib_tbb(void *p) { fib_arg *a = p; must(tbb_fib(a->n, a->cutoff) == a->expect, "tbb fib: wrong result"); }
+static void fib_omp(void *p) { fib_arg *a = p; must(omp_fib(a->n, a->cutoff) == a->expect, "omp fib: wrong result"); }
+static void fib_ser(void *p) { fib_arg *a = p; must(serial_fib(a->n) == a->expect, "serial fib: wrong result"); }
+
+static void bench_fib(bool quick) {
+    int64_t n = quick ? 25 : 30;
+    fib_arg nocut = { .n = n, .cutoff = 0, .expect = serial_fib(n) };
+    fib_arg cut = { .n = n, .cutoff = n - 10, .expect = nocut.expect };
+    must(fib_build(&nocut.t, sched, n, nocut.cutoff) && fib_build(&cut.t, sched, n, cut.cutoff), "fib: cannot build");
+    char name[48];
+    snprintf(name, sizeof name, "fib(%lld) no cutoff", (long long)n);
+    bench_measure("fib", name, "serial", (double)n, 1, runs, fib_ser, &nocut, as_ms, "ms");
+    bench_measure("fib", name, "cexec", (double)n, 1, runs, fib_cexec, &nocut, as_ms, "ms");
+    bench_measure("fib", name, "tbb", (double)n, 1, runs, fib_tbb, &nocut, as_ms, "ms");
+    bench_measure("fib", name, "openmp", (double)n, 1, runs, fib_omp, &nocut, as_ms, "ms");
+    snprintf(name, sizeof name, "fib(%lld) cutoff %lld", (long long)n, (long long)cut.cutoff);
+    bench_measure("fib", name, "serial", (double)n, 1, runs, fib_ser, &cut, as_ms, "ms");
+    bench_measure("fib", name, "cexec", (double)n, 1, runs, fib_cexec, &cut, as_ms, "ms");
+    bench_measure("fib", name, "tbb", (double)n, 1, runs, fib_tbb, &cut, as_ms, "ms");
+    bench_measure("fib", name, "openmp", (double)n, 1, runs, fib_omp, &cut, as_ms, "ms");
+    fib_release(&nocut.t, n);
+    fib_release(&cut.t, n);
+}
+
+/* ------------------------------------------------------------------ bulk */
+
+static ex_error empty_index(void *ctx, size_t i, const ex_value *v, size_t n) {
+    (void)ctx, (void)v, (void)n;
+    bench_empty_body(i);
+    return ex_ok();
+}
+
+/* The same per-index work, one call per chunk (how TBB and OpenMP call
+ * their bodies). */
+static ex_error empty_chunk(void *ctx, size_t begin, size_t end, const ex_value *v, size_t n) {
+    (void)ctx, (void)v, (void)n;
+    for (size_t i = begin; i < end; i++) bench_empty_body(i);
+    return ex_ok();
+}
+
+typedef struct bulk_arg { size_t n; int repeat; ex_sender *s; } bulk_arg;
+
+static void bulk_cexec(void *p) {
+    bulk_arg *a = p;
+    for (int k = 0; k < a->repeat; k++) expect_value(ex_sync_wait(ex_sender_retain(a->s)));
+}
+static void bulk_tbb(void *p) { bulk_arg *a = p; for (int k = 0; k < a->repeat; k++) tbb_bulk(a->n); }
+static void bulk_omp(void *p) { bulk_arg *a = p; for (int k = 0; k < a->repeat; k++) omp_bulk(a->n); }
+static void bulk_ser(void *p) {
+    bulk_arg *a = p;
+    for (int k = 0; k < a->repeat; k++)
+        for (size_t i = 0; i < a->n; i++) bench_empty_body(i);
+}
+
+static double us_per_launch(double s, double launches) { return s * 1e6 / launches; }
+
+static void bench_bulk(bool quick) {
+    size_t sizes[] = { 1000000, quick ? 10000000 : 100000000 };
+    for (int k = 0; k < 2; k++) {
+        bulk_arg a = { sizes[k], 1, ex_bulk(ex_schedule(sched), sizes[k], empty_index, NULL) };
+        char name[48];
+        snprintf(name, sizeof name, "empty body %.0e indices", (double)sizes[k]);
+        bench_measure("bulk", name, "serial", (double)a.n, 1, runs, bulk_ser, &a, ns_per_index, "ns/index");
+        bench_measure("bulk", name, "cexec", (double)a.n, 1, runs, bulk_cexec, &a, ns_per_index, "ns/index");
+        bulk_arg c = { sizes[k], 1, ex_bulk_chunked(ex_schedule(sched), sizes[k], 0, empty_chunk, NULL) };
+        bench_measure("bulk", name, "cexec-ch", (double)c.n, 1, runs, bulk_cexec, &c, ns_per_index, "ns/index");
+        ex_sender_release(c.s);
+        bench_measure("bulk", name, "tbb", (double)a.n, 1, runs, bulk_tbb, &a, ns_per_index, "ns/index");
+        bench_measure("bulk", name, "openmp", (double)a.n, 1, runs, bulk_omp, &a, ns_per_index, "ns/index");
+        ex_sender_release(a.s);
+    }
+    /* Launch latency: shape = workers, repeated; the metric is per launch. */
+    int repeat = quick ? 200 : 2000;
+    bulk_arg l = { workers, repeat, ex_bulk(ex_schedule(sched), workers, empty_index, NULL) };
+    const char *name = "launch, shape = workers";
+    bench_measure("bulk", name, "cexec", repeat, 1, runs, bulk_cexec, &l, us_per_launch, "us/launch");
+    bench_measure("bulk", name, "tbb", repeat, 1, runs, bulk_tbb, &l, us_per_launch, "us/launch");
+    bench_measure("bulk", name, "openmp", repeat, 1, runs, bulk_omp, &l, us_per_launch, "us/launch");
+    ex_sender_release(l.s);
+}
+
+/* ------------------------------------------------------------------ scan */
+
+typedef struct scan_arg {
+    const double *in;
+    double *out;
+    const double *expect;
+    size_t n;
+    double *partials;
+    size_t tiles;
+} scan_arg;
+
+static void check_scan(const scan_arg *a) {
+    for (size_t i = 0; i < a->n; i += 1 + a->n / 1000)
+        must(a->out[i] == a->expect[i], "scan: wrong result");
+    if (a->n) must(a->out[a->n - 1] == a->expect[a->n - 1], "scan: wrong last element");
+}
+
+static void scan_cexec(void *p) {
+    scan_arg *a = p;
+    scan_ctx c = { a->in, a->out, a->n, 0 };
+    ex_result r = ex_sync_wait(async_inclusive_scan(sched, &c, a->partials, 0.0, &a->tiles));
+    must(r.disposition == EX_DISP_VALUE, "cexec scan failed");
+    check_scan(a);
+}
+static void scan_cexec_rts(void *p) {
+    scan_arg *a = p;
+    scan_ctx c = { a->in, a->out, a->n, 0 };
+    ex_result r = ex_sync_wait(async_inclusive_scan_rts(sched, &c, a->partials, 0.0, &a->tiles));
+    must(r.disposition == EX_DISP_VALUE, "cexec scan (reduce-then-scan bodies) failed");
+    check_scan(a);
+}
+static void scan_tbb(void *p) { scan_arg *a = p; tbb_inclusive_scan(a->in, a->out, a->n); check_scan(a); }
+static void scan_omp(void *p) { scan_arg *a = p; omp_inclusive_scan(a->in, a->out, a->n); check_scan(a); }
+static void scan_ser(void *p) { scan_arg *a = p; serial_inclusive_scan(a->in, a->out, a->n); check_scan(a); }
+
+/* Bytes read and written per second. */
+static double scan_gbs(double s, double n) { return n * 2 * sizeof(double) / s / 1e9; }
+
+static void bench_scan(bool quick) {
+    size_t n = quick ? 10000000 : 100000000;
+    double *in = malloc(n * sizeof *in), *out = malloc(n * sizeof *out), *expect = malloc(n * sizeof *expect);
+    size_t tiles = 4 * (size_t)workers;
+    double *partials = malloc((tiles + 1) * sizeof *partials);
+    must(in && out && expect && partials, "scan: out of memory");
+    unsigned seed = 1;
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        in[i] = (double)((seed >> 16) % 10);  /* small integers: every sum is exact */
+    }
+    serial_inclusive_scan(in, expect, n);
+    memset(out, 0, n * sizeof *out);
+    scan_arg a = { in, out, expect, n, partials, tiles };
+    char name[48];
+    snprintf(name, sizeof name, "P2300 scan %.0e doubles", (double)n);
+    bench_measure("scan", name, "serial", (double)n, 1, runs, scan_ser, &a, scan_gbs, "GB/s");
+    bench_measure("scan", name, "cexec", (double)n, 1, runs, scan_cexec, &a, scan_gbs, "GB/s");
+    bench_measure("scan", name, "cexec-rts", (double)n, 1, runs, scan_cexec_rts, &a, scan_gbs, "GB/s");
+    bench_measure("scan", name, "tbb", (double)n, 1, runs, scan_tbb, &a, scan_gbs, "GB/s");
+    bench_measure("scan", name, "openmp", (double)n, 1, runs, scan_omp, &a, scan_gbs, "GB/s");
+    free(in), free(out), free(expect), free(partials);
+}
+
+int main(int argc, char **argv) {
+    bool quick = false;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench [--quick] [--only fib|bulk|scan] [--runs N]\n");
+            return 2;
+        }
+    }
+    if (runs < 1) runs = 1;
+    ex_error e = ex_pool_create(NULL, &pool);
+    must(!e.code, e.msg);
+    sched = ex_pool_scheduler(pool);
+    workers = ex_pool_size(pool);
+    tbb_init((int)workers);
+    omp_init((int)workers);
+    printf("cexec bench: %u workers (same for oneTBB and OpenMP), %d runs after 1 warm-up%s\n", workers, runs,
+           quick ? ", quick sizes" : "");
+    if (!only || !strcmp(only, "fib")) bench_fib(quick);
+    if (!only || !strcmp(only, "bulk")) bench_bulk(quick);
+    if (!only || !strcmp(only, "scan")) bench_scan(quick);
+    bench_report("bench/results");
+    tbb_fini();
+    return ex_pool_destroy(pool).code ? 1 : 0;
+}

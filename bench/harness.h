@@ -1,0 +1,35 @@
+/* harness.h - the benchmark harness: warm-up, repeated runs, median / min /
+ * max, ratios against baselines measured in the same run, CSV output. */
+#ifndef CEXEC_BENCH_HARNESS_H
+#define CEXEC_BENCH_HARNESS_H
+
+#include <stddef.h>
+
+typedef void (*bench_fn)(void *arg);
+
+typedef struct bench_row {
+    char group[32];      /* "fib", "bulk", "scan" */
+    char name[48];       /* what was measured, e.g. "fib(30) no cutoff" */
+    char impl[16];       /* "cexec", "serial", "tbb", "openmp" */
+    double size;         /* problem size (n, indices, elements) */
+    int runs;
+    double median_s, min_s, max_s;
+    double metric;       /* derived figure, see unit */
+    char unit[16];       /* "ms", "ns/index", "GB/s", "us/launch" */
+} bench_row;
+
+/* Runs fn(arg) `warmup` times unmeasured, then `runs` times measured, and
+ * records a row.  metric_from_seconds turns the median into the metric. */
+bench_row *bench_measure(const char *group, const char *name, const char *impl, double size, int warmup, int runs,
+                         bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
+                         const char *unit);
+
+double bench_now(void);
+void bench_progress(const char *fmt, ...);
+
+/* Prints the table (median, min, max, metric, ratio to the baselines of
+ * the same group+name) and writes bench/results/<stamp>.csv plus the
+ * machine description.  Returns the CSV path (static storage). */
+const char *bench_report(const char *results_dir);
+
+#endif

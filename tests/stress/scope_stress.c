@@ -1,0 +1,606 @@
+/* scope_stress.c - counting_scope: several threads spawn pool work while
+ * the main thread requests stop on the scope, closes it (or, in some
+ * rounds, leaves it open) and joins it; another thread spawns futures and
+ * consumes them racing their completion.  Every spawn that returned EX_OK
+ * completes exactly once, before the join completes; a spawn refused with
+ * EX_ESHUTDOWN never runs; the join completes exactly once, with the error
+ * of failed work if some work failed; every future completes its consumer
+ * exactly once with the work's result; the scope can be destroyed right
+ * after the join; nothing leaks. */
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include <cexec/cexec.h>
+#include "stress.h"
+
+enum { ROUNDS = 1500, SPAWNERS = 2, PER_SPAWNER = 48, FUTURES = 8 };
+enum { D_NONE, D_VALUE, D_ERROR, D_STOPPED };
+enum { F_IMMEDIATE, F_DELAYED, F_DROP, F_DEFERRED, F_ACTIONS };
+#define NOT_TRIED (-1)
+
+/* ------------------------------------------------ counting allocator */
+
+static long alloc_in_use;
+
+static void *c_allocate(void *ctx, size_t size, size_t align) {
+    (void)ctx;
+    void *p = NULL;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)) return NULL;
+    __atomic_fetch_add(&alloc_in_use, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void c_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    (void)ctx, (void)size, (void)align;
+    free(p);
+    __atomic_fetch_sub(&alloc_in_use, 1, __ATOMIC_RELAXED);
+}
+
+static ex_allocator counting_alloc = { c_allocate, c_deallocate, NULL, "counting" };
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(uint32_t n) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % n);
+}
+
+/* A short busy wait (no yield: on a loaded machine a yield can cost a
+ * whole time slice, which would turn "a few microseconds" into "never"). */
+static void spin_delay(uint32_t n) {
+    for (volatile uint32_t i = 0; i < n; i++) { }
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Waits for *flag != 0; gives up (returns false) after 20 s. */
+static bool wait_flag(const uint32_t *flag) {
+    double deadline = now_s() + 20.0;
+    for (unsigned spins = 0; !__atomic_load_n(flag, __ATOMIC_ACQUIRE); spins++) {
+        if (spins < 100) {
+            sched_yield();
+        } else {
+            struct timespec d = { 0, 20000 };
+            nanosleep(&d, NULL);
+            if ((spins & 255) == 0 && now_s() > deadline) return false;
+        }
+    }
+    return true;
+}
+
+/* --------------------------------------------------------------- agents */
+
+/* A thread that, each time it is armed, waits `delay` and runs fn(arg).
+ * Idle agents sleep on a condition variable (they must not eat the CPU the
+ * pool needs); the hand-over is the ordinary one a program would use. */
+typedef struct agent {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint32_t seq, ack, quit;  /* guarded by mu */
+    void (*fn)(void *arg);
+    void *arg;
+    uint32_t delay;
+} agent;
+
+static void *agent_main(void *p) {
+    agent *a = p;
+    uint32_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        while (a->seq == seen && !a->quit) pthread_cond_wait(&a->cv, &a->mu);
+        if (a->seq == seen) {
+            pthread_mutex_unlock(&a->mu);
+            return NULL;
+        }
+        seen = a->seq;
+        void (*fn)(void *) = a->fn;
+        void *arg = a->arg;
+        uint32_t delay = a->delay;
+        pthread_mutex_unlock(&a->mu);
+        spin_delay(delay);
+        fn(arg);
+        pthread_mutex_lock(&a->mu);
+        a->ack = seen;
+        pthread_cond_broadcast(&a->cv);
+        pthread_mutex_unlock(&a->mu);
+    }
+}
+
+static void agent_start(agent *a) {
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    pthread_create(&a->thread, NULL, agent_main, a);
+}
+
+static void agent_arm(agent *a, void (*fn)(void *), void *arg, uint32_t delay) {
+    pthread_mutex_lock(&a->mu);
+    a->fn = fn;
+    a->arg = arg;
+    a->delay = delay;
+    a->seq++;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Waits until the last armed action ran; false after 20 s. */
+static bool agent_wait(agent *a) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 20;
+    bool ok = true;
+    pthread_mutex_lock(&a->mu);
+    while (ok && a->ack != a->seq) ok = pthread_cond_timedwait(&a->cv, &a->mu, &deadline) == 0 || a->ack == a->seq;
+    pthread_mutex_unlock(&a->mu);
+    return ok;
+}
+
+static void agent_stop(agent *a) {
+    pthread_mutex_lock(&a->mu);
+    a->quit = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
+}
+
+/* ------------------------------------------------------------ state */
+
+static ex_counting_scope scope;
+static ex_scheduler sch;
+static uint32_t join_done;     /* set when the join completed */
+static uint32_t completions;   /* spawned and future work that completed */
+static uint32_t late;          /* work that completed after the join */
+static uint32_t failed_runs;   /* failing spawned work that ran */
+static uint32_t go;
+static uint32_t paced;         /* spawners yield after every spawn */
+static uint32_t stopped_works; /* spawned work that completed stopped */
+
+typedef struct slot {
+    int result;        /* ex_spawn's code, NOT_TRIED */
+    bool fail;
+    uint32_t completed;
+} slot;
+
+static slot slots[SPAWNERS][PER_SPAWNER];
+
+/* Relaxed on purpose: the counters must not add happens-before edges
+ * between pool workers that could hide a missing one in the library.
+ * Coherence is enough: the join's read of `completions` sees every
+ * increment that happened before the join completed. */
+static void count_completion(uint32_t *c) {
+    if (__atomic_load_n(&join_done, __ATOMIC_RELAXED)) __atomic_fetch_add(&late, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&completions, 1, __ATOMIC_RELAXED);
+}
+
+static ex_error work_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    slot *s = ctx;
+    if (s->fail) __atomic_fetch_add(&failed_runs, 1, __ATOMIC_RELAXED);
+    count_completion(&s->completed);
+    return s->fail ? ex_err(EX_EUSER + 5, "scope_stress: injected error") : ex_ok();
+}
+
+static ex_error work_stopped_fn(void *ctx, ex_value *out) {
+    (void)out;
+    __atomic_fetch_add(&stopped_works, 1, __ATOMIC_RELAXED);
+    count_completion(&((slot *)ctx)->completed);
+    return ex_ok();
+}
+
+static ex_sender *make_work(slot *s) {
+    ex_sender *w = ex_then(ex_schedule(sch), work_fn, s, EX_SIG0, EX_SIG0);
+    return ex_upon_stopped(w, work_stopped_fn, s, EX_SIG0);
+}
+
+static void spawner(void *arg) {
+    slot *mine = arg;
+    while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE)) sched_yield();
+    for (int i = 0; i < PER_SPAWNER; i++) {
+        ex_error e = ex_spawn(make_work(&mine[i]), ex_counting_scope_token(&scope));
+        __atomic_store_n(&mine[i].result, e.code, __ATOMIC_RELEASE);
+        if (e.code) break;  /* closed: every later spawn is refused too */
+        if (paced || i % 8 == 7) sched_yield();
+    }
+}
+
+/* --------------------------------------------------------------- futures */
+
+typedef struct fut {
+    int action;
+    int status;            /* ex_sender_status of the future */
+    int64_t value;
+    uint32_t value_runs, stopped_runs, completed;
+    ex_sender *s;
+    ex_operation *op;
+    uint32_t calls, done;
+    int disp;
+    size_t n;
+    ex_value v[EX_MAX_ARITY];
+    ex_error err;
+} fut;
+
+static fut futs[FUTURES];
+
+static void f_finish(fut *f, int disp) {
+    f->disp = disp;
+    __atomic_fetch_add(&f->calls, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+}
+static void f_value(void *self, const ex_value *v, size_t n) {
+    fut *f = self;
+    f->n = n;
+    for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) f->v[i] = v[i];
+    f_finish(f, D_VALUE);
+}
+static void f_error(void *self, ex_error e) {
+    fut *f = self;
+    f->err = e;
+    f_finish(f, D_ERROR);
+}
+static void f_stopped(void *self) { f_finish(self, D_STOPPED); }
+
+static const ex_receiver_vtable fut_vt = { f_value, f_error, f_stopped, NULL, NULL };
+
+static ex_error fut_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n;
+    fut *f = ctx;
+    __atomic_fetch_add(&f->value_runs, 1, __ATOMIC_RELAXED);
+    count_completion(&f->completed);
+    out[0] = ex_int(f->value);
+    return ex_ok();
+}
+
+static ex_sender *fut_stopped_fn(void *ctx) {
+    fut *f = ctx;
+    __atomic_fetch_add(&f->stopped_runs, 1, __ATOMIC_RELAXED);
+    count_completion(&f->completed);
+    return ex_just_stopped();
+}
+
+static ex_error fut_connect(fut *f) {
+    ex_receiver r = { &fut_vt, f };
+    return ex_connect_alloc(f->s, r, &f->op);
+}
+
+static void futurist(void *arg) {
+    (void)arg;
+    while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE)) sched_yield();
+    for (int j = 0; j < FUTURES; j++) {
+        fut *f = &futs[j];
+        ex_sender *w = ex_then(ex_schedule(sch), fut_fn, f, EX_SIG0, EX_SIG(EX_T_INT));
+        w = ex_let_stopped(w, fut_stopped_fn, f);
+        f->s = ex_spawn_future(w, ex_counting_scope_token(&scope));
+        f->status = ex_sender_status(f->s).code;
+        switch (f->action) {
+        case F_DELAYED: spin_delay(rnd(2000)); /* fall through */
+        case F_IMMEDIATE:
+            if (fut_connect(f).code) break;
+            ex_start(f->op);
+            ex_sender_release(f->s);
+            f->s = NULL;
+            break;
+        case F_DROP:
+            ex_sender_release(f->s);  /* requests stop on the work */
+            f->s = NULL;
+            break;
+        case F_DEFERRED:
+            fut_connect(f);  /* main starts it after the join */
+            break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ join */
+
+typedef struct jrec {
+    uint32_t calls, done;
+    int disp;
+    ex_error err;
+    uint32_t snapshot;  /* completions seen when the join completed */
+} jrec;
+
+static void j_finish(jrec *j, int disp) {
+    j->snapshot = __atomic_load_n(&completions, __ATOMIC_RELAXED);
+    __atomic_store_n(&join_done, 1, __ATOMIC_RELAXED);
+    j->disp = disp;
+    __atomic_fetch_add(&j->calls, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+}
+static void j_value(void *self, const ex_value *v, size_t n) { (void)v, (void)n; j_finish(self, D_VALUE); }
+static void j_error(void *self, ex_error e) {
+    jrec *j = self;
+    j->err = e;
+    j_finish(j, D_ERROR);
+}
+static void j_stopped(void *self) { j_finish(self, D_STOPPED); }
+
+static const ex_receiver_vtable jrec_vt = { j_value, j_error, j_stopped, NULL, NULL };
+
+/* The sync_wait form: then / upon_error record the snapshot on the agent
+ * where the join completed and turn the outcome into an int. */
+static jrec sw_rec;
+static ex_error sw_value_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)in, (void)n;
+    j_finish(&sw_rec, D_VALUE);
+    out[0] = ex_int(0);
+    return ex_ok();
+}
+static ex_error sw_error_fn(void *ctx, ex_error e, ex_value *out) {
+    (void)ctx;
+    sw_rec.err = e;
+    j_finish(&sw_rec, D_ERROR);
+    out[0] = ex_int(e.code);
+    return ex_ok();
+}
+
+/* ----------------------------------------------------------------- main */
+
+int main(void) {
+    int checks = 0;
+    ex_set_default_allocator(&counting_alloc);
+    ex_pool *pool;
+    ex_pool_config cfg = { .threads = 2 };
+    ex_error e = ex_pool_create(&cfg, &pool);
+    CHECK(e.code == 0, "create: %s", e.msg ? e.msg : "");
+    checks++;
+    if (e.code) return stress_finish("scope_stress", checks);
+    sch = ex_pool_scheduler(pool);
+    long baseline = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
+
+    static agent spawners[SPAWNERS], future_agent;
+    for (int t = 0; t < SPAWNERS; t++) agent_start(&spawners[t]);
+    agent_start(&future_agent);
+
+    unsigned freed_after_join = 0;
+    unsigned n_ok = 0, n_refused = 0, n_open_joins = 0, n_join_errors = 0, fut_disp[4] = { 0 };
+    double t0 = now_s();
+
+    for (int round = 0; round < ROUNDS; round++) {
+        e = ex_counting_scope_init(&scope);
+        CHECK(e.code == 0, "round %d: scope init", round);
+        checks++;
+        if (e.code) break;
+        join_done = completions = late = failed_runs = go = 0;
+        bool inject = rnd(4) == 0;
+        for (int t = 0; t < SPAWNERS; t++)
+            for (int i = 0; i < PER_SPAWNER; i++) {
+                slot *s = &slots[t][i];
+                s->result = NOT_TRIED;
+                s->fail = inject && rnd(16) == 0;
+                s->completed = 0;
+            }
+        for (int j = 0; j < FUTURES; j++) {
+            fut *f = &futs[j];
+            memset(f, 0, sizeof *f);
+            f->action = (int)rnd(F_ACTIONS);
+            f->value = round * 100 + j;
+        }
+        bool request_stop = rnd(10) < 6;
+        bool close_first = rnd(5) != 0;
+        bool use_sync_wait = rnd(2) == 0;
+        if (!close_first) n_open_joins++;
+        paced = !close_first && rnd(2) == 0;  /* keep the count hovering near zero while joining */
+
+        for (int t = 0; t < SPAWNERS; t++) agent_arm(&spawners[t], spawner, slots[t], 0);
+        agent_arm(&future_agent, futurist, NULL, 0);
+        __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+
+        spin_delay(rnd(6000));
+        if (request_stop) ex_counting_scope_request_stop(&scope);
+        spin_delay(rnd(3000));
+        if (close_first) ex_counting_scope_close(&scope);
+
+        jrec jr;
+        memset(&jr, 0, sizeof jr);
+        jrec *j = &jr;
+        ex_operation *jop = NULL;
+        if (use_sync_wait) {
+            memset(&sw_rec, 0, sizeof sw_rec);
+            j = &sw_rec;
+            ex_sender *js = ex_then(ex_counting_scope_join(&scope), sw_value_fn, NULL, EX_SIG0, EX_SIG(EX_T_INT));
+            js = ex_upon_error(js, sw_error_fn, NULL, EX_SIG(EX_T_INT));
+            ex_result res = ex_sync_wait(js);
+            CHECK(res.disposition == EX_DISP_VALUE && res.n == 1 && res.values[0].type == EX_T_INT,
+                  "round %d: sync_wait of the join gave disposition %d", round, res.disposition);
+            checks++;
+            ex_result_destroy(&res);
+        } else {
+            ex_receiver r = { &jrec_vt, &jr };
+            ex_sender *js = ex_counting_scope_join(&scope);
+            e = ex_connect_alloc(js, r, &jop);
+            ex_sender_release(js);
+            CHECK(e.code == 0, "round %d: connect join: %s", round, e.msg ? e.msg : "");
+            checks++;
+            if (e.code) break;
+            ex_start(jop);
+        }
+        bool ok = wait_flag(&j->done);
+        CHECK(ok, "round %d: the join did not complete within 20 s", round);
+        checks++;
+        if (!ok) break;
+
+        /* The join closed the scope: later spawns are refused and never run. */
+        static slot extra;
+        extra.result = NOT_TRIED;
+        extra.fail = false;
+        extra.completed = 0;
+        e = ex_spawn(make_work(&extra), ex_counting_scope_token(&scope));
+        CHECK(e.code == EX_ESHUTDOWN, "round %d: spawn after the join returned %d", round, e.code);
+        checks++;
+
+        ok = true;
+        for (int t = 0; t < SPAWNERS; t++) ok = ok && agent_wait(&spawners[t]);
+        ok = ok && agent_wait(&future_agent);
+        CHECK(ok, "round %d: a spawning thread hung", round);
+        checks++;
+        if (!ok) break;
+        for (int jx = 0; jx < FUTURES; jx++) {
+            fut *f = &futs[jx];
+            if (f->action == F_DEFERRED && f->op) {
+                ex_start(f->op);
+                ex_sender_release(f->s);
+                f->s = NULL;
+            }
+        }
+        for (int jx = 0; ok && jx < FUTURES; jx++)
+            if (futs[jx].op) ok = wait_flag(&futs[jx].done);
+        CHECK(ok, "round %d: a future did not complete within 20 s", round);
+        checks++;
+        if (!ok) break;
+
+        /* Destroy must succeed at once: the join saw no association left. */
+        e = ex_counting_scope_destroy(&scope);
+        CHECK(e.code == 0, "round %d: scope destroy after the join: %s", round, e.msg ? e.msg : "");
+        checks++;
+        if (e.code) {
+            double deadline = now_s() + 20.0;
+            while ((e = ex_counting_scope_destroy(&scope)).code && now_s() < deadline) sched_yield();
+            if (e.code) break;
+        }
+        sched_yield();
+
+        /* Spawned work. */
+        uint32_t ok_spawns = 0, bad_ok = 0, bad_refused = 0, bad_code = 0;
+        for (int t = 0; t < SPAWNERS; t++)
+            for (int i = 0; i < PER_SPAWNER; i++) {
+                slot *s = &slots[t][i];
+                int res = __atomic_load_n(&s->result, __ATOMIC_ACQUIRE);
+                uint32_t c = __atomic_load_n(&s->completed, __ATOMIC_RELAXED);
+                if (res == EX_OK) {
+                    ok_spawns++;
+                    if (c != 1) bad_ok++;
+                } else if (res == EX_ESHUTDOWN) {
+                    n_refused++;
+                    if (c != 0) bad_refused++;
+                } else if (res != NOT_TRIED) {
+                    bad_code++;
+                } else if (c != 0) {
+                    bad_refused++;
+                }
+            }
+        n_ok += ok_spawns;
+        CHECK(bad_ok == 0, "round %d: %u accepted spawns did not complete exactly once", round, bad_ok);
+        CHECK(bad_refused == 0, "round %d: %u refused spawns ran", round, bad_refused);
+        CHECK(bad_code == 0, "round %d: %u spawns failed with an unexpected code", round, bad_code);
+        CHECK(extra.completed == 0, "round %d: the spawn refused after the join ran", round);
+        checks += 4;
+
+        /* Futures. */
+        uint32_t ok_futures = 0;
+        for (int jx = 0; jx < FUTURES; jx++) {
+            fut *f = &futs[jx];
+            uint32_t vr = __atomic_load_n(&f->value_runs, __ATOMIC_RELAXED);
+            uint32_t sr = __atomic_load_n(&f->stopped_runs, __ATOMIC_RELAXED);
+            bool consumed = f->op != NULL;
+            if (f->status == EX_OK) {
+                ok_futures++;
+                CHECK(vr + sr == 1, "round %d: future %d: work completed %u times", round, jx, vr + sr);
+                checks++;
+            } else {
+                CHECK(f->status == EX_ESHUTDOWN && vr + sr == 0,
+                      "round %d: future %d: status %d, work completed %u times", round, jx, f->status, vr + sr);
+                checks++;
+            }
+            if (!consumed) continue;
+            uint32_t calls = __atomic_load_n(&f->calls, __ATOMIC_ACQUIRE);
+            CHECK(calls == 1, "round %d: future %d completed %u times", round, jx, calls);
+            checks++;
+            fut_disp[f->disp]++;
+            if (f->status != EX_OK) {
+                CHECK(f->disp == D_ERROR && f->err.code == EX_ESHUTDOWN,
+                      "round %d: future %d of a closed scope gave disposition %d code %d", round, jx, f->disp,
+                      f->err.code);
+            } else if (f->disp == D_VALUE) {
+                CHECK(vr == 1 && f->n == 1 && f->v[0].type == EX_T_INT && f->v[0].as.i == f->value,
+                      "round %d: future %d: wrong value", round, jx);
+            } else if (f->disp == D_STOPPED) {
+                CHECK(sr == 1 && request_stop, "round %d: future %d stopped (stop requested: %d, stopped runs %u)", round,
+                      jx, request_stop, sr);
+            } else {
+                CHECK(0, "round %d: future %d: unexpected disposition %d (code %d)", round, jx, f->disp, f->err.code);
+            }
+            checks++;
+        }
+
+        /* The join. */
+        uint32_t jcalls = __atomic_load_n(&j->calls, __ATOMIC_ACQUIRE);
+        CHECK(jcalls == 1, "round %d: join completed %u times", round, jcalls);
+        CHECK(j->snapshot == ok_spawns + ok_futures,
+              "round %d: when the join completed %u works had completed, but %u spawns and %u futures were accepted "
+              "(close %s the join)",
+              round, j->snapshot, ok_spawns, ok_futures, close_first ? "before" : "without");
+        uint32_t late_n = __atomic_load_n(&late, __ATOMIC_RELAXED);
+        CHECK(late_n == 0, "round %d: %u works completed after the join (close %s the join)", round, late_n,
+              close_first ? "before" : "without");
+        uint32_t fr = __atomic_load_n(&failed_runs, __ATOMIC_RELAXED);
+        if (fr) {
+            n_join_errors++;
+            CHECK(j->disp == D_ERROR && j->err.code == EX_EUSER + 5, "round %d: failed work, but join gave %d (%d)",
+                  round, j->disp, j->err.code);
+        } else {
+            CHECK(j->disp == D_VALUE, "round %d: no work failed, but join gave disposition %d (%d)", round, j->disp,
+                  j->err.code);
+        }
+        checks += 4;
+        if (!request_stop) {
+            bool all_values = true;
+            for (int jx = 0; jx < FUTURES; jx++)
+                if (futs[jx].status == EX_OK && futs[jx].action == F_IMMEDIATE && futs[jx].disp != D_VALUE) all_values = false;
+            CHECK(all_values, "round %d: without a stop request a consumed future did not give its value", round);
+            checks++;
+        }
+        for (int jx = 0; jx < FUTURES; jx++) {
+            ex_operation_free(futs[jx].op);
+            ex_sender_release(futs[jx].s);
+        }
+        ex_operation_free(jop);
+        /* The join completed, the scope is destroyed and every future and
+         * consumer is released: nothing of the round may still be held.  A
+         * block that another thread frees a little later means library work
+         * of the scope outlived its join; a block never freed is a leak. */
+        long in_use = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
+        checks++;
+        if (in_use != baseline) {
+            double deadline = now_s() + 0.5;
+            while ((in_use = __atomic_load_n(&alloc_in_use, __ATOMIC_ACQUIRE)) != baseline && now_s() < deadline) {
+                struct timespec d = { 0, 50000 };
+                nanosleep(&d, NULL);
+            }
+            if (in_use == baseline) {
+                if (freed_after_join++ < 3)
+                    fprintf(stderr, "round %d: a block of the round was still allocated after the join completed "
+                                    "and every future was released; another thread freed it later\n", round);
+            } else {
+                CHECK(0, "round %d: %ld block(s) never freed", round, in_use - baseline);
+                baseline = in_use;
+            }
+        }
+    }
+
+    CHECK(freed_after_join == 0, "in %u of %d rounds a block (the ex_spawn_future state) was freed only after "
+          "the join had completed", freed_after_join, ROUNDS);
+    checks++;
+    for (int t = 0; t < SPAWNERS; t++) agent_stop(&spawners[t]);
+    agent_stop(&future_agent);
+    e = ex_pool_destroy(pool);
+    CHECK(e.code == 0, "destroy");
+    checks++;
+    ex_set_default_allocator(NULL);
+    printf("scope_stress: %d rounds in %.2f s (%u spawns accepted, %u stopped, %u refused; %u joins without close, "
+           "%u join errors; futures value %u, error %u, stopped %u)\n",
+           ROUNDS, now_s() - t0, n_ok, stopped_works, n_refused, n_open_joins, n_join_errors, fut_disp[D_VALUE],
+           fut_disp[D_ERROR], fut_disp[D_STOPPED]);
+    return stress_finish("scope_stress", checks);
+}

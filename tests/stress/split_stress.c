@@ -1,0 +1,361 @@
+/* split_stress.c - one split of a pool-scheduled child, K consumers
+ * started from different threads: before the child completes, racing its
+ * completion, and after it; one consumer's stop token is stopped at a
+ * random moment.  The child runs exactly once per round (or never, when
+ * the stop request came before the first consumer started it), and every
+ * consumer completes exactly once, all with the same disposition and the
+ * same value.  The shared state is freed with the last reference. */
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include <cexec/cexec.h>
+#include "stress.h"
+
+enum { ROUNDS = 12000, K = 5 };
+enum { D_NONE, D_VALUE, D_ERROR, D_STOPPED };
+enum { PLAN_NONE, PLAN_RACE, PLAN_BEFORE };
+
+/* ------------------------------------------------ counting allocator */
+
+static long alloc_in_use;
+
+static void *c_allocate(void *ctx, size_t size, size_t align) {
+    (void)ctx;
+    void *p = NULL;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)) return NULL;
+    __atomic_fetch_add(&alloc_in_use, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void c_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    (void)ctx, (void)size, (void)align;
+    free(p);
+    __atomic_fetch_sub(&alloc_in_use, 1, __ATOMIC_RELAXED);
+}
+
+static ex_allocator counting_alloc = { c_allocate, c_deallocate, NULL, "counting" };
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(uint32_t n) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % n);
+}
+
+/* A short busy wait (no yield: on a loaded machine a yield can cost a
+ * whole time slice, which would turn "a few microseconds" into "never"). */
+static void spin_delay(uint32_t n) {
+    for (volatile uint32_t i = 0; i < n; i++) { }
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Waits for *flag != 0; gives up (returns false) after 20 s. */
+static bool wait_flag(const uint32_t *flag) {
+    double deadline = now_s() + 20.0;
+    for (unsigned spins = 0; !__atomic_load_n(flag, __ATOMIC_ACQUIRE); spins++) {
+        if (spins < 100) {
+            sched_yield();
+        } else {
+            struct timespec d = { 0, 20000 };
+            nanosleep(&d, NULL);
+            if ((spins & 255) == 0 && now_s() > deadline) return false;
+        }
+    }
+    return true;
+}
+
+/* --------------------------------------------------------------- agents */
+
+/* A thread that, each time it is armed, waits `delay` and runs fn(arg).
+ * Idle agents sleep on a condition variable (they must not eat the CPU the
+ * pool needs); the hand-over is the ordinary one a program would use. */
+typedef struct agent {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint32_t seq, ack, quit;  /* guarded by mu */
+    void (*fn)(void *arg);
+    void *arg;
+    uint32_t delay;
+} agent;
+
+static void *agent_main(void *p) {
+    agent *a = p;
+    uint32_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        while (a->seq == seen && !a->quit) pthread_cond_wait(&a->cv, &a->mu);
+        if (a->seq == seen) {
+            pthread_mutex_unlock(&a->mu);
+            return NULL;
+        }
+        seen = a->seq;
+        void (*fn)(void *) = a->fn;
+        void *arg = a->arg;
+        uint32_t delay = a->delay;
+        pthread_mutex_unlock(&a->mu);
+        spin_delay(delay);
+        fn(arg);
+        pthread_mutex_lock(&a->mu);
+        a->ack = seen;
+        pthread_cond_broadcast(&a->cv);
+        pthread_mutex_unlock(&a->mu);
+    }
+}
+
+static void agent_start(agent *a) {
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    pthread_create(&a->thread, NULL, agent_main, a);
+}
+
+static void agent_arm(agent *a, void (*fn)(void *), void *arg, uint32_t delay) {
+    pthread_mutex_lock(&a->mu);
+    a->fn = fn;
+    a->arg = arg;
+    a->delay = delay;
+    a->seq++;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Waits until the last armed action ran; false after 20 s. */
+static bool agent_wait(agent *a) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 20;
+    bool ok = true;
+    pthread_mutex_lock(&a->mu);
+    while (ok && a->ack != a->seq) ok = pthread_cond_timedwait(&a->cv, &a->mu, &deadline) == 0 || a->ack == a->seq;
+    pthread_mutex_unlock(&a->mu);
+    return ok;
+}
+
+static void agent_stop(agent *a) {
+    pthread_mutex_lock(&a->mu);
+    a->quit = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
+}
+
+/* ------------------------------------------------------------ receiver */
+
+typedef struct crec {
+    ex_stop_source stop;
+    ex_env_pair pair;
+    ex_operation *op;
+    uint32_t calls;
+    uint32_t done;
+    int disp;
+    size_t n;
+    ex_value v[EX_MAX_ARITY];
+    ex_error err;
+} crec;
+
+static void finish(crec *r, int disp) {
+    r->disp = disp;
+    __atomic_fetch_add(&r->calls, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+}
+
+static void r_value(void *self, const ex_value *v, size_t n) {
+    crec *r = self;
+    r->n = n;
+    for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) r->v[i] = v[i];  /* lent until we return */
+    finish(r, D_VALUE);
+}
+static void r_error(void *self, ex_error e) {
+    crec *r = self;
+    r->err = e;
+    finish(r, D_ERROR);
+}
+static void r_stopped(void *self) { finish(self, D_STOPPED); }
+static ex_env r_env(void *self) { return ex_env_of_pair(&((crec *)self)->pair); }
+
+static const ex_receiver_vtable crec_vt = { r_value, r_error, r_stopped, r_env, NULL };
+
+static void crec_init(crec *r) {
+    memset(r, 0, sizeof *r);
+    ex_stop_source_init(&r->stop);
+    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
+}
+
+/* ----------------------------------------------------------------- child */
+
+typedef struct child_ctx {
+    bool fail;
+    int64_t value;
+    uint32_t value_runs;    /* the scheduled work ran (then's function) */
+    uint32_t stopped_runs;  /* it completed stopped (let_stopped's function) */
+} child_ctx;
+
+static ex_error child_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n;
+    child_ctx *c = ctx;
+    __atomic_fetch_add(&c->value_runs, 1, __ATOMIC_RELAXED);
+    if (c->fail) return ex_err(EX_EUSER + 3, "split_stress: injected error");
+    out[0] = ex_int(c->value);
+    return ex_ok();
+}
+
+static ex_sender *child_stopped_fn(void *ctx) {
+    child_ctx *c = ctx;
+    __atomic_fetch_add(&c->stopped_runs, 1, __ATOMIC_RELAXED);
+    return ex_just_stopped();
+}
+
+/* --------------------------------------------------------------- actions */
+
+static void start_consumer(void *arg) { ex_start(((crec *)arg)->op); }
+static void stop_consumer(void *arg) { ex_stop_source_request_stop(&((crec *)arg)->stop); }
+
+/* ----------------------------------------------------------------- main */
+
+int main(void) {
+    int checks = 0;
+    ex_set_default_allocator(&counting_alloc);
+    ex_pool *pool;
+    ex_pool_config cfg = { .threads = 2 };
+    ex_error e = ex_pool_create(&cfg, &pool);
+    CHECK(e.code == 0, "create: %s", e.msg ? e.msg : "");
+    checks++;
+    if (e.code) return stress_finish("split_stress", checks);
+    ex_scheduler sch = ex_pool_scheduler(pool);
+    long baseline = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
+
+    static agent starter[2], stopper;
+    agent_start(&starter[0]);
+    agent_start(&starter[1]);
+    agent_start(&stopper);
+
+    static crec recs[K];
+    static child_ctx ctx;
+    unsigned outcome[4] = { 0 }, never_started = 0;
+    double t0 = now_s();
+
+    for (int round = 0; round < ROUNDS; round++) {
+        ctx.fail = rnd(4) == 0;
+        ctx.value = round;
+        ctx.value_runs = ctx.stopped_runs = 0;
+        ex_sender *child = ex_then(ex_schedule(sch), child_fn, &ctx, EX_SIG0, EX_SIG(EX_T_INT));
+        child = ex_let_stopped(child, child_stopped_fn, &ctx);
+        ex_sender *sp = ex_split(child);
+        bool connected = true;
+        for (int k = 0; k < K; k++) {
+            crec_init(&recs[k]);
+            ex_receiver r = { &crec_vt, &recs[k] };
+            e = ex_connect_alloc(sp, r, &recs[k].op);
+            CHECK(e.code == 0, "round %d: connect %d: %s", round, k, e.msg ? e.msg : "");
+            checks++;
+            if (e.code) connected = false;
+        }
+        if (!connected) break;
+        bool released_early = rnd(2) == 0;
+        if (released_early) ex_sender_release(sp);  /* the consumers keep the shared state */
+
+        uint32_t plan = rnd(20);
+        plan = plan < 9 ? PLAN_NONE : plan == 9 ? PLAN_BEFORE : PLAN_RACE;
+        crec *victim = &recs[rnd(K)];
+        if (plan == PLAN_BEFORE) ex_stop_source_request_stop(&victim->stop);
+        if (plan == PLAN_RACE) agent_arm(&stopper, stop_consumer, victim, rnd(4) == 0 ? 0 : rnd(1500));
+
+        /* Consumers 1 and 2 from the starter threads, 0 and 4 from here
+         * (0 maybe late, 4 racing), 3 once consumer 0 has completed. */
+        agent_arm(&starter[0], start_consumer, &recs[1], rnd(3000));
+        agent_arm(&starter[1], start_consumer, &recs[2], rnd(3000));
+        if (rnd(2)) spin_delay(rnd(3000));
+        ex_start(recs[0].op);
+        spin_delay(rnd(2000));
+        ex_start(recs[4].op);
+        bool ok = wait_flag(&recs[0].done);
+        if (ok) ex_start(recs[3].op);
+        for (int k = 1; ok && k < K; k++) ok = wait_flag(&recs[k].done);
+        CHECK(ok, "round %d: a consumer did not complete within 20 s", round);
+        checks++;
+        if (!ok) break;
+        ok = agent_wait(&starter[0]) && agent_wait(&starter[1]) && (plan != PLAN_RACE || agent_wait(&stopper));
+        CHECK(ok, "round %d: a helper thread hung", round);
+        checks++;
+        if (!ok) break;
+        sched_yield();
+
+        bool stop_requested = plan != PLAN_NONE;
+        uint32_t vr = __atomic_load_n(&ctx.value_runs, __ATOMIC_RELAXED);
+        uint32_t sr = __atomic_load_n(&ctx.stopped_runs, __ATOMIC_RELAXED);
+        int disp = recs[0].disp;
+        bool same = true, once = true;
+        for (int k = 0; k < K; k++) {
+            uint32_t c = __atomic_load_n(&recs[k].calls, __ATOMIC_ACQUIRE);
+            if (c != 1) once = false;
+            if (recs[k].disp != disp) same = false;
+        }
+        CHECK(once, "round %d: a consumer did not complete exactly once", round);
+        CHECK(same, "round %d: consumers completed with different dispositions", round);
+        CHECK(vr + sr == 1 || (vr + sr == 0 && disp == D_STOPPED && stop_requested),
+              "round %d: child ran %u times and completed stopped %u times (disposition %d)", round, vr, sr, disp);
+        checks += 3;
+        if (vr + sr == 0) never_started++;
+        outcome[disp]++;
+        switch (disp) {
+        case D_VALUE: {
+            bool values_ok = !ctx.fail && vr == 1;
+            for (int k = 0; k < K; k++)
+                if (recs[k].n != 1 || recs[k].v[0].type != EX_T_INT || recs[k].v[0].as.i != ctx.value) values_ok = false;
+            CHECK(values_ok, "round %d: wrong value completion (fail=%d, runs=%u)", round, ctx.fail, vr);
+            checks++;
+            break;
+        }
+        case D_ERROR: {
+            bool err_ok = ctx.fail && vr == 1;
+            for (int k = 0; k < K; k++)
+                if (recs[k].err.code != EX_EUSER + 3 || !recs[k].err.msg) err_ok = false;
+            CHECK(err_ok, "round %d: wrong error completion (fail=%d, runs=%u, code=%d)", round, ctx.fail, vr,
+                  recs[0].err.code);
+            checks++;
+            break;
+        }
+        case D_STOPPED:
+            CHECK(stop_requested && vr == 0, "round %d: stopped without a stop request, or after the work ran", round);
+            checks++;
+            break;
+        default:
+            CHECK(0, "round %d: no disposition", round);
+            checks++;
+        }
+        if (plan == PLAN_NONE) {
+            CHECK(disp == (ctx.fail ? D_ERROR : D_VALUE), "round %d: no stop request, yet disposition %d", round, disp);
+            checks++;
+        }
+
+        for (int k = 0; k < K; k++) ex_operation_free(recs[k].op);
+        if (!released_early) ex_sender_release(sp);
+        long in_use = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
+        CHECK(in_use == baseline, "round %d: %ld block(s) not freed", round, in_use - baseline);
+        checks++;
+        if (in_use != baseline) baseline = in_use;
+    }
+
+    agent_stop(&starter[0]);
+    agent_stop(&starter[1]);
+    agent_stop(&stopper);
+    e = ex_pool_destroy(pool);
+    CHECK(e.code == 0, "destroy");
+    checks++;
+    ex_set_default_allocator(NULL);
+    printf("split_stress: %d rounds in %.2f s (value %u, error %u, stopped %u; child never started %u)\n", ROUNDS,
+           now_s() - t0, outcome[D_VALUE], outcome[D_ERROR], outcome[D_STOPPED], never_started);
+    return stress_finish("split_stress", checks);
+}

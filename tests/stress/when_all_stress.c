@@ -1,0 +1,340 @@
+/* when_all_stress.c - when_all of pool-scheduled children, some of which
+ * fail or complete stopped, while another thread requests stop on the
+ * receiver's stop token at a random moment.  Every when_all completes
+ * exactly once, with a disposition consistent with what its children did
+ * and with whether stop was requested; every block the library allocated
+ * for a round is freed by the end of the round. */
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include <cexec/cexec.h>
+#include "stress.h"
+
+enum { ROUNDS = 6000, MAX_CHILDREN = 5 };
+enum { M_VALUE, M_ERROR, M_STOPPED };
+enum { D_NONE, D_VALUE, D_ERROR, D_STOPPED };
+enum { PLAN_NONE, PLAN_BEFORE_START, PLAN_RACE };
+
+/* ------------------------------------------------ counting allocator */
+
+static long alloc_in_use;
+
+static void *c_allocate(void *ctx, size_t size, size_t align) {
+    (void)ctx;
+    void *p = NULL;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)) return NULL;
+    __atomic_fetch_add(&alloc_in_use, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void c_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    (void)ctx, (void)size, (void)align;
+    free(p);
+    __atomic_fetch_sub(&alloc_in_use, 1, __ATOMIC_RELAXED);
+}
+
+static ex_allocator counting_alloc = { c_allocate, c_deallocate, NULL, "counting" };
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(uint32_t n) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % n);
+}
+
+/* A short busy wait (no yield: on a loaded machine a yield can cost a
+ * whole time slice, which would turn "a few microseconds" into "never"). */
+static void spin_delay(uint32_t n) {
+    for (volatile uint32_t i = 0; i < n; i++) { }
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Waits for *flag != 0; gives up (returns false) after 20 s. */
+static bool wait_flag(const uint32_t *flag) {
+    double deadline = now_s() + 20.0;
+    for (unsigned spins = 0; !__atomic_load_n(flag, __ATOMIC_ACQUIRE); spins++) {
+        if (spins < 100) {
+            sched_yield();
+        } else {
+            struct timespec d = { 0, 20000 };
+            nanosleep(&d, NULL);
+            if ((spins & 255) == 0 && now_s() > deadline) return false;
+        }
+    }
+    return true;
+}
+
+/* -------------------------------------------------------------- stopper */
+
+/* A thread that requests stop on `target` after `delay` when `seq` moves. */
+static struct {
+    uint32_t seq, ack, quit;
+    ex_stop_source *target;
+    uint32_t delay;
+    uint32_t fired;
+} stopper;
+
+static void *stopper_main(void *arg) {
+    (void)arg;
+    uint32_t seen = 0;
+    for (;;) {
+        uint32_t s;
+        while ((s = __atomic_load_n(&stopper.seq, __ATOMIC_ACQUIRE)) == seen) {
+            if (__atomic_load_n(&stopper.quit, __ATOMIC_ACQUIRE)) return NULL;
+            sched_yield();
+        }
+        seen = s;
+        spin_delay(stopper.delay);
+        if (ex_stop_source_request_stop(stopper.target)) __atomic_store_n(&stopper.fired, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&stopper.ack, s, __ATOMIC_RELEASE);
+    }
+}
+
+static void stopper_arm(ex_stop_source *target, uint32_t delay) {
+    stopper.target = target;
+    stopper.delay = delay;
+    __atomic_store_n(&stopper.fired, 0, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&stopper.seq, 1, __ATOMIC_RELEASE);
+}
+
+static bool stopper_wait(void) {
+    uint32_t want = __atomic_load_n(&stopper.seq, __ATOMIC_RELAXED);
+    double deadline = now_s() + 20.0;
+    while (__atomic_load_n(&stopper.ack, __ATOMIC_ACQUIRE) != want) {
+        sched_yield();
+        if (now_s() > deadline) return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ receiver */
+
+typedef struct wrec {
+    ex_stop_source stop;
+    ex_env_pair pair;
+    uint32_t calls;
+    uint32_t done;
+    int disp;
+    size_t n;
+    ex_value v[EX_MAX_ARITY];
+    ex_error err;
+} wrec;
+
+static void finish(wrec *r, int disp) {
+    r->disp = disp;
+    __atomic_fetch_add(&r->calls, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+}
+
+static void r_value(void *self, const ex_value *v, size_t n) {
+    wrec *r = self;
+    r->n = n;
+    for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) r->v[i] = v[i];
+    finish(r, D_VALUE);
+}
+static void r_error(void *self, ex_error e) {
+    wrec *r = self;
+    r->err = e;
+    finish(r, D_ERROR);
+}
+static void r_stopped(void *self) { finish(self, D_STOPPED); }
+static ex_env r_env(void *self) { return ex_env_of_pair(&((wrec *)self)->pair); }
+
+static const ex_receiver_vtable wrec_vt = { r_value, r_error, r_stopped, r_env, NULL };
+
+static void wrec_init(wrec *r) {
+    memset(r, 0, sizeof *r);
+    ex_stop_source_init(&r->stop);
+    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
+}
+
+/* -------------------------------------------------------------- children */
+
+typedef struct child_ctx {
+    int mode;
+    int64_t value;
+    int code;
+    uint32_t runs;
+} child_ctx;
+
+static ex_error val_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n;
+    child_ctx *c = ctx;
+    __atomic_fetch_add(&c->runs, 1, __ATOMIC_RELAXED);
+    out[0] = ex_int(c->value);
+    return ex_ok();
+}
+
+static ex_error err_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    child_ctx *c = ctx;
+    __atomic_fetch_add(&c->runs, 1, __ATOMIC_RELAXED);
+    return ex_err(c->code, "when_all_stress: injected error");
+}
+
+static ex_sender *stopped_fn(void *ctx, const ex_value *in, size_t n) {
+    (void)in, (void)n;
+    child_ctx *c = ctx;
+    __atomic_fetch_add(&c->runs, 1, __ATOMIC_RELAXED);
+    return ex_just_stopped();
+}
+
+static ex_sender *make_child(ex_scheduler sch, child_ctx *c) {
+    switch (c->mode) {
+    case M_VALUE: return ex_then(ex_schedule(sch), val_fn, c, EX_SIG0, EX_SIG(EX_T_INT));
+    case M_ERROR: return ex_then(ex_schedule(sch), err_fn, c, EX_SIG0, EX_SIG(EX_T_INT));
+    default: return ex_let_value(ex_schedule(sch), stopped_fn, c, EX_SIG0);
+    }
+}
+
+/* ----------------------------------------------------------------- main */
+
+int main(void) {
+    int checks = 0;
+    ex_set_default_allocator(&counting_alloc);
+    ex_pool *pool;
+    ex_pool_config cfg = { .threads = 3 };
+    ex_error e = ex_pool_create(&cfg, &pool);
+    CHECK(e.code == 0, "create: %s", e.msg ? e.msg : "");
+    checks++;
+    if (e.code) return stress_finish("when_all_stress", checks);
+    ex_scheduler sch = ex_pool_scheduler(pool);
+    long baseline = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
+
+    pthread_t stopper_thread;
+    pthread_create(&stopper_thread, NULL, stopper_main, NULL);
+
+    static wrec rec;
+    static child_ctx ctx[MAX_CHILDREN];
+    unsigned outcome[4] = { 0 };
+    double t0 = now_s();
+
+    for (int round = 0; round < ROUNDS; round++) {
+        size_t n = 2 + rnd(MAX_CHILDREN - 1);
+        bool any_error = false, any_stopped = false;
+        uint32_t shape = rnd(8);  /* 0..3: all values, 4..5: one may fail, 6: may stop, 7: mixed */
+        for (size_t i = 0; i < n; i++) {
+            child_ctx *c = &ctx[i];
+            c->mode = M_VALUE;
+            if (shape == 4 || shape == 5 || shape == 7) c->mode = rnd(3) == 0 ? M_ERROR : c->mode;
+            if (shape == 6 || shape == 7) c->mode = rnd(4) == 0 ? M_STOPPED : c->mode;
+            c->value = (int64_t)round * 16 + (int64_t)i;
+            c->code = EX_EUSER + (int)i;
+            c->runs = 0;
+            any_error |= c->mode == M_ERROR;
+            any_stopped |= c->mode == M_STOPPED;
+        }
+        wrec_init(&rec);
+        ex_sender *children[MAX_CHILDREN];
+        for (size_t i = 0; i < n; i++) children[i] = make_child(sch, &ctx[i]);
+        ex_sender *wa = ex_when_all_n(children, n);
+        ex_operation *op = NULL;
+        ex_receiver r = { &wrec_vt, &rec };
+        e = ex_connect_alloc(wa, r, &op);
+        ex_sender_release(wa);
+        CHECK(e.code == 0, "round %d: connect: %s", round, e.msg ? e.msg : "");
+        checks++;
+        if (e.code) continue;
+
+        uint32_t plan = rnd(20);
+        plan = plan < 9 ? PLAN_NONE : plan == 9 ? PLAN_BEFORE_START : PLAN_RACE;
+        if (plan == PLAN_BEFORE_START) ex_stop_source_request_stop(&rec.stop);
+        if (plan == PLAN_RACE) stopper_arm(&rec.stop, rnd(4) == 0 ? 0 : rnd(4000));
+        ex_start(op);
+
+        bool completed = wait_flag(&rec.done);
+        CHECK(completed, "round %d: when_all did not complete within 20 s", round);
+        checks++;
+        if (!completed) break;  /* the operation may still run: do not free it */
+        if (plan == PLAN_RACE) {
+            bool acked = stopper_wait();
+            CHECK(acked, "round %d: stopper hung", round);
+            checks++;
+            if (!acked) break;
+        }
+        bool stop_requested = plan == PLAN_BEFORE_START || (plan == PLAN_RACE && __atomic_load_n(&stopper.fired, __ATOMIC_RELAXED));
+        sched_yield();  /* a duplicate completion would land about now */
+        uint32_t calls = __atomic_load_n(&rec.calls, __ATOMIC_ACQUIRE);
+        CHECK(calls == 1, "round %d: when_all completed %u times", round, calls);
+        checks++;
+
+        uint32_t runs[MAX_CHILDREN];
+        bool error_ran = false, stopped_ran = false, all_ran_once = true, none_ran = true, none_twice = true;
+        for (size_t i = 0; i < n; i++) {
+            runs[i] = __atomic_load_n(&ctx[i].runs, __ATOMIC_RELAXED);
+            if (runs[i] > 1) none_twice = false;
+            if (runs[i] != 1) all_ran_once = false;
+            if (runs[i]) none_ran = false;
+            if (runs[i] && ctx[i].mode == M_ERROR) error_ran = true;
+            if (runs[i] && ctx[i].mode == M_STOPPED) stopped_ran = true;
+        }
+        CHECK(none_twice, "round %d: a child ran more than once", round);
+        checks++;
+        outcome[rec.disp]++;
+        switch (rec.disp) {
+        case D_VALUE: {
+            CHECK(!any_error && !any_stopped, "round %d: value completion though a child was made to fail/stop", round);
+            CHECK(!stop_requested || plan == PLAN_RACE, "round %d: value after stop before start", round);
+            CHECK(all_ran_once, "round %d: value completion but not every child ran exactly once", round);
+            bool values_ok = rec.n == n;
+            for (size_t i = 0; values_ok && i < n; i++)
+                values_ok = rec.v[i].type == EX_T_INT && rec.v[i].as.i == ctx[i].value;
+            CHECK(values_ok, "round %d: wrong values (n=%zu, expected %zu)", round, rec.n, n);
+            checks += 4;
+            break;
+        }
+        case D_ERROR: {
+            bool code_ok = false;
+            for (size_t i = 0; i < n; i++)
+                if (ctx[i].mode == M_ERROR && runs[i] == 1 && rec.err.code == ctx[i].code) code_ok = true;
+            CHECK(code_ok, "round %d: error %d (%s) is not one a failed child sent", round, rec.err.code,
+                  rec.err.msg ? rec.err.msg : "(null)");
+            CHECK(rec.err.msg != NULL, "round %d: error without message", round);
+            checks += 2;
+            break;
+        }
+        case D_STOPPED:
+            CHECK(!error_ran, "round %d: stopped although a child failed (error must win)", round);
+            CHECK(stop_requested || stopped_ran, "round %d: stopped with no stop request and no stopped child", round);
+            checks += 2;
+            break;
+        default:
+            CHECK(0, "round %d: no disposition recorded", round);
+            checks++;
+        }
+        if (plan == PLAN_BEFORE_START) {
+            CHECK(rec.disp == D_STOPPED && none_ran, "round %d: stop before start must give stopped with no child run (disp %d)",
+                  round, rec.disp);
+            checks++;
+        }
+        if (plan == PLAN_NONE && !any_error && !any_stopped) {
+            CHECK(rec.disp == D_VALUE, "round %d: no failure, no stop, yet disposition %d", round, rec.disp);
+            checks++;
+        }
+        ex_operation_free(op);
+        long in_use = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
+        CHECK(in_use == baseline, "round %d: %ld block(s) not freed", round, in_use - baseline);
+        checks++;
+        if (in_use != baseline) baseline = in_use;  /* report each leak once */
+    }
+
+    __atomic_store_n(&stopper.quit, 1, __ATOMIC_RELEASE);
+    pthread_join(stopper_thread, NULL);
+    e = ex_pool_destroy(pool);
+    CHECK(e.code == 0, "destroy");
+    checks++;
+    ex_set_default_allocator(NULL);
+    printf("when_all_stress: %d rounds in %.2f s (value %u, error %u, stopped %u)\n", ROUNDS, now_s() - t0,
+           outcome[D_VALUE], outcome[D_ERROR], outcome[D_STOPPED]);
+    return stress_finish("when_all_stress", checks);
+}
