@@ -56,26 +56,28 @@ static void join_complete(join_op *o) {
     else ex_set_value(o->r, NULL, 0);
 }
 
-/* Marks the scope joined (closed) and hands back the waiting joins. */
-static join_op *take_joiners_locked(ex_scope_impl *s) {
-    uint64_t old = exi_load_rlx_u64(&s->state);
-    while (!exi_cas_u64(&s->state, &old, (old | CLOSED) & ~(uint64_t)JOINING)) { }
-    join_op *list = s->joiners;
-    s->joiners = NULL;
-    return list;
-}
-
 void ex_scope_token_disassociate(ex_scope_token t) {
     ex_scope_impl *s = t.scope;
-    uint64_t old = exi_faa_u64(&s->state, (uint64_t)-ONE);
-    if ((old >> 2) != 1 || !(old & JOINING)) return;
+    /* The last association of a joining scope closes it in the same atomic
+     * step, so no association can slip in before the joins complete. */
+    uint64_t old = exi_load_rlx_u64(&s->state), next;
+    bool last;
+    do {
+        next = old - ONE;
+        last = (next >> 2) == 0 && (old & JOINING);
+        if (last) next = (next | CLOSED) & ~(uint64_t)JOINING;
+    } while (!exi_cas_u64(&s->state, &old, next));
+    if (!last) return;
+    /* A join sets JOINING and queues itself under the mutex: once we hold
+     * it, every join that saw JOINING is in the list. */
     pthread_mutex_lock(&s->mu);
-    join_op *list = take_joiners_locked(s);
+    join_op *list = s->joiners;
+    s->joiners = NULL;
     pthread_mutex_unlock(&s->mu);
     while (list) {
-        join_op *next = list->next;  /* list may be destroyed by its completion */
+        join_op *next_op = list->next;  /* list may be destroyed by its completion */
         join_complete(list);
-        list = next;
+        list = next_op;
     }
 }
 
@@ -238,12 +240,12 @@ typedef struct future_op {
     ex_receiver r;
     struct future_state *st;
     ex_stop_callback on_stop;
+    bool started;
 } future_op;
 
 typedef struct future_state {
     uint32_t refs;
     uint32_t taken;           /* the future was connected */
-    uint32_t consumed;        /* a consumer started */
     void *consumer;           /* NULL, a waiting future_op, or F_DONE */
     ex_stop_source stop;
     ex_stop_callback scope_stop;  /* counting scope's stop -> ours */
@@ -317,13 +319,18 @@ static void consumer_stop(ex_stop_callback *cb) {
 static void fo_start(ex_operation *op) {
     future_op *o = (future_op *)op;
     future_state *st = o->st;
-    exi_store_rel_u32(&st->consumed, 1);
+    o->started = true;
     ex_stop_callback_register(&o->on_stop, ex_get_stop_token(ex_receiver_env(o->r)), consumer_stop);
     void *expected = NULL;
     if (!exi_cas_ptr(&st->consumer, &expected, o)) future_notify(o);  /* already done */
 }
 
-static void fo_destroy(ex_operation *op) { future_release(((future_op *)op)->st); }
+static void fo_destroy(ex_operation *op) {
+    future_op *o = (future_op *)op;
+    /* Connected but never started: nobody will read the result. */
+    if (!o->started) ex_stop_source_request_stop(&o->st->stop);
+    future_release(o->st);
+}
 
 static const ex_operation_vtable future_op_vt = { fo_start, fo_destroy };
 
@@ -342,6 +349,7 @@ static ex_error future_connect(const ex_sender *s, ex_receiver r, void *storage)
     o->r = r;
     o->st = st;
     o->on_stop.src = NULL;
+    o->started = false;
     exi_faa_u32(&st->refs, 1);
     return ex_ok();
 }
@@ -349,8 +357,10 @@ static ex_error future_connect(const ex_sender *s, ex_receiver r, void *storage)
 static void future_sender_destroy(ex_sender *s) {
     future_state *st = ((future_sender *)s)->st;
     if (!st) return;
-    /* Nobody will ever look at the result: stop the work. */
-    if (!exi_load_acq_u32(&st->consumed)) ex_stop_source_request_stop(&st->stop);
+    /* Never connected: nobody will ever look at the result, stop the work.
+     * (A connected future hands that duty to its operation: adaptors may
+     * release the sender between connect and start.) */
+    if (!exi_load_acq_u32(&st->taken)) ex_stop_source_request_stop(&st->stop);
     future_release(st);
 }
 
@@ -377,7 +387,6 @@ ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t) {
     }
     st->refs = 2;  /* the future sender and the running operation */
     st->taken = 0;
-    st->consumed = 0;
     st->consumer = NULL;
     ex_stop_source_init(&st->stop);
     ex_env_pair_init(&st->env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&st->stop)), ex_env_empty());

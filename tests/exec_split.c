@@ -733,6 +733,71 @@ Test(exec_split, null_or_invalid_child_is_invalid) {
     expect_no_leaks();
 }
 
+Test(exec_split, child_environment_is_split_env_with_only_the_shared_stop_token) {
+    rec rc;
+    rec_init(&rc);
+    rec_with_stop(&rc);
+    ex_sender *sp = ex_split(ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN));
+    ex_operation *op = run_start(sp, &rc);
+    cr_assert_eq(rc.values, 1);
+    cr_assert_eq(rc.v[0].type, EX_T_TOKEN);
+    cr_assert(ex_stop_token_stop_possible(rc.v[0].as.token), "the child gets split's in-place stop token");
+    cr_assert_not(ex_stop_token_equal(rc.v[0].as.token, ex_stop_source_token(&rc.stop)),
+                  "not the first consumer's token");
+    run_destroy(op);
+    ex_sender_release(sp);
+
+    /* The consumer's environment is not the child's: a user key is unknown. */
+    static const ex_key user_key = { "test.split.user_key", true };
+    ex_result r = ex_sync_wait(ex_write_env(ex_split(ex_read_env(&user_key, EX_T_ANY)), &user_key, ex_int(1)));
+    expect_error(&r, EX_EINVAL);
+    expect_no_leaks();
+}
+
+Test(exec_split, child_that_cannot_connect_to_split_env_is_invalid) {
+    /* ex_on needs get_scheduler in its environment; split-env has none. */
+    ex_sender *s = ex_split(ex_on(ex_inline_scheduler(), ex_just(ex_int(1))));
+    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
+    ex_result r = ex_sync_wait(s);
+    expect_error(&r, EX_EINVAL);
+    expect_no_leaks();
+}
+
+Test(exec_split, stop_from_one_consumer_racing_with_completion_gives_every_consumer_the_same_result) {
+    ex_pool *p = pool_new(2);
+    enum { N = 3 };
+    int values = 0;
+    for (int it = 0; it < 300; it++) {
+        counter c;
+        memset(&c, 0, sizeof c);
+        ex_sender *sp = ex_split(ex_then(ex_continues_on(ex_just(), ex_pool_scheduler(p)), count_seven, &c, EX_SIG0, EX_SIG(EX_T_INT)));
+        arec a[N];
+        ex_operation *op[N];
+        for (int i = 0; i < N; i++) {
+            arec_init(&a[i]);
+            cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&a[i]), &op[i]).code, 0);
+        }
+        rec_with_stop(&a[0].r);
+        ex_sender_release(sp);
+        for (int i = 0; i < N; i++) ex_start(op[i]);
+        if (it % 4 != 3) ex_stop_source_request_stop(&a[0].r.stop);
+        for (int i = 0; i < N; i++) arec_wait(&a[i], "a consumer");
+        for (int i = 0; i < N; i++) {
+            cr_assert_eq(rec_total(&a[i].r), 1, "iteration %d consumer %d", it, i);
+            cr_assert_eq(a[i].r.errors, 0, "iteration %d consumer %d", it, i);
+            cr_assert_eq(a[i].r.values, a[0].r.values, "iteration %d: consumers %d and 0 got different results", it, i);
+            if (a[i].r.values) cr_assert_eq(a[i].r.v[0].as.i, 7);
+        }
+        values += a[0].r.values;
+        cr_assert_leq(atomic_load(&c.calls), 1);
+        for (int i = 0; i < N; i++) ex_operation_free(op[i]);
+        ex_stop_source_request_stop(&a[0].r.stop);
+    }
+    cr_assert_geq(values, 1, "the iterations without a stop request complete with values");
+    pool_free(p);
+    expect_no_leaks();
+}
+
 /* ---------------------------------------------------------- ref counting */
 
 Test(exec_split, releasing_the_sender_while_consumers_are_connected_is_safe) {

@@ -188,6 +188,12 @@ static ex_sender *trigger(ex_scheduler sch, trigger_ctx *tc, spin_ctx *sc, int w
     return ex_let_value(ex_starts_on(sch, ex_just()), lv_trigger, tc, EX_SIG0);
 }
 
+static ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)n;
+    out[0] = ex_int(in[0].as.i + 1);
+    return ex_ok();
+}
+
 /* ====================================================== values in order */
 
 Test(exec_when_all, values_concatenated_in_argument_order) {
@@ -675,6 +681,45 @@ Test(exec_when_all, stop_request_ignored_by_the_children_still_gives_their_value
     expect_no_leaks();
 }
 
+Test(exec_when_all, stop_racing_with_completion_on_a_pool) {
+    /* The stop request arrives at any point while the children run: the
+     * result is either the values or stopped, exactly once, and the stop
+     * callback on the receiver's token is gone before the completion. */
+    ex_pool *p = pool_new(2);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    int values = 0, stops = 0;
+    for (int i = 0; i < 500; i++) {
+        arec a;
+        arec_init(&a);
+        rec_with_stop(&a.r);
+        ex_sender *s = ex_when_all(ex_then(ex_continues_on(ex_just(ex_int(i)), sch), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
+                                   ex_continues_on(ex_just(ex_int(-i)), sch));
+        ex_operation *op = NULL;
+        cr_assert_eq(ex_connect_alloc(s, arec_receiver(&a), &op).code, 0);
+        ex_sender_release(s);
+        ex_start(op);
+        if (i % 3 != 2) ex_stop_source_request_stop(&a.r.stop);
+        arec_wait(&a);
+        cr_assert_eq(rec_total(&a.r), 1, "iteration %d", i);
+        cr_assert_eq(a.r.errors, 0, "iteration %d: error %d (%s)", i, a.r.err.code, a.r.err.msg ? a.r.err.msg : "");
+        if (a.r.values) {
+            values++;
+            cr_assert_eq(a.r.n, 2);
+            cr_assert_eq(a.r.v[0].as.i, i + 1, "iteration %d", i);
+            cr_assert_eq(a.r.v[1].as.i, -i, "iteration %d", i);
+        } else {
+            stops++;
+        }
+        ex_operation_free(op);
+        /* Requesting again after the operation is freed must be harmless. */
+        ex_stop_source_request_stop(&a.r.stop);
+    }
+    cr_assert_geq(values, 1, "the iterations without a stop request complete with values");
+    (void)stops;
+    pool_free(p);
+    expect_no_leaks();
+}
+
 static const ex_key user_key = { "test.when_all.user_key", true };
 
 Test(exec_when_all, children_see_own_stop_token_and_the_forwarded_env) {
@@ -801,12 +846,6 @@ Test(exec_when_all, completes_on_the_other_thread_when_the_inline_child_is_first
 }
 
 /* ------------------------------------------------------------ on a pool */
-
-static ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    (void)ctx, (void)n;
-    out[0] = ex_int(in[0].as.i + 1);
-    return ex_ok();
-}
 
 static ex_error make_str_b(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)ctx, (void)in, (void)n;

@@ -86,8 +86,9 @@ ex_error ex_spawn_env(ex_sender *s, ex_scope_token t, ex_env env);
  * sender of its result: connecting and starting that sender waits for the
  * result (or completes at once with it).  The future may be connected
  * once; it completes on the agent where s completed, or inline.  A stop
- * request on the future's receiver, or releasing the future without
- * starting it, requests stop on s.  If s cannot be started, the returned
+ * request on the future's receiver, releasing the future without ever
+ * connecting it, or destroying its connected operation without starting
+ * it, requests stop on s (nobody will read the result).  If s cannot be started, the returned
  * sender completes with the error (EX_ESHUTDOWN, EX_ENOMEM, EX_EINVAL). */
 ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t);
 

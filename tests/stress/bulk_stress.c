@@ -39,7 +39,7 @@ static ex_allocator counting_alloc = { c_allocate, c_deallocate, NULL, "counting
 
 /* ------------------------------------------------------------ helpers */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static _Thread_local uint64_t rng_state = 0x9e3779b97f4a7c15ull;  /* per thread */
 static uint32_t rnd(uint32_t n) {
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
@@ -74,47 +74,87 @@ static bool wait_flag(const uint32_t *flag) {
     return true;
 }
 
-/* -------------------------------------------------------------- stopper */
+/* --------------------------------------------------------------- agents */
 
-/* A thread that requests stop on `target` after `delay` when `seq` moves. */
-static struct {
-    uint32_t seq, ack, quit;
-    ex_stop_source *target;
+/* A thread that, each time it is armed, waits `delay` and runs fn(arg).
+ * Idle agents sleep on a condition variable (they must not eat the CPU the
+ * pool needs); the hand-over is the ordinary one a program would use. */
+typedef struct agent {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint32_t seq, ack, quit;  /* guarded by mu */
+    void (*fn)(void *arg);
+    void *arg;
     uint32_t delay;
-    uint32_t fired;
-} stopper;
+} agent;
 
-static void *stopper_main(void *arg) {
-    (void)arg;
+static void *agent_main(void *p) {
+    agent *a = p;
     uint32_t seen = 0;
     for (;;) {
-        uint32_t s;
-        while ((s = __atomic_load_n(&stopper.seq, __ATOMIC_ACQUIRE)) == seen) {
-            if (__atomic_load_n(&stopper.quit, __ATOMIC_ACQUIRE)) return NULL;
-            sched_yield();
+        pthread_mutex_lock(&a->mu);
+        while (a->seq == seen && !a->quit) pthread_cond_wait(&a->cv, &a->mu);
+        if (a->seq == seen) {
+            pthread_mutex_unlock(&a->mu);
+            return NULL;
         }
-        seen = s;
-        spin_delay(stopper.delay);
-        if (ex_stop_source_request_stop(stopper.target)) __atomic_store_n(&stopper.fired, 1, __ATOMIC_RELAXED);
-        __atomic_store_n(&stopper.ack, s, __ATOMIC_RELEASE);
+        seen = a->seq;
+        void (*fn)(void *) = a->fn;
+        void *arg = a->arg;
+        uint32_t delay = a->delay;
+        pthread_mutex_unlock(&a->mu);
+        spin_delay(delay);
+        fn(arg);
+        pthread_mutex_lock(&a->mu);
+        a->ack = seen;
+        pthread_cond_broadcast(&a->cv);
+        pthread_mutex_unlock(&a->mu);
     }
 }
 
-static void stopper_arm(ex_stop_source *target, uint32_t delay) {
-    stopper.target = target;
-    stopper.delay = delay;
-    __atomic_store_n(&stopper.fired, 0, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&stopper.seq, 1, __ATOMIC_RELEASE);
+static void agent_start(agent *a) {
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    pthread_create(&a->thread, NULL, agent_main, a);
 }
 
-static bool stopper_wait(void) {
-    uint32_t want = __atomic_load_n(&stopper.seq, __ATOMIC_RELAXED);
-    double deadline = now_s() + 20.0;
-    while (__atomic_load_n(&stopper.ack, __ATOMIC_ACQUIRE) != want) {
-        sched_yield();
-        if (now_s() > deadline) return false;
-    }
-    return true;
+static void agent_arm(agent *a, void (*fn)(void *), void *arg, uint32_t delay) {
+    pthread_mutex_lock(&a->mu);
+    a->fn = fn;
+    a->arg = arg;
+    a->delay = delay;
+    a->seq++;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Waits until the last armed action ran; false after 20 s. */
+static bool agent_wait(agent *a) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 20;
+    bool ok = true;
+    pthread_mutex_lock(&a->mu);
+    while (ok && a->ack != a->seq) ok = pthread_cond_timedwait(&a->cv, &a->mu, &deadline) == 0 || a->ack == a->seq;
+    pthread_mutex_unlock(&a->mu);
+    return ok;
+}
+
+static void agent_stop(agent *a) {
+    pthread_mutex_lock(&a->mu);
+    a->quit = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
+}
+
+/* Requests stop on a source; `stop_fired` says it did (first request). */
+static uint32_t stop_fired;
+static void request_stop(void *src) {
+    if (ex_stop_source_request_stop(src)) __atomic_store_n(&stop_fired, 1, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------ receiver */
@@ -201,8 +241,8 @@ int main(void) {
     }
     long baseline = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
 
-    pthread_t stopper_thread;
-    pthread_create(&stopper_thread, NULL, stopper_main, NULL);
+    static agent stopper;
+    agent_start(&stopper);
 
     static brec rec;
     static const size_t grains[] = { 0, 1, 3, 7, 16, 64, SHAPE };
@@ -231,7 +271,10 @@ int main(void) {
 
         bool racing = kind == K_STOP || kind == K_ERROR_STOP;
         if (kind == K_STOP_BEFORE) ex_stop_source_request_stop(&rec.stop);
-        if (racing) stopper_arm(&rec.stop, rnd(4) == 0 ? 0 : rnd(6000));
+        if (racing) {
+            __atomic_store_n(&stop_fired, 0, __ATOMIC_RELAXED);
+            agent_arm(&stopper, request_stop, &rec.stop, rnd(4) == 0 ? 0 : rnd(6000));
+        }
         ex_start(op);
 
         bool completed = wait_flag(&rec.done);
@@ -239,7 +282,7 @@ int main(void) {
         checks++;
         if (!completed) break;
         if (racing) {
-            bool acked = stopper_wait();
+            bool acked = agent_wait(&stopper);
             CHECK(acked, "round %d: stopper hung", round);
             checks++;
             if (!acked) break;
@@ -299,8 +342,7 @@ int main(void) {
         if (in_use != baseline) baseline = in_use;
     }
 
-    __atomic_store_n(&stopper.quit, 1, __ATOMIC_RELEASE);
-    pthread_join(stopper_thread, NULL);
+    agent_stop(&stopper);
     for (int i = 0; i < 2; i++) {
         ex_error e = ex_pool_destroy(pools[i]);
         CHECK(e.code == 0, "destroy");

@@ -15,7 +15,7 @@
 #include <cexec/cexec.h>
 #include "stress.h"
 
-enum { ROUNDS = 1500, SPAWNERS = 2, PER_SPAWNER = 48, FUTURES = 8 };
+enum { ROUNDS = 1000, SPAWNERS = 2, PER_SPAWNER = 48, FUTURES = 8 };
 enum { D_NONE, D_VALUE, D_ERROR, D_STOPPED };
 enum { F_IMMEDIATE, F_DELAYED, F_DROP, F_DEFERRED, F_ACTIONS };
 #define NOT_TRIED (-1)
@@ -42,7 +42,7 @@ static ex_allocator counting_alloc = { c_allocate, c_deallocate, NULL, "counting
 
 /* ------------------------------------------------------------ helpers */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static _Thread_local uint64_t rng_state = 0x9e3779b97f4a7c15ull;  /* per thread */
 static uint32_t rnd(uint32_t n) {
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
@@ -162,7 +162,8 @@ static uint32_t join_done;     /* set when the join completed */
 static uint32_t completions;   /* spawned and future work that completed */
 static uint32_t late;          /* work that completed after the join */
 static uint32_t failed_runs;   /* failing spawned work that ran */
-static uint32_t go;
+static uint32_t go, ready;     /* start line for the spawning threads */
+static uint32_t spawned;       /* spawns made so far (relaxed: a trigger only) */
 static uint32_t paced;         /* spawners yield after every spawn */
 static uint32_t stopped_works; /* spawned work that completed stopped */
 
@@ -206,12 +207,14 @@ static ex_sender *make_work(slot *s) {
 
 static void spawner(void *arg) {
     slot *mine = arg;
+    __atomic_fetch_add(&ready, 1, __ATOMIC_RELEASE);
     while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE)) sched_yield();
     for (int i = 0; i < PER_SPAWNER; i++) {
         ex_error e = ex_spawn(make_work(&mine[i]), ex_counting_scope_token(&scope));
         __atomic_store_n(&mine[i].result, e.code, __ATOMIC_RELEASE);
+        __atomic_fetch_add(&spawned, 1, __ATOMIC_RELAXED);
         if (e.code) break;  /* closed: every later spawn is refused too */
-        if (paced || i % 8 == 7) sched_yield();
+        if (paced) sched_yield();
     }
 }
 
@@ -220,6 +223,7 @@ static void spawner(void *arg) {
 typedef struct fut {
     int action;
     int status;            /* ex_sender_status of the future */
+    int connect_err;       /* ex_connect_alloc of the future */
     int64_t value;
     uint32_t value_runs, stopped_runs, completed;
     ex_sender *s;
@@ -271,11 +275,15 @@ static ex_sender *fut_stopped_fn(void *ctx) {
 
 static ex_error fut_connect(fut *f) {
     ex_receiver r = { &fut_vt, f };
-    return ex_connect_alloc(f->s, r, &f->op);
+    ex_error e = ex_connect_alloc(f->s, r, &f->op);
+    f->connect_err = e.code;
+    if (e.code) f->op = NULL;
+    return e;
 }
 
 static void futurist(void *arg) {
     (void)arg;
+    __atomic_fetch_add(&ready, 1, __ATOMIC_RELEASE);
     while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE)) sched_yield();
     for (int j = 0; j < FUTURES; j++) {
         fut *f = &futs[j];
@@ -296,7 +304,10 @@ static void futurist(void *arg) {
             f->s = NULL;
             break;
         case F_DEFERRED:
-            fut_connect(f);  /* main starts it after the join */
+            /* Main starts it after the join.  The sender is kept until then:
+             * releasing it before the connected operation is started counts
+             * as "released without starting" and requests stop on the work. */
+            fut_connect(f);
             break;
         }
     }
@@ -372,7 +383,7 @@ int main(void) {
         CHECK(e.code == 0, "round %d: scope init", round);
         checks++;
         if (e.code) break;
-        join_done = completions = late = failed_runs = go = 0;
+        join_done = completions = late = failed_runs = go = ready = spawned = 0;
         bool inject = rnd(4) == 0;
         for (int t = 0; t < SPAWNERS; t++)
             for (int i = 0; i < PER_SPAWNER; i++) {
@@ -391,14 +402,26 @@ int main(void) {
         bool close_first = rnd(5) != 0;
         bool use_sync_wait = rnd(2) == 0;
         if (!close_first) n_open_joins++;
-        paced = !close_first && rnd(2) == 0;  /* keep the count hovering near zero while joining */
+        paced = !close_first;  /* keep the count hovering near zero while joining */
 
         for (int t = 0; t < SPAWNERS; t++) agent_arm(&spawners[t], spawner, slots[t], 0);
         agent_arm(&future_agent, futurist, NULL, 0);
+        while (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) != SPAWNERS + 1) sched_yield();
         __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
 
-        spin_delay(rnd(6000));
+        /* Stop, close and join land anywhere from before the first spawn to
+         * after the last one: triggered by the spawners' progress, so that
+         * a loaded machine does not push them all to one end. */
+        uint32_t stop_at = rnd(SPAWNERS * PER_SPAWNER + 1), close_at = rnd(SPAWNERS * PER_SPAWNER + 1);
+        if (close_at < stop_at) {
+            uint32_t t = close_at;
+            close_at = stop_at;
+            stop_at = t;
+        }
+        while (__atomic_load_n(&spawned, __ATOMIC_RELAXED) < stop_at) sched_yield();
+        spin_delay(rnd(3000));
         if (request_stop) ex_counting_scope_request_stop(&scope);
+        while (__atomic_load_n(&spawned, __ATOMIC_RELAXED) < close_at) sched_yield();
         spin_delay(rnd(3000));
         if (close_first) ex_counting_scope_close(&scope);
 
@@ -504,6 +527,8 @@ int main(void) {
             uint32_t vr = __atomic_load_n(&f->value_runs, __ATOMIC_RELAXED);
             uint32_t sr = __atomic_load_n(&f->stopped_runs, __ATOMIC_RELAXED);
             bool consumed = f->op != NULL;
+            CHECK(f->connect_err == 0, "round %d: future %d: connect failed with %d", round, jx, f->connect_err);
+            checks++;
             if (f->status == EX_OK) {
                 ok_futures++;
                 CHECK(vr + sr == 1, "round %d: future %d: work completed %u times", round, jx, vr + sr);
@@ -539,11 +564,11 @@ int main(void) {
         CHECK(jcalls == 1, "round %d: join completed %u times", round, jcalls);
         CHECK(j->snapshot == ok_spawns + ok_futures,
               "round %d: when the join completed %u works had completed, but %u spawns and %u futures were accepted "
-              "(close %s the join)",
-              round, j->snapshot, ok_spawns, ok_futures, close_first ? "before" : "without");
+              "(%s)",
+              round, j->snapshot, ok_spawns, ok_futures, close_first ? "closed, then joined" : "joined while open");
         uint32_t late_n = __atomic_load_n(&late, __ATOMIC_RELAXED);
-        CHECK(late_n == 0, "round %d: %u works completed after the join (close %s the join)", round, late_n,
-              close_first ? "before" : "without");
+        CHECK(late_n == 0, "round %d: %u accepted works completed after the join had completed (%s)", round, late_n,
+              close_first ? "closed, then joined" : "joined while open");
         uint32_t fr = __atomic_load_n(&failed_runs, __ATOMIC_RELAXED);
         if (fr) {
             n_join_errors++;
@@ -589,8 +614,8 @@ int main(void) {
         }
     }
 
-    CHECK(freed_after_join == 0, "in %u of %d rounds a block (the ex_spawn_future state) was freed only after "
-          "the join had completed", freed_after_join, ROUNDS);
+    CHECK(freed_after_join == 0, "in %u of %d rounds a block of the round was freed by another thread only after "
+          "the join had completed and every future and consumer was released", freed_after_join, ROUNDS);
     checks++;
     for (int t = 0; t < SPAWNERS; t++) agent_stop(&spawners[t]);
     agent_stop(&future_agent);

@@ -39,7 +39,7 @@ static ex_allocator counting_alloc = { c_allocate, c_deallocate, NULL, "counting
 
 /* ------------------------------------------------------------ helpers */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static _Thread_local uint64_t rng_state = 0x9e3779b97f4a7c15ull;  /* per thread */
 static uint32_t rnd(uint32_t n) {
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
