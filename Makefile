@@ -102,10 +102,9 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libcexec.a
 
 examples: $(EX_BIN)
 
-demo: $(BUILD)/examples/hello_world $(BUILD)/examples/retry $(BUILD)/examples/pool_stats
-	$(BUILD)/examples/hello_world
-	$(BUILD)/examples/retry
-	$(BUILD)/examples/pool_stats
+DEMOS := hello_world retry pool_stats fib inclusive_scan spawn_scope
+demo: $(DEMOS:%=$(BUILD)/examples/%)
+	@for d in $(DEMOS); do echo "== $$d"; $(BUILD)/examples/$$d || exit 1; done
 
 # Benchmarks against oneTBB and OpenMP (scripts/deps.sh --bench installs them).
 BENCH_OBJ := $(BUILD)/bench/bench.o $(BUILD)/bench/harness.o $(BUILD)/bench/baselines_omp.o \
