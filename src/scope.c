@@ -282,8 +282,8 @@ static void future_done(future_state *st, uint32_t disposition) {
     void *waiting = exi_fas_ptr(&st->consumer, F_DONE);
     if (waiting) future_notify(waiting);
     ex_scope_token t = { st->scope };
-    ex_scope_token_disassociate(t);
-    future_release(st);  /* the running operation's reference */
+    future_release(st);  /* the running operation's reference; st may be gone */
+    ex_scope_token_disassociate(t);  /* last: it may let the scope be joined and destroyed */
 }
 
 static void fs_set_value(void *self, const ex_value *v, size_t n) {
