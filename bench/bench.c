@@ -138,7 +138,7 @@ static void bench_bulk(bool quick) {
     /* Launch latency: shape = workers, repeated; the metric is per launch. */
     int repeat = quick ? 200 : 2000;
     bulk_arg l = { workers, repeat, ex_bulk(ex_schedule(sched), workers, empty_index, NULL) };
-    const char *name = "launch, shape = workers";
+    const char *name = "launch (shape = workers)";
     bench_measure("bulk", name, "cexec", repeat, 1, runs, bulk_cexec, &l, us_per_launch, "us/launch");
     bench_measure("bulk", name, "tbb", repeat, 1, runs, bulk_tbb, &l, us_per_launch, "us/launch");
     bench_measure("bulk", name, "openmp", repeat, 1, runs, bulk_omp, &l, us_per_launch, "us/launch");

@@ -1,0 +1,72 @@
+#!/bin/sh
+# Turns a bench CSV (bench/results/bench-*.csv, written by `make bench`)
+# into PNG plots with gnuplot:
+#   <out>/speedup.png   each implementation's speed relative to oneTBB (TBB time / time)
+#   <out>/launch.png    bulk launch latency per implementation (us per launch)
+# Usage: scripts/plot.sh [results.csv] [out_dir]   (defaults: newest CSV, docs/img)
+set -eu
+csv=${1:-$(ls -t bench/results/bench-*.csv 2>/dev/null | head -n 1)}
+out=${2:-docs/img}
+[ -n "$csv" ] && [ -f "$csv" ] || { echo "plot.sh: no results CSV (run make bench)" >&2; exit 1; }
+command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot is not installed (scripts/deps.sh --bench)" >&2; exit 1; }
+mkdir -p "$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# speedup.dat: one row per benchmark, one column per implementation (vs_tbb).
+impls="serial cexec cexec-ch cexec-rts openmp tbb"
+awk -F, -v impls="$impls" '
+    /^#/ || $1 == "group" { next }
+    $12 != "" { key = $2; if (!(key in seen)) { seen[key] = 1; order[++n] = key } v[key, $3] = $12 }
+    END {
+        m = split(impls, im, " ")
+        printf "benchmark"; for (j = 1; j <= m; j++) printf "\t%s", im[j]; printf "\n"
+        for (i = 1; i <= n; i++) {
+            printf "\"%s\"", order[i]
+            for (j = 1; j <= m; j++) printf "\t%s", ((order[i], im[j]) in v) ? v[order[i], im[j]] : "-"
+            printf "\n"
+        }
+    }' "$csv" > "$tmp/speedup.dat"
+
+awk -F, '/^#/ || $1 == "group" { next } $10 == "us/launch" { printf "%s\t%s\n", $3, $9 }' "$csv" > "$tmp/launch.dat"
+machine=$(sed -n 's/^# cpu: *//p' "$csv" | head -n 1)
+cpus=$(sed -n 's/^# online cpus: *//p' "$csv" | head -n 1)
+
+gnuplot <<GP
+set terminal pngcairo noenhanced size 1200,560 font "sans,10"
+set output "$out/speedup.png"
+set title "Speed relative to oneTBB (TBB median time / median time, same run) - $machine, $cpus CPUs - $(basename "$csv")"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.9 border -1
+set boxwidth 0.9
+set datafile missing "-"
+set ylabel "TBB time / time (higher is better, TBB = 1)"
+set xtics rotate by -20 scale 0
+set key outside right top
+set grid ytics
+set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb "#888888"
+set logscale y 2
+set yrange [*:*]
+plot "$tmp/speedup.dat" using 2:xtic(1) title columnheader(2) lc rgb "#999999", \
+     "" using 3 title columnheader(3) lc rgb "#1f77b4", \
+     "" using 4 title columnheader(4) lc rgb "#6baed6", \
+     "" using 5 title columnheader(5) lc rgb "#9ecae1", \
+     "" using 6 title columnheader(6) lc rgb "#2ca02c", \
+     "" using 7 title columnheader(7) lc rgb "#ff7f0e"
+GP
+
+if [ -s "$tmp/launch.dat" ]; then
+gnuplot <<GP
+set terminal pngcairo noenhanced size 600,400 font "sans,10"
+set output "$out/launch.png"
+set title "bulk launch latency, shape = workers (lower is better)"
+set style fill solid 0.9 border -1
+set boxwidth 0.6
+set ylabel "microseconds per launch"
+set yrange [0:*]
+set grid ytics
+plot "$tmp/launch.dat" using 0:2:xtic(1) with boxes notitle lc rgb "#1f77b4"
+GP
+fi
+echo "wrote $out/speedup.png${launch:+}$( [ -s "$tmp/launch.dat" ] && echo " and $out/launch.png")"
