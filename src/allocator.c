@@ -4,21 +4,39 @@
 
 #include "exi_atomic.h"
 #include "exi_core.h"
+#include "exi_counters.h"
+
+static ex_alloc_counters libc_counters;
 
 static void *libc_allocate(void *ctx, size_t size, size_t align) {
     (void)ctx;
-    if (size == 0) size = 1;
-    if (align <= alignof(max_align_t)) return malloc(size);
     void *p = NULL;
-    return posix_memalign(&p, align, size) == 0 ? p : NULL;
+    if (align <= alignof(max_align_t)) p = malloc(size ? size : 1);
+    else if (posix_memalign(&p, align, size ? size : 1)) p = NULL;
+    if (p) exi_count_alloc(&libc_counters, size);
+    else exi_count_fail(&libc_counters);
+    return p;
 }
 
 static void libc_deallocate(void *ctx, void *p, size_t size, size_t align) {
-    (void)ctx, (void)size, (void)align;
+    (void)ctx, (void)align;
     free(p);
+    exi_count_free(&libc_counters, size);
 }
 
-static const ex_allocator libc_allocator = { libc_allocate, libc_deallocate, NULL, "libc" };
+static void libc_stats(void *ctx, ex_alloc_stats *out) {
+    (void)ctx;
+    exi_counters_read(&libc_counters, out);
+}
+
+static const ex_allocator libc_allocator = { libc_allocate, libc_deallocate, NULL, "libc", libc_stats };
+
+ex_error ex_allocator_stats(const ex_allocator *a, ex_alloc_stats *out) {
+    if (!a || !out) return ex_err(EX_EINVAL, "ex_allocator_stats: NULL argument");
+    if (!a->stats) return ex_err(EX_EINVAL, "ex_allocator_stats: this allocator keeps no statistics");
+    a->stats(a->ctx, out);
+    return ex_ok();
+}
 
 const ex_allocator *ex_libc_allocator(void) { return &libc_allocator; }
 
@@ -31,15 +49,4 @@ const ex_allocator *ex_default_allocator(void) {
 
 void ex_set_default_allocator(const ex_allocator *a) {
     exi_store_rel_ptr(&default_allocator, (void *)(uintptr_t)a);
-}
-
-void *ex_allocate(const ex_allocator *a, size_t size, size_t align) {
-    if (!a) a = ex_default_allocator();
-    return a->allocate(a->ctx, size, align);
-}
-
-void ex_deallocate(const ex_allocator *a, void *p, size_t size, size_t align) {
-    if (!p) return;
-    if (!a) a = ex_default_allocator();
-    a->deallocate(a->ctx, p, size, align);
 }

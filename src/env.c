@@ -39,11 +39,19 @@ ex_stop_token ex_get_stop_token(ex_env e) {
     return v.as.token;
 }
 
-const ex_allocator *ex_get_allocator(ex_env e) {
+const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch) {
     ex_value v;
-    if (!query_typed(e, &ex_key_get_allocator, EX_T_ALLOC, &v) || !v.as.alloc) return ex_default_allocator();
-    return v.as.alloc;
+    if (query_typed(e, &ex_key_get_allocator, EX_T_ALLOC, &v) && v.as.alloc) return v.as.alloc;
+    ex_scheduler own;
+    if (!sch && ex_get_scheduler(e, &own)) sch = &own;
+    if (sch && sch->vt && sch->vt->allocator) {
+        const ex_allocator *a = sch->vt->allocator(sch->self);
+        if (a) return a;
+    }
+    return ex_default_allocator();
 }
+
+const ex_allocator *ex_get_allocator(ex_env e) { return exi_allocator_under(e, NULL); }
 
 static bool pair_query(const ex_env_node *n, const ex_key *key, ex_value *out) {
     const ex_env_pair *p = (const ex_env_pair *)(const void *)n;
@@ -61,6 +69,6 @@ void ex_env_pair_init(ex_env_pair *p, const ex_key *key, ex_value value, ex_env 
     p->parent = parent;
 }
 
-static _Thread_local char thread_marker;
+static EXI_TLS char thread_marker;
 
 const void *exi_thread_id(void) { return &thread_marker; }

@@ -44,6 +44,17 @@ ex_sig exi_sig_of_values(const ex_value *v, size_t n);
  * declared acceptance. */
 ex_error exi_check_accepts(const ex_sender *s, ex_receiver r, const char *who);
 
+/* Thread-locals on hot paths use the initial-exec TLS model: in a
+ * position-independent build the default model calls __tls_get_addr on
+ * every access. */
+#define EXI_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
+/* The allocator an environment gives work that runs on `sch` (NULL: the
+ * environment's own scheduler): its allocator key, else sch's default, else
+ * the process default.  For nodes that cache the answer for a child whose
+ * scheduler they change. */
+const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch);
+
 /* The identity of the calling thread (an address unique per live thread). */
 const void *exi_thread_id(void);
 

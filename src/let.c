@@ -183,7 +183,7 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
         /* Answering the allocator here too keeps deep recursions from
          * walking the whole environment chain for it. */
         o->env2.key2 = &ex_key_get_allocator;
-        o->env2.value2 = ex_alloc_value(o->alloc);
+        o->env2.value2 = ex_alloc_value(exi_allocator_under(env, &sch));
     }
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(let_op), ls->child));
     ex_receiver cr = { &let_rcvr_vt, o };

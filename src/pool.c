@@ -57,6 +57,7 @@ struct ex_pool {
     bool shut;
     uint32_t next_home;       /* round-robin inbox choice for new submitting threads */
     uint64_t id;              /* unique per pool, even at a recycled address */
+    const ex_allocator *frame_alloc;  /* config.allocator */
     unsigned spin_rounds;
     bool pin;
     char *trace_path;
@@ -64,11 +65,11 @@ struct ex_pool {
     const ex_allocator *alloc;
 };
 
-static _Thread_local exi_worker *tls_worker;
+static EXI_TLS exi_worker *tls_worker;
 
 /* Inbox choice of a submitting thread that is not a worker, for the pool
  * with this id (an address can be reused by a later pool). */
-static _Thread_local struct { uint64_t pool_id; unsigned home; } tls_home;
+static EXI_TLS struct { uint64_t pool_id; unsigned home; } tls_home;
 static uint64_t next_pool_id = 1;
 
 static inline void stat_inc(uint64_t *c) { exi_store_rlx_u64(c, exi_load_rlx_u64(c) + 1); }
@@ -374,6 +375,8 @@ static void pool_bulk(void *self, ex_bulk_job *job) {
     bulk_participate(job);
 }
 
+static const ex_allocator *pool_allocator(void *self) { return ((ex_pool *)self)->frame_alloc; }
+
 static const ex_scheduler_vtable pool_vt = {
     .name = "pool",
     .schedule_op_size = sizeof(exi_queued_op),
@@ -385,6 +388,7 @@ static const ex_scheduler_vtable pool_vt = {
     .post = pool_post,
     .dispatch = pool_dispatch,
     .bulk = pool_bulk,
+    .allocator = pool_allocator,
 };
 
 ex_scheduler ex_pool_scheduler(ex_pool *p) {
@@ -516,6 +520,7 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
         return ex_err(EX_EAGAIN, "ex_pool_create: pthread_mutex_init failed");
     }
     p->alloc = a;
+    p->frame_alloc = c.allocator;
     p->id = exi_faa_u64(&next_pool_id, 1);
     p->n = n;
     p->spin_rounds = c.spin_rounds ? c.spin_rounds : DEFAULT_SPIN_ROUNDS;

@@ -59,7 +59,7 @@ static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
     ex_env env = ex_receiver_env(r);
     ex_env_pair_init(&o->child_env, &ex_key_get_scheduler, ex_sched_value(ss->sch), ex_env_forward(env));
     o->child_env.key2 = &ex_key_get_allocator;  /* a shortcut for deep nesting */
-    o->child_env.value2 = ex_alloc_value(ex_get_allocator(env));
+    o->child_env.value2 = ex_alloc_value(exi_allocator_under(env, &ss->sch));
     ex_receiver sr = { &so_sched_vt, o };
     ex_error e = ss->sch.vt->connect_schedule(ss->sch.self, sr, o->sched_op);
     if (e.code) return e;

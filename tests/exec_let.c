@@ -643,7 +643,7 @@ static void env_deallocate(void *ctx, void *p, size_t size, size_t align) {
     __atomic_add_fetch(&env_frees, 1, __ATOMIC_SEQ_CST);
 }
 
-static ex_allocator env_allocator = { env_allocate, env_deallocate, NULL, "test.env" };
+static ex_allocator env_allocator = { env_allocate, env_deallocate, NULL, "test.env", NULL };
 
 Test(exec_let, inner_operation_comes_from_the_environments_allocator) {
     seen sn;

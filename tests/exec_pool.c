@@ -360,7 +360,7 @@ static void poison_deallocate(void *ctx, void *p, size_t size, size_t align) {
     test_allocator.deallocate(test_allocator.ctx, p, size, align);
 }
 
-static ex_allocator poison_allocator = { poison_allocate, poison_deallocate, NULL, "poison" };
+static ex_allocator poison_allocator = { poison_allocate, poison_deallocate, NULL, "poison", NULL };
 
 /* A failure at any allocation of ex_pool_create gives EX_ENOMEM and
  * releases everything (a crash here means the error path touched memory it
@@ -1038,7 +1038,7 @@ static void recycle_flush(void) {
     }
 }
 
-static ex_allocator recycle_allocator = { recycle_allocate, recycle_deallocate, NULL, "recycle" };
+static ex_allocator recycle_allocator = { recycle_allocate, recycle_deallocate, NULL, "recycle", NULL };
 
 static void *submit_one_main(void *arg) {
     ex_pool *p = arg;

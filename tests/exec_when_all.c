@@ -1003,7 +1003,7 @@ static void env_deallocate(void *ctx, void *p, size_t size, size_t align) {
     atomic_fetch_add(&env_frees, 1);
 }
 
-static ex_allocator env_allocator = { env_allocate, env_deallocate, NULL, "test.env" };
+static ex_allocator env_allocator = { env_allocate, env_deallocate, NULL, "test.env", NULL };
 
 Test(exec_when_all, tuple_copies_come_from_the_environments_allocator) {
     tuple_src ts;

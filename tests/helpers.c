@@ -44,7 +44,7 @@ static void t_deallocate(void *ctx, void *p, size_t size, size_t align) {
     pthread_mutex_unlock(&stats_mu);
 }
 
-ex_allocator test_allocator = { t_allocate, t_deallocate, NULL, "test" };
+ex_allocator test_allocator = { t_allocate, t_deallocate, NULL, "test", NULL };
 
 void test_alloc_reset(void) {
     pthread_mutex_lock(&stats_mu);

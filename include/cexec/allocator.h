@@ -13,6 +13,16 @@
 extern "C" {
 #endif
 
+/* Counters an allocator keeps (see each allocator for what "in use" and
+ * "peak" count). */
+typedef struct ex_alloc_stats {
+    uint64_t allocations;   /* successful allocations */
+    uint64_t frees;
+    uint64_t failures;      /* allocations that returned NULL */
+    uint64_t bytes_in_use;
+    uint64_t peak_bytes;
+} ex_alloc_stats;
+
 typedef struct ex_allocator {
     /* Returns size bytes aligned to align (a power of two), or NULL. */
     void *(*allocate)(void *ctx, size_t size, size_t align);
@@ -20,9 +30,16 @@ typedef struct ex_allocator {
     void (*deallocate)(void *ctx, void *p, size_t size, size_t align);
     void *ctx;
     const char *name;
+    /* Optional: fills *out with the allocator's counters. */
+    void (*stats)(void *ctx, ex_alloc_stats *out);
 } ex_allocator;
 
-/* The libc allocator (malloc / aligned_alloc).  Thread-safe. */
+/* The allocator's counters.  EX_EINVAL for NULL arguments or an allocator
+ * that keeps none. */
+ex_error ex_allocator_stats(const ex_allocator *a, ex_alloc_stats *out);
+
+/* The libc allocator (malloc / posix_memalign).  Thread-safe.  Keeps
+ * counters (relaxed atomics): bytes in use are the bytes requested. */
 const ex_allocator *ex_libc_allocator(void);
 
 /* The allocator used for senders and for operations whose environment has
@@ -32,9 +49,17 @@ const ex_allocator *ex_libc_allocator(void);
 const ex_allocator *ex_default_allocator(void);
 void ex_set_default_allocator(const ex_allocator *a);
 
-/* Convenience wrappers; ex_allocate returns NULL on failure. */
-void *ex_allocate(const ex_allocator *a, size_t size, size_t align);
-void ex_deallocate(const ex_allocator *a, void *p, size_t size, size_t align);
+/* Convenience wrappers (a NULL allocator means the default one);
+ * ex_allocate returns NULL on failure, ex_deallocate ignores NULL. */
+static inline void *ex_allocate(const ex_allocator *a, size_t size, size_t align) {
+    if (!a) a = ex_default_allocator();
+    return a->allocate(a->ctx, size, align);
+}
+static inline void ex_deallocate(const ex_allocator *a, void *p, size_t size, size_t align) {
+    if (!p) return;
+    if (!a) a = ex_default_allocator();
+    a->deallocate(a->ctx, p, size, align);
+}
 
 #ifdef __cplusplus
 }

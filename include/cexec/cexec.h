@@ -26,6 +26,7 @@
 #include <cexec/split.h>
 #include <cexec/scope.h>
 #include <cexec/pool.h>
+#include <cexec/allocators.h>
 
 #define CEXEC_VERSION_MAJOR 0
 #define CEXEC_VERSION_MINOR 1

@@ -37,7 +37,10 @@ bool ex_env_query(ex_env e, const ex_key *key, ex_value *out);
 bool ex_get_scheduler(ex_env e, ex_scheduler *out);
 bool ex_get_delegation_scheduler(ex_env e, ex_scheduler *out);
 ex_stop_token ex_get_stop_token(ex_env e);                   /* never-stop if absent */
-const struct ex_allocator *ex_get_allocator(ex_env e);       /* default allocator if absent */
+/* The environment's allocator; else the default allocator of the
+ * environment's scheduler (an ex_pool's configured one); else the process
+ * default (ex_default_allocator). */
+const struct ex_allocator *ex_get_allocator(ex_env e);
 
 /* Environment of a receiver (empty when its vtable has no env). */
 static inline ex_env ex_receiver_env(ex_receiver r) {

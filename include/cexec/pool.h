@@ -36,6 +36,11 @@ typedef struct ex_pool_config {
     /* Events kept per worker when tracing (0: 1 << 16); later events are
      * counted and dropped. */
     unsigned trace_capacity;
+    /* Default frame allocator of work running on the pool: environments
+     * whose scheduler is this pool and that name no allocator use it
+     * (ex_get_allocator).  NULL: none (the process default applies).  Must
+     * outlive the pool. */
+    const struct ex_allocator *allocator;
 } ex_pool_config;
 
 /* Per-worker counters; read while the pool runs, they are a snapshot. */

@@ -85,6 +85,10 @@ typedef struct ex_scheduler_vtable {
     /* Runs a bulk job on this resource (NULL: ex_bulk runs the sequential
      * loop of [exec.bulk]).  Takes over the job; see ex_bulk_job. */
     void (*bulk)(void *self, ex_bulk_job *job);
+    /* The resource's default frame allocator (NULL hook or result: none).
+     * An environment that names no allocator but whose get_scheduler is
+     * this resource allocates through it (see ex_get_allocator). */
+    const struct ex_allocator *(*allocator)(void *self);
 } ex_scheduler_vtable;
 
 /* A sender that completes on sch's resource ([exec.schedule]).  Its

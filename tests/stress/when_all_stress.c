@@ -35,7 +35,7 @@ static void c_deallocate(void *ctx, void *p, size_t size, size_t align) {
     __atomic_fetch_sub(&alloc_in_use, 1, __ATOMIC_RELAXED);
 }
 
-static ex_allocator counting_alloc = { c_allocate, c_deallocate, NULL, "counting" };
+static ex_allocator counting_alloc = { c_allocate, c_deallocate, NULL, "counting", NULL };
 
 /* ------------------------------------------------------------ helpers */
 

@@ -1,0 +1,114 @@
+/* cexec/allocators.h - the built-in frame allocators.
+ *
+ * Each is an ex_allocator (the interface in allocator.h) embedded in a
+ * struct the caller owns; pass ex_*_allocator_get(x) wherever an allocator
+ * is wanted (ex_write_env with ex_key_get_allocator for one chain,
+ * ex_set_default_allocator for the process, ex_pool_config.allocator for a
+ * pool).  All are thread-safe and keep ex_alloc_stats. */
+#ifndef CEXEC_ALLOCATORS_H
+#define CEXEC_ALLOCATORS_H
+
+#include <cexec/allocator.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Counters shared by the built-in allocators (relaxed atomics). */
+typedef struct ex_alloc_counters {
+    /* private */
+    uint64_t allocations, frees, failures, bytes_in_use, peak_bytes;
+} ex_alloc_counters;
+
+/* ------------------------------------------------------------------ budget */
+
+/* Wraps another allocator and fails (NULL, so EX_ENOMEM upstream) any
+ * allocation that would take the bytes in use past `limit`: a per-tenant
+ * memory limit for a compute service.  Bytes in use are the sizes asked
+ * for. */
+typedef struct ex_budget_allocator {
+    /* private */
+    ex_allocator base;
+    const ex_allocator *under;
+    uint64_t limit;
+    ex_alloc_counters c;
+} ex_budget_allocator;
+
+/* under NULL: the default allocator at the time of the call. */
+void ex_budget_allocator_init(ex_budget_allocator *b, const ex_allocator *under, size_t limit_bytes);
+static inline const ex_allocator *ex_budget_allocator_get(ex_budget_allocator *b) { return &b->base; }
+
+/* --------------------------------------------------------------- monotonic */
+
+/* Bump allocation from a caller buffer; deallocate does nothing (the
+ * memory comes back with ex_monotonic_allocator_reset).  When the buffer
+ * is exhausted, allocations go to `upstream` (and are freed there), or
+ * fail when upstream is NULL.  Lock-free. */
+typedef struct ex_monotonic_allocator {
+    /* private */
+    ex_allocator base;
+    char *buf;
+    size_t size;
+    uint64_t used;
+    const ex_allocator *upstream;
+    ex_alloc_counters c;
+} ex_monotonic_allocator;
+
+void ex_monotonic_allocator_init(ex_monotonic_allocator *m, void *buf, size_t size, const ex_allocator *upstream);
+static inline const ex_allocator *ex_monotonic_allocator_get(ex_monotonic_allocator *m) { return &m->base; }
+/* Makes the whole buffer available again.  Only when no block from it is
+ * in use. */
+void ex_monotonic_allocator_reset(ex_monotonic_allocator *m);
+
+/* ------------------------------------------------------------------- fault */
+
+/* For tests: wraps another allocator and fails chosen allocations. */
+typedef struct ex_fault_allocator {
+    /* private */
+    ex_allocator base;
+    const ex_allocator *under;
+    uint64_t count;        /* allocations seen */
+    uint64_t fail_nth;     /* 0: off */
+    uint32_t per_million;  /* random failure rate */
+    uint64_t seed;
+    ex_alloc_counters c;
+} ex_fault_allocator;
+
+void ex_fault_allocator_init(ex_fault_allocator *f, const ex_allocator *under);
+static inline const ex_allocator *ex_fault_allocator_get(ex_fault_allocator *f) { return &f->base; }
+/* Fail allocation number n (1-based) counted from now; 0 turns it off. */
+void ex_fault_allocator_fail_nth(ex_fault_allocator *f, uint64_t n);
+/* Fail each allocation with probability per_million / 1e6 (xorshift from
+ * seed: the same seed fails the same sequence on one thread). */
+void ex_fault_allocator_fail_randomly(ex_fault_allocator *f, uint64_t seed, uint32_t per_million);
+/* Allocations seen since init (including failed ones). */
+uint64_t ex_fault_allocator_count(const ex_fault_allocator *f);
+
+/* --------------------------------------------------------------- recycling */
+
+/* A per-thread recycling pool for the sizes operation states and task
+ * frames use: blocks of up to EX_RECYCLE_MAX_BLOCK bytes are kept in
+ * per-thread free lists by size class and handed out again without
+ * touching the underlying allocator.  A block freed on another thread goes
+ * to that thread's lists (memory is memory); each list keeps at most
+ * EX_RECYCLE_MAX_CACHED blocks, the rest goes back to the underlying
+ * allocator, and a thread's lists are returned when it exits or when the
+ * allocator is destroyed.  Counters: allocations, frees and bytes in use
+ * count what users hold; peak_bytes is the peak of memory taken from the
+ * underlying allocator. */
+#define EX_RECYCLE_MAX_BLOCK 4096
+#define EX_RECYCLE_MAX_CACHED 256
+
+typedef struct ex_recycling_allocator ex_recycling_allocator;
+
+/* under NULL: the libc allocator.  EX_ENOMEM, EX_EAGAIN (no thread key). */
+ex_error ex_recycling_allocator_create(const ex_allocator *under, ex_recycling_allocator **out);
+const ex_allocator *ex_recycling_allocator_get(ex_recycling_allocator *r);
+/* Frees every cached block.  No block may be in use, and no thread may use
+ * the allocator any more. */
+void ex_recycling_allocator_destroy(ex_recycling_allocator *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
