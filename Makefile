@@ -27,12 +27,26 @@ ifeq ($(shell uname -m),aarch64)
 CK_CFLAGS :=
 endif
 
-CFLAGS_ALL  = $(CSTD) $(WARN) $(OPT) -fPIC -pthread -Iinclude $(CK_CFLAGS) $(SAN) $(CFLAGS)
+CFLAGS_ALL  = $(CSTD) $(WARN) $(OPT) -fPIC -pthread -Iinclude $(CK_CFLAGS) $(SAN) $(JE_DEFS) $(CFLAGS)
 LDFLAGS_ALL = -pthread $(SAN) $(LDFLAGS)
 TEST_CFLAGS = $(CSTD) -Wall -Wextra -Werror -Wshadow $(OPT) -pthread -Iinclude -Itests $(SAN) -DBXF_STATIC_LIB=1 $(CFLAGS)
 
 SRC      := $(wildcard src/*.c)
 OBJ      := $(SRC:src/%.c=$(BUILD)/obj/%.o)
+
+# The jemalloc allocator uses a private copy of Debian's libjemalloc_pic.a
+# whose symbols are all made local but the three cexec calls (renamed
+# exi_je_*): linking cexec never replaces the application's malloc.
+# Sanitizer builds, and CEXEC_JEMALLOC=malloc, route it to malloc/free
+# instead (ASan and valgrind cannot see jemalloc's mallocx).
+ifeq ($(SAN)$(CEXEC_JEMALLOC),)
+JE_OBJ   := $(BUILD)/obj/jemalloc_private.o
+else
+JE_OBJ   :=
+JE_DEFS  := -DCEXEC_JEMALLOC_VIA_MALLOC
+endif
+LIB_OBJ  := $(OBJ) $(JE_OBJ)
+LIBS     := -lck -lm -ldl
 TESTS    := $(wildcard tests/*.c)
 TEST_OBJ := $(TESTS:tests/%.c=$(BUILD)/tests/%.o)
 EXAMPLES := $(wildcard examples/*.c)
@@ -56,19 +70,29 @@ $(BUILD)/obj/%.o: src/%.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
-$(BUILD)/libcexec.a: $(OBJ)
+$(BUILD)/obj/jemalloc_private.o: | $(DEPS_OK)
+	@mkdir -p $(BUILD)/je
+	@pic=$$(ls /usr/lib/*/libjemalloc_pic.a /usr/lib/libjemalloc_pic.a 2>/dev/null | head -n 1); \
+	    [ -n "$$pic" ] || { echo "libjemalloc_pic.a not found (scripts/deps.sh installs libjemalloc-dev)" >&2; exit 1; }; \
+	    cd $(BUILD)/je && rm -f *.o && ar x "$$pic"
+	ld -r -o $(BUILD)/je/all.o $$(ls $(BUILD)/je/*.pic.o | grep -v jemalloc_cpp)
+	objcopy --redefine-sym mallocx=exi_je_mallocx --redefine-sym sdallocx=exi_je_sdallocx \
+	    --redefine-sym mallctl=exi_je_mallctl --keep-global-symbol=exi_je_mallocx \
+	    --keep-global-symbol=exi_je_sdallocx --keep-global-symbol=exi_je_mallctl $(BUILD)/je/all.o $@
+
+$(BUILD)/libcexec.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libcexec.so: $(OBJ)
-	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDFLAGS_ALL) -lck
+$(BUILD)/libcexec.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDFLAGS_ALL) $(LIBS)
 
 $(BUILD)/tests/%.o: tests/%.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/tests/cexec_tests: $(TEST_OBJ) $(BUILD)/libcexec.a
-	$(CC) -o $@ $(TEST_OBJ) $(BUILD)/libcexec.a $(LDFLAGS_ALL) -lcriterion -lck
+	$(CC) -o $@ $(TEST_OBJ) $(BUILD)/libcexec.a $(LDFLAGS_ALL) -lcriterion $(LIBS)
 
 # One binary holds every suite, so the run ends with one Synthesis line.
 # Leaks are checked inside each test body (expect_no_leaks calls
@@ -88,7 +112,7 @@ STRESS_BIN := $(STRESS:tests/stress/%.c=$(BUILD)/stress/%)
 
 $(BUILD)/stress/%: tests/stress/%.c tests/stress/stress.h $(BUILD)/libcexec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) -Wall -Wextra -Werror $(OPT) -pthread -Iinclude $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $< $(BUILD)/libcexec.a $(LDFLAGS_ALL) -lck
+	$(CC) $(CSTD) -Wall -Wextra -Werror $(OPT) -pthread -Iinclude $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $< $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
 
 stress: $(STRESS_BIN)
 	@for p in $(STRESS_BIN); do echo "== $$p"; TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $$p || exit 1; done
@@ -98,7 +122,7 @@ test-tsan:
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libcexec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude $(SAN) $(CFLAGS) -o $@ $< $(BUILD)/libcexec.a $(LDFLAGS_ALL) -lck
+	$(CC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude $(SAN) $(CFLAGS) -o $@ $< $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
 
 examples: $(EX_BIN)
 
@@ -129,7 +153,7 @@ $(BUILD)/bench/ex_scan.o: examples/inclusive_scan.c | $(BUILD)/.bench-deps-ok
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -DCEXEC_EXAMPLE_NO_MAIN -c $< -o $@
 $(BUILD)/bench/bench: $(BENCH_OBJ) $(BUILD)/libcexec.a
-	$(CXX) -o $@ $(BENCH_OBJ) $(BUILD)/libcexec.a -fopenmp -ltbb -lck -pthread
+	$(CXX) -o $@ $(BENCH_OBJ) $(BUILD)/libcexec.a -fopenmp -ltbb $(LIBS) -pthread
 
 bench: $(BUILD)/bench/bench
 	@mkdir -p bench/results

@@ -7,6 +7,9 @@
 /* True on a thread that is a worker of some pool. */
 bool exi_on_pool_worker(void);
 
+/* The calling thread's index among its pool's workers, or -1. */
+int exi_pool_worker_index(void);
+
 /* On a pool worker: finds and runs one queued item of its pool; returns
  * whether it ran one.  Elsewhere: returns false.  Used by sync_wait to help
  * instead of blocking a worker. */

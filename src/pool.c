@@ -272,6 +272,8 @@ static void *worker_main(void *arg) {
 
 bool exi_on_pool_worker(void) { return tls_worker != NULL; }
 
+int exi_pool_worker_index(void) { return tls_worker ? (int)tls_worker->index : -1; }
+
 bool exi_pool_help_one(void) {
     exi_worker *me = tls_worker;
     if (!me) return false;

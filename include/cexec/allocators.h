@@ -108,6 +108,36 @@ const ex_allocator *ex_recycling_allocator_get(ex_recycling_allocator *r);
  * the allocator any more. */
 void ex_recycling_allocator_destroy(ex_recycling_allocator *r);
 
+/* ---------------------------------------------------------------- jemalloc */
+
+/* jemalloc with one explicit arena per slot (create it with as many slots
+ * as pool workers): a thread allocates from the arena of its slot (a pool
+ * worker's index, else a slot given to the thread in turn) through an
+ * explicit tcache of its own for that arena, and a block freed on any
+ * thread goes back, through that thread's tcache for the block's arena, to
+ * the arena it came from (a 16-byte header records it).
+ *
+ * cexec carries a private copy of jemalloc (Debian's libjemalloc_pic.a,
+ * linked with every symbol but the three it calls made local): the
+ * application's malloc is NOT replaced, whatever it links.  Sanitizer and
+ * valgrind builds (make test-asan, test-tsan, CEXEC_JEMALLOC=malloc) route
+ * this allocator to malloc/free instead, which those tools can see; the
+ * arena structure is kept so the code paths stay the same.
+ * Counters are per thread (no shared write when allocating): bytes in use
+ * are the sizes asked for; peak_bytes is the sum of every thread's own
+ * peak, an upper bound of the true peak. */
+typedef struct ex_jemalloc_allocator ex_jemalloc_allocator;
+
+/* arenas >= 1.  EX_ENOMEM, EX_EAGAIN (jemalloc refused to create an arena
+ * or tcache, or no thread key is left), EX_EINVAL. */
+ex_error ex_jemalloc_allocator_create(unsigned arenas, ex_jemalloc_allocator **out);
+const ex_allocator *ex_jemalloc_allocator_get(ex_jemalloc_allocator *j);
+/* True when this build routes the jemalloc allocator to malloc/free. */
+bool ex_jemalloc_is_malloc(void);
+/* Destroys the arenas.  No block may be in use and no thread may use the
+ * allocator any more. */
+void ex_jemalloc_allocator_destroy(ex_jemalloc_allocator *j);
+
 #ifdef __cplusplus
 }
 #endif
