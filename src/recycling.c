@@ -130,9 +130,9 @@ static void *recycle_allocate(void *ctx, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
     tcache *t = my_cache(r);
     void *p = NULL;
-    if (t && is_class(size, align)) {
+    if (is_class(size, align)) {
         unsigned c = class_of(size);
-        rblock *b = t->lists[c];
+        rblock *b = t ? t->lists[c] : NULL;
         if (b) {
             t->lists[c] = b->next;
             t->counts[c]--;
@@ -150,6 +150,11 @@ static void *recycle_allocate(void *ctx, size_t size, size_t align) {
     if (t) {
         bump(&t->allocations, 1);
         bump(&t->bytes, size);
+    } else {
+        pthread_mutex_lock(&r->mu);
+        r->retired_allocations++;
+        r->retired_bytes += size;
+        pthread_mutex_unlock(&r->mu);
     }
     return p;
 }
