@@ -12,7 +12,10 @@
  * scan  the P2300 §1.3.2 scan (examples/inclusive_scan.c) on doubles
  *       against a serial scan, tbb::parallel_scan and OpenMP's scan;
  *       "cexec" has the paper's bodies, "cexec-rts" the same pipeline with
- *       reduce-then-scan bodies. */
+ *       reduce-then-scan bodies.
+ * alloc an allocation and its free (256 bytes) through each frame
+ *       allocator and raw malloc, on one thread and freed on another. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +210,80 @@ static void bench_scan(bool quick) {
     free(in), free(out), free(expect), free(partials);
 }
 
+/* ----------------------------------------------------------------- alloc */
+
+enum { ALLOC_PAIRS = 2000000, BATCH = 512, ALLOC_SIZE = 256 };
+
+static void *volatile alloc_sink;
+
+typedef struct alloc_arg { const ex_allocator *a; } alloc_arg;  /* a == NULL: raw malloc/free */
+
+static void *bench_alloc(const ex_allocator *a) { return a ? ex_allocate(a, ALLOC_SIZE, 16) : malloc(ALLOC_SIZE); }
+static void bench_free(const ex_allocator *a, void *p) {
+    if (a) ex_deallocate(a, p, ALLOC_SIZE, 16);
+    else free(p);
+}
+
+static void alloc_same_thread(void *arg) {
+    const ex_allocator *a = ((alloc_arg *)arg)->a;
+    for (int i = 0; i < ALLOC_PAIRS; i++) {
+        void *p = bench_alloc(a);
+        alloc_sink = p;
+        bench_free(a, p);
+    }
+}
+
+/* Cross-thread: the caller allocates batches, a second thread frees them. */
+typedef struct xfer {
+    const ex_allocator *a;
+    void *blocks[BATCH];
+    uint32_t full;   /* 1: batch ready for the freer; 0: freed */
+    uint32_t stop;
+} xfer;
+
+static void *freer_main(void *arg) {
+    xfer *x = arg;
+    for (;;) {
+        while (!__atomic_load_n(&x->full, __ATOMIC_ACQUIRE))
+            if (__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE)) return NULL;
+        for (int i = 0; i < BATCH; i++) bench_free(x->a, x->blocks[i]);
+        __atomic_store_n(&x->full, 0, __ATOMIC_RELEASE);
+    }
+}
+
+static void alloc_cross_thread(void *arg) {
+    xfer x = { .a = ((alloc_arg *)arg)->a };
+    pthread_t t;
+    must(!pthread_create(&t, NULL, freer_main, &x), "alloc: cannot start a thread");
+    for (int r = 0; r < ALLOC_PAIRS / BATCH; r++) {
+        while (__atomic_load_n(&x.full, __ATOMIC_ACQUIRE)) { }
+        for (int i = 0; i < BATCH; i++) x.blocks[i] = bench_alloc(x.a);
+        __atomic_store_n(&x.full, 1, __ATOMIC_RELEASE);
+    }
+    while (__atomic_load_n(&x.full, __ATOMIC_ACQUIRE)) { }
+    __atomic_store_n(&x.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+}
+
+static void bench_alloc_group(bool quick) {
+    (void)quick;
+    ex_recycling_allocator *rec;
+    ex_jemalloc_allocator *je;
+    must(!ex_recycling_allocator_create(NULL, &rec).code, "alloc: recycling allocator");
+    must(!ex_jemalloc_allocator_create(workers, &je).code, "alloc: jemalloc allocator");
+    alloc_arg args[] = { { NULL }, { ex_libc_allocator() }, { ex_recycling_allocator_get(rec) },
+                         { ex_jemalloc_allocator_get(je) } };
+    const char *names[] = { "malloc", "cexec-libc", "cexec-recycling", "cexec-jemalloc" };
+    for (int k = 0; k < 4; k++)
+        bench_measure("alloc", "pair, same thread", names[k], ALLOC_PAIRS, 1, runs, alloc_same_thread, &args[k],
+                      ns_per_index, "ns/pair");
+    for (int k = 0; k < 4; k++)
+        bench_measure("alloc", "pair, freed on another thread", names[k], ALLOC_PAIRS, 1, runs, alloc_cross_thread,
+                      &args[k], ns_per_index, "ns/pair");
+    ex_jemalloc_allocator_destroy(je);
+    ex_recycling_allocator_destroy(rec);
+}
+
 int main(int argc, char **argv) {
     bool quick = false;
     const char *only = NULL;
@@ -215,7 +292,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench [--quick] [--only fib|bulk|scan] [--runs N]\n");
+            fprintf(stderr, "usage: bench [--quick] [--only fib|bulk|scan|alloc] [--runs N]\n");
             return 2;
         }
     }
@@ -231,6 +308,7 @@ int main(int argc, char **argv) {
     if (!only || !strcmp(only, "fib")) bench_fib(quick);
     if (!only || !strcmp(only, "bulk")) bench_bulk(quick);
     if (!only || !strcmp(only, "scan")) bench_scan(quick);
+    if (!only || !strcmp(only, "alloc")) bench_alloc_group(quick);
     bench_report("bench/results");
     tbb_fini();
     return ex_pool_destroy(pool).code ? 1 : 0;

@@ -103,14 +103,15 @@ static void machine(FILE *f, const char *prefix) {
 }
 
 const char *bench_report(const char *results_dir) {
-    static const char *const bases[] = { "serial", "tbb", "openmp" };
-    printf("\n%-6s %-28s %-7s %10s %10s %10s %12s   %8s %8s %8s\n", "group", "benchmark", "impl", "median", "min",
-           "max", "metric", "xserial", "xtbb", "xopenmp");
+    static const char *const bases[] = { "serial", "tbb", "openmp", "malloc" };
+    enum { NB = 4 };
+    printf("\n%-6s %-28s %-14s %10s %10s %10s %12s   %8s %8s %8s %8s\n", "group", "benchmark", "impl", "median",
+           "min", "max", "metric", "xserial", "xtbb", "xopenmp", "xmalloc");
     for (int i = 0; i < nrows; i++) {
         bench_row *r = &rows[i];
-        printf("%-6s %-28s %-7s %9.3fms %9.3fms %9.3fms %8.3f %-9s", r->group, r->name, r->impl, r->median_s * 1e3,
+        printf("%-6s %-28s %-14s %9.3fms %9.3fms %9.3fms %8.3f %-9s", r->group, r->name, r->impl, r->median_s * 1e3,
                r->min_s * 1e3, r->max_s * 1e3, r->metric, r->unit);
-        for (int b = 0; b < 3; b++) {
+        for (int b = 0; b < NB; b++) {
             double base = baseline(r, bases[b]);
             if (base > 0) printf(" %7.2fx", base / r->median_s);
             else printf(" %8s", "-");
@@ -132,12 +133,12 @@ const char *bench_report(const char *results_dir) {
         return NULL;
     }
     machine(f, "# ");
-    fprintf(f, "group,benchmark,impl,size,runs,median_s,min_s,max_s,metric,unit,vs_serial,vs_tbb,vs_openmp\n");
+    fprintf(f, "group,benchmark,impl,size,runs,median_s,min_s,max_s,metric,unit,vs_serial,vs_tbb,vs_openmp,vs_malloc\n");
     for (int i = 0; i < nrows; i++) {
         bench_row *r = &rows[i];
         fprintf(f, "%s,%s,%s,%.0f,%d,%.9f,%.9f,%.9f,%.6f,%s", r->group, r->name, r->impl, r->size, r->runs, r->median_s,
                 r->min_s, r->max_s, r->metric, r->unit);
-        for (int b = 0; b < 3; b++) {
+        for (int b = 0; b < NB; b++) {
             double base = baseline(r, bases[b]);
             if (base > 0) fprintf(f, ",%.4f", base / r->median_s);
             else fprintf(f, ",");

@@ -57,7 +57,8 @@ struct ex_pool {
     bool shut;
     uint32_t next_home;       /* round-robin inbox choice for new submitting threads */
     uint64_t id;              /* unique per pool, even at a recycled address */
-    const ex_allocator *frame_alloc;  /* config.allocator */
+    const ex_allocator *frame_alloc;  /* config.allocator, or the arenas below */
+    ex_jemalloc_allocator *arenas;    /* owned, with config.per_worker_arenas */
     unsigned spin_rounds;
     bool pin;
     char *trace_path;
@@ -431,6 +432,7 @@ static void free_pool(ex_pool *p) {
     if (p->idle) ex_deallocate(a, p->idle, p->idle_words * sizeof(uint64_t), alignof(uint64_t));
     if (p->trace_path) ex_deallocate(a, p->trace_path, strlen(p->trace_path) + 1, 1);
     pthread_mutex_destroy(&p->shutdown_mu);
+    ex_jemalloc_allocator_destroy(p->arenas);
     ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
 }
 
@@ -523,6 +525,15 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
     }
     p->alloc = a;
     p->frame_alloc = c.allocator;
+    if (!c.allocator && c.per_worker_arenas) {
+        ex_error e = ex_jemalloc_allocator_create(n, &p->arenas);
+        if (e.code) {
+            pthread_mutex_destroy(&p->shutdown_mu);
+            ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
+            return e;
+        }
+        p->frame_alloc = ex_jemalloc_allocator_get(p->arenas);
+    }
     p->id = exi_faa_u64(&next_pool_id, 1);
     p->n = n;
     p->spin_rounds = c.spin_rounds ? c.spin_rounds : DEFAULT_SPIN_ROUNDS;

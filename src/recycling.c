@@ -16,7 +16,14 @@
 #define NCLASSES 9          /* 16 .. 4096 */
 #define BLOCK_ALIGN 64
 
-typedef struct rblock { struct rblock *next; } rblock;
+/* A free block; the first block of a depot batch also links the batches. */
+typedef struct rblock { struct rblock *next, *next_batch; } rblock;
+
+/* Blocks move between a thread's list and the shared depot in batches of
+ * this many: a thread that only frees (a consumer) hands full batches to
+ * threads that only allocate (a producer) at one lock per batch. */
+#define BATCH (EX_RECYCLE_MAX_CACHED / 2)
+#define DEPOT_MAX_BATCHES 64
 
 typedef struct tcache {
     struct ex_recycling_allocator *owner;
@@ -35,7 +42,12 @@ struct ex_recycling_allocator {
     pthread_mutex_t mu;
     tcache *caches;
     uint64_t retired_allocations, retired_frees, retired_bytes, failures;  /* exited threads; under mu */
-    uint64_t held, peak_held;    /* bytes taken from `under` (atomics) */
+    uint64_t held, peak_held;    /* bytes taken from `under` (atomics; only on depot misses) */
+    struct {
+        pthread_mutex_t mu;
+        rblock *batches;         /* each: BATCH blocks linked by next */
+        uint32_t n;              /* written under mu, peeked without */
+    } depot[NCLASSES];
 };
 
 static unsigned class_of(size_t size) {
@@ -124,6 +136,45 @@ static tcache *new_cache(ex_recycling_allocator *r) {
     return t;
 }
 
+/* Moves BATCH blocks of a full list to the depot (or back to `under` when
+ * the depot is full). */
+static void spill(ex_recycling_allocator *r, tcache *t, unsigned c) {
+    rblock *first = t->lists[c], *tail = first;
+    for (unsigned k = 1; k < BATCH; k++) tail = tail->next;
+    t->lists[c] = tail->next;
+    t->counts[c] -= BATCH;
+    tail->next = NULL;
+    pthread_mutex_lock(&r->depot[c].mu);
+    bool keep = r->depot[c].n < DEPOT_MAX_BATCHES;
+    if (keep) {
+        first->next_batch = r->depot[c].batches;
+        r->depot[c].batches = first;
+        exi_store_rlx_u32(&r->depot[c].n, r->depot[c].n + 1);
+    }
+    pthread_mutex_unlock(&r->depot[c].mu);
+    if (!keep)
+        for (rblock *b = first, *next; b; b = next) {
+            next = b->next;
+            under_free(r, b, class_size(c));
+        }
+}
+
+/* Takes a batch from the depot into an empty list.  False if none. */
+static bool refill(ex_recycling_allocator *r, tcache *t, unsigned c) {
+    if (!exi_load_rlx_u32(&r->depot[c].n)) return false;  /* cheap miss */
+    pthread_mutex_lock(&r->depot[c].mu);
+    rblock *batch = r->depot[c].batches;
+    if (batch) {
+        r->depot[c].batches = batch->next_batch;
+        exi_store_rlx_u32(&r->depot[c].n, r->depot[c].n - 1);
+    }
+    pthread_mutex_unlock(&r->depot[c].mu);
+    if (!batch) return false;
+    t->lists[c] = batch;
+    t->counts[c] = BATCH;
+    return true;
+}
+
 static void bump(uint64_t *field, uint64_t delta) { exi_store_rlx_u64(field, exi_load_rlx_u64(field) + delta); }
 
 static void *recycle_allocate(void *ctx, size_t size, size_t align) {
@@ -133,6 +184,7 @@ static void *recycle_allocate(void *ctx, size_t size, size_t align) {
     if (is_class(size, align)) {
         unsigned c = class_of(size);
         rblock *b = t ? t->lists[c] : NULL;
+        if (!b && t && refill(r, t, c)) b = t->lists[c];
         if (b) {
             t->lists[c] = b->next;
             t->counts[c]--;
@@ -164,7 +216,8 @@ static void recycle_deallocate(void *ctx, void *p, size_t size, size_t align) {
     tcache *t = my_cache(r);
     if (is_class(size, align)) {
         unsigned c = class_of(size);
-        if (t && t->counts[c] < EX_RECYCLE_MAX_CACHED) {
+        if (t && t->counts[c] == EX_RECYCLE_MAX_CACHED) spill(r, t, c);
+        if (t) {
             rblock *b = p;
             b->next = t->lists[c];
             t->lists[c] = b;
@@ -222,6 +275,7 @@ ex_error ex_recycling_allocator_create(const ex_allocator *under, ex_recycling_a
         under->deallocate(under->ctx, r, sizeof *r, alignof(ex_recycling_allocator));
         return ex_err(EX_EAGAIN, "ex_recycling_allocator_create: pthread_mutex_init failed");
     }
+    for (unsigned c = 0; c < NCLASSES; c++) pthread_mutex_init(&r->depot[c].mu, NULL);
     r->base = (ex_allocator){ recycle_allocate, recycle_deallocate, r, "recycling", recycle_stats };
     *out = r;
     return ex_ok();
@@ -241,6 +295,16 @@ void ex_recycling_allocator_destroy(ex_recycling_allocator *r) {
     while (r->caches) retire_locked(r, r->caches);
     pthread_mutex_unlock(&r->mu);
     pthread_mutex_destroy(&r->mu);
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        for (rblock *batch = r->depot[c].batches, *nb; batch; batch = nb) {
+            nb = batch->next_batch;
+            for (rblock *b = batch, *next; b; b = next) {
+                next = b->next;
+                under_free(r, b, class_size(c));
+            }
+        }
+        pthread_mutex_destroy(&r->depot[c].mu);
+    }
     const ex_allocator *under = r->under;
     under->deallocate(under->ctx, r, sizeof *r, alignof(ex_recycling_allocator));
 }

@@ -38,9 +38,13 @@ typedef struct ex_pool_config {
     unsigned trace_capacity;
     /* Default frame allocator of work running on the pool: environments
      * whose scheduler is this pool and that name no allocator use it
-     * (ex_get_allocator).  NULL: none (the process default applies).  Must
-     * outlive the pool. */
+     * (ex_get_allocator).  NULL: none (the process default applies), unless
+     * per_worker_arenas is set.  Must outlive the pool. */
     const struct ex_allocator *allocator;
+    /* With allocator NULL: the pool creates (and destroys) an
+     * ex_jemalloc_allocator with one arena per worker and makes it the
+     * default of its work. */
+    bool per_worker_arenas;
 } ex_pool_config;
 
 /* Per-worker counters; read while the pool runs, they are a snapshot. */
