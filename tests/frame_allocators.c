@@ -956,11 +956,13 @@ Test(frame_allocators, recycling_caches_at_most_max_cached_blocks_per_class) {
     for (int i = 0; i < N; i++) cr_assert_not_null(blocks[i] = ex_allocate(a, 64, 16));
     long frees = test_stats.frees;
     for (int i = 0; i < N; i++) ex_deallocate(a, blocks[i], 64, 16);
-    cr_expect_eq(test_stats.frees - frees, N - EX_RECYCLE_MAX_CACHED, "the blocks beyond the cache bound go back");
+    /* Past the bound, half a list moves to the shared depot, which still has
+     * room: nothing goes back to the underlying allocator yet. */
+    cr_expect_eq(test_stats.frees - frees, 0, "the blocks beyond the cache bound went to the depot, not back");
     long allocs = test_stats.allocs;
-    for (int i = 0; i < EX_RECYCLE_MAX_CACHED; i++) cr_assert_not_null(blocks[i] = ex_allocate(a, 64, 16));
-    cr_expect_eq(test_stats.allocs, allocs, "the cached blocks serve the next requests");
-    for (int i = 0; i < EX_RECYCLE_MAX_CACHED; i++) ex_deallocate(a, blocks[i], 64, 16);
+    for (int i = 0; i < N; i++) cr_assert_not_null(blocks[i] = ex_allocate(a, 64, 16));
+    cr_expect_eq(test_stats.allocs, allocs, "the thread's list and the depot serve the next requests");
+    for (int i = 0; i < N; i++) ex_deallocate(a, blocks[i], 64, 16);
     ex_recycling_allocator_destroy(r);
     expect_no_leaks();
 }
@@ -1340,8 +1342,10 @@ Test(frame_allocators, recycling_producer_consumer_blocks_never_overlap) {
     cr_expect_eq(atomic_load(&sh.consumed), PC_BLOCKS, "every block was consumed");
     for (int i = 0; i < PC_CONSUMERS; i++)
         cr_expect_gt(cons[i].reuse_hits, 0, "consumer %d reused blocks freed across threads", i);
-    cr_expect_eq(test_stats.in_use, base, "the four threads exited and returned their caches (%ld blocks still out)",
-                 test_stats.in_use - base);
+    /* Exited threads returned their lists; what remains is the shared
+     * depot's, bounded by 64 batches of half a list per size class. */
+    cr_expect_leq(test_stats.in_use - base, 9L * 64 * (EX_RECYCLE_MAX_CACHED / 2),
+                  "the threads exited; %ld blocks are still held, more than the depot may keep", test_stats.in_use - base);
     ex_alloc_stats s = stats_of(sh.a);
     cr_expect_eq(s.allocations, s.frees, "allocations %llu, frees %llu", (unsigned long long)s.allocations,
                  (unsigned long long)s.frees);

@@ -90,10 +90,13 @@ uint64_t ex_fault_allocator_count(const ex_fault_allocator *f);
  * frames use: blocks of up to EX_RECYCLE_MAX_BLOCK bytes are kept in
  * per-thread free lists by size class and handed out again without
  * touching the underlying allocator.  A block freed on another thread goes
- * to that thread's lists (memory is memory); each list keeps at most
- * EX_RECYCLE_MAX_CACHED blocks, the rest goes back to the underlying
- * allocator, and a thread's lists are returned when it exits or when the
- * allocator is destroyed.  Counters: allocations, frees and bytes in use
+ * to that thread's lists (memory is memory); a list that reaches
+ * EX_RECYCLE_MAX_CACHED blocks hands half of them, as one batch, to a
+ * shared depot, from which a thread whose list is empty takes a batch (one
+ * lock per batch: a thread that only frees feeds threads that only
+ * allocate).  The depot keeps at most 64 batches per size class, beyond
+ * that blocks go back to the underlying allocator.  A thread's lists are
+ * returned when it exits, the depot when the allocator is destroyed.  Counters: allocations, frees and bytes in use
  * count what users hold; peak_bytes is the peak of memory taken from the
  * underlying allocator. */
 #define EX_RECYCLE_MAX_BLOCK 4096
