@@ -58,13 +58,13 @@ static double ns_per_index(double s, double size) { return s * 1e9 / size; }
 
 /* ------------------------------------------------------------------- fib */
 
-typedef struct fib_arg { int64_t n, cutoff, expect; fib_senders t; } fib_arg;
+typedef struct fib_arg { int64_t n, cutoff, expect; fib_senders t; ex_scheduler sch; } fib_arg;
 
 /* The senders are built once (they are multi-shot recipes); each run
  * connects and runs them. */
 static void fib_cexec(void *p) {
     fib_arg *a = p;
-    ex_sender *s = ex_starts_on(sched, ex_sender_retain(a->t.f[a->n]));
+    ex_sender *s = ex_starts_on(a->sch, ex_sender_retain(a->t.f[a->n]));
     must(expect_value(ex_sync_wait(s)) == a->expect, "cexec fib: wrong result");
 }
 static void fib_tbb(void *p) { fib_arg *a = p; must(tbb_fib(a->n, a->cutoff) == a->expect, "tbb fib: wrong result"); }
@@ -73,8 +73,8 @@ static void fib_ser(void *p) { fib_arg *a = p; must(serial_fib(a->n) == a->expec
 
 static void bench_fib(bool quick) {
     int64_t n = quick ? 25 : 30;
-    fib_arg nocut = { .n = n, .cutoff = 0, .expect = serial_fib(n) };
-    fib_arg cut = { .n = n, .cutoff = n - 10, .expect = nocut.expect };
+    fib_arg nocut = { .n = n, .cutoff = 0, .expect = serial_fib(n), .sch = sched };
+    fib_arg cut = { .n = n, .cutoff = n - 10, .expect = nocut.expect, .sch = sched };
     must(fib_build(&nocut.t, sched, n, nocut.cutoff) && fib_build(&cut.t, sched, n, cut.cutoff), "fib: cannot build");
     char name[48];
     snprintf(name, sizeof name, "fib(%lld) no cutoff", (long long)n);
@@ -82,6 +82,25 @@ static void bench_fib(bool quick) {
     bench_measure("fib", name, "cexec", (double)n, 1, runs, fib_cexec, &nocut, as_ms, "ms");
     bench_measure("fib", name, "tbb", (double)n, 1, runs, fib_tbb, &nocut, as_ms, "ms");
     bench_measure("fib", name, "openmp", (double)n, 1, runs, fib_omp, &nocut, as_ms, "ms");
+    /* The same recursion on pools whose frames come from the recycling
+     * allocator and from per-worker jemalloc arenas (the frame allocator
+     * issue asks for their effect). */
+    ex_recycling_allocator *rec;
+    must(!ex_recycling_allocator_create(NULL, &rec).code, "fib: recycling allocator");
+    ex_pool_config rcfg = { .threads = workers, .allocator = ex_recycling_allocator_get(rec) };
+    ex_pool_config jcfg = { .threads = workers, .per_worker_arenas = true };
+    ex_pool *rpool, *jpool;
+    must(!ex_pool_create(&rcfg, &rpool).code && !ex_pool_create(&jcfg, &jpool).code, "fib: pools");
+    fib_arg on_rec = nocut, on_je = nocut;
+    on_rec.sch = ex_pool_scheduler(rpool);
+    on_je.sch = ex_pool_scheduler(jpool);
+    must(fib_build(&on_rec.t, on_rec.sch, n, 0) && fib_build(&on_je.t, on_je.sch, n, 0), "fib: cannot build");
+    bench_measure("fib", name, "cexec-recycle", (double)n, 1, runs, fib_cexec, &on_rec, as_ms, "ms");
+    bench_measure("fib", name, "cexec-jemalloc", (double)n, 1, runs, fib_cexec, &on_je, as_ms, "ms");
+    fib_release(&on_rec.t, n);
+    fib_release(&on_je.t, n);
+    must(!ex_pool_destroy(rpool).code && !ex_pool_destroy(jpool).code, "fib: pool destroy");
+    ex_recycling_allocator_destroy(rec);
     snprintf(name, sizeof name, "fib(%lld) cutoff %lld", (long long)n, (long long)cut.cutoff);
     bench_measure("fib", name, "serial", (double)n, 1, runs, fib_ser, &cut, as_ms, "ms");
     bench_measure("fib", name, "cexec", (double)n, 1, runs, fib_cexec, &cut, as_ms, "ms");
