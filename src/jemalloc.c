@@ -14,6 +14,7 @@
 
 #define HEADER 16
 #define MAX_ARENAS 1024
+#define NO_TCACHE 0xffffffffu   /* jemalloc refused a tcache: use none */
 
 #ifdef CEXEC_JEMALLOC_VIA_MALLOC
 static int je_arena_create(unsigned *out) { static unsigned n; *out = n++; return 0; }
@@ -56,7 +57,8 @@ static void je_arena_destroy(unsigned a) {
 /* jemalloc's size classes are 16-byte aligned already: asking for an
  * alignment of 16 or less would only take its slower aligned path. */
 static int flags_of(size_t align, unsigned arena, unsigned tc) {
-    int f = MALLOCX_ARENA(arena) | MALLOCX_TCACHE(tc);
+    /* MALLOCX_TCACHE(0) is explicit tcache 0, somebody's; "none" is -1. */
+    int f = MALLOCX_ARENA(arena) | (tc == NO_TCACHE ? MALLOCX_TCACHE(-1) : MALLOCX_TCACHE(tc));
     return align > 16 ? f | MALLOCX_LG_ALIGN(__builtin_ctzll(align)) : f;
 }
 static void *je_alloc(size_t size, size_t align, unsigned arena, unsigned tc) {
@@ -147,12 +149,13 @@ static inline jthread *my_thread(ex_jemalloc_allocator *j) {
     return new_thread(j);
 }
 
-/* The thread's tcache for arena a, created on first use (0 on failure:
- * then no tcache is used). */
+/* The thread's tcache for arena a, created on first use; NO_TCACHE when
+ * jemalloc refuses one (it allows about 4094 explicit tcaches per process,
+ * and this design wants one per thread and arena). */
 static unsigned tcache_for(jthread *t, unsigned a) {
     if (__builtin_expect(t->tc[a] != 0, 1)) return t->tc[a] - 1;
     unsigned tc;
-    if (je_tcache_create(&tc)) return 0;
+    if (je_tcache_create(&tc)) return NO_TCACHE;
     t->tc[a] = tc + 1;
     return tc;
 }
@@ -189,7 +192,7 @@ static void j_deallocate(void *ctx, void *p, size_t size, size_t align) {
     jthread *t = my_thread(j);
     /* Through this thread's tcache for the block's arena: the block goes
      * back to the arena it came from. */
-    je_free((char *)p - off, size + off, off, j->arenas[a], t ? tcache_for(t, a) : 0);
+    je_free((char *)p - off, size + off, off, j->arenas[a], t ? tcache_for(t, a) : NO_TCACHE);
     if (t) {
         exi_store_rlx_u64(&t->frees, t->frees + 1);
         exi_store_rlx_u64(&t->bytes, t->bytes - size);

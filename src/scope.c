@@ -306,15 +306,18 @@ static ex_env fs_env(void *self) { return ex_env_of_pair(&((future_state *)self)
 
 static const ex_receiver_vtable future_rcvr_vt = { fs_set_value, fs_set_error, fs_set_stopped, fs_env, NULL };
 
-static void request_own_stop(ex_stop_callback *cb) {
-    future_state *st = EXI_CONTAINER_OF(cb, future_state, scope_stop);
+/* The work may complete inside a stop request (and the consumer with it),
+ * releasing the state while request_stop still walks st->stop: every
+ * forwarded request holds a reference around it. */
+static void stop_future(future_state *st) {
+    exi_faa_u32(&st->refs, 1);
     ex_stop_source_request_stop(&st->stop);
+    future_release(st);
 }
 
-static void consumer_stop(ex_stop_callback *cb) {
-    future_op *o = EXI_CONTAINER_OF(cb, future_op, on_stop);
-    ex_stop_source_request_stop(&o->st->stop);
-}
+static void request_own_stop(ex_stop_callback *cb) { stop_future(EXI_CONTAINER_OF(cb, future_state, scope_stop)); }
+
+static void consumer_stop(ex_stop_callback *cb) { stop_future(EXI_CONTAINER_OF(cb, future_op, on_stop)->st); }
 
 static void fo_start(ex_operation *op) {
     future_op *o = (future_op *)op;

@@ -97,9 +97,14 @@ static const ex_receiver_vtable split_rcvr_vt = { sr_set_value, sr_set_error, sr
 
 /* ------------------------------------------------------------- consumers */
 
+/* A consumer asked for stop.  The shared work may complete inside the
+ * request and every consumer with it, releasing the state while
+ * request_stop still walks st->stop: hold a reference around it. */
 static void on_stop(ex_stop_callback *cb) {
-    split_op *o = EXI_CONTAINER_OF(cb, split_op, on_stop);
-    ex_stop_source_request_stop(&o->st->stop);
+    split_state *st = EXI_CONTAINER_OF(cb, split_op, on_stop)->st;
+    exi_faa_u32(&st->refs, 1);
+    ex_stop_source_request_stop(&st->stop);
+    state_release(st);
 }
 
 static void split_start(ex_operation *op) {

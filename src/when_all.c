@@ -44,9 +44,22 @@ typedef struct when_all_sender {
     uint8_t *cap;          /* n */
 } when_all_sender;
 
+/* The receiver asked for stop: forward it to the children.  Children may
+ * complete inside that request, and the last one would complete (and let
+ * the receiver free) this operation while request_stop still walks o->stop;
+ * so the callback holds one arrival of its own around the request.  If the
+ * count is already zero the operation is completing on another thread
+ * (which waits for this callback in its deregistration): nothing to do. */
+static void arrive(when_all_op *o);
+
 static void request_stop_cb(ex_stop_callback *cb) {
     when_all_op *o = EXI_CONTAINER_OF(cb, when_all_op, on_stop);
+    uint32_t c = exi_load_acq_u32(&o->count);
+    do {
+        if (c == 0) return;
+    } while (!exi_cas_u32(&o->count, &c, c + 1));
     ex_stop_source_request_stop(&o->stop);
+    arrive(o);
 }
 
 static void complete(when_all_op *o) {

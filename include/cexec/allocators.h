@@ -107,8 +107,10 @@ typedef struct ex_recycling_allocator ex_recycling_allocator;
 /* under NULL: the libc allocator.  EX_ENOMEM, EX_EAGAIN (no thread key). */
 ex_error ex_recycling_allocator_create(const ex_allocator *under, ex_recycling_allocator **out);
 const ex_allocator *ex_recycling_allocator_get(ex_recycling_allocator *r);
-/* Frees every cached block.  No block may be in use, and no thread may use
- * the allocator any more. */
+/* Frees every cached block.  No block may be in use, no thread may use the
+ * allocator any more, and no thread that used it may be exiting at the same
+ * time (its exit returns its lists: join such threads first; a pool's
+ * workers are joined by ex_pool_destroy). */
 void ex_recycling_allocator_destroy(ex_recycling_allocator *r);
 
 /* ---------------------------------------------------------------- jemalloc */
@@ -137,8 +139,11 @@ ex_error ex_jemalloc_allocator_create(unsigned arenas, ex_jemalloc_allocator **o
 const ex_allocator *ex_jemalloc_allocator_get(ex_jemalloc_allocator *j);
 /* True when this build routes the jemalloc allocator to malloc/free. */
 bool ex_jemalloc_is_malloc(void);
-/* Destroys the arenas.  No block may be in use and no thread may use the
- * allocator any more. */
+/* Destroys the arenas.  No block may be in use, no thread may use the
+ * allocator any more, and no thread that used it may be exiting at the same
+ * time (join such threads first).  jemalloc allows about 4094 explicit
+ * tcaches per process and this allocator wants one per (thread, arena):
+ * past that, threads allocate and free without a tcache (slower, correct). */
 void ex_jemalloc_allocator_destroy(ex_jemalloc_allocator *j);
 
 #ifdef __cplusplus

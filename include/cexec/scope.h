@@ -64,7 +64,8 @@ ex_sender *ex_simple_counting_scope_join(ex_simple_counting_scope *s);
 ex_sender *ex_counting_scope_join(ex_counting_scope *s);
 
 /* Destroys the scope.  EX_EBUSY (nothing done) while associations remain
- * or a join is waiting. */
+ * or a join is waiting.  Must not run while another thread is still inside
+ * ex_counting_scope_request_stop on this scope. */
 ex_error ex_simple_counting_scope_destroy(ex_simple_counting_scope *s);
 ex_error ex_counting_scope_destroy(ex_counting_scope *s);
 
