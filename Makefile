@@ -110,7 +110,7 @@ test-asan:
 STRESS     := $(wildcard tests/stress/*.c)
 STRESS_BIN := $(STRESS:tests/stress/%.c=$(BUILD)/stress/%)
 
-$(BUILD)/stress/%: tests/stress/%.c tests/stress/stress.h $(BUILD)/libcexec.a
+$(BUILD)/stress/%: tests/stress/%.c tests/stress/stress.h tests/stress/stress_util.h $(BUILD)/libcexec.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -Wall -Wextra -Werror $(OPT) -pthread -Iinclude $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $< $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
 
