@@ -58,48 +58,8 @@ static void pool_free(ex_pool *p) {
 }
 
 /* A recording receiver usable across threads (see exec_when_all.c). */
-typedef struct arec {
-    rec r;
-    ex_receiver_vtable vt;
-    atomic_int done;
-} arec;
 
-static void ar_value(void *self, const ex_value *v, size_t n) {
-    arec *a = self;
-    a->r.vt.set_value(&a->r, v, n);
-    atomic_store(&a->done, 1);
-}
-static void ar_error(void *self, ex_error e) {
-    arec *a = self;
-    a->r.vt.set_error(&a->r, e);
-    atomic_store(&a->done, 1);
-}
-static void ar_stopped(void *self) {
-    arec *a = self;
-    a->r.vt.set_stopped(&a->r);
-    atomic_store(&a->done, 1);
-}
-static ex_env ar_env(void *self) {
-    arec *a = self;
-    return a->r.vt.env(&a->r);
-}
-
-static void arec_init(arec *a) {
-    rec_init(&a->r);
-    a->vt.set_value = ar_value;
-    a->vt.set_error = ar_error;
-    a->vt.set_stopped = ar_stopped;
-    a->vt.env = ar_env;
-    a->vt.accepts = NULL;
-    atomic_init(&a->done, 0);
-}
-
-static ex_receiver arec_receiver(arec *a) {
-    ex_receiver x = { &a->vt, a };
-    return x;
-}
-
-static void arec_wait(arec *a, const char *what) {
+static void arec_wait(trec *a, const char *what) {
     cr_assert(wait_flag(&a->done, 1), "timed out waiting for %s", what);
 }
 
@@ -269,11 +229,11 @@ Test(exec_split, consumers_arriving_while_the_child_runs_complete_where_it_compl
     gate_init(&g);
     ex_sender *sp = ex_split(ex_then(ex_schedule(ex_pool_scheduler(p)), gated_seven, &g, EX_SIG0, EX_SIG(EX_T_INT)));
     enum { N = 4 };
-    arec a[N];
+    trec a[N];
     ex_operation *op[N];
     for (int i = 0; i < N; i++) {
-        arec_init(&a[i]);
-        cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&a[i]), &op[i]).code, 0);
+        trec_init(&a[i]);
+        cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a[i]), &op[i]).code, 0);
     }
     ex_start(op[0]);
     cr_assert(wait_flag(&g.entered, 1), "the shared work did not start");
@@ -295,10 +255,10 @@ Test(exec_split, consumers_arriving_while_the_child_runs_complete_where_it_compl
     cr_assert_neq(g.tid, test_thread_id());
 
     /* A late consumer completes inside start, on the caller's thread. */
-    arec late;
-    arec_init(&late);
+    trec late;
+    trec_init(&late);
     ex_operation *lop = NULL;
-    cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&late), &lop).code, 0);
+    cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&late), &lop).code, 0);
     ex_start(lop);
     cr_assert_eq(atomic_load(&late.done), 1, "a consumer started after completion completes inside start");
     cr_assert_eq(late.r.values, 1);
@@ -314,7 +274,7 @@ Test(exec_split, consumers_arriving_while_the_child_runs_complete_where_it_compl
 
 typedef struct late_ctx {
     ex_sender *sp;
-    arec a;
+    trec a;
     ex_operation *op;
     const void *starter_tid;
     int connect_code;
@@ -325,7 +285,7 @@ static ex_error start_late_here(void *ctx, const ex_value *in, size_t n, ex_valu
     late_ctx *lc = ctx;
     (void)in, (void)n, (void)out;
     lc->starter_tid = test_thread_id();
-    lc->connect_code = ex_connect_alloc(lc->sp, arec_receiver(&lc->a), &lc->op).code;
+    lc->connect_code = ex_connect_alloc(lc->sp, trec_receiver(&lc->a), &lc->op).code;
     if (lc->connect_code == 0) ex_start(lc->op);
     return ex_ok();
 }
@@ -358,7 +318,7 @@ Test(exec_split, late_consumers_complete_inline_on_the_starting_thread) {
     late_ctx lc;
     memset(&lc, 0, sizeof lc);
     lc.sp = sp;
-    arec_init(&lc.a);
+    trec_init(&lc.a);
     r = ex_sync_wait(ex_then(ex_schedule(ex_single_thread_context_scheduler(&other)), start_late_here, &lc, EX_SIG0, EX_SIG0));
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
     cr_assert_eq(lc.connect_code, 0);
@@ -418,11 +378,11 @@ Test(exec_split, asynchronous_error_reaches_every_waiting_consumer) {
     atomic_init(&calls, 0);
     ex_sender *sp = ex_split(ex_then(ex_schedule(ex_pool_scheduler(p)), fail_on_thread, &calls, EX_SIG0, EX_SIG0));
     enum { N = 3 };
-    arec a[N];
+    trec a[N];
     ex_operation *op[N];
     for (int i = 0; i < N; i++) {
-        arec_init(&a[i]);
-        cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&a[i]), &op[i]).code, 0);
+        trec_init(&a[i]);
+        cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a[i]), &op[i]).code, 0);
     }
     for (int i = 0; i < N; i++) ex_start(op[i]);
     for (int i = 0; i < N; i++) {
@@ -596,11 +556,11 @@ Test(exec_split, stop_from_one_consumer_stops_the_shared_work_for_all) {
     spin_init(&sc);
     ex_sender *sp = ex_split(spinner(ex_pool_scheduler(p), &sc));
     enum { N = 3 };
-    arec a[N];
+    trec a[N];
     ex_operation *op[N];
     for (int i = 0; i < N; i++) {
-        arec_init(&a[i]);
-        cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&a[i]), &op[i]).code, 0);
+        trec_init(&a[i]);
+        cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a[i]), &op[i]).code, 0);
     }
     rec_with_stop(&a[1].r); /* only the second consumer has a stop token */
     for (int i = 0; i < N; i++) ex_start(op[i]);
@@ -659,14 +619,14 @@ Test(exec_split, consumer_token_stopped_before_start_stops_a_waiting_sibling) {
     spin_ctx sc;
     spin_init(&sc);
     ex_sender *sp = ex_split(spinner(ex_pool_scheduler(p), &sc));
-    arec a1, a2;
-    arec_init(&a1);
-    arec_init(&a2);
+    trec a1, a2;
+    trec_init(&a1);
+    trec_init(&a2);
     rec_with_stop(&a2.r);
     ex_stop_source_request_stop(&a2.r.stop);
     ex_operation *o1 = NULL, *o2 = NULL;
-    cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&a1), &o1).code, 0);
-    cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&a2), &o2).code, 0);
+    cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a1), &o1).code, 0);
+    cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a2), &o2).code, 0);
     ex_start(o1);
     cr_assert(wait_flag(&sc.entered, 1), "the shared work did not start");
     ex_start(o2);
@@ -771,11 +731,11 @@ Test(exec_split, stop_from_one_consumer_racing_with_completion_gives_every_consu
         counter c;
         memset(&c, 0, sizeof c);
         ex_sender *sp = ex_split(ex_then(ex_continues_on(ex_just(), ex_pool_scheduler(p)), count_seven, &c, EX_SIG0, EX_SIG(EX_T_INT)));
-        arec a[N];
+        trec a[N];
         ex_operation *op[N];
         for (int i = 0; i < N; i++) {
-            arec_init(&a[i]);
-            cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&a[i]), &op[i]).code, 0);
+            trec_init(&a[i]);
+            cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a[i]), &op[i]).code, 0);
         }
         rec_with_stop(&a[0].r);
         ex_sender_release(sp);
@@ -807,14 +767,14 @@ Test(exec_split, releasing_the_sender_while_consumers_are_connected_is_safe) {
     gate_init(&g);
     ex_sender *sp = ex_split(ex_then(ex_schedule(ex_single_thread_context_scheduler(&stc)), gated_seven, &g, EX_SIG0,
                                      EX_SIG(EX_T_INT)));
-    arec a1, a2, a3;
-    arec_init(&a1);
-    arec_init(&a2);
-    arec_init(&a3);
+    trec a1, a2, a3;
+    trec_init(&a1);
+    trec_init(&a2);
+    trec_init(&a3);
     ex_operation *o1 = NULL, *o2 = NULL, *o3 = NULL;
-    cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&a1), &o1).code, 0);
-    cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&a2), &o2).code, 0);
-    cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&a3), &o3).code, 0);
+    cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a1), &o1).code, 0);
+    cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a2), &o2).code, 0);
+    cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a3), &o3).code, 0);
     ex_sender_release(sp); /* the consumers keep the shared state alive */
     sp = NULL;
     ex_start(o1);
@@ -845,10 +805,10 @@ Test(exec_split, releasing_everything_but_a_running_consumer) {
         counter c;
         memset(&c, 0, sizeof c);
         ex_sender *sp = ex_split(ex_then(ex_schedule(ex_pool_scheduler(p)), count_seven, &c, EX_SIG0, EX_SIG(EX_T_INT)));
-        arec a;
-        arec_init(&a);
+        trec a;
+        trec_init(&a);
         ex_operation *op = NULL;
-        cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&a), &op).code, 0);
+        cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a), &op).code, 0);
         ex_sender_release(sp);
         ex_start(op);
         arec_wait(&a, "the consumer");
@@ -902,11 +862,11 @@ Test(exec_split, consumers_racing_with_completion_on_a_pool) {
         counter c;
         memset(&c, 0, sizeof c);
         ex_sender *sp = ex_split(ex_then(ex_schedule(ex_pool_scheduler(p)), count_seven, &c, EX_SIG0, EX_SIG(EX_T_INT)));
-        arec a[N];
+        trec a[N];
         ex_operation *op[N];
         for (int i = 0; i < N; i++) {
-            arec_init(&a[i]);
-            cr_assert_eq(ex_connect_alloc(sp, arec_receiver(&a[i]), &op[i]).code, 0);
+            trec_init(&a[i]);
+            cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a[i]), &op[i]).code, 0);
         }
         ex_sender_release(sp);
         for (int i = 0; i < N; i++) ex_start(op[i]); /* the child may complete at any point in here */

@@ -53,50 +53,8 @@ static void pool_free(ex_pool *p) {
     cr_assert_eq(e.code, 0, "ex_pool_destroy: %s", e.msg ? e.msg : "");
 }
 
-/* A recording receiver usable across threads: the rec fields are written
- * before `done` is published, so reading them after wait_done is race-free. */
-typedef struct arec {
-    rec r;
-    ex_receiver_vtable vt;
-    atomic_int done;
-} arec;
 
-static void ar_value(void *self, const ex_value *v, size_t n) {
-    arec *a = self;
-    a->r.vt.set_value(&a->r, v, n);
-    atomic_store(&a->done, 1);
-}
-static void ar_error(void *self, ex_error e) {
-    arec *a = self;
-    a->r.vt.set_error(&a->r, e);
-    atomic_store(&a->done, 1);
-}
-static void ar_stopped(void *self) {
-    arec *a = self;
-    a->r.vt.set_stopped(&a->r);
-    atomic_store(&a->done, 1);
-}
-static ex_env ar_env(void *self) {
-    arec *a = self;
-    return a->r.vt.env(&a->r);
-}
-
-static void arec_init(arec *a) {
-    rec_init(&a->r);
-    a->vt.set_value = ar_value;
-    a->vt.set_error = ar_error;
-    a->vt.set_stopped = ar_stopped;
-    a->vt.env = ar_env;
-    a->vt.accepts = NULL;
-    atomic_init(&a->done, 0);
-}
-
-static ex_receiver arec_receiver(arec *a) {
-    ex_receiver x = { &a->vt, a };
-    return x;
-}
-
-static void arec_wait(arec *a) {
+static void arec_wait(trec *a) {
     cr_assert(wait_flag(&a->done, 1), "timed out waiting for the when_all completion");
 }
 
@@ -617,12 +575,12 @@ Test(exec_when_all, stop_requested_from_outside_while_running_completes_stopped)
     ex_scheduler sch = ex_pool_scheduler(p);
     spin_ctx sc;
     spin_init(&sc);
-    arec a;
-    arec_init(&a);
+    trec a;
+    trec_init(&a);
     rec_with_stop(&a.r);
     ex_sender *s = ex_when_all(spinner(sch, &sc), spinner(sch, &sc));
     ex_operation *op = NULL;
-    cr_assert_eq(ex_connect_alloc(s, arec_receiver(&a), &op).code, 0);
+    cr_assert_eq(ex_connect_alloc(s, trec_receiver(&a), &op).code, 0);
     ex_start(op);
     cr_assert(wait_flag(&sc.entered, 2), "the children did not start");
     cr_assert_eq(atomic_load(&a.done), 0, "completed before the stop request");
@@ -659,12 +617,12 @@ Test(exec_when_all, stop_request_ignored_by_the_children_still_gives_their_value
     ex_scheduler sch = ex_pool_scheduler(p);
     gate_ctx g;
     memset(&g, 0, sizeof g);
-    arec a;
-    arec_init(&a);
+    trec a;
+    trec_init(&a);
     rec_with_stop(&a.r);
     ex_sender *s = ex_when_all(ex_then(ex_schedule(sch), gated_int, &g, EX_SIG0, EX_SIG(EX_T_INT)), ex_just(ex_int(4)));
     ex_operation *op = NULL;
-    cr_assert_eq(ex_connect_alloc(s, arec_receiver(&a), &op).code, 0);
+    cr_assert_eq(ex_connect_alloc(s, trec_receiver(&a), &op).code, 0);
     ex_start(op);
     cr_assert(wait_flag(&g.entered, 1), "the child did not start");
     ex_stop_source_request_stop(&a.r.stop);
@@ -689,13 +647,13 @@ Test(exec_when_all, stop_racing_with_completion_on_a_pool) {
     ex_scheduler sch = ex_pool_scheduler(p);
     int values = 0, stops = 0;
     for (int i = 0; i < 500; i++) {
-        arec a;
-        arec_init(&a);
+        trec a;
+        trec_init(&a);
         rec_with_stop(&a.r);
         ex_sender *s = ex_when_all(ex_then(ex_continues_on(ex_just(ex_int(i)), sch), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
                                    ex_continues_on(ex_just(ex_int(-i)), sch));
         ex_operation *op = NULL;
-        cr_assert_eq(ex_connect_alloc(s, arec_receiver(&a), &op).code, 0);
+        cr_assert_eq(ex_connect_alloc(s, trec_receiver(&a), &op).code, 0);
         ex_sender_release(s);
         ex_start(op);
         if (i % 3 != 2) ex_stop_source_request_stop(&a.r.stop);

@@ -144,6 +144,41 @@ void rec_with_scheduler(rec *r, ex_scheduler sch) {
     r->env = ex_env_of_pair(&r->pair);
 }
 
+static void tr_value(void *self, const ex_value *v, size_t n) {
+    trec *a = self;
+    a->r.vt.set_value(&a->r, v, n);
+    atomic_store(&a->done, 1);
+}
+static void tr_error(void *self, ex_error e) {
+    trec *a = self;
+    a->r.vt.set_error(&a->r, e);
+    atomic_store(&a->done, 1);
+}
+static void tr_stopped(void *self) {
+    trec *a = self;
+    a->r.vt.set_stopped(&a->r);
+    atomic_store(&a->done, 1);
+}
+static ex_env tr_env(void *self) {
+    trec *a = self;
+    return a->r.vt.env(&a->r);
+}
+
+void trec_init(trec *a) {
+    rec_init(&a->r);
+    a->vt.set_value = tr_value;
+    a->vt.set_error = tr_error;
+    a->vt.set_stopped = tr_stopped;
+    a->vt.env = tr_env;
+    a->vt.accepts = NULL;
+    atomic_init(&a->done, 0);
+}
+
+ex_receiver trec_receiver(trec *a) {
+    ex_receiver x = { &a->vt, a };
+    return x;
+}
+
 ex_operation *run_start(ex_sender *s, rec *r) {
     ex_operation *op = NULL;
     ex_error e = ex_connect_alloc(s, rec_receiver(r), &op);

@@ -58,6 +58,19 @@ void rec_with_scheduler(rec *r, ex_scheduler sch);
 /* Address unique to the calling thread. */
 const void *test_thread_id(void);
 
+/* A recording receiver usable across threads: the rec fields are written
+ * before `done` is published (seq_cst), so reading them after done != 0 is
+ * race-free. */
+#include <stdatomic.h>
+typedef struct trec {
+    rec r;
+    ex_receiver_vtable vt;
+    atomic_int done;
+} trec;
+
+void trec_init(trec *a);
+ex_receiver trec_receiver(trec *a);
+
 /* Connect s into heap storage, start, and return the operation (destroyed by
  * run_destroy).  Asserts connect succeeded. */
 ex_operation *run_start(ex_sender *s, rec *r);
