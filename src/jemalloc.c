@@ -160,28 +160,54 @@ static unsigned tcache_for(jthread *t, unsigned a) {
     return tc;
 }
 
-static void *j_allocate(void *ctx, size_t size, size_t align) {
-    ex_jemalloc_allocator *j = ctx;
+/* The block behind a user pointer: `align` (>= HEADER) bytes before it,
+ * with the arena slot and that offset in the 16 bytes just before it. */
+static inline void *finish_block(char *block, size_t align, unsigned a) {
+    char *p = block + align;
+    ((uint32_t *)(void *)(p - HEADER))[0] = a;
+    ((uint32_t *)(void *)(p - HEADER))[1] = (uint32_t)align;
+    return p;
+}
+
+static inline void count_alloc(jthread *t, size_t size) {
+    exi_store_rlx_u64(&t->allocations, t->allocations + 1);
+    uint64_t in = t->bytes + size;
+    exi_store_rlx_u64(&t->bytes, in);
+    if ((int64_t)in > (int64_t)t->peak) exi_store_rlx_u64(&t->peak, in);
+}
+
+__attribute__((noinline)) static void *allocate_slow(ex_jemalloc_allocator *j, size_t size, size_t align) {
     jthread *t = my_thread(j);
     if (!t) {
         exi_faa_u64(&j->failures, 1);
         return NULL;
     }
-    if (align < HEADER) align = HEADER;
     unsigned a = t->slot;
     char *block = je_alloc(size + align, align, j->arenas[a], tcache_for(t, a));
     if (!block) {
         exi_faa_u64(&j->failures, 1);
         return NULL;
     }
-    char *p = block + align;
-    ((uint32_t *)(void *)(p - HEADER))[0] = a;
-    ((uint32_t *)(void *)(p - HEADER))[1] = (uint32_t)align;
-    exi_store_rlx_u64(&t->allocations, t->allocations + 1);
-    uint64_t in = t->bytes + size;
-    exi_store_rlx_u64(&t->bytes, in);
-    if ((int64_t)in > (int64_t)t->peak) exi_store_rlx_u64(&t->peak, in);
-    return p;
+    count_alloc(t, size);
+    return finish_block(block, align, a);
+}
+
+static void *j_allocate(void *ctx, size_t size, size_t align) {
+    ex_jemalloc_allocator *j = ctx;
+    if (align < HEADER) align = HEADER;
+    /* Fast path: the thread's record and its tcache for its arena exist. */
+    if (__builtin_expect(last.id == j->id, 1)) {
+        jthread *t = last.t;
+        unsigned a = t->slot, tc1 = t->tc[a];
+        if (__builtin_expect(tc1 != 0, 1)) {
+            char *block = je_alloc(size + align, align, j->arenas[a], tc1 - 1);
+            if (__builtin_expect(block != NULL, 1)) {
+                count_alloc(t, size);
+                return finish_block(block, align, a);
+            }
+        }
+    }
+    return allocate_slow(j, size, align);
 }
 
 static void j_deallocate(void *ctx, void *p, size_t size, size_t align) {
@@ -189,10 +215,11 @@ static void j_deallocate(void *ctx, void *p, size_t size, size_t align) {
     ex_jemalloc_allocator *j = ctx;
     unsigned a = ((uint32_t *)(void *)((char *)p - HEADER))[0];
     size_t off = ((uint32_t *)(void *)((char *)p - HEADER))[1];
-    jthread *t = my_thread(j);
+    jthread *t = __builtin_expect(last.id == j->id, 1) ? last.t : my_thread(j);
     /* Through this thread's tcache for the block's arena: the block goes
      * back to the arena it came from. */
-    je_free((char *)p - off, size + off, off, j->arenas[a], t ? tcache_for(t, a) : NO_TCACHE);
+    unsigned tc = !t ? NO_TCACHE : __builtin_expect(t->tc[a] != 0, 1) ? t->tc[a] - 1 : tcache_for(t, a);
+    je_free((char *)p - off, size + off, off, j->arenas[a], tc);
     if (t) {
         exi_store_rlx_u64(&t->frees, t->frees + 1);
         exi_store_rlx_u64(&t->bytes, t->bytes - size);

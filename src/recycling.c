@@ -177,7 +177,7 @@ static bool refill(ex_recycling_allocator *r, tcache *t, unsigned c) {
 
 static void bump(uint64_t *field, uint64_t delta) { exi_store_rlx_u64(field, exi_load_rlx_u64(field) + delta); }
 
-static void *recycle_allocate(void *ctx, size_t size, size_t align) {
+__attribute__((noinline)) static void *allocate_slow(void *ctx, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
     tcache *t = my_cache(r);
     void *p = NULL;
@@ -211,7 +211,27 @@ static void *recycle_allocate(void *ctx, size_t size, size_t align) {
     return p;
 }
 
-static void recycle_deallocate(void *ctx, void *p, size_t size, size_t align) {
+/* The fast path: this thread's cache is the one it used last and the
+ * class list has a block.  Everything else is out of line, so the fast path
+ * needs no stack frame. */
+static void *recycle_allocate(void *ctx, size_t size, size_t align) {
+    ex_recycling_allocator *r = ctx;
+    if (__builtin_expect(last.id == r->id && is_class(size, align), 1)) {
+        tcache *t = last.t;
+        unsigned c = class_of(size);
+        rblock *b = t->lists[c];
+        if (__builtin_expect(b != NULL, 1)) {
+            t->lists[c] = b->next;
+            t->counts[c]--;
+            bump(&t->allocations, 1);
+            bump(&t->bytes, size);
+            return b;
+        }
+    }
+    return allocate_slow(ctx, size, align);
+}
+
+__attribute__((noinline)) static void deallocate_slow(void *ctx, void *p, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
     tcache *t = my_cache(r);
     if (is_class(size, align)) {
@@ -238,6 +258,24 @@ static void recycle_deallocate(void *ctx, void *p, size_t size, size_t align) {
         r->retired_bytes -= size;
         pthread_mutex_unlock(&r->mu);
     }
+}
+
+static void recycle_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    ex_recycling_allocator *r = ctx;
+    if (__builtin_expect(last.id == r->id && is_class(size, align), 1)) {
+        tcache *t = last.t;
+        unsigned c = class_of(size);
+        if (__builtin_expect(t->counts[c] < EX_RECYCLE_MAX_CACHED, 1)) {
+            rblock *b = p;
+            b->next = t->lists[c];
+            t->lists[c] = b;
+            t->counts[c]++;
+            bump(&t->frees, 1);
+            bump(&t->bytes, (uint64_t)0 - size);
+            return;
+        }
+    }
+    deallocate_slow(ctx, p, size, align);
 }
 
 static void recycle_stats(void *ctx, ex_alloc_stats *out) {
