@@ -13,6 +13,9 @@
  *       against a serial scan, tbb::parallel_scan and OpenMP's scan;
  *       "cexec" has the paper's bodies, "cexec-rts" the same pipeline with
  *       reduce-then-scan bodies.
+ * when_all  sync_wait of a when_all of two let_value children on the pool,
+ *       with the pool's frames from the default, recycling and jemalloc
+ *       allocators.
  * alloc an allocation and its free (256 bytes) through each frame
  *       allocator and raw malloc, on one thread and freed on another. */
 #include <pthread.h>
@@ -229,6 +232,59 @@ static void bench_scan(bool quick) {
     free(in), free(out), free(expect), free(partials);
 }
 
+/* -------------------------------------------------------------- when_all */
+
+/* when_all of two pool children, each a let_value whose function returns a
+ * then: every run allocates two inner operations, through the allocator of
+ * the pool it runs on. */
+static ex_error plus_one(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)n;
+    out[0] = ex_int(in[0].as.i + 1);
+    return ex_ok();
+}
+
+static ex_sender *inner_step(void *ctx, const ex_value *in, size_t n) {
+    (void)ctx, (void)in, (void)n;
+    return ex_then(ex_just(ex_int(1)), plus_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+}
+
+typedef struct wa_arg { ex_sender *s; int repeat; } wa_arg;
+
+static void when_all_runs(void *p) {
+    wa_arg *a = p;
+    for (int k = 0; k < a->repeat; k++) {
+        ex_result r = ex_sync_wait(ex_sender_retain(a->s));
+        must(r.disposition == EX_DISP_VALUE && r.n == 2 && r.values[1].as.i == 2, "when_all: wrong result");
+    }
+}
+
+static ex_sender *when_all_pipeline(ex_scheduler sch) {
+    return ex_when_all(ex_let_value(ex_schedule(sch), inner_step, NULL, EX_SIG0),
+                       ex_let_value(ex_schedule(sch), inner_step, NULL, EX_SIG0));
+}
+
+static void bench_when_all(bool quick) {
+    int repeat = quick ? 2000 : 20000;
+    ex_recycling_allocator *rec;
+    must(!ex_recycling_allocator_create(NULL, &rec).code, "when_all: recycling allocator");
+    ex_pool_config rcfg = { .threads = workers, .allocator = ex_recycling_allocator_get(rec) };
+    ex_pool_config jcfg = { .threads = workers, .per_worker_arenas = true };
+    ex_pool *rpool, *jpool;
+    must(!ex_pool_create(&rcfg, &rpool).code && !ex_pool_create(&jcfg, &jpool).code, "when_all: pools");
+    wa_arg def = { when_all_pipeline(sched), repeat };
+    wa_arg re = { when_all_pipeline(ex_pool_scheduler(rpool)), repeat };
+    wa_arg je = { when_all_pipeline(ex_pool_scheduler(jpool)), repeat };
+    const char *name = "2 let_value children";
+    bench_measure("when_all", name, "cexec", repeat, 1, runs, when_all_runs, &def, us_per_launch, "us/run");
+    bench_measure("when_all", name, "cexec-recycle", repeat, 1, runs, when_all_runs, &re, us_per_launch, "us/run");
+    bench_measure("when_all", name, "cexec-jemalloc", repeat, 1, runs, when_all_runs, &je, us_per_launch, "us/run");
+    ex_sender_release(def.s);
+    ex_sender_release(re.s);
+    ex_sender_release(je.s);
+    must(!ex_pool_destroy(rpool).code && !ex_pool_destroy(jpool).code, "when_all: pool destroy");
+    ex_recycling_allocator_destroy(rec);
+}
+
 /* ----------------------------------------------------------------- alloc */
 
 enum { ALLOC_PAIRS = 2000000, BATCH = 512, ALLOC_SIZE = 256 };
@@ -311,7 +367,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench [--quick] [--only fib|bulk|scan|alloc] [--runs N]\n");
+            fprintf(stderr, "usage: bench [--quick] [--only fib|bulk|scan|when_all|alloc] [--runs N]\n");
             return 2;
         }
     }
@@ -327,6 +383,7 @@ int main(int argc, char **argv) {
     if (!only || !strcmp(only, "fib")) bench_fib(quick);
     if (!only || !strcmp(only, "bulk")) bench_bulk(quick);
     if (!only || !strcmp(only, "scan")) bench_scan(quick);
+    if (!only || !strcmp(only, "when_all")) bench_when_all(quick);
     if (!only || !strcmp(only, "alloc")) bench_alloc_group(quick);
     bench_report("bench/results");
     tbb_fini();
