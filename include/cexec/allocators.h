@@ -133,7 +133,7 @@ void ex_recycling_allocator_destroy(ex_recycling_allocator *r);
  * peak, an upper bound of the true peak. */
 typedef struct ex_jemalloc_allocator ex_jemalloc_allocator;
 
-/* arenas >= 1.  EX_ENOMEM, EX_EAGAIN (jemalloc refused to create an arena
+/* arenas in [1, 1024].  EX_ENOMEM, EX_EAGAIN (jemalloc refused to create an arena
  * or tcache, or no thread key is left), EX_EINVAL. */
 ex_error ex_jemalloc_allocator_create(unsigned arenas, ex_jemalloc_allocator **out);
 const ex_allocator *ex_jemalloc_allocator_get(ex_jemalloc_allocator *j);
