@@ -126,67 +126,6 @@ static void join_run_free(join_run *j) {
 
 /* --------------------------------------------- a thread-safe receiver */
 
-typedef struct arec {
-    atomic_int total, values, errors, stops;
-    ex_pool *pool;
-    int worker;
-    const void *thread;
-    size_t n;
-    ex_value v[EX_MAX_ARITY];
-    ex_error err;
-    bool has_env;
-    ex_env_pair pair;
-    ex_stop_source stop;
-} arec;
-
-static void arec_note(arec *r) {
-    r->worker = r->pool ? ex_pool_current_worker(r->pool) : -1;
-    r->thread = test_thread_id();
-}
-
-static void arec_value(void *self, const ex_value *v, size_t n) {
-    arec *r = self;
-    arec_note(r);
-    r->n = n;
-    for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) r->v[i] = v[i];
-    atomic_fetch_add(&r->values, 1);
-    atomic_fetch_add(&r->total, 1);
-}
-
-static void arec_error(void *self, ex_error e) {
-    arec *r = self;
-    arec_note(r);
-    r->err = e;
-    atomic_fetch_add(&r->errors, 1);
-    atomic_fetch_add(&r->total, 1);
-}
-
-static void arec_stopped(void *self) {
-    arec *r = self;
-    arec_note(r);
-    atomic_fetch_add(&r->stops, 1);
-    atomic_fetch_add(&r->total, 1);
-}
-
-static ex_env arec_env(void *self) {
-    arec *r = self;
-    return r->has_env ? ex_env_of_pair(&r->pair) : ex_env_empty();
-}
-
-static const ex_receiver_vtable arec_vt = { arec_value, arec_error, arec_stopped, arec_env, NULL };
-
-static void arec_init(arec *r, ex_pool *p) {
-    memset(r, 0, sizeof *r);
-    r->pool = p;
-    r->worker = -2;
-    ex_stop_source_init(&r->stop);
-}
-
-static void arec_with_stop(arec *r) {
-    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
-    r->has_env = true;
-}
-
 static ex_operation *arec_start(arec *r, const ex_sender *s) {
     ex_operation *op = NULL;
     ex_receiver x = { &arec_vt, r };

@@ -179,6 +179,60 @@ ex_receiver trec_receiver(trec *a) {
     return x;
 }
 
+static void arec_note(arec *r) {
+    r->worker = r->pool ? ex_pool_current_worker(r->pool) : -1;
+    r->thread = test_thread_id();
+}
+
+static void arec_value(void *self, const ex_value *v, size_t n) {
+    arec *r = self;
+    arec_note(r);
+    r->n = n;
+    for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) r->v[i] = v[i];
+    atomic_fetch_add(&r->values, 1);
+    atomic_fetch_add(&r->total, 1);
+}
+
+static void arec_error(void *self, ex_error e) {
+    arec *r = self;
+    arec_note(r);
+    r->err = e;
+    atomic_fetch_add(&r->errors, 1);
+    atomic_fetch_add(&r->total, 1);
+}
+
+static void arec_stopped(void *self) {
+    arec *r = self;
+    arec_note(r);
+    atomic_fetch_add(&r->stops, 1);
+    atomic_fetch_add(&r->total, 1);
+}
+
+static ex_env arec_env(void *self) {
+    arec *r = self;
+    return r->has_env ? ex_env_of_pair(&r->pair) : ex_env_empty();
+}
+
+const ex_receiver_vtable arec_vt = { arec_value, arec_error, arec_stopped, arec_env, NULL };
+
+void arec_init(arec *r, ex_pool *p) {
+    memset(r, 0, sizeof *r);
+    r->pool = p;
+    r->worker = -2;
+    ex_stop_source_init(&r->stop);
+}
+
+ex_receiver arec_receiver(arec *r) {
+    ex_receiver x = { &arec_vt, r };
+    return x;
+}
+
+void arec_with_stop(arec *r) {
+    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
+    r->has_env = true;
+}
+
+
 ex_operation *run_start(ex_sender *s, rec *r) {
     ex_operation *op = NULL;
     ex_error e = ex_connect_alloc(s, rec_receiver(r), &op);

@@ -71,6 +71,28 @@ typedef struct trec {
 void trec_init(trec *a);
 ex_receiver trec_receiver(trec *a);
 
+/* A recording receiver whose counters are atomic, for completions that may
+ * happen on any thread; it also notes the pool worker and the thread that
+ * completed it.  Its environment is empty until arec_with_stop. */
+typedef struct arec {
+    atomic_int total, values, errors, stops;
+    ex_pool *pool;
+    int worker;             /* ex_pool_current_worker(pool) at completion */
+    const void *thread;     /* test_thread_id() at completion */
+    size_t n;
+    ex_value v[EX_MAX_ARITY];
+    ex_error err;
+    bool has_env;
+    ex_env_pair pair;
+    ex_stop_source stop;
+} arec;
+
+extern const ex_receiver_vtable arec_vt;
+void arec_init(arec *r, ex_pool *p);
+ex_receiver arec_receiver(arec *r);
+/* The environment answers get_stop_token with the receiver's own source. */
+void arec_with_stop(arec *r);
+
 /* Connect s into heap storage, start, and return the operation (destroyed by
  * run_destroy).  Asserts connect succeeded. */
 ex_operation *run_start(ex_sender *s, rec *r);
