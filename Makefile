@@ -6,7 +6,8 @@
 #   make test-tsan       standalone stress programs under ThreadSanitizer (build-tsan/)
 #   make bench           benchmarks against serial C, oneTBB and OpenMP (bench/results/*.csv)
 #   make examples        build examples/*.c
-#   make demo            build and run the demo pipeline
+#   make demo            the inclusive-scan benchmark: cexec vs serial, oneTBB, OpenMP
+#   make run-examples    build and run every example
 #   make install PREFIX=/usr/local
 #   make CC=clang        any of the above with clang
 #   make clean
@@ -53,7 +54,7 @@ EXAMPLES := $(wildcard examples/*.c)
 EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test test-asan test-tsan stress examples demo bench install clean deps check-clang
+.PHONY: all test test-asan test-tsan stress examples run-examples demo bench install clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so
 
@@ -126,12 +127,19 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libcexec.a
 
 examples: $(EX_BIN)
 
-DEMOS := hello_world retry pool_stats fib inclusive_scan spawn_scope
-demo: $(DEMOS:%=$(BUILD)/examples/%)
-	@for d in $(DEMOS); do echo "== $$d"; $(BUILD)/examples/$$d || exit 1; done
+# Builds and runs every example (each checks its own result).
+RUN_EXAMPLES := hello_world retry pool_stats fib inclusive_scan spawn_scope algorithms
+run-examples: $(RUN_EXAMPLES:%=$(BUILD)/examples/%)
+	@for d in $(RUN_EXAMPLES); do echo "== $$d"; $(BUILD)/examples/$$d || exit 1; done
+
+# The README's first command: the inclusive-scan benchmark (1e8 doubles)
+# against serial C, oneTBB and OpenMP, as a short table.
+demo: $(BUILD)/bench/bench
+	@mkdir -p bench/results
+	$(BUILD)/bench/bench --demo $(DEMO_ARGS)
 
 # Benchmarks against oneTBB and OpenMP (scripts/deps.sh --bench installs them).
-BENCH_OBJ := $(BUILD)/bench/bench.o $(BUILD)/bench/harness.o $(BUILD)/bench/baselines_omp.o \
+BENCH_OBJ := $(BUILD)/bench/bench.o $(BUILD)/bench/algos.o $(BUILD)/bench/harness.o $(BUILD)/bench/baselines_omp.o \
              $(BUILD)/bench/baselines_tbb.o $(BUILD)/bench/ex_fib.o $(BUILD)/bench/ex_scan.o
 BENCH_CFLAGS = $(CSTD) -Wall -Wextra -Werror -O3 -march=native -g -pthread -Iinclude $(CFLAGS)
 
@@ -140,7 +148,7 @@ $(BUILD)/.bench-deps-ok: scripts/deps.sh
 	@scripts/deps.sh --bench
 	@touch $@
 
-$(BUILD)/bench/%.o: bench/%.c bench/harness.h bench/baselines.h | $(BUILD)/.bench-deps-ok
+$(BUILD)/bench/%.o: bench/%.c bench/harness.h bench/baselines.h bench/bench.h | $(BUILD)/.bench-deps-ok
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -fopenmp -c $< -o $@
 $(BUILD)/bench/baselines_tbb.o: bench/baselines_tbb.cpp bench/baselines.h | $(BUILD)/.bench-deps-ok

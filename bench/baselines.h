@@ -24,14 +24,17 @@ void tbb_fini(void);
 int64_t tbb_fib(int64_t n, int64_t cutoff);
 void tbb_bulk(size_t n);
 void tbb_inclusive_scan(const double *in, double *out, size_t n);
+double tbb_reduce(const double *in, size_t n);
 
 /* OpenMP: tasks, parallel for, the inscan reduction. */
 void omp_init(int threads);
 int64_t omp_fib(int64_t n, int64_t cutoff);
 void omp_bulk(size_t n);
 void omp_inclusive_scan(const double *in, double *out, size_t n);
+double omp_reduce(const double *in, size_t n);
 
 void serial_inclusive_scan(const double *in, double *out, size_t n);
+double serial_reduce(const double *in, size_t n);
 
 #ifdef __cplusplus
 }

@@ -52,3 +52,17 @@ void serial_inclusive_scan(const double *in, double *out, size_t n) {
     double acc = 0;
     for (size_t i = 0; i < n; i++) out[i] = acc += in[i];
 }
+
+/* simd: lets the compiler vectorise the reduction (reassociation allowed). */
+double omp_reduce(const double *in, size_t n) {
+    double acc = 0;
+#pragma omp parallel for simd reduction(+ : acc)
+    for (size_t i = 0; i < n; i++) acc += in[i];
+    return acc;
+}
+
+double serial_reduce(const double *in, size_t n) {
+    double acc = 0;
+    for (size_t i = 0; i < n; i++) acc += in[i];
+    return acc;
+}

@@ -6,6 +6,7 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
 #include <oneapi/tbb/parallel_scan.h>
 #include <oneapi/tbb/task_group.h>
 
@@ -44,6 +45,17 @@ extern "C" void tbb_inclusive_scan(const double *in, double *out, size_t n) {
                 sum += in[i];
                 if (is_final) out[i] = sum;
             }
+            return sum;
+        },
+        [](double a, double b) { return a + b; });
+}
+
+// The body as oneTBB's documentation writes it.
+extern "C" double tbb_reduce(const double *in, size_t n) {
+    return tbb::parallel_reduce(
+        tbb::blocked_range<size_t>(0, n), 0.0,
+        [=](const tbb::blocked_range<size_t> &r, double sum) {
+            for (size_t i = r.begin(); i != r.end(); ++i) sum += in[i];
             return sum;
         },
         [](double a, double b) { return a + b; });

@@ -1,7 +1,8 @@
 /* bench.c - cexec benchmarks against serial C, oneTBB and OpenMP, measured
  * in the same run.  Results: a table on stdout and CSV files in bench/results.
  *
- *   build/bench/bench [--quick] [--only fib|bulk|scan] [--runs N]
+ *   build/bench/bench [--quick] [--only GROUP] [--runs N] [--max-size N]
+ *   build/bench/bench --demo [--max-size N]     (make demo: the scan table)
  *
  * fib   fork-join fib(n) through the public sender API (examples/fib.c),
  *       with no cutoff and with a cutoff, against task_group and omp tasks.
@@ -9,10 +10,12 @@
  *       launch latency of a bulk of shape = workers (us per launch).
  *       "cexec" is ex_bulk (one call per index), "cexec-ch" ex_bulk_chunked
  *       (one call per chunk, the way TBB and OpenMP call their bodies).
- * scan  the P2300 §1.3.2 scan (examples/inclusive_scan.c) on doubles
- *       against a serial scan, tbb::parallel_scan and OpenMP's scan;
- *       "cexec" has the paper's bodies, "cexec-rts" the same pipeline with
- *       reduce-then-scan bodies.
+ * scan  ex_inclusive_scan_f64 from 1e3 to 1e8 doubles against a serial
+ *       scan, tbb::parallel_scan and OpenMP's scan (and, at the largest
+ *       size, the P2300 §1.3.2 pipeline of examples/inclusive_scan.c),
+ *       with the machine's memory-copy bandwidth (algos.c).
+ * reduce ex_reduce_f64 against a serial loop, tbb::parallel_reduce and an
+ *       OpenMP simd reduction.
  * when_all  sync_wait of a when_all of two let_value children on the pool,
  *       with the pool's frames from the default, recycling and jemalloc
  *       allocators.
@@ -26,23 +29,21 @@
 #include <cexec/cexec.h>
 
 #include "baselines.h"
+#include "bench.h"
 #include "harness.h"
 
-/* From examples/fib.c and examples/inclusive_scan.c (built without main). */
+/* From examples/fib.c (built without main). */
 #define FIB_MAX 64
 typedef struct fib_senders { ex_sender *f[FIB_MAX], *l[FIB_MAX]; } fib_senders;
 bool fib_build(fib_senders *t, ex_scheduler pool, int64_t n, int64_t cutoff);
 void fib_release(fib_senders *t, int64_t n);
-typedef struct scan_ctx { const double *input; double *output; size_t size, tile_size; } scan_ctx;
-ex_sender *async_inclusive_scan(ex_scheduler sch, scan_ctx *ctx, double *partials, double init, size_t *tile_count);
-ex_sender *async_inclusive_scan_rts(ex_scheduler sch, scan_ctx *ctx, double *partials, double init, size_t *tile_count);
 
-static ex_pool *pool;
-static ex_scheduler sched;
-static unsigned workers;
-static int runs = 5;
+ex_pool *pool;
+ex_scheduler sched;
+unsigned workers;
+int runs = 5;
 
-static void must(bool ok, const char *what) {
+void must(bool ok, const char *what) {
     if (!ok) {
         fprintf(stderr, "bench: %s\n", what);
         exit(1);
@@ -168,68 +169,6 @@ static void bench_bulk(bool quick) {
     bench_measure("bulk", name, "tbb", repeat, 1, runs, bulk_tbb, &l, us_per_launch, "us/launch");
     bench_measure("bulk", name, "openmp", repeat, 1, runs, bulk_omp, &l, us_per_launch, "us/launch");
     ex_sender_release(l.s);
-}
-
-/* ------------------------------------------------------------------ scan */
-
-typedef struct scan_arg {
-    const double *in;
-    double *out;
-    const double *expect;
-    size_t n;
-    double *partials;
-    size_t tiles;
-} scan_arg;
-
-static void check_scan(const scan_arg *a) {
-    for (size_t i = 0; i < a->n; i += 1 + a->n / 1000)
-        must(a->out[i] == a->expect[i], "scan: wrong result");
-    if (a->n) must(a->out[a->n - 1] == a->expect[a->n - 1], "scan: wrong last element");
-}
-
-static void scan_cexec(void *p) {
-    scan_arg *a = p;
-    scan_ctx c = { a->in, a->out, a->n, 0 };
-    ex_result r = ex_sync_wait(async_inclusive_scan(sched, &c, a->partials, 0.0, &a->tiles));
-    must(r.disposition == EX_DISP_VALUE, "cexec scan failed");
-    check_scan(a);
-}
-static void scan_cexec_rts(void *p) {
-    scan_arg *a = p;
-    scan_ctx c = { a->in, a->out, a->n, 0 };
-    ex_result r = ex_sync_wait(async_inclusive_scan_rts(sched, &c, a->partials, 0.0, &a->tiles));
-    must(r.disposition == EX_DISP_VALUE, "cexec scan (reduce-then-scan bodies) failed");
-    check_scan(a);
-}
-static void scan_tbb(void *p) { scan_arg *a = p; tbb_inclusive_scan(a->in, a->out, a->n); check_scan(a); }
-static void scan_omp(void *p) { scan_arg *a = p; omp_inclusive_scan(a->in, a->out, a->n); check_scan(a); }
-static void scan_ser(void *p) { scan_arg *a = p; serial_inclusive_scan(a->in, a->out, a->n); check_scan(a); }
-
-/* Bytes read and written per second. */
-static double scan_gbs(double s, double n) { return n * 2 * sizeof(double) / s / 1e9; }
-
-static void bench_scan(bool quick) {
-    size_t n = quick ? 10000000 : 100000000;
-    double *in = malloc(n * sizeof *in), *out = malloc(n * sizeof *out), *expect = malloc(n * sizeof *expect);
-    size_t tiles = 4 * (size_t)workers;
-    double *partials = malloc((tiles + 1) * sizeof *partials);
-    must(in && out && expect && partials, "scan: out of memory");
-    unsigned seed = 1;
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        in[i] = (double)((seed >> 16) % 10);  /* small integers: every sum is exact */
-    }
-    serial_inclusive_scan(in, expect, n);
-    memset(out, 0, n * sizeof *out);
-    scan_arg a = { in, out, expect, n, partials, tiles };
-    char name[48];
-    snprintf(name, sizeof name, "P2300 scan %.0e doubles", (double)n);
-    bench_measure("scan", name, "serial", (double)n, 1, runs, scan_ser, &a, scan_gbs, "GB/s");
-    bench_measure("scan", name, "cexec", (double)n, 1, runs, scan_cexec, &a, scan_gbs, "GB/s");
-    bench_measure("scan", name, "cexec-rts", (double)n, 1, runs, scan_cexec_rts, &a, scan_gbs, "GB/s");
-    bench_measure("scan", name, "tbb", (double)n, 1, runs, scan_tbb, &a, scan_gbs, "GB/s");
-    bench_measure("scan", name, "openmp", (double)n, 1, runs, scan_omp, &a, scan_gbs, "GB/s");
-    free(in), free(out), free(expect), free(partials);
 }
 
 /* -------------------------------------------------------------- when_all */
@@ -359,33 +298,46 @@ static void bench_alloc_group(bool quick) {
     ex_recycling_allocator_destroy(rec);
 }
 
+static void usage(void) {
+    fprintf(stderr, "usage: bench [--quick] [--only fib|bulk|scan|reduce|copy|when_all|alloc] [--runs N] [--max-size N]\n"
+                    "       bench --demo [--runs N] [--max-size N]\n");
+    exit(2);
+}
+
 int main(int argc, char **argv) {
-    bool quick = false;
+    bool quick = false, demo = false;
     const char *only = NULL;
+    double max_size = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--demo")) demo = true;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "usage: bench [--quick] [--only fib|bulk|scan|when_all|alloc] [--runs N]\n");
-            return 2;
-        }
+        else if (!strcmp(argv[i], "--max-size") && i + 1 < argc) max_size = atof(argv[++i]);
+        else usage();
     }
     if (runs < 1) runs = 1;
+    if (max_size < 1e3) max_size = quick ? 1e7 : 1e8;
     ex_error e = ex_pool_create(NULL, &pool);
     must(!e.code, e.msg);
     sched = ex_pool_scheduler(pool);
     workers = ex_pool_size(pool);
     tbb_init((int)workers);
     omp_init((int)workers);
-    printf("cexec bench: %u workers (same for oneTBB and OpenMP), %d runs after 1 warm-up%s\n", workers, runs,
-           quick ? ", quick sizes" : "");
-    if (!only || !strcmp(only, "fib")) bench_fib(quick);
-    if (!only || !strcmp(only, "bulk")) bench_bulk(quick);
-    if (!only || !strcmp(only, "scan")) bench_scan(quick);
-    if (!only || !strcmp(only, "when_all")) bench_when_all(quick);
-    if (!only || !strcmp(only, "alloc")) bench_alloc_group(quick);
-    bench_report("bench/results");
+    if (demo) {
+        bench_demo(max_size);
+    } else {
+        printf("cexec bench: %u workers (same for oneTBB and OpenMP), %d runs after 1 warm-up%s\n", workers, runs,
+               quick ? ", quick sizes" : "");
+        if (!only || !strcmp(only, "fib")) bench_fib(quick);
+        if (!only || !strcmp(only, "bulk")) bench_bulk(quick);
+        if (!only || !strcmp(only, "copy")) bench_copy_bandwidth();
+        if (!only || !strcmp(only, "scan")) bench_scan(max_size);
+        if (!only || !strcmp(only, "reduce")) bench_reduce(max_size);
+        if (!only || !strcmp(only, "when_all")) bench_when_all(quick);
+        if (!only || !strcmp(only, "alloc")) bench_alloc_group(quick);
+    }
+    bench_report("bench/results", !demo);
     tbb_fini();
     return ex_pool_destroy(pool).code ? 1 : 0;
 }

@@ -75,12 +75,26 @@ bench_row *bench_measure(const char *group, const char *name, const char *impl, 
     return r;
 }
 
+void bench_per_rep(bench_row *r, double reps, double (*metric_from_seconds)(double s, double size)) {
+    r->median_s /= reps;
+    r->min_s /= reps;
+    r->max_s /= reps;
+    r->metric = metric_from_seconds(r->median_s, r->size);
+}
+
 /* Median time of the same benchmark by another implementation, or 0. */
 static double baseline(const bench_row *r, const char *impl) {
     for (int i = 0; i < nrows; i++)
         if (!strcmp(rows[i].group, r->group) && !strcmp(rows[i].name, r->name) && !strcmp(rows[i].impl, impl))
             return rows[i].median_s;
     return 0;
+}
+
+const bench_row *bench_find(const char *group, const char *name, const char *impl) {
+    for (int i = 0; i < nrows; i++)
+        if (!strcmp(rows[i].group, group) && !strcmp(rows[i].name, name) && !strcmp(rows[i].impl, impl))
+            return &rows[i];
+    return NULL;
 }
 
 static void machine(FILE *f, const char *prefix) {
@@ -102,14 +116,15 @@ static void machine(FILE *f, const char *prefix) {
     fprintf(f, "%smemory: %.1f GiB\n", prefix, (double)pages * (double)psize / (1024.0 * 1024 * 1024));
 }
 
-const char *bench_report(const char *results_dir) {
-    static const char *const bases[] = { "serial", "tbb", "openmp", "malloc" };
-    enum { NB = 4 };
-    printf("\n%-6s %-28s %-14s %10s %10s %10s %12s   %8s %8s %8s %8s\n", "group", "benchmark", "impl", "median",
+static const char *const bases[] = { "serial", "tbb", "openmp", "malloc" };
+enum { NB = 4 };
+
+static void print_rows(void) {
+    printf("\n%-8s %-30s %-14s %10s %10s %10s %12s   %8s %8s %8s %8s\n", "group", "benchmark", "impl", "median",
            "min", "max", "metric", "xserial", "xtbb", "xopenmp", "xmalloc");
     for (int i = 0; i < nrows; i++) {
         bench_row *r = &rows[i];
-        printf("%-6s %-28s %-14s %9.3fms %9.3fms %9.3fms %8.3f %-9s", r->group, r->name, r->impl, r->median_s * 1e3,
+        printf("%-8s %-30s %-14s %9.3fms %9.3fms %9.3fms %8.3f %-9s", r->group, r->name, r->impl, r->median_s * 1e3,
                r->min_s * 1e3, r->max_s * 1e3, r->metric, r->unit);
         for (int b = 0; b < NB; b++) {
             double base = baseline(r, bases[b]);
@@ -119,7 +134,10 @@ const char *bench_report(const char *results_dir) {
         printf("\n");
     }
     printf("xB = B's median time / this median time (above 1: faster than B). Median of the runs after warm-up.\n");
+}
 
+const char *bench_report(const char *results_dir, bool print_table) {
+    if (print_table) print_rows();
     static char path[512];
     time_t now = time(NULL);
     struct tm tm;

@@ -3,6 +3,7 @@
 #ifndef CEXEC_BENCH_HARNESS_H
 #define CEXEC_BENCH_HARNESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef void (*bench_fn)(void *arg);
@@ -24,12 +25,20 @@ bench_row *bench_measure(const char *group, const char *name, const char *impl, 
                          bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
                          const char *unit);
 
+/* For benchmarks whose fn repeats the work `reps` times per sample: turns
+ * the row's times into times per repetition and recomputes its metric. */
+void bench_per_rep(bench_row *r, double reps, double (*metric_from_seconds)(double s, double size));
+
 double bench_now(void);
 void bench_progress(const char *fmt, ...);
 
 /* Prints the table (median, min, max, metric, ratio to the baselines of
- * the same group+name) and writes bench/results/<stamp>.csv plus the
- * machine description.  Returns the CSV path (static storage). */
-const char *bench_report(const char *results_dir);
+ * the same group+name) unless !print_table, and writes
+ * <results_dir>/bench-<stamp>.csv with the machine description.  Returns
+ * the CSV path (static storage). */
+const char *bench_report(const char *results_dir, bool print_table);
+
+/* The row recorded for group/name/impl, or NULL. */
+const bench_row *bench_find(const char *group, const char *name, const char *impl);
 
 #endif

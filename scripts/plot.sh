@@ -3,6 +3,9 @@
 # into PNG plots with gnuplot:
 #   <out>/speedup.png   each implementation's speed relative to oneTBB (TBB time / time)
 #   <out>/launch.png    bulk launch latency per implementation (us per launch)
+#   <out>/scan.png      inclusive scan throughput (GB/s) against size, 1e3..1e8
+#   <out>/reduce.png    reduce throughput (GB/s) against size
+#   (the memory-copy bandwidth measured in the same run is drawn on both)
 # Usage: scripts/plot.sh [results.csv] [out_dir]   (defaults: newest CSV, docs/img)
 set -eu
 csv=${1:-$(ls -t bench/results/bench-*.csv 2>/dev/null | head -n 1)}
@@ -14,9 +17,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # speedup.dat: one row per benchmark, one column per implementation (vs_tbb).
-impls="serial cexec cexec-ch cexec-rts openmp tbb"
+impls="serial cexec cexec-ch cexec-p2300 openmp tbb"
 awk -F, -v impls="$impls" '
     /^#/ || $1 == "group" { next }
+    ($1 == "scan" || $1 == "reduce") && $4 + 0 < 1e8 { next }
     $12 != "" { key = $2; if (!(key in seen)) { seen[key] = 1; order[++n] = key } v[key, $3] = $12 }
     END {
         m = split(impls, im, " ")
@@ -69,4 +73,34 @@ set grid ytics
 plot "$tmp/launch.dat" using 0:2:xtic(1) with boxes notitle lc rgb "#1f77b4"
 GP
 fi
-echo "wrote $out/speedup.png${launch:+}$( [ -s "$tmp/launch.dat" ] && echo " and $out/launch.png")"
+# Throughput against size: one data file per group and implementation.
+copy=$(awk -F, '/^#/ || $1 == "group" { next } $1 == "memory" && $9 > best { best = $9 } END { print best + 0 }' "$csv")
+sweeps=""
+for g in scan reduce; do
+    plot=""
+    for impl in serial cexec tbb openmp; do
+        awk -F, -v g="$g" -v i="$impl" '/^#/ || $1 == "group" { next } $1 == g && $3 == i { print $4 "\t" $9 }' \
+            "$csv" | sort -g > "$tmp/$g-$impl.dat"
+        [ -s "$tmp/$g-$impl.dat" ] && plot="$plot${plot:+, }\"$tmp/$g-$impl.dat\" using 1:2 with linespoints lw 2 title \"$impl\""
+    done
+    [ -n "$plot" ] || continue
+    [ "$copy" != 0 ] && plot="$plot, $copy with lines dt 2 lc rgb \"#888888\" title \"memory-copy bandwidth ($copy GB/s)\""
+    unit="GB/s read + written"
+    [ "$g" = reduce ] && unit="GB/s read"
+    gnuplot <<GP
+set terminal pngcairo noenhanced size 800,500 font "sans,10"
+set output "$out/$g.png"
+set title "$g of doubles: throughput against size - $machine, $cpus CPUs - $(basename "$csv")"
+set logscale x 10
+set format x "%.0e"
+set xlabel "elements"
+set ylabel "$unit (higher is better)"
+set yrange [0:*]
+set grid
+set key left top
+plot $plot
+GP
+    sweeps="$sweeps $out/$g.png"
+done
+
+echo "wrote $out/speedup.png$( [ -s "$tmp/launch.dat" ] && echo " $out/launch.png")$sweeps"

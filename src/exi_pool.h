@@ -4,6 +4,8 @@
 
 #include <stdbool.h>
 
+#include <cexec/types.h>
+
 /* True on a thread that is a worker of some pool. */
 bool exi_on_pool_worker(void);
 
@@ -14,5 +16,8 @@ int exi_pool_worker_index(void);
  * whether it ran one.  Elsewhere: returns false.  Used by sync_wait to help
  * instead of blocking a worker. */
 bool exi_pool_help_one(void);
+
+/* The worker count of the pool behind sch, or 0 when sch is not a pool's. */
+unsigned exi_pool_size_of(ex_scheduler sch);
 
 #endif

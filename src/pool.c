@@ -403,6 +403,8 @@ ex_scheduler ex_pool_scheduler(ex_pool *p) {
 
 unsigned ex_pool_size(const ex_pool *p) { return p ? p->n : 0; }
 
+unsigned exi_pool_size_of(ex_scheduler sch) { return sch.vt == &pool_vt ? ex_pool_size(sch.self) : 0; }
+
 int ex_pool_current_worker(const ex_pool *p) {
     exi_worker *me = tls_worker;
     return me && me->pool == p ? (int)me->index : -1;

@@ -27,6 +27,7 @@
 #include <cexec/scope.h>
 #include <cexec/pool.h>
 #include <cexec/allocators.h>
+#include <cexec/algorithms.h>
 
 #define CEXEC_VERSION_MAJOR 0
 #define CEXEC_VERSION_MINOR 1

@@ -1,0 +1,80 @@
+/* exi_kernels_impl.h - one copy of the sum and scan kernels, included by
+ * kernels.c once per element type and instruction set.  Parameters:
+ *   K_T      element type (double or uint64_t)
+ *   K_V      its 4-lane vector type (GCC/clang vector extension)
+ *   K_ZERO   the identity (-0.0 or 0)
+ *   K_NAME   name suffix, K_ATTR function attributes
+ *   K_STREAM(p, v)  non-temporal store of a 4-lane vector at p (16-byte aligned) */
+
+static K_ATTR K_T K_PASTE(sum_, K_NAME)(const K_T *in, size_t n) {
+    const K_V z = { K_ZERO, K_ZERO, K_ZERO, K_ZERO };
+    K_V a0 = z, a1 = z, a2 = z, a3 = z;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        K_V x0, x1, x2, x3;
+        memcpy(&x0, in + i, sizeof x0);
+        memcpy(&x1, in + i + 4, sizeof x1);
+        memcpy(&x2, in + i + 8, sizeof x2);
+        memcpy(&x3, in + i + 12, sizeof x3);
+        a0 += x0, a1 += x1, a2 += x2, a3 += x3;
+    }
+    if (i < n) {
+        K_T pad[16];
+        for (size_t k = 0; k < 16; k++) pad[k] = i + k < n ? in[i + k] : K_ZERO;
+        K_V x0, x1, x2, x3;
+        memcpy(&x0, pad, sizeof x0);
+        memcpy(&x1, pad + 4, sizeof x1);
+        memcpy(&x2, pad + 8, sizeof x2);
+        memcpy(&x3, pad + 12, sizeof x3);
+        a0 += x0, a1 += x1, a2 += x2, a3 += x3;
+    }
+    K_V t = (a0 + a1) + (a2 + a3);
+    return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
+static K_ATTR K_T K_PASTE(scan_, K_NAME)(const K_T *in, K_T *out, size_t n, K_T carry, bool exclusive,
+                                          bool stream) {
+    const K_V z = { K_ZERO, K_ZERO, K_ZERO, K_ZERO };
+    K_V c = { carry, carry, carry, carry };
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        K_V x, y;
+        memcpy(&x, in + i, sizeof x);
+        memcpy(&y, in + i + 4, sizeof y);
+        /* In-block prefix: two shifted adds per half, then the second half
+         * is offset by the first half's total.  None of this waits on c. */
+        x += __builtin_shufflevector(x, z, 4, 0, 1, 2);
+        y += __builtin_shufflevector(y, z, 4, 0, 1, 2);
+        x += __builtin_shufflevector(x, z, 4, 5, 0, 1);
+        y += __builtin_shufflevector(y, z, 4, 5, 0, 1);
+        y += __builtin_shufflevector(x, x, 3, 3, 3, 3);
+        K_V ox, oy;
+        if (exclusive) {
+            ox = c + __builtin_shufflevector(x, z, 4, 0, 1, 2);
+            oy = c + __builtin_shufflevector(x, y, 3, 4, 5, 6);
+        } else {
+            ox = c + x;
+            oy = c + y;
+        }
+        c += __builtin_shufflevector(y, y, 3, 3, 3, 3);  /* the only dependency chain: one add per 8 */
+        if (stream) {
+            K_STREAM(out + i, ox);
+            K_STREAM(out + i + 4, oy);
+        } else {
+            memcpy(out + i, &ox, sizeof ox);
+            memcpy(out + i + 4, &oy, sizeof oy);
+        }
+    }
+    K_T s = c[0];
+    for (; i < n; i++) {
+        K_T a = in[i];
+        if (exclusive) {
+            out[i] = s;
+            s += a;
+        } else {
+            s += a;
+            out[i] = s;
+        }
+    }
+    return s;
+}
