@@ -34,9 +34,13 @@ uint64_t exi_sum_u64(const uint64_t *in, size_t n);
 
 /* Inclusive (out[i] = carry + in[0..i]) or exclusive (out[i] = carry +
  * in[0..i-1]) scan of n elements starting from carry; returns carry plus
- * the whole block (the next block's carry).  in == out is allowed. */
-double exi_scan_f64(const double *in, double *out, size_t n, double carry, bool exclusive, bool stream);
-uint64_t exi_scan_u64(const uint64_t *in, uint64_t *out, size_t n, uint64_t carry, bool exclusive, bool stream);
+ * the whole block (the next block's carry).  in == out is allowed.  While
+ * it computes, it prefetches [pf, pf + pf_bytes) into L2 (the next tile:
+ * its memory reads overlap this tile's arithmetic); pf may be NULL. */
+double exi_scan_f64(const double *in, double *out, size_t n, double carry, bool exclusive, bool stream,
+                    const void *pf, size_t pf_bytes);
+uint64_t exi_scan_u64(const uint64_t *in, uint64_t *out, size_t n, uint64_t carry, bool exclusive, bool stream,
+                      const void *pf, size_t pf_bytes);
 
 /* Orders the non-temporal stores of this thread before what follows (a
  * release store publishing the output).  No-op where stores are ordered. */

@@ -33,11 +33,15 @@ static K_ATTR K_T K_PASTE(sum_, K_NAME)(const K_T *in, size_t n) {
 }
 
 static K_ATTR K_T K_PASTE(scan_, K_NAME)(const K_T *in, K_T *out, size_t n, K_T carry, bool exclusive,
-                                          bool stream) {
+                                          bool stream, const char *pf, const char *pf_end) {
     const K_V z = { K_ZERO, K_ZERO, K_ZERO, K_ZERO };
     K_V c = { carry, carry, carry, carry };
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
+        if (pf < pf_end) {  /* one line of the next tile per block of 8 */
+            __builtin_prefetch(pf, 0, 2);
+            pf += 64;
+        }
         K_V x, y;
         memcpy(&x, in + i, sizeof x);
         memcpy(&y, in + i + 4, sizeof y);

@@ -7,6 +7,9 @@
  * Participants claim tiles in increasing order from one counter, so a
  * claimed tile's predecessors are all claimed by participants that are
  * running: waiting for a predecessor (exi_tiled_chain_wait) always ends.
+ * A participant claims its next tile before processing the current one
+ * (so the tile can prefetch it); it still processes its claims in
+ * increasing order, which keeps the argument intact.
  * A stop request or a failed tile ends the claiming; the tiles already
  * claimed finish. */
 #ifndef EXI_TILED_H
@@ -19,8 +22,14 @@ typedef struct exi_tiled_op exi_tiled_op;
 
 typedef struct exi_tiled_kind {
     const char *name;
-    /* Processes tile k = [begin, end) as participant `part` (< parts). */
-    ex_error (*tile)(exi_tiled_op *o, unsigned part, size_t k, size_t begin, size_t end);
+    /* Tiles wait for their predecessors (a chain): every claimed tile must
+     * be processed, and the tile function must not fail. */
+    bool chained;
+    /* Processes tile k = [begin, end) as participant `part` (< parts).
+     * [next_begin, next_end) is the tile this participant processes next
+     * (empty if none), for prefetching. */
+    ex_error (*tile)(exi_tiled_op *o, unsigned part, size_t k, size_t begin, size_t end, size_t next_begin,
+                     size_t next_end);
     /* After every tile: writes the value completion into out; returns how
      * many values (0 or 1). */
     size_t (*finish)(exi_tiled_op *o, ex_value *out);
@@ -53,6 +62,7 @@ struct exi_tiled_op {
     uint32_t failed, stopped;
     exi_carry total;            /* typed results */
     _Alignas(64) uint64_t next_tile;
+    uint64_t done_tiles;          /* tiles processed successfully */
     _Alignas(64) uint64_t chain;  /* tiles whose prefix has been folded into `prefix` */
     exi_carry prefix;             /* typed chain value; generic forms keep theirs in scratch */
 };

@@ -16,8 +16,8 @@ typedef struct loop_sender {
     size_t in_size, out_size;
 } loop_sender;
 
-static ex_error loop_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, size_t e) {
-    (void)part, (void)k;
+static ex_error loop_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, size_t e, size_t nb, size_t ne) {
+    (void)part, (void)k, (void)nb, (void)ne;
     const loop_sender *s = (const loop_sender *)o->s;
     switch (s->lk) {
     case LOOP_INDEX: {
@@ -46,7 +46,7 @@ static size_t loop_finish(exi_tiled_op *o, ex_value *out) {
     return 0;
 }
 
-static const exi_tiled_kind loop_kind_vt = { "loop", loop_tile, loop_finish };
+static const exi_tiled_kind loop_kind_vt = { "loop", false, loop_tile, loop_finish };
 static const ex_sender_vtable for_each_vt = { "ex_for_each_index", exi_tiled_connect, exi_tiled_attrs,
                                               exi_tiled_destroy };
 static const ex_sender_vtable transform_vt = { "ex_transform", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };

@@ -96,14 +96,18 @@ static bool use_avx2(void) { return __builtin_cpu_supports("avx2"); }
 double exi_sum_f64(const double *in, size_t n) { return PICK(sum_f64, in, n); }
 uint64_t exi_sum_u64(const uint64_t *in, size_t n) { return PICK(sum_u64, in, n); }
 
-double exi_scan_f64(const double *in, double *out, size_t n, double carry, bool exclusive, bool stream) {
+double exi_scan_f64(const double *in, double *out, size_t n, double carry, bool exclusive, bool stream,
+                    const void *pf, size_t pf_bytes) {
     stream = stream && ((uintptr_t)out & 15) == 0;
-    return PICK(scan_f64, in, out, n, carry, exclusive, stream);
+    const char *p = pf, *pe = pf ? p + pf_bytes : NULL;
+    return PICK(scan_f64, in, out, n, carry, exclusive, stream, p, pe);
 }
 
-uint64_t exi_scan_u64(const uint64_t *in, uint64_t *out, size_t n, uint64_t carry, bool exclusive, bool stream) {
+uint64_t exi_scan_u64(const uint64_t *in, uint64_t *out, size_t n, uint64_t carry, bool exclusive, bool stream,
+                      const void *pf, size_t pf_bytes) {
     stream = stream && ((uintptr_t)out & 15) == 0;
-    return PICK(scan_u64, in, out, n, carry, exclusive, stream);
+    const char *p = pf, *pe = pf ? p + pf_bytes : NULL;
+    return PICK(scan_u64, in, out, n, carry, exclusive, stream, p, pe);
 }
 
 static uint64_t stream_bytes;  /* 0: not computed yet */

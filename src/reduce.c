@@ -19,7 +19,8 @@ typedef struct reduce_sender {
 
 /* Generic scratch: slot 0 the chained accumulator, slot 1 + p participant
  * p's tile total. */
-static ex_error reduce_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, size_t e) {
+static ex_error reduce_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, size_t e, size_t nb, size_t ne) {
+    (void)nb, (void)ne;
     const reduce_sender *s = (const reduce_sender *)o->s;
     size_t n = e - b;
     switch (s->ek) {
@@ -69,7 +70,7 @@ static size_t reduce_finish(exi_tiled_op *o, ex_value *out) {
     return 0;
 }
 
-static const exi_tiled_kind reduce_kind = { "reduce", reduce_tile, reduce_finish };
+static const exi_tiled_kind reduce_kind = { "reduce", true, reduce_tile, reduce_finish };
 static const ex_sender_vtable reduce_vt = { "ex_reduce", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
 
 static reduce_sender *reduce_alloc(size_t extra, ex_scheduler sch, size_t n, size_t elem, ex_sig sig) {

@@ -25,7 +25,7 @@ typedef struct scan_sender {
  * replaced, for in-place exclusive scans). */
 enum { SLOTS_SHARED = 1, SLOTS_PER_PART = 3 };
 
-static size_t typed_tile(exi_tiled_op *o, size_t k, size_t b, size_t e) {
+static size_t typed_tile(exi_tiled_op *o, size_t k, size_t b, size_t e, size_t nb, size_t ne) {
     const scan_sender *s = (const scan_sender *)o->s;
     bool last = k + 1 == s->t.ntiles;
     size_t n = e - b;
@@ -37,7 +37,8 @@ static size_t typed_tile(exi_tiled_op *o, size_t k, size_t b, size_t e) {
         double carry = k ? o->prefix.d : s->exclusive ? s->init.d : -0.0;
         if (!last) o->prefix.d = carry + agg;
         exi_tiled_chain_publish(o, k);
-        double total = exi_scan_f64(in, out, n, carry, s->exclusive, s->stream);
+        const double *next = ne > nb ? (const double *)s->in + nb : NULL;
+        double total = exi_scan_f64(in, out, n, carry, s->exclusive, s->stream, next, (ne - nb) * sizeof *next);
         if (last) o->total.d = total;
     } else {
         const uint64_t *in = (const uint64_t *)s->in + b;
@@ -47,7 +48,8 @@ static size_t typed_tile(exi_tiled_op *o, size_t k, size_t b, size_t e) {
         uint64_t carry = k ? o->prefix.u : s->exclusive ? s->init.u : 0;
         if (!last) o->prefix.u = carry + agg;
         exi_tiled_chain_publish(o, k);
-        uint64_t total = exi_scan_u64(in, out, n, carry, s->exclusive, s->stream);
+        const uint64_t *next = ne > nb ? (const uint64_t *)s->in + nb : NULL;
+        uint64_t total = exi_scan_u64(in, out, n, carry, s->exclusive, s->stream, next, (ne - nb) * sizeof *next);
         if (last) o->total.u = total;
     }
     if (s->stream) exi_stream_fence();  /* the output is complete before completion is signalled */
@@ -89,10 +91,10 @@ static void generic_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, siz
     }
 }
 
-static ex_error scan_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, size_t e) {
+static ex_error scan_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, size_t e, size_t nb, size_t ne) {
     const scan_sender *s = (const scan_sender *)o->s;
     if (s->ek == ELEM_GENERIC) generic_tile(o, part, k, b, e);
-    else typed_tile(o, k, b, e);
+    else typed_tile(o, k, b, e, nb, ne);
     return ex_ok();
 }
 
@@ -112,7 +114,7 @@ static size_t scan_finish(exi_tiled_op *o, ex_value *out) {
     return 0;
 }
 
-static const exi_tiled_kind scan_kind = { "scan", scan_tile, scan_finish };
+static const exi_tiled_kind scan_kind = { "scan", true, scan_tile, scan_finish };
 static const ex_sender_vtable inclusive_vt = { "ex_inclusive_scan", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
 static const ex_sender_vtable exclusive_vt = { "ex_exclusive_scan", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
 

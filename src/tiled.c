@@ -30,24 +30,46 @@ void exi_tiled_chain_wait(exi_tiled_op *o, size_t k) {
     }
 }
 
+/* Claims the next tile, or returns ntiles when the participant should stop
+ * (no tiles left, a failure, or a stop request). */
+static uint64_t claim(exi_tiled_op *o) {
+    const exi_tiled_sender *s = o->s;
+    if ((s->ntiles && exi_load_rlx_u64(&o->next_tile) >= s->ntiles) || exi_load_acq_u32(&o->failed)) return s->ntiles;
+    if (ex_stop_token_stop_requested(o->token)) {
+        exi_store_rel_u32(&o->stopped, 1);
+        return s->ntiles;
+    }
+    uint64_t k = exi_faa_u64(&o->next_tile, 1);
+    return k < s->ntiles ? k : s->ntiles;
+}
+
+static size_t tile_end(const exi_tiled_sender *s, size_t begin) {
+    return s->n - begin > s->tile ? begin + s->tile : s->n;  /* no overflow near SIZE_MAX */
+}
+
 static void participate(exi_tiled_op *o, unsigned part) {
     const exi_tiled_sender *s = o->s;
-    for (;;) {
-        if (exi_load_acq_u32(&o->failed)) return;
-        if (ex_stop_token_stop_requested(o->token)) {
+    uint64_t k = claim(o);
+    while (k < s->ntiles) {
+        uint64_t next = claim(o);
+        size_t begin = exi_tile_begin(s, (size_t)k), end = tile_end(s, begin);
+        size_t nb = next < s->ntiles ? exi_tile_begin(s, (size_t)next) : 0;
+        size_t ne = next < s->ntiles ? tile_end(s, nb) : 0;
+        /* After a failure or a stop request an unchained tile is dropped
+         * (no range starts after them); a chained one is always processed,
+         * as a successor may be waiting for its prefix. */
+        if (!s->kind->chained && (exi_load_acq_u32(&o->failed) || ex_stop_token_stop_requested(o->token))) {
             exi_store_rel_u32(&o->stopped, 1);
-            return;
+            break;
         }
-        uint64_t k = exi_faa_u64(&o->next_tile, 1);
-        if (k >= s->ntiles) return;
-        size_t begin = exi_tile_begin(s, (size_t)k);
-        size_t end = s->n - begin > s->tile ? begin + s->tile : s->n;  /* no overflow near SIZE_MAX */
-        ex_error e = s->kind->tile(o, part, (size_t)k, begin, end);
+        ex_error e = s->kind->tile(o, part, (size_t)k, begin, end, nb, ne);
         if (e.code) {
             uint32_t expected = 0;
             if (exi_cas_u32(&o->failed, &expected, 1)) o->err = e;
-            return;
+        } else {
+            exi_faa_u64(&o->done_tiles, 1);
         }
+        k = next;
     }
 }
 
@@ -55,7 +77,10 @@ static void participate(exi_tiled_op *o, unsigned part) {
 static void complete(exi_tiled_op *o) {
     if (exi_load_acq_u32(&o->failed)) {
         ex_set_error(o->r, o->err);
-    } else if (exi_load_acq_u32(&o->stopped)) {
+    } else if (exi_load_acq_u32(&o->stopped) && (!o->s->ntiles || exi_load_acq_u64(&o->done_tiles) < o->s->ntiles)) {
+        /* Stopped means some tile did not run (or, with no tiles, that stop
+         * came before start): a request that came after the last tile was
+         * claimed does not discard a finished result. */
         ex_set_stopped(o->r);
     } else {
         ex_value v[1];
@@ -133,6 +158,7 @@ ex_error exi_tiled_connect(const ex_sender *sender, ex_receiver r, void *storage
     o->failed = o->stopped = 0;
     o->total.u = 0;
     o->next_tile = 0;
+    o->done_tiles = 0;
     o->chain = 0;
     o->prefix.u = 0;
     ex_env_pair_init(&o->env, &tiled_run_key, ex_ptr(o), ex_env_forward(env));

@@ -33,9 +33,10 @@
  * few elements per worker), errors of the scheduler's schedule (e.g.
  * EX_ESHUTDOWN for a pool being shut down), the first error returned by an
  * ex_for_each_index function.  set_stopped when a stop request from the
- * receiver's environment is seen: it is checked between tiles, so the
- * output is then partially written.  Completion runs on an agent of sch
- * (the one that finished last).
+ * receiver's environment is seen between tiles and some tile did not run
+ * (the output is then partially written; a request that comes after every
+ * tile has run does not discard the result).  Completion runs on an agent
+ * of sch (the one that finished last).
  *
  * Arguments.  Builders never return NULL: a bad argument (invalid
  * scheduler, NULL array with n > 0, NULL function, element size 0) gives an
