@@ -84,7 +84,7 @@ for g in scan reduce; do
         [ -s "$tmp/$g-$impl.dat" ] && plot="$plot${plot:+, }\"$tmp/$g-$impl.dat\" using 1:2 with linespoints lw 2 title \"$impl\""
     done
     [ -n "$plot" ] || continue
-    [ "$copy" != 0 ] && plot="$plot, $copy with lines dt 2 lc rgb \"#888888\" title \"memory-copy bandwidth ($copy GB/s)\""
+    [ "$copy" != 0 ] && plot="$plot, $copy with lines dt 2 lc rgb \"#888888\" title \"memory-copy bandwidth ($(printf %.1f "$copy") GB/s)\""
     unit="GB/s read + written"
     [ "$g" = reduce ] && unit="GB/s read"
     gnuplot <<GP
@@ -97,7 +97,8 @@ set xlabel "elements"
 set ylabel "$unit (higher is better)"
 set yrange [0:*]
 set grid
-set key left top
+set key outside bottom center horizontal
+set xrange [500:2e8]
 plot $plot
 GP
     sweeps="$sweeps $out/$g.png"

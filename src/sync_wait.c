@@ -64,8 +64,10 @@ static ex_result error_result(ex_error e) {
     return r;
 }
 
-/* Rounds a thread outside any pool spins before it blocks (~20-50 us). */
+/* Rounds a thread outside any pool spins before it blocks (~20-50 us);
+ * after the first SYNC_WAIT_PAUSE rounds each round yields the CPU. */
 #define SYNC_WAIT_SPIN 2000
+#define SYNC_WAIT_PAUSE 64
 
 /* Waits for st->done.  On a pool worker it keeps running the loop's items
  * and the pool's work instead of blocking, so a task that waits for work on
@@ -77,7 +79,8 @@ static void wait_done(sync_state *st) {
          * wake-up round trip. */
         for (unsigned spin = 0; spin < SYNC_WAIT_SPIN && !exi_load_acq_u32(&st->done); spin++) {
             if (ex_run_loop_run_one(&st->loop)) spin = 0;
-            else exi_pause();
+            else if (spin < SYNC_WAIT_PAUSE) exi_pause();
+            else sched_yield();  /* cores may all be busy with the work we wait for: let it run */
         }
         (void)ex_run_loop_run(&st->loop);
         while (!exi_load_acq_u32(&st->done)) exi_pause();

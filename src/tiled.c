@@ -9,6 +9,8 @@
 #include "exi_pool.h"
 #include "exi_tiled.h"
 
+#define EXI_TILES_PER_PART 4
+
 /* The key under which the inner operation finds its tiled operation. */
 static const ex_key tiled_run_key = { "cexec.tiled_run", true };
 
@@ -194,8 +196,11 @@ exi_tiled_sender *exi_tiled_alloc(const ex_sender_vtable *vt, size_t size, const
     s->n = n;
     s->tile = tile;
     s->ntiles = n / tile + (n % tile != 0);
-    unsigned c = exi_scheduler_concurrency(sch);
-    s->parts = s->ntiles < c ? (unsigned)(s->ntiles ? s->ntiles : 1) : c;
+    /* A participant that would get fewer than EXI_TILES_PER_PART tiles
+     * costs more to wake than it saves. */
+    size_t c = exi_scheduler_concurrency(sch), useful = s->ntiles / EXI_TILES_PER_PART;
+    if (useful < 1) useful = 1;
+    s->parts = (unsigned)(useful < c ? useful : c);
     s->scratch_size = 0;
     base->sigs = exi_sigs_of(&value_sig, EX_SIGS_ERROR | EX_SIGS_STOPPED);
     return s;
