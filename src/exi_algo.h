@@ -22,6 +22,9 @@ static inline size_t exi_tile_elems(size_t elem_size) {
     return t ? t : 1;
 }
 
+/* Element types of the scans and reductions. */
+typedef enum exi_elem_kind { ELEM_F64, ELEM_I64, ELEM_GENERIC } exi_elem_kind;
+
 /* Argument problems, and the messages naming the builder. */
 enum { BAD_NONE, BAD_SCHED, BAD_NULL_ARRAY, BAD_OVERFLOW, BAD_OVERLAP, BAD_MONOID, BAD_MONOID_SIZE, BAD_INIT,
        BAD_FN, BAD_SIZE };

@@ -15,13 +15,13 @@
 #ifndef EXI_TILED_H
 #define EXI_TILED_H
 
+#include "exi_atomic.h"
 #include "exi_core.h"
 
 typedef struct exi_tiled_sender exi_tiled_sender;
 typedef struct exi_tiled_op exi_tiled_op;
 
 typedef struct exi_tiled_kind {
-    const char *name;
     /* Tiles wait for their predecessors (a chain): every claimed tile must
      * be processed, and the tile function must not fail. */
     bool chained;
@@ -89,12 +89,9 @@ void exi_tiled_destroy(ex_sender *s);
 void exi_tiled_chain_wait(exi_tiled_op *o, size_t k);
 
 /* Marks tile k folded (release): tile k + 1 may proceed. */
-static inline void exi_tiled_chain_publish(exi_tiled_op *o, size_t k);
-
-/* Bounds of tile k. */
-static inline size_t exi_tile_begin(const exi_tiled_sender *s, size_t k) { return k * s->tile; }
-
-#include "exi_atomic.h"
 static inline void exi_tiled_chain_publish(exi_tiled_op *o, size_t k) { exi_store_rel_u64(&o->chain, (uint64_t)k + 1); }
+
+/* First element of tile k. */
+static inline size_t exi_tile_begin(const exi_tiled_sender *s, size_t k) { return k * s->tile; }
 
 #endif

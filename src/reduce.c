@@ -5,11 +5,9 @@
 #include "exi_algo.h"
 #include "exi_kernels.h"
 
-typedef enum elem_kind { ELEM_F64, ELEM_I64, ELEM_GENERIC } elem_kind;
-
 typedef struct reduce_sender {
     exi_tiled_sender t;
-    elem_kind ek;
+    exi_elem_kind ek;
     const void *in;
     exi_carry init;
     ex_monoid m;
@@ -70,7 +68,7 @@ static size_t reduce_finish(exi_tiled_op *o, ex_value *out) {
     return 0;
 }
 
-static const exi_tiled_kind reduce_kind = { "reduce", true, reduce_tile, reduce_finish };
+static const exi_tiled_kind reduce_kind = { true, reduce_tile, reduce_finish };
 static const ex_sender_vtable reduce_vt = { "ex_reduce", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
 
 static reduce_sender *reduce_alloc(size_t extra, ex_scheduler sch, size_t n, size_t elem, ex_sig sig) {
@@ -84,7 +82,7 @@ static reduce_sender *reduce_alloc(size_t extra, ex_scheduler sch, size_t n, siz
     return s;
 }
 
-static ex_sender *typed_reduce(const char *const *msgs, elem_kind ek, ex_scheduler sch, const void *in, size_t n,
+static ex_sender *typed_reduce(const char *const *msgs, exi_elem_kind ek, ex_scheduler sch, const void *in, size_t n,
                                exi_carry init) {
     int bad = exi_check_arrays(sch, in, 8, NULL, 0, n);
     if (bad) return exi_algo_reject(msgs, bad);

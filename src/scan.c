@@ -6,11 +6,9 @@
 #include "exi_algo.h"
 #include "exi_kernels.h"
 
-typedef enum elem_kind { ELEM_F64, ELEM_I64, ELEM_GENERIC } elem_kind;
-
 typedef struct scan_sender {
     exi_tiled_sender t;
-    elem_kind ek;
+    exi_elem_kind ek;
     bool exclusive, stream;
     const void *in;
     void *out;
@@ -25,7 +23,7 @@ typedef struct scan_sender {
  * replaced, for in-place exclusive scans). */
 enum { SLOTS_SHARED = 1, SLOTS_PER_PART = 3 };
 
-static size_t typed_tile(exi_tiled_op *o, size_t k, size_t b, size_t e, size_t nb, size_t ne) {
+static void typed_tile(exi_tiled_op *o, size_t k, size_t b, size_t e, size_t nb, size_t ne) {
     const scan_sender *s = (const scan_sender *)o->s;
     bool last = k + 1 == s->t.ntiles;
     size_t n = e - b;
@@ -53,7 +51,6 @@ static size_t typed_tile(exi_tiled_op *o, size_t k, size_t b, size_t e, size_t n
         if (last) o->total.u = total;
     }
     if (s->stream) exi_stream_fence();  /* the output is complete before completion is signalled */
-    return n;
 }
 
 static void generic_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, size_t e) {
@@ -114,7 +111,7 @@ static size_t scan_finish(exi_tiled_op *o, ex_value *out) {
     return 0;
 }
 
-static const exi_tiled_kind scan_kind = { "scan", true, scan_tile, scan_finish };
+static const exi_tiled_kind scan_kind = { true, scan_tile, scan_finish };
 static const ex_sender_vtable inclusive_vt = { "ex_inclusive_scan", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
 static const ex_sender_vtable exclusive_vt = { "ex_exclusive_scan", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
 
@@ -131,7 +128,7 @@ static scan_sender *scan_alloc(bool exclusive, size_t extra, ex_scheduler sch, s
     return s;
 }
 
-static ex_sender *typed_scan(const char *const *msgs, elem_kind ek, bool exclusive, ex_scheduler sch, const void *in,
+static ex_sender *typed_scan(const char *const *msgs, exi_elem_kind ek, bool exclusive, ex_scheduler sch, const void *in,
                              void *out, size_t n, exi_carry init) {
     int bad = exi_check_arrays(sch, in, 8, out, 8, n);
     if (bad) return exi_algo_reject(msgs, bad);

@@ -93,25 +93,22 @@ static void complete(exi_tiled_op *o) {
 
 /* ------------------------------------------------------- inner receivers */
 
-static exi_tiled_op *op_of_receiver(void *self) { return self; }
-
 /* parts == 1: the schedule completed on an agent of sch; run every tile. */
 static void one_set_value(void *self, const ex_value *v, size_t n) {
     (void)v, (void)n;
-    exi_tiled_op *o = op_of_receiver(self);
-    participate(o, 0);
-    complete(o);
+    participate(self, 0);
+    complete(self);
 }
 
 /* parts > 1: the bulk has run every participant. */
 static void bulk_set_value(void *self, const ex_value *v, size_t n) {
     (void)v, (void)n;
-    complete(op_of_receiver(self));
+    complete(self);
 }
 
-static void inner_set_error(void *self, ex_error e) { ex_set_error(op_of_receiver(self)->r, e); }
-static void inner_set_stopped(void *self) { ex_set_stopped(op_of_receiver(self)->r); }
-static ex_env inner_env(void *self) { return ex_env_of_pair(&op_of_receiver(self)->env); }
+static void inner_set_error(void *self, ex_error e) { ex_set_error(((exi_tiled_op *)self)->r, e); }
+static void inner_set_stopped(void *self) { ex_set_stopped(((exi_tiled_op *)self)->r); }
+static ex_env inner_env(void *self) { return ex_env_of_pair(&((exi_tiled_op *)self)->env); }
 
 static const ex_receiver_vtable one_rcvr_vt = { one_set_value, inner_set_error, inner_set_stopped, inner_env, NULL };
 static const ex_receiver_vtable bulk_rcvr_vt = { bulk_set_value, inner_set_error, inner_set_stopped, inner_env, NULL };

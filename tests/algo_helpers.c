@@ -378,3 +378,36 @@ void ref_fold(const ex_monoid *m, const void *in, void *out, size_t n, bool excl
     }
     if (total) memcpy(total, acc, sz);
 }
+
+/* ------------------------------------------------------ stop during a run */
+
+void algo_stop_ctx_init(algo_stop_ctx *c, ex_stop_source *src, bool external) {
+    memset(c, 0, sizeof *c);
+    c->src = src;
+    c->external = external;
+}
+
+void algo_stop_combine(void *ctx, void *acc, const void *x) {
+    algo_stop_ctx *c = ctx;
+    uint64_t v = *(const uint64_t *)x;
+    atomic_fetch_add_explicit(&c->calls, 1, memory_order_relaxed);
+    if (v == ALGO_STOP_MARK && !atomic_exchange(&c->reached, 1)) {
+        if (!c->external) {
+            ex_stop_source_request_stop(c->src);
+        } else {
+            double end = algo_now() + 20;
+            while (!atomic_load(&c->requested) && algo_now() < end) sched_yield();
+            if (!atomic_load(&c->requested)) atomic_store(&c->timed_out, 1);
+        }
+    }
+    *(uint64_t *)acc += v;
+}
+
+void *algo_stopper_main(void *ctx) {
+    algo_stop_ctx *c = ctx;
+    double end = algo_now() + 20;
+    while (!atomic_load(&c->reached) && algo_now() < end) sched_yield();
+    ex_stop_source_request_stop(c->src);
+    atomic_store(&c->requested, 1);
+    return NULL;
+}

@@ -129,4 +129,23 @@ void fill_big4k(big4k *a, size_t n, uint64_t seed);
  * total goes to *total when not NULL. */
 void ref_fold(const ex_monoid *m, const void *in, void *out, size_t n, bool exclusive, const void *init, void *total);
 
+/* -------------------------------------------------- stop during a run */
+
+/* A uint64 sum whose combine, on meeting ALGO_STOP_MARK (place it in tile
+ * 0), requests stop itself (external == false: a single agent) or waits
+ * until algo_stopper_main on another thread did (pools). */
+#define ALGO_STOP_MARK 0x7fff000000000001ull
+
+typedef struct algo_stop_ctx {
+    ex_stop_source *src;
+    bool external;
+    atomic_int reached, requested, timed_out;  /* timed_out: the request never came */
+    atomic_long calls;                          /* combine calls */
+} algo_stop_ctx;
+
+void algo_stop_ctx_init(algo_stop_ctx *c, ex_stop_source *src, bool external);
+void algo_stop_combine(void *ctx, void *acc, const void *x);
+/* pthread entry: waits for the mark, then requests stop (bounded wait). */
+void *algo_stopper_main(void *ctx);
+
 #endif

@@ -447,42 +447,6 @@ Test(algo_reduce, stop_requested_before_start_completes_stopped) {
     expect_no_leaks();
 }
 
-/* combine meets a marked element of tile 0, then requests stop itself
- * (single agent) or waits until another thread did (pools). */
-#define MARK 0x0badc0ffee000001ull
-
-typedef struct stop_ctx {
-    ex_stop_source *src;
-    bool external;
-    atomic_int reached, requested, timed_out;
-    atomic_long calls;
-} stop_ctx;
-
-static void stop_combine(void *ctx, void *acc, const void *x) {
-    stop_ctx *c = ctx;
-    uint64_t v = *(const uint64_t *)x;
-    atomic_fetch_add_explicit(&c->calls, 1, memory_order_relaxed);
-    if (v == MARK && !atomic_exchange(&c->reached, 1)) {
-        if (!c->external) {
-            ex_stop_source_request_stop(c->src);
-        } else {
-            double end = algo_now() + 20;
-            while (!atomic_load(&c->requested) && algo_now() < end) sched_yield();
-            if (!atomic_load(&c->requested)) atomic_store(&c->timed_out, 1);
-        }
-    }
-    *(uint64_t *)acc += v;
-}
-
-static void *stopper_main(void *p) {
-    stop_ctx *c = p;
-    double end = algo_now() + 20;
-    while (!atomic_load(&c->reached) && algo_now() < end) sched_yield();
-    ex_stop_source_request_stop(c->src);
-    atomic_store(&c->requested, 1);
-    return NULL;
-}
-
 Test(algo_reduce, stop_requested_during_a_reduction_completes_stopped) {
     for (int k = 0; k < AS_COUNT; k++) {
         algo_sched a;
@@ -491,19 +455,17 @@ Test(algo_reduce, stop_requested_during_a_reduction_completes_stopped) {
         size_t n = 12 * T + 1;
         uint64_t *in = xmalloc(n * 8);
         for (size_t i = 0; i < n; i++) in[i] = i;
-        in[5] = MARK;
+        in[5] = ALGO_STOP_MARK;
         arec r;
         arec_init(&r, a.pool);
         arec_with_stop(&r);
-        stop_ctx c;
-        memset(&c, 0, sizeof c);
-        c.src = &r.stop;
-        c.external = external;
+        algo_stop_ctx c;
+        algo_stop_ctx_init(&c, &r.stop, external);
         uint64_t zero = 0, result = 1234;
-        ex_monoid m = { 8, &zero, stop_combine, &c };
+        ex_monoid m = { 8, &zero, algo_stop_combine, &c };
         ex_sender *s = ex_reduce(a.sch, &m, in, n, &result);
         pthread_t th;
-        if (external) cr_assert_eq(pthread_create(&th, NULL, stopper_main, &c), 0);
+        if (external) cr_assert_eq(pthread_create(&th, NULL, algo_stopper_main, &c), 0);
         as_run(&a, s, &r);
         if (external) pthread_join(th, NULL);
         cr_assert_eq(atomic_load(&c.timed_out), 0);
