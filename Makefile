@@ -187,3 +187,6 @@ clean:
 	rm -rf build build-asan build-clang build-tsan
 
 -include $(OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+
+# Reliability targets (model check, fuzzing, valgrind, soak): one fragment each.
+include $(wildcard mk/*.mk)
