@@ -10,6 +10,7 @@
 
 #include "exi_core.h"
 #include "exi_counters.h"
+#include "exi_poison.h"
 #include "exi_pool.h"
 
 #define HEADER 16
@@ -70,14 +71,65 @@ static void je_free(void *p, size_t size, size_t align, unsigned arena, unsigned
 bool ex_jemalloc_is_malloc(void) { return false; }
 #endif
 
-/* One per (thread, allocator): the thread's tcache for each arena. */
+/* Blocks of up to CLASS_MAX bytes (header included, alignment <= HEADER)
+ * are cached by cexec itself in front of jemalloc, by power-of-two class.
+ * A thread keeps free blocks of its own arena in an array per class (a pop
+ * or push never touches the block, so a block another core wrote costs no
+ * cache miss until its user touches it).  A freed block of another arena is
+ * gathered into a batch for that (arena, class): the batch's first block is
+ * the node and holds the others' addresses; a full node goes onto that
+ * arena's remote list with one compare-and-swap, and a thread of that arena
+ * takes the whole list with one exchange when its array is empty.  A
+ * cached block only ever serves its own arena; the fast paths write no
+ * shared cache line and call no jemalloc. */
+#define MIN_SHIFT 5                        /* 32-byte smallest class */
+#define NCLASSES 9                         /* 32 .. 8192 bytes */
+#define CLASS_MAX ((size_t)1 << (MIN_SHIFT + NCLASSES - 1))
+#define CACHE_BYTES ((size_t)256 << 10)    /* bytes a thread keeps per class, at most */
+#define CACHE_MAX 512u                     /* blocks a thread keeps per class, at most */
+#define BATCH_MAX 32u                      /* blocks per hand-over, at most */
+
+/* The first bytes of a block.  The header (arena, offset of the user
+ * pointer) stays valid for the block's whole life; a batch node also uses
+ * the header's spare half and the start of its (free) user area. */
+typedef struct fblock {
+    uint32_t arena, offset;
+    struct fblock *next_node;              /* node of a remote list */
+    uint32_t n, unused;                    /* node: addresses in items */
+    struct fblock *items[];
+} fblock;
+_Static_assert(offsetof(fblock, n) == HEADER, "the header is 16 bytes");
+
+static inline size_t class_size(unsigned c) { return (size_t)1 << (c + MIN_SHIFT); }
+static inline unsigned cache_cap(unsigned c) {
+    size_t by_bytes = CACHE_BYTES / class_size(c);
+    return by_bytes < CACHE_MAX ? (unsigned)by_bytes : CACHE_MAX;
+}
+/* Blocks in a batch: the node and as many addresses as it can hold. */
+static inline unsigned batch_cap(unsigned c) {
+    size_t fit = 1 + (class_size(c) - sizeof(fblock)) / sizeof(fblock *);
+    return fit < BATCH_MAX ? (unsigned)fit : BATCH_MAX;
+}
+
+/* Per arena: nodes handed over by other threads, one list per class; the
+ * count bounds how much waits there. */
+typedef struct remote {
+    fblock *nodes[NCLASSES];
+    uint32_t blocks[NCLASSES];
+} __attribute__((aligned(64))) remote;
+
+typedef struct stack { fblock **items; uint32_t n, cap; } stack;
+
+/* One per (thread, allocator). */
 typedef struct jthread {
     struct ex_jemalloc_allocator *owner;
     struct jthread *prev, *next;  /* registry, under owner->mu */
     unsigned slot;                 /* arena this thread allocates from */
+    stack cache[NCLASSES];         /* free blocks of arena `slot` */
+    fblock **out;                  /* [narenas][NCLASSES] batch being filled; made on the first foreign free */
     /* counters written by this thread only (relaxed), summed by stats */
     uint64_t allocations, frees, bytes, peak;
-    unsigned tc[];                 /* tcache per arena; 0 = not created (ids are stored + 1) */
+    unsigned tc[];                 /* tcache per arena; 0 = not created (ids are stored + 1); then the stacks */
 } jthread;
 
 struct ex_jemalloc_allocator {
@@ -85,6 +137,7 @@ struct ex_jemalloc_allocator {
     uint64_t id;
     unsigned narenas;
     unsigned arenas[MAX_ARENAS];
+    remote *remotes;               /* [narenas] */
     pthread_key_t key;
     pthread_mutex_t mu;
     jthread *threads;
@@ -96,11 +149,55 @@ struct ex_jemalloc_allocator {
 static EXI_TLS struct { uint64_t id; jthread *t; } last;
 static uint64_t next_id = 1;
 
+static inline bool is_class(size_t size, size_t align) { return align <= HEADER && size <= CLASS_MAX - HEADER; }
+static inline unsigned class_of(size_t size) {
+    size_t total = size + HEADER;
+    if (total <= ((size_t)1 << MIN_SHIFT)) return 0;
+    return (unsigned)(64 - __builtin_clzll((unsigned long long)total - 1)) - MIN_SHIFT;
+}
+
+/* A cached block's user area is poisoned (ASan builds); allocation
+ * unpoisons the size asked for. */
+static inline void cache_poison(fblock *b, unsigned c) { exi_poison((char *)b + HEADER, class_size(c) - HEADER); }
+static inline void cache_unpoison(fblock *b, unsigned c) { exi_unpoison((char *)b + HEADER, class_size(c) - HEADER); }
+
+/* The thread's tcache for arena a, created on first use; NO_TCACHE when
+ * jemalloc refuses one (it allows about 4094 explicit tcaches per process,
+ * and this design wants one per thread and arena) or t is NULL. */
+static unsigned tcache_for(jthread *t, unsigned a) {
+    if (!t) return NO_TCACHE;
+    if (__builtin_expect(t->tc[a] != 0, 1)) return t->tc[a] - 1;
+    unsigned tc;
+    if (je_tcache_create(&tc)) return NO_TCACHE;
+    t->tc[a] = tc + 1;
+    return tc;
+}
+
+/* Returns a cached class-c block of arena a to jemalloc, through t's tcache
+ * for that arena (t may be NULL). */
+static void release(ex_jemalloc_allocator *j, jthread *t, unsigned a, unsigned c, fblock *b) {
+    cache_unpoison(b, c);
+    je_free(b, class_size(c), HEADER, j->arenas[a], tcache_for(t, a));
+}
+
+/* Returns a batch node and the blocks it lists. */
+static void release_batch(ex_jemalloc_allocator *j, jthread *t, unsigned a, unsigned c, fblock *node) {
+    for (uint32_t k = 0; k < node->n; k++) release(j, t, a, c, node->items[k]);
+    release(j, t, a, c, node);
+}
+
 static void jthread_retire_locked(ex_jemalloc_allocator *j, jthread *t) {
     j->retired_allocations += t->allocations;
     j->retired_frees += t->frees;
     j->retired_bytes += t->bytes;
     j->retired_peak += t->peak;
+    for (unsigned c = 0; c < NCLASSES; c++)
+        for (uint32_t k = 0; k < t->cache[c].n; k++) release(j, t, t->slot, c, t->cache[c].items[k]);
+    if (t->out)
+        for (unsigned a = 0; a < j->narenas; a++)
+            for (unsigned c = 0; c < NCLASSES; c++)
+                if (t->out[a * NCLASSES + c]) release_batch(j, t, a, c, t->out[a * NCLASSES + c]);
+    free(t->out);
     for (unsigned a = 0; a < j->narenas; a++)
         if (t->tc[a]) je_tcache_destroy(t->tc[a] - 1);
     if (t->prev) t->prev->next = t->next;
@@ -121,11 +218,26 @@ static void thread_exit(void *arg) {
     pthread_mutex_unlock(&j->mu);
 }
 
+/* The record with its tcache ids and, after them, every class's stack. */
+static jthread *jthread_new(ex_jemalloc_allocator *j) {
+    size_t slots = 0;
+    for (unsigned c = 0; c < NCLASSES; c++) slots += cache_cap(c);
+    size_t head = sizeof(jthread) + j->narenas * sizeof(unsigned);
+    head = (head + alignof(fblock *) - 1) & ~(alignof(fblock *) - 1);
+    jthread *t = calloc(1, head + slots * sizeof(fblock *));
+    if (!t) return NULL;
+    fblock **items = (fblock **)(void *)((char *)t + head);
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        t->cache[c] = (stack){ items, 0, cache_cap(c) };
+        items += cache_cap(c);
+    }
+    return t;
+}
+
 static jthread *new_thread(ex_jemalloc_allocator *j) {
     jthread *t = pthread_getspecific(j->key);
     if (!t) {
-        t = calloc(1, sizeof *t + j->narenas * sizeof(unsigned));
-        if (!t) return NULL;
+        if (!(t = jthread_new(j))) return NULL;
         t->owner = j;
         int w = exi_pool_worker_index();
         t->slot = w >= 0 ? (unsigned)w % j->narenas : exi_faa_u32(&j->next_slot, 1) % j->narenas;
@@ -149,31 +261,81 @@ static inline jthread *my_thread(ex_jemalloc_allocator *j) {
     return new_thread(j);
 }
 
-/* The thread's tcache for arena a, created on first use; NO_TCACHE when
- * jemalloc refuses one (it allows about 4094 explicit tcaches per process,
- * and this design wants one per thread and arena). */
-static unsigned tcache_for(jthread *t, unsigned a) {
-    if (__builtin_expect(t->tc[a] != 0, 1)) return t->tc[a] - 1;
-    unsigned tc;
-    if (je_tcache_create(&tc)) return NO_TCACHE;
-    t->tc[a] = tc + 1;
-    return tc;
-}
-
-/* The block behind a user pointer: `align` (>= HEADER) bytes before it,
- * with the arena slot and that offset in the 16 bytes just before it. */
-static inline void *finish_block(char *block, size_t align, unsigned a) {
-    char *p = block + align;
-    ((uint32_t *)(void *)(p - HEADER))[0] = a;
-    ((uint32_t *)(void *)(p - HEADER))[1] = (uint32_t)align;
-    return p;
-}
-
 static inline void count_alloc(jthread *t, size_t size) {
     exi_store_rlx_u64(&t->allocations, t->allocations + 1);
     uint64_t in = t->bytes + size;
     exi_store_rlx_u64(&t->bytes, in);
     if ((int64_t)in > (int64_t)t->peak) exi_store_rlx_u64(&t->peak, in);
+}
+
+static inline void count_free(jthread *t, size_t size) {
+    exi_store_rlx_u64(&t->frees, t->frees + 1);
+    exi_store_rlx_u64(&t->bytes, t->bytes - size);
+}
+
+/* Moves the batches other threads handed to this thread's arena for class
+ * c into its (empty) stack; what does not fit goes back to jemalloc.  False
+ * if there was none. */
+static bool take_remote(ex_jemalloc_allocator *j, jthread *t, unsigned c) {
+    remote *r = &j->remotes[t->slot];
+    if (!exi_load_rlx_ptr((void *const *)&r->nodes[c])) return false;
+    fblock *node = exi_fas_ptr((void **)&r->nodes[c], NULL);  /* acquires the nodes' contents */
+    stack *s = &t->cache[c];
+    uint32_t taken = 0;
+    for (fblock *nn; node; node = nn) {
+        nn = node->next_node;
+        uint32_t n = node->n;
+        taken += n + 1;
+        if (s->n + n + 1 > s->cap) {
+            release_batch(j, t, t->slot, c, node);
+            continue;
+        }
+        for (uint32_t k = 0; k < n; k++) s->items[s->n++] = node->items[k];
+        cache_poison(node, c);
+        s->items[s->n++] = node;
+    }
+    exi_faa_u32(&r->blocks[c], (uint32_t)0 - taken);
+    return s->n > 0;
+}
+
+/* Adds a freed block of another arena to the batch for its (arena, class);
+ * a full batch goes to that arena's remote list, or back to jemalloc when
+ * as many blocks already wait there as a thread would keep. */
+static void free_foreign(ex_jemalloc_allocator *j, jthread *t, fblock *b, unsigned c) {
+    unsigned a = b->arena;
+    if (!t->out && !(t->out = calloc((size_t)j->narenas * NCLASSES, sizeof *t->out))) {
+        release(j, t, a, c, b);
+        return;
+    }
+    fblock **slot = &t->out[a * NCLASSES + c], *node = *slot;
+    if (!node) {
+        exi_unpoison(&b->n, (size_t)batch_cap(c) * sizeof(fblock *));  /* n, unused, items */
+        b->n = 0;
+        *slot = b;
+        return;
+    }
+    node->items[node->n++] = b;
+    if (node->n + 1 < batch_cap(c)) return;
+    *slot = NULL;
+    remote *r = &j->remotes[a];
+    if (exi_load_rlx_u32(&r->blocks[c]) >= cache_cap(c)) {
+        release_batch(j, t, a, c, node);
+        return;
+    }
+    exi_faa_u32(&r->blocks[c], node->n + 1);
+    void *head = exi_load_rlx_ptr((void *const *)&r->nodes[c]);
+    do node->next_node = head;
+    while (!exi_cas_ptr((void **)&r->nodes[c], &head, node));  /* releases the node's contents */
+}
+
+/* The block behind a user pointer of the direct path: `align` (>= HEADER)
+ * bytes before it, with the arena slot and that offset in the header. */
+static inline void *finish_block(char *block, size_t align, unsigned a) {
+    char *p = block + align;
+    fblock *h = (fblock *)(void *)(p - HEADER);
+    h->arena = a;
+    h->offset = (uint32_t)align;
+    return p;
 }
 
 __attribute__((noinline)) static void *allocate_slow(ex_jemalloc_allocator *j, size_t size, size_t align) {
@@ -183,7 +345,20 @@ __attribute__((noinline)) static void *allocate_slow(ex_jemalloc_allocator *j, s
         return NULL;
     }
     unsigned a = t->slot;
-    char *block = je_alloc(size + align, align, j->arenas[a], tcache_for(t, a));
+    size_t block_size = size + (align < HEADER ? HEADER : align);
+    if (is_class(size, align)) {
+        unsigned c = class_of(size);
+        stack *s = &t->cache[c];
+        if (s->n || take_remote(j, t, c)) {
+            fblock *b = s->items[--s->n];
+            count_alloc(t, size);
+            exi_unpoison((char *)b + HEADER, size);
+            return (char *)b + HEADER;
+        }
+        block_size = class_size(c);  /* the block is the whole class */
+    }
+    if (align < HEADER) align = HEADER;
+    char *block = je_alloc(block_size, align, j->arenas[a], tcache_for(t, a));
     if (!block) {
         exi_faa_u64(&j->failures, 1);
         return NULL;
@@ -194,36 +369,71 @@ __attribute__((noinline)) static void *allocate_slow(ex_jemalloc_allocator *j, s
 
 static void *j_allocate(void *ctx, size_t size, size_t align) {
     ex_jemalloc_allocator *j = ctx;
-    if (align < HEADER) align = HEADER;
-    /* Fast path: the thread's record and its tcache for its arena exist. */
-    if (__builtin_expect(last.id == j->id, 1)) {
+    /* Fast path: this thread's stack for the class has a block. */
+    if (__builtin_expect(last.id == j->id && is_class(size, align), 1)) {
         jthread *t = last.t;
-        unsigned a = t->slot, tc1 = t->tc[a];
-        if (__builtin_expect(tc1 != 0, 1)) {
-            char *block = je_alloc(size + align, align, j->arenas[a], tc1 - 1);
-            if (__builtin_expect(block != NULL, 1)) {
-                count_alloc(t, size);
-                return finish_block(block, align, a);
-            }
+        unsigned c = class_of(size);
+        stack *s = &t->cache[c];
+        if (__builtin_expect(s->n != 0, 1)) {
+            fblock *b = s->items[--s->n];
+            count_alloc(t, size);
+            exi_unpoison((char *)b + HEADER, size);
+            return (char *)b + HEADER;
         }
     }
     return allocate_slow(j, size, align);
 }
 
-static void j_deallocate(void *ctx, void *p, size_t size, size_t align) {
-    (void)align;
-    ex_jemalloc_allocator *j = ctx;
-    unsigned a = ((uint32_t *)(void *)((char *)p - HEADER))[0];
-    size_t off = ((uint32_t *)(void *)((char *)p - HEADER))[1];
-    jthread *t = __builtin_expect(last.id == j->id, 1) ? last.t : my_thread(j);
+__attribute__((noinline)) static void deallocate_slow(ex_jemalloc_allocator *j, void *p, size_t size, size_t align) {
+    fblock *b = (fblock *)(void *)((char *)p - HEADER);
+    unsigned a = b->arena;
+    jthread *t = my_thread(j);
+    if (t && is_class(size, align)) {
+        count_free(t, size);
+        unsigned c = class_of(size);
+        cache_poison(b, c);
+        if (a != t->slot) {
+            free_foreign(j, t, b, c);
+            return;
+        }
+        stack *s = &t->cache[c];
+        if (s->n == s->cap) {
+            /* Keep half: a thread that only frees hands the rest back. */
+            while (s->n > s->cap / 2) release(j, t, a, c, s->items[--s->n]);
+        }
+        s->items[s->n++] = b;
+        return;
+    }
+    if (t) {
+        count_free(t, size);
+    } else {
+        pthread_mutex_lock(&j->mu);
+        j->retired_frees++;
+        j->retired_bytes -= size;
+        pthread_mutex_unlock(&j->mu);
+    }
+    size_t off = b->offset;
+    if (is_class(size, align)) size = class_size(class_of(size)) - off;  /* no thread record: a class block */
     /* Through this thread's tcache for the block's arena: the block goes
      * back to the arena it came from. */
-    unsigned tc = !t ? NO_TCACHE : __builtin_expect(t->tc[a] != 0, 1) ? t->tc[a] - 1 : tcache_for(t, a);
-    je_free((char *)p - off, size + off, off, j->arenas[a], tc);
-    if (t) {
-        exi_store_rlx_u64(&t->frees, t->frees + 1);
-        exi_store_rlx_u64(&t->bytes, t->bytes - size);
+    je_free((char *)p - off, size + off, off, j->arenas[a], tcache_for(t, a));
+}
+
+static void j_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    ex_jemalloc_allocator *j = ctx;
+    if (__builtin_expect(last.id == j->id && is_class(size, align), 1)) {
+        jthread *t = last.t;
+        fblock *b = (fblock *)(void *)((char *)p - HEADER);
+        unsigned c = class_of(size);
+        stack *s = &t->cache[c];
+        if (__builtin_expect(b->arena == t->slot && s->n != s->cap, 1)) {
+            cache_poison(b, c);
+            s->items[s->n++] = b;
+            count_free(t, size);
+            return;
+        }
     }
+    deallocate_slow(j, p, size, align);
 }
 
 /* Sums the threads' counters.  A thread's bytes may be negative (it frees
@@ -257,14 +467,22 @@ ex_error ex_jemalloc_allocator_create(unsigned arenas, ex_jemalloc_allocator **o
     if (!j) return ex_err(EX_ENOMEM, "ex_jemalloc_allocator_create: out of memory");
     j->id = exi_faa_u64(&next_id, 1);
     j->narenas = arenas;
+    j->remotes = aligned_alloc(alignof(remote), arenas * sizeof(remote));
+    if (!j->remotes) {
+        free(j);
+        return ex_err(EX_ENOMEM, "ex_jemalloc_allocator_create: out of memory");
+    }
+    memset(j->remotes, 0, arenas * sizeof(remote));
     for (unsigned a = 0; a < arenas; a++)
         if (je_arena_create(&j->arenas[a])) {
             for (unsigned b = 0; b < a; b++) je_arena_destroy(j->arenas[b]);
+            free(j->remotes);
             free(j);
             return ex_err(EX_EAGAIN, "ex_jemalloc_allocator_create: jemalloc could not create an arena");
         }
     if (pthread_key_create(&j->key, thread_exit) || pthread_mutex_init(&j->mu, NULL)) {
         for (unsigned a = 0; a < arenas; a++) je_arena_destroy(j->arenas[a]);
+        free(j->remotes);
         free(j);
         return ex_err(EX_EAGAIN, "ex_jemalloc_allocator_create: no thread key or mutex");
     }
@@ -286,6 +504,14 @@ void ex_jemalloc_allocator_destroy(ex_jemalloc_allocator *j) {
     while (j->threads) jthread_retire_locked(j, j->threads);
     pthread_mutex_unlock(&j->mu);
     pthread_mutex_destroy(&j->mu);
+    /* Batches handed over and never taken go back before their arena does. */
+    for (unsigned a = 0; a < j->narenas; a++)
+        for (unsigned c = 0; c < NCLASSES; c++)
+            for (fblock *node = j->remotes[a].nodes[c], *nn; node; node = nn) {
+                nn = node->next_node;
+                release_batch(j, NULL, a, c, node);
+            }
     for (unsigned a = 0; a < j->narenas; a++) je_arena_destroy(j->arenas[a]);
+    free(j->remotes);
     free(j);
 }

@@ -1,6 +1,6 @@
 /* recycling.c - per-thread recycling pool (see allocators.h).
  *
- * Size classes are powers of two from 16 to EX_RECYCLE_MAX_BLOCK bytes;
+ * Size classes are powers of two from 32 to EX_RECYCLE_MAX_BLOCK bytes;
  * every class block is 64-byte aligned, so a request is a class request
  * exactly when size <= EX_RECYCLE_MAX_BLOCK and align <= 64, which
  * deallocate can tell from its arguments.  Each thread has its own lists
@@ -11,27 +11,37 @@
 
 #include "exi_core.h"
 #include "exi_counters.h"
+#include "exi_poison.h"
 
-#define MIN_SHIFT 4
-#define NCLASSES 9          /* 16 .. 4096 */
+#define MIN_SHIFT 5
+#define NCLASSES 8          /* 32 .. 4096 */
 #define BLOCK_ALIGN 64
 
-/* A free block; the first block of a depot batch also links the batches. */
-typedef struct rblock { struct rblock *next, *next_batch; } rblock;
-
-/* Blocks move between a thread's list and the shared depot in batches of
- * this many: a thread that only frees (a consumer) hands full batches to
- * threads that only allocate (a producer) at one lock per batch. */
+/* A thread keeps free blocks in an array per class, so pushing or popping
+ * never touches a block (a block another core wrote costs no cache miss
+ * until its user touches it).  Blocks move between a thread and the shared
+ * depot in batches of BATCH: a thread that only frees (a consumer) hands
+ * full batches to threads that only allocate (a producer) at one lock per
+ * batch.  In the depot a batch is a chain of nodes, each a free block of
+ * the batch holding the addresses of others. */
 #define BATCH (EX_RECYCLE_MAX_CACHED / 2)
 #define DEPOT_MAX_BATCHES 64
+
+typedef struct rnode {
+    struct rnode *next_node;   /* within a batch */
+    struct rnode *next_batch;  /* first node of a batch: the depot's next */
+    uint32_t n, unused;
+    struct rnode *items[];
+} rnode;
+_Static_assert(sizeof(rnode) < ((size_t)1 << MIN_SHIFT), "a node holds at least one address");
 
 typedef struct tcache {
     struct ex_recycling_allocator *owner;
     struct tcache *prev, *next;   /* registry, under owner->mu */
-    rblock *lists[NCLASSES];
-    uint32_t counts[NCLASSES];
+    uint32_t n[NCLASSES];
     /* written by this thread only, read by stats (relaxed) */
     uint64_t allocations, frees, bytes;  /* bytes: handed out minus returned; wraps */
+    void *items[NCLASSES][EX_RECYCLE_MAX_CACHED];
 } tcache;
 
 struct ex_recycling_allocator {
@@ -45,7 +55,7 @@ struct ex_recycling_allocator {
     uint64_t held, peak_held;    /* bytes taken from `under` (atomics; only on depot misses) */
     struct {
         pthread_mutex_t mu;
-        rblock *batches;         /* each: BATCH blocks linked by next */
+        rnode *batches;
         uint32_t n;              /* written under mu, peeked without */
     } depot[NCLASSES];
 };
@@ -56,6 +66,7 @@ static unsigned class_of(size_t size) {
 }
 static size_t class_size(unsigned c) { return (size_t)1 << (c + MIN_SHIFT); }
 static bool is_class(size_t size, size_t align) { return size <= EX_RECYCLE_MAX_BLOCK && align <= BLOCK_ALIGN; }
+static uint32_t node_cap(unsigned c) { return (uint32_t)((class_size(c) - sizeof(rnode)) / sizeof(rnode *)); }
 
 /* The cache this thread used last, by allocator id (ids never repeat, so a
  * later allocator at a recycled address is not mistaken for it): one
@@ -69,19 +80,26 @@ static void *under_alloc(ex_recycling_allocator *r, size_t size) {
     return p;
 }
 
-static void under_free(ex_recycling_allocator *r, void *p, size_t size) {
-    r->under->deallocate(r->under->ctx, p, size, BLOCK_ALIGN);
-    exi_faa_u64(&r->held, (uint64_t)0 - size);
+static void under_free(ex_recycling_allocator *r, void *p, unsigned c) {
+    exi_unpoison(p, class_size(c));
+    r->under->deallocate(r->under->ctx, p, class_size(c), BLOCK_ALIGN);
+    exi_faa_u64(&r->held, (uint64_t)0 - class_size(c));
+}
+
+/* Frees every block of a depot batch. */
+static void free_batch(ex_recycling_allocator *r, rnode *node, unsigned c) {
+    for (rnode *nn; node; node = nn) {
+        nn = node->next_node;
+        for (uint32_t k = 0; k < node->n; k++) under_free(r, node->items[k], c);
+        under_free(r, node, c);
+    }
 }
 
 /* Returns a thread's cached blocks and folds its counters into the
  * allocator's.  Caller holds r->mu. */
 static void retire_locked(ex_recycling_allocator *r, tcache *t) {
     for (unsigned c = 0; c < NCLASSES; c++)
-        for (rblock *b = t->lists[c], *next; b; b = next) {
-            next = b->next;
-            under_free(r, b, class_size(c));
-        }
+        for (uint32_t k = 0; k < t->n[c]; k++) under_free(r, t->items[c][k], c);
     r->retired_allocations += t->allocations;
     r->retired_frees += t->frees;
     r->retired_bytes += t->bytes;
@@ -120,7 +138,7 @@ static tcache *new_cache(ex_recycling_allocator *r) {
     }
     t = r->under->allocate(r->under->ctx, sizeof *t, alignof(tcache));
     if (!t) return NULL;
-    memset(t, 0, sizeof *t);
+    memset(t, 0, offsetof(tcache, items));
     t->owner = r;
     if (pthread_setspecific(r->key, t)) {
         r->under->deallocate(r->under->ctx, t, sizeof *t, alignof(tcache));
@@ -136,14 +154,26 @@ static tcache *new_cache(ex_recycling_allocator *r) {
     return t;
 }
 
-/* Moves BATCH blocks of a full list to the depot (or back to `under` when
- * the depot is full). */
+/* Moves the top BATCH blocks of a full stack to the depot as a chain of
+ * nodes (or back to `under` when the depot is full). */
 static void spill(ex_recycling_allocator *r, tcache *t, unsigned c) {
-    rblock *first = t->lists[c], *tail = first;
-    for (unsigned k = 1; k < BATCH; k++) tail = tail->next;
-    t->lists[c] = tail->next;
-    t->counts[c] -= BATCH;
-    tail->next = NULL;
+    void **top = &t->items[c][t->n[c] - BATCH];
+    t->n[c] -= BATCH;
+    rnode *first = NULL, *node = NULL;
+    uint32_t cap = node_cap(c);
+    for (unsigned k = 0; k < BATCH; k++) {
+        if (node && node->n < cap) {
+            node->items[node->n++] = top[k];
+            continue;
+        }
+        rnode *fresh = top[k];
+        exi_unpoison(fresh, sizeof(rnode) + cap * sizeof(rnode *));
+        fresh->next_node = NULL;
+        fresh->n = 0;
+        if (node) node->next_node = fresh;
+        else first = fresh;
+        node = fresh;
+    }
     pthread_mutex_lock(&r->depot[c].mu);
     bool keep = r->depot[c].n < DEPOT_MAX_BATCHES;
     if (keep) {
@@ -152,26 +182,28 @@ static void spill(ex_recycling_allocator *r, tcache *t, unsigned c) {
         exi_store_rlx_u32(&r->depot[c].n, r->depot[c].n + 1);
     }
     pthread_mutex_unlock(&r->depot[c].mu);
-    if (!keep)
-        for (rblock *b = first, *next; b; b = next) {
-            next = b->next;
-            under_free(r, b, class_size(c));
-        }
+    if (!keep) free_batch(r, first, c);
 }
 
-/* Takes a batch from the depot into an empty list.  False if none. */
+/* Takes a batch from the depot into an empty stack.  False if none. */
 static bool refill(ex_recycling_allocator *r, tcache *t, unsigned c) {
     if (!exi_load_rlx_u32(&r->depot[c].n)) return false;  /* cheap miss */
     pthread_mutex_lock(&r->depot[c].mu);
-    rblock *batch = r->depot[c].batches;
-    if (batch) {
-        r->depot[c].batches = batch->next_batch;
+    rnode *node = r->depot[c].batches;
+    if (node) {
+        r->depot[c].batches = node->next_batch;
         exi_store_rlx_u32(&r->depot[c].n, r->depot[c].n - 1);
     }
     pthread_mutex_unlock(&r->depot[c].mu);
-    if (!batch) return false;
-    t->lists[c] = batch;
-    t->counts[c] = BATCH;
+    if (!node) return false;
+    uint32_t n = 0;
+    for (rnode *nn; node; node = nn) {
+        nn = node->next_node;
+        for (uint32_t k = 0; k < node->n; k++) t->items[c][n++] = node->items[k];
+        exi_poison(node, class_size(c));
+        t->items[c][n++] = node;
+    }
+    t->n[c] = n;
     return true;
 }
 
@@ -183,12 +215,9 @@ __attribute__((noinline)) static void *allocate_slow(void *ctx, size_t size, siz
     void *p = NULL;
     if (is_class(size, align)) {
         unsigned c = class_of(size);
-        rblock *b = t ? t->lists[c] : NULL;
-        if (!b && t && refill(r, t, c)) b = t->lists[c];
-        if (b) {
-            t->lists[c] = b->next;
-            t->counts[c]--;
-            p = b;
+        if (t && (t->n[c] || refill(r, t, c))) {
+            p = t->items[c][--t->n[c]];
+            exi_unpoison(p, size);
         } else {
             p = under_alloc(r, class_size(c));
         }
@@ -212,19 +241,20 @@ __attribute__((noinline)) static void *allocate_slow(void *ctx, size_t size, siz
 }
 
 /* The fast path: this thread's cache is the one it used last and the
- * class list has a block.  Everything else is out of line, so the fast path
- * needs no stack frame. */
+ * class stack has a block.  Everything else is out of line, so the fast
+ * path needs no stack frame. */
 static void *recycle_allocate(void *ctx, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
     if (__builtin_expect(last.id == r->id && is_class(size, align), 1)) {
         tcache *t = last.t;
         unsigned c = class_of(size);
-        rblock *b = t->lists[c];
-        if (__builtin_expect(b != NULL, 1)) {
-            t->lists[c] = b->next;
-            t->counts[c]--;
+        uint32_t n = t->n[c];
+        if (__builtin_expect(n != 0, 1)) {
+            void *b = t->items[c][n - 1];
+            t->n[c] = n - 1;
             bump(&t->allocations, 1);
             bump(&t->bytes, size);
+            exi_unpoison(b, size);
             return b;
         }
     }
@@ -236,14 +266,12 @@ __attribute__((noinline)) static void deallocate_slow(void *ctx, void *p, size_t
     tcache *t = my_cache(r);
     if (is_class(size, align)) {
         unsigned c = class_of(size);
-        if (t && t->counts[c] == EX_RECYCLE_MAX_CACHED) spill(r, t, c);
+        exi_poison(p, class_size(c));
         if (t) {
-            rblock *b = p;
-            b->next = t->lists[c];
-            t->lists[c] = b;
-            t->counts[c]++;
+            if (t->n[c] == EX_RECYCLE_MAX_CACHED) spill(r, t, c);
+            t->items[c][t->n[c]++] = p;
         } else {
-            under_free(r, p, class_size(c));
+            under_free(r, p, c);
         }
     } else {
         r->under->deallocate(r->under->ctx, p, size, align);
@@ -265,11 +293,11 @@ static void recycle_deallocate(void *ctx, void *p, size_t size, size_t align) {
     if (__builtin_expect(last.id == r->id && is_class(size, align), 1)) {
         tcache *t = last.t;
         unsigned c = class_of(size);
-        if (__builtin_expect(t->counts[c] < EX_RECYCLE_MAX_CACHED, 1)) {
-            rblock *b = p;
-            b->next = t->lists[c];
-            t->lists[c] = b;
-            t->counts[c]++;
+        uint32_t n = t->n[c];
+        if (__builtin_expect(n != EX_RECYCLE_MAX_CACHED, 1)) {
+            exi_poison(p, class_size(c));
+            t->items[c][n] = p;
+            t->n[c] = n + 1;
             bump(&t->frees, 1);
             bump(&t->bytes, (uint64_t)0 - size);
             return;
@@ -334,12 +362,9 @@ void ex_recycling_allocator_destroy(ex_recycling_allocator *r) {
     pthread_mutex_unlock(&r->mu);
     pthread_mutex_destroy(&r->mu);
     for (unsigned c = 0; c < NCLASSES; c++) {
-        for (rblock *batch = r->depot[c].batches, *nb; batch; batch = nb) {
+        for (rnode *batch = r->depot[c].batches, *nb; batch; batch = nb) {
             nb = batch->next_batch;
-            for (rblock *b = batch, *next; b; b = next) {
-                next = b->next;
-                under_free(r, b, class_size(c));
-            }
+            free_batch(r, batch, c);
         }
         pthread_mutex_destroy(&r->depot[c].mu);
     }

@@ -87,18 +87,21 @@ uint64_t ex_fault_allocator_count(const ex_fault_allocator *f);
 /* --------------------------------------------------------------- recycling */
 
 /* A per-thread recycling pool for the sizes operation states and task
- * frames use: blocks of up to EX_RECYCLE_MAX_BLOCK bytes are kept in
- * per-thread free lists by size class and handed out again without
- * touching the underlying allocator.  A block freed on another thread goes
- * to that thread's lists (memory is memory); a list that reaches
- * EX_RECYCLE_MAX_CACHED blocks hands half of them, as one batch, to a
- * shared depot, from which a thread whose list is empty takes a batch (one
- * lock per batch: a thread that only frees feeds threads that only
- * allocate).  The depot keeps at most 64 batches per size class, beyond
- * that blocks go back to the underlying allocator.  A thread's lists are
- * returned when it exits, the depot when the allocator is destroyed.  Counters: allocations, frees and bytes in use
- * count what users hold; peak_bytes is the peak of memory taken from the
- * underlying allocator. */
+ * frames use: blocks of up to EX_RECYCLE_MAX_BLOCK bytes (power-of-two
+ * classes from 32 bytes, 64-byte aligned) are kept in per-thread arrays by
+ * size class and handed out again without touching the underlying
+ * allocator.  A block freed on another thread goes to that thread's cache
+ * (memory is memory); a class that reaches EX_RECYCLE_MAX_CACHED blocks
+ * hands half of them, as one batch, to a shared depot, from which a thread
+ * whose class is empty takes a batch (one lock per batch: a thread that
+ * only frees feeds threads that only allocate).  The depot keeps at most
+ * 64 batches per size class, beyond that blocks go back to the underlying
+ * allocator.  A thread's cache (16 KiB of addresses, taken from the
+ * underlying allocator on the thread's first use) is returned when it
+ * exits, the depot when the allocator is destroyed.  In ASan builds cached
+ * blocks are poisoned: a use after free is reported.  Counters:
+ * allocations, frees and bytes in use count what users hold; peak_bytes is
+ * the peak of memory taken from the underlying allocator. */
 #define EX_RECYCLE_MAX_BLOCK 4096
 #define EX_RECYCLE_MAX_CACHED 256
 
@@ -117,18 +120,27 @@ void ex_recycling_allocator_destroy(ex_recycling_allocator *r);
 
 /* jemalloc with one explicit arena per slot (create it with as many slots
  * as pool workers): a thread allocates from the arena of its slot (a pool
- * worker's index, else a slot given to the thread in turn) through an
- * explicit tcache of its own for that arena, and a block freed on any
- * thread goes back, through that thread's tcache for the block's arena, to
- * the arena it came from (a 16-byte header records it).
+ * worker's index, else a slot given to the thread in turn).  A 16-byte
+ * header records each block's arena, and a block always goes back to the
+ * arena it came from:
+ *  - blocks up to 8 KiB (header included, alignment <= 16) are cached by
+ *    cexec in front of jemalloc, per thread and power-of-two class (at most
+ *    512 blocks or 256 KiB per class); a block of another arena is gathered
+ *    into a batch of up to 32 that goes, with one compare-and-swap, to that
+ *    arena's remote list, which a thread of that arena takes whole when its
+ *    cache is empty (so frames freed by another worker come back to the
+ *    worker that made them without a lock or a jemalloc call);
+ *  - everything else, and what the caches return, goes through jemalloc's
+ *    mallocx/sdallocx with the thread's explicit tcache for that arena.
  *
  * cexec carries a private copy of jemalloc (Debian's libjemalloc_pic.a,
  * linked with every symbol but the three it calls made local): the
  * application's malloc is NOT replaced, whatever it links.  Sanitizer and
  * valgrind builds (make test-asan, test-tsan, CEXEC_JEMALLOC=malloc) route
  * this allocator to malloc/free instead, which those tools can see; the
- * arena structure is kept so the code paths stay the same.
- * Counters are per thread (no shared write when allocating): bytes in use
+ * arena structure and the caches are kept so the code paths stay the same,
+ * and in ASan builds a cached block is poisoned (a use after free is
+ * reported).  Counters are per thread (no shared write when allocating): bytes in use
  * are the sizes asked for; peak_bytes is the sum of every thread's own
  * peak, an upper bound of the true peak. */
 typedef struct ex_jemalloc_allocator ex_jemalloc_allocator;
