@@ -56,6 +56,9 @@ struct ex_pool {
     pthread_mutex_t shutdown_mu;  /* serialises shutdown; `shut` under it */
     bool shut;
     uint32_t next_home;       /* round-robin inbox choice for new submitting threads */
+    uint32_t holders;         /* owning scheduler handles (ex_scheduler_retain) */
+    pthread_mutex_t holders_mu;   /* not shutdown_mu: a holder may let go during shutdown */
+    pthread_cond_t released;      /* signalled, under holders_mu, when holders drops to 0 */
     uint64_t id;              /* unique per pool, even at a recycled address */
     const ex_allocator *frame_alloc;  /* config.allocator, or the arenas below */
     ex_jemalloc_allocator *arenas;    /* owned, with config.per_worker_arenas */
@@ -380,6 +383,16 @@ static void pool_bulk(void *self, ex_bulk_job *job) {
 
 static const ex_allocator *pool_allocator(void *self) { return ((ex_pool *)self)->frame_alloc; }
 
+static void pool_retain(void *self) { exi_faa_u32(&((ex_pool *)self)->holders, 1); }
+
+static void pool_release(void *self) {
+    ex_pool *p = self;
+    /* The lock: destroy may not free p between the decrement and the signal. */
+    pthread_mutex_lock(&p->holders_mu);
+    if (exi_faa_u32(&p->holders, (uint32_t)-1) == 1) pthread_cond_broadcast(&p->released);
+    pthread_mutex_unlock(&p->holders_mu);
+}
+
 static const ex_scheduler_vtable pool_vt = {
     .name = "pool",
     .schedule_op_size = sizeof(exi_queued_op),
@@ -392,6 +405,8 @@ static const ex_scheduler_vtable pool_vt = {
     .dispatch = pool_dispatch,
     .bulk = pool_bulk,
     .allocator = pool_allocator,
+    .retain = pool_retain,
+    .release = pool_release,
 };
 
 ex_scheduler ex_pool_scheduler(ex_pool *p) {
@@ -434,6 +449,8 @@ static void free_pool(ex_pool *p) {
     if (p->idle) ex_deallocate(a, p->idle, p->idle_words * sizeof(uint64_t), alignof(uint64_t));
     if (p->trace_path) ex_deallocate(a, p->trace_path, strlen(p->trace_path) + 1, 1);
     pthread_mutex_destroy(&p->shutdown_mu);
+    pthread_cond_destroy(&p->released);
+    pthread_mutex_destroy(&p->holders_mu);
     ex_jemalloc_allocator_destroy(p->arenas);
     ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
 }
@@ -525,6 +542,11 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
         ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
         return ex_err(EX_EAGAIN, "ex_pool_create: pthread_mutex_init failed");
     }
+    if (pthread_mutex_init(&p->holders_mu, NULL) || pthread_cond_init(&p->released, NULL)) {
+        pthread_mutex_destroy(&p->shutdown_mu);
+        ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
+        return ex_err(EX_EAGAIN, "ex_pool_create: pthread_mutex_init failed");
+    }
     p->alloc = a;
     p->frame_alloc = c.allocator;
     if (!c.allocator && c.per_worker_arenas) {
@@ -609,6 +631,11 @@ ex_error ex_pool_destroy(ex_pool *p) {
         return ex_err(EX_EINVAL, "ex_pool_destroy: called on one of the pool's own workers");
     ex_error e = ex_pool_shutdown(p);
     if (e.code) return e;
+    /* Owning handles keep the memory: wait for the last one. */
+    pthread_mutex_lock(&p->holders_mu);
+    while (exi_load_acq_u32(&p->holders)) pthread_cond_wait(&p->released, &p->holders_mu);
+    pthread_mutex_unlock(&p->holders_mu);
     free_pool(p);
     return ex_ok();
 }
+

@@ -59,6 +59,15 @@ bool ex_scheduler_equal(ex_scheduler a, ex_scheduler b) {
     return a.self == b.self;
 }
 
+ex_scheduler ex_scheduler_retain(ex_scheduler sch) {
+    if (sch.vt && sch.vt->retain) sch.vt->retain(sch.self);
+    return sch;
+}
+
+void ex_scheduler_release(ex_scheduler sch) {
+    if (sch.vt && sch.vt->release) sch.vt->release(sch.self);
+}
+
 ex_forward_progress ex_get_forward_progress_guarantee(ex_scheduler sch) {
     return sch.vt ? sch.vt->progress : EX_PROGRESS_WEAKLY_PARALLEL;
 }

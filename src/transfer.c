@@ -103,6 +103,7 @@ typedef struct continues_sender {
     ex_sender base;
     ex_sender *child;
     bool from_env;           /* scheduler read from exi_key_on_orig at connect */
+    bool affine;             /* affine_on: dispatch, so no hop when already there */
     ex_scheduler sch;
     ex_env_pair attrs;       /* SCHED-ATTRS(sch) joined with FWD-ENV(child attrs) */
     size_t child_off, sched_off, sched_room, sched_room_align;
@@ -119,6 +120,9 @@ typedef struct continues_op {
     disposition disp;
     ex_error err;
     exi_store result;
+    bool affine;
+    ex_scheduler sch;
+    ex_work work;            /* affine_on's dispatch */
 } continues_op;
 
 static void co_replay(void *self, const ex_value *v, size_t n) {
@@ -135,23 +139,36 @@ static void co_fwd_stopped(void *self) { ex_set_stopped(((continues_op *)self)->
 static ex_env co_env(void *self) { return ex_env_forward(ex_receiver_env(((continues_op *)self)->r)); }
 static const ex_receiver_vtable co_sched_vt = { co_replay, co_fwd_error, co_fwd_stopped, co_env, NULL };
 
+static void co_work_execute(ex_work *w) { co_replay(EXI_CONTAINER_OF(w, continues_op, work), NULL, 0); }
+static void co_work_cancel(ex_work *w) { ex_set_stopped(EXI_CONTAINER_OF(w, continues_op, work)->r); }
+
+/* To the scheduler: affine_on dispatches (inline when this thread already
+ * runs there), continues_on always schedules. */
+static void co_hop(continues_op *o) {
+    if (o->affine && o->sch.vt->dispatch) {
+        o->work = (ex_work){ NULL, co_work_execute, co_work_cancel };
+        if (!ex_dispatch(o->sch, &o->work).code) return;
+    }
+    ex_start(o->sched_op);
+}
+
 static void co_child_value(void *self, const ex_value *v, size_t n) {
     continues_op *o = self;
     ex_error e = exi_store_set(&o->result, v, n, ex_get_allocator(ex_receiver_env(o->r)));
     if (e.code) { ex_set_error(o->r, e); return; }
     o->disp = DISP_VALUE;
-    ex_start(o->sched_op);
+    co_hop(o);
 }
 static void co_child_error(void *self, ex_error e) {
     continues_op *o = self;
     o->err = e;
     o->disp = DISP_ERROR;
-    ex_start(o->sched_op);
+    co_hop(o);
 }
 static void co_child_stopped(void *self) {
     continues_op *o = self;
     o->disp = DISP_STOPPED;
-    ex_start(o->sched_op);
+    co_hop(o);
 }
 static const ex_receiver_vtable co_child_vt = { co_child_value, co_child_error, co_child_stopped, co_env, NULL };
 
@@ -183,6 +200,8 @@ static ex_error co_connect(const ex_sender *s, ex_receiver r, void *storage) {
     }
     o->base.vt = &co_op_vt;
     o->r = r;
+    o->affine = cs->affine;
+    o->sch = sch;
     o->disp = DISP_NONE;
     o->err = ex_ok();
     exi_store_init(&o->result);
@@ -218,16 +237,19 @@ static ex_env co_attrs(const ex_sender *s) {
 static void co_destroy(ex_sender *s) { ex_sender_release(((continues_sender *)s)->child); }
 
 static const ex_sender_vtable continues_vt = { "ex_continues_on", co_connect, co_attrs, co_destroy };
+static const ex_sender_vtable affine_vt = { "ex_affine_on", co_connect, co_attrs, co_destroy };
 
-static ex_sender *make_continues(ex_sender *child, const ex_scheduler *sch, const char *who_null, const char *who_sched) {
+static ex_sender *make_continues(ex_sender *child, const ex_scheduler *sch, const char *who_null, const char *who_sched,
+                                 bool affine) {
     ex_error e = ex_check_input(child, who_null);
     if (e.code) return exi_reject1(e.code, e.msg, child);
     if (sch && (!sch->vt || !sch->vt->connect_schedule)) return exi_reject1(EX_EINVAL, who_sched, child);
-    ex_sender *s = ex_sender_alloc(&continues_vt, sizeof(continues_sender));
+    ex_sender *s = ex_sender_alloc(affine ? &affine_vt : &continues_vt, sizeof(continues_sender));
     if (!s) return exi_reject1(EX_ENOMEM, NULL, child);
     continues_sender *cs = (continues_sender *)s;
     cs->child = child;
     cs->from_env = sch == NULL;
+    cs->affine = affine;
     size_t room, align;
     if (sch) {
         cs->sch = *sch;
@@ -256,15 +278,21 @@ static ex_sender *make_continues(ex_sender *child, const ex_scheduler *sch, cons
 }
 
 ex_sender *ex_continues_on(ex_sender *child, ex_scheduler sch) {
-    return make_continues(child, &sch, "ex_continues_on: NULL input sender", "ex_continues_on: invalid scheduler handle");
+    return make_continues(child, &sch, "ex_continues_on: NULL input sender", "ex_continues_on: invalid scheduler handle",
+                          false);
+}
+
+ex_sender *ex_affine_on(ex_sender *child, ex_scheduler sch) {
+    return make_continues(child, &sch, "ex_affine_on: NULL input sender", "ex_affine_on: invalid scheduler handle", true);
 }
 
 ex_sender *ex_schedule_from(ex_scheduler sch, ex_sender *child) {
-    return make_continues(child, &sch, "ex_schedule_from: NULL input sender", "ex_schedule_from: invalid scheduler handle");
+    return make_continues(child, &sch, "ex_schedule_from: NULL input sender", "ex_schedule_from: invalid scheduler handle",
+                          false);
 }
 
 ex_sender *exi_continues_on_orig(ex_sender *child) {
-    return make_continues(child, NULL, "ex_on: NULL input sender", NULL);
+    return make_continues(child, NULL, "ex_on: NULL input sender", NULL, false);
 }
 
 /* ---------------------------------------------------------------------- on */

@@ -28,6 +28,8 @@
 #include <cexec/pool.h>
 #include <cexec/allocators.h>
 #include <cexec/algorithms.h>
+#include <cexec/strand.h>
+#include <cexec/task.h>
 
 #define CEXEC_VERSION_MAJOR 0
 #define CEXEC_VERSION_MINOR 1

@@ -92,8 +92,9 @@ int ex_pool_current_worker(const ex_pool *p);
  * last worker has finished its current item. */
 ex_error ex_pool_shutdown(ex_pool *p);
 
-/* ex_pool_shutdown, then frees p.  No other thread may use p once this
- * returns. */
+/* ex_pool_shutdown, then waits until no owning scheduler handle holds the
+ * pool (ex_scheduler_retain: a task running on it holds one until it
+ * completes), then frees p.  No other thread may use p once this returns. */
 ex_error ex_pool_destroy(ex_pool *p);
 
 #ifdef __cplusplus

@@ -89,6 +89,13 @@ typedef struct ex_scheduler_vtable {
      * An environment that names no allocator but whose get_scheduler is
      * this resource allocates through it (see ex_get_allocator). */
     const struct ex_allocator *(*allocator)(void *self);
+    /* The owning form of the handle (P3552's task_scheduler holds its
+     * resource): retain/release count holders; while one remains, the
+     * resource's destroy waits (ex_pool_destroy) or refuses (EX_EBUSY,
+     * ex_strand_destroy).  NULL: the resource's lifetime is the user's to
+     * guarantee (run loops, the inline scheduler). */
+    void (*retain)(void *self);
+    void (*release)(void *self);
 } ex_scheduler_vtable;
 
 /* A sender that completes on sch's resource ([exec.schedule]).  Its
@@ -97,6 +104,13 @@ typedef struct ex_scheduler_vtable {
 ex_sender *ex_schedule(ex_scheduler sch);
 
 bool ex_scheduler_equal(ex_scheduler a, ex_scheduler b);
+
+/* Owning handles: ex_scheduler_retain takes a hold on sch's resource and
+ * returns sch; ex_scheduler_release gives it back.  A task holds its
+ * scheduler this way while it runs.  No-ops for resources without holders
+ * (see the vtable's retain). */
+ex_scheduler ex_scheduler_retain(ex_scheduler sch);
+void ex_scheduler_release(ex_scheduler sch);
 ex_forward_progress ex_get_forward_progress_guarantee(ex_scheduler sch);
 static inline bool ex_scheduler_valid(ex_scheduler sch) { return sch.vt != 0; }
 

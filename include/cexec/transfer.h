@@ -24,6 +24,15 @@ ex_sender *ex_starts_on(ex_scheduler sch, ex_sender *child);
  * scheduler: sch. */
 ex_sender *ex_continues_on(ex_sender *child, ex_scheduler sch);
 
+/* [exec.affine.on]: like continues_on, but the hop is skipped when the
+ * child completes on a thread that already runs on sch (through sch's
+ * dispatch: a pool worker of that pool, the thread inside a run loop, a
+ * strand's current item); schedulers without dispatch always hop.  The
+ * result is stored in the operation state either way.  Used by tasks to
+ * come back to their scheduler after each await.  A dropped hop (a pool
+ * being destroyed) completes with set_stopped. */
+ex_sender *ex_affine_on(ex_sender *child, ex_scheduler sch);
+
 /* The destination-side form of continues_on (P2300 §5.7); same behaviour. */
 ex_sender *ex_schedule_from(ex_scheduler sch, ex_sender *child);
 

@@ -1,0 +1,196 @@
+/* cexec/task.h - the coroutine task (P3552 in C): stackful tasks with
+ * scheduler affinity.
+ *
+ * A task is a C function run on a stack of its own.  Inside it,
+ * ex_await(t, sender) suspends the task until the sender completes and
+ * gives back its value(s), or its error for the body to inspect:
+ *
+ *     static ex_task_result body(ex_task *t, void *arg) {
+ *         ex_await_result r = ex_await(t, ex_then(ex_just(ex_int(20)), add_one, NULL));
+ *         if (r.status != EX_AWAIT_VALUE) return ex_task_void();   // see "Stopped"
+ *         return ex_task_i64(r.v[0].as.i * 2);
+ *     }
+ *     ex_sync_wait(ex_task_create(body, NULL, NULL), ...);          // 42
+ *
+ * The sender ex_task_create returns is lazy (nothing runs before start) and
+ * single-shot (a second connect fails with EX_EINVAL).  It completes with
+ * the body's result: set_value(values...), set_error(e) (ex_task_with_error,
+ * P3552's with_error), or set_stopped.
+ *
+ * Scheduler affinity ([exec.affine.on], P3552 §4.5): the task's scheduler
+ * is get_scheduler of its receiver's environment.  The body starts on it,
+ * and every ex_await resumes on it: when the awaited sender completes
+ * elsewhere, the task hops back (through the scheduler's dispatch when it
+ * has one, so the hop is skipped when the completion already runs on it).
+ * A receiver environment without a scheduler makes connect fail with
+ * EX_EINVAL, unless the task opted out with EX_TASK_INLINE (then the task
+ * resumes wherever the awaited sender completes).
+ * ex_change_coroutine_scheduler moves the task to another scheduler.
+ *
+ * Awaits that complete inline (ex_just, a then chain on values, an
+ * inline scheduler) neither switch stacks nor grow the stack: a loop of a
+ * million awaits runs in constant stack.
+ *
+ * Stopped: when an awaited sender completes with set_stopped, ex_await
+ * returns EX_AWAIT_STOPPED and the task is stopped for good: whatever the
+ * body returns, the task completes with set_stopped, and any later
+ * ex_await returns EX_AWAIT_STOPPED at once (releasing its sender) — so the
+ * body can release what it holds and return.  C has no unwinding: the body
+ * must return itself (P3552's task is never resumed; a C body gets one
+ * chance to clean up instead).
+ *
+ * Frames: the task's control block is its operation state (caller storage,
+ * or the environment's allocator with ex_connect_alloc); its stack comes
+ * from the options' stack allocator — by default pooled stacks with a guard
+ * page below, so running off the end faults instead of corrupting memory.
+ *
+ * Threads: a task runs on one thread at a time, possibly a different one
+ * after each await (its scheduler's agents).  Do not keep the address of a
+ * thread-local variable across an ex_await. */
+#ifndef CEXEC_TASK_H
+#define CEXEC_TASK_H
+
+#include <cexec/scope.h>
+#include <cexec/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ex_task ex_task;  /* the running task, handed to its body */
+
+/* Default usable stack size of a task. */
+#define EX_TASK_STACK_DEFAULT ((size_t)64 << 10)
+
+typedef enum ex_task_affinity {
+    EX_TASK_AFFINE = 0,   /* resume on the receiver environment's scheduler (default) */
+    EX_TASK_INLINE = 1    /* opt out: resume where the awaited sender completes */
+} ex_task_affinity;
+
+typedef struct ex_task_options {
+    /* Usable stack bytes (rounded up to pages by the default stack
+     * allocator); 0: EX_TASK_STACK_DEFAULT. */
+    size_t stack_size;
+    /* Where the stack comes from (allocate(size, 16) must return its lowest
+     * address); NULL: pooled stacks with a guard page.  A frame allocator
+     * such as a per-worker jemalloc arena works too (no guard page). */
+    const struct ex_allocator *stack_allocator;
+    /* What get_allocator answers inside the task (and what ex_await gives
+     * children); NULL: the receiver environment's allocator. */
+    const struct ex_allocator *allocator;
+    ex_task_affinity affinity;
+    /* A user environment: inside the task, ex_task_env answers its
+     * forwarding queries (P3552's Environment); NULL node: the receiver
+     * environment's forwarding queries.  Must outlive the task. */
+    ex_env env;
+    /* The value signature the body returns, for the sender's completion
+     * signatures; NULL: dynamic (checked when the values arrive). */
+    const ex_sig *value_sig;
+} ex_task_options;
+
+/* What a body returns; build it with the ex_task_* helpers below. */
+typedef enum ex_task_result_kind { EX_TASK_VALUE, EX_TASK_ERROR, EX_TASK_STOPPED } ex_task_result_kind;
+
+typedef struct ex_task_result {
+    ex_task_result_kind kind;
+    uint8_t n;
+    ex_value v[EX_MAX_ARITY];
+    ex_error error;
+} ex_task_result;
+
+typedef ex_task_result (*ex_task_fn)(ex_task *t, void *arg);
+
+/* The task `fn(t, arg)` as a sender (opt may be NULL).  Values the body
+ * returns are copied; a pointer, string or tuple among them must not point
+ * into the task's stack (it is gone when the task completes).  Never NULL:
+ * bad options give an invalid sender (EX_EINVAL), allocation failure one
+ * with EX_ENOMEM.  Connect errors: EX_EINVAL (connected before: a task is
+ * single-shot; no scheduler in the receiver's environment).  Start
+ * completes with set_error(EX_ENOMEM) when the stack cannot be had. */
+ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt);
+
+/* ------------------------------------------------------- inside a task */
+
+typedef enum ex_await_status { EX_AWAIT_VALUE, EX_AWAIT_ERROR, EX_AWAIT_STOPPED } ex_await_status;
+
+typedef struct ex_await_result {
+    ex_await_status status;
+    uint8_t n;                  /* values (EX_AWAIT_VALUE) */
+    ex_value v[EX_MAX_ARITY];
+    ex_error error;             /* EX_AWAIT_ERROR */
+} ex_await_result;
+
+/* Suspends t until s completes (consumes s) and returns its completion, on
+ * t's scheduler.  The operation state lives on the task's stack.  Values
+ * are copied; a string or tuple value is borrowed from the sender's
+ * operation and valid only until the next ex_await.  Connect errors come
+ * back as EX_AWAIT_ERROR.  Call only from t's own body. */
+ex_await_result ex_await(ex_task *t, ex_sender *s);
+
+/* The scheduler the task runs on (the inline scheduler with
+ * EX_TASK_INLINE). */
+ex_scheduler ex_task_scheduler(const ex_task *t);
+
+/* Moves t to sch: returns the previous scheduler; when it returns, the task
+ * runs on sch, and later awaits resume there.  EX_TASK_INLINE tasks switch
+ * too (they hop once). */
+ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch);
+
+/* The task's stop token: stop is requested when the receiver's token is
+ * (P3552 §4.7), and children awaited by the task see it. */
+ex_stop_token ex_task_stop_token(const ex_task *t);
+
+/* The environment inside the task (read_env): get_scheduler (the task's),
+ * get_allocator, get_stop_token (the task's), and the forwarding queries of
+ * the user environment (or of the receiver's). */
+ex_env ex_task_env(const ex_task *t);
+
+/* Whether an await of t completed stopped (the task will complete stopped). */
+bool ex_task_is_stopped(const ex_task *t);
+
+/* --------------------------------------------------------- results */
+
+/* set_value(v[0..n)) */
+ex_task_result ex_task_values(size_t n, const ex_value *v);
+/* set_value() */
+static inline ex_task_result ex_task_void(void) { return ex_task_values(0, 0); }
+/* set_value(x) */
+ex_task_result ex_task_value(ex_value x);
+static inline ex_task_result ex_task_i64(int64_t i) {
+    ex_value v;
+    v.type = EX_T_INT;
+    v.as.i = i;
+    return ex_task_value(v);
+}
+/* set_error(e): P3552's `co_yield with_error{e}` */
+ex_task_result ex_task_with_error(ex_error e);
+/* set_stopped() */
+ex_task_result ex_task_stopped(void);
+
+/* ------------------------------------------------------------ launching */
+
+/* What happens to the result of a launched task.  Each handler may be
+ * NULL; an error without an on_error handler is reported on stderr (a
+ * detached task's error is never dropped silently).  Handlers run on the
+ * task's scheduler, after the task's stack is gone. */
+typedef struct ex_task_handlers {
+    void (*on_value)(void *ctx, const ex_value *v, size_t n);
+    void (*on_error)(void *ctx, ex_error e);
+    void (*on_stopped)(void *ctx);
+    void *ctx;
+} ex_task_handlers;
+
+/* D4003's run_async in C: starts `task` (any sender, usually from
+ * ex_task_create; consumed) detached, as work of the counting scope behind
+ * `scope`, with sch as its scheduler (what its receiver's get_scheduler
+ * answers: the task starts and resumes there) and the scope's stop token.
+ * The scope's join waits for it.  h may be NULL (results dropped, errors
+ * reported).  Errors (the task is not started and is released): those of
+ * ex_spawn (EX_ESHUTDOWN: scope closed; EX_ENOMEM; EX_EINVAL: invalid
+ * task or scheduler). */
+ex_error ex_task_launch(ex_scope_token scope, ex_scheduler sch, ex_sender *task, const ex_task_handlers *h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,427 @@
+/* task.c - stackful coroutine tasks (see cexec/task.h).
+ *
+ * The operation state is the task's control block; the body runs on a
+ * fiber (exi_fiber.h).  Whoever runs the task (start, or the completion
+ * that resumes it) switches from its own stack to the fiber and gets
+ * control back when the task suspends or finishes, with a note saying
+ * which.  Suspension is published only after the switch away has finished
+ * (by the resumer, on its own stack): a completion on another thread can
+ * then never switch to a fiber whose state is still being saved.
+ *
+ * The await handshake, on `await_state`:
+ *   AWAITING  --completion, fiber not yet switched away--> DONE
+ *   AWAITING  --resumer, after the switch away---------> SUSPENDED
+ *   SUSPENDED --completion: hop to the scheduler, resume-> DONE
+ * A completion that finds AWAITING only records its result: the fiber (or
+ * its resumer, whose CAS then fails) sees DONE and carries on without a
+ * round trip through any queue. */
+#include "exi_core.h"
+#include "exi_fiber.h"
+#include "exi_stack.h"
+
+enum { AWAITING, SUSPENDED, DONE };
+
+typedef enum note { NOTE_SUSPENDED = 1, NOTE_FINISHED } note;
+
+typedef struct task_sender {
+    ex_sender base;
+    ex_task_fn fn;
+    void *arg;
+    ex_task_options opt;
+    uint32_t connected;     /* single shot */
+} task_sender;
+
+struct ex_task {
+    ex_operation base;
+    ex_receiver r;
+    ex_task_fn fn;
+    void *arg;
+    ex_task_options opt;
+    const ex_allocator *alloc;       /* get_allocator inside the task */
+    ex_scheduler sched;
+    bool inline_affinity;
+    bool stopped;                    /* an await completed stopped */
+    bool must_hop;                   /* this await must end on sched (a scheduler change) */
+    /* fiber and stack */
+    exi_fiber fiber;
+    exi_fiber *resumer;              /* the context to go back to */
+    void *stack;
+    size_t stack_size;
+    const ex_allocator *stack_alloc;
+    /* the body's result */
+    ex_task_result result;
+    /* stop: the task's own source, linked to the receiver's token */
+    ex_stop_source stop;
+    ex_stop_callback on_stop;
+    /* environment inside the task */
+    ex_env_node env_node;
+    /* the await in progress */
+    uint32_t await_state;
+    ex_await_result await;
+    ex_operation *await_op;          /* kept until the next await (borrowed values) */
+    ex_sender *await_sender;
+    void *await_buf;
+    size_t await_cap;
+    /* the hop back to the scheduler */
+    ex_work hop;
+    ex_operation *hop_op;
+    alignas(max_align_t) unsigned char hop_storage[EX_SCHEDULE_OP_INLINE];
+};
+
+static void run(ex_task *t);
+static void resume_on_scheduler(ex_task *t);
+
+/* --------------------------------------------------------- environment */
+
+static bool task_env_query(const ex_env_node *n, const ex_key *key, ex_value *out) {
+    const ex_task *t = EXI_CONTAINER_OF(n, ex_task, env_node);
+    if (key == &ex_key_get_scheduler) {
+        *out = ex_sched_value(t->sched);
+        return true;
+    }
+    if (key == &ex_key_get_stop_token) {
+        *out = ex_token_value(ex_stop_source_token((ex_stop_source *)(uintptr_t)&t->stop));
+        return true;
+    }
+    if (key == &ex_key_get_allocator) {
+        *out = ex_alloc_value(t->alloc);
+        return true;
+    }
+    ex_env user = t->opt.env.node ? t->opt.env : ex_receiver_env(t->r);
+    return ex_env_query(ex_env_forward(user), key, out);
+}
+
+ex_env ex_task_env(const ex_task *t) {
+    ex_env e = { &t->env_node, 0 };
+    return e;
+}
+
+ex_scheduler ex_task_scheduler(const ex_task *t) { return t->sched; }
+ex_stop_token ex_task_stop_token(const ex_task *t) { return ex_stop_source_token((ex_stop_source *)(uintptr_t)&t->stop); }
+bool ex_task_is_stopped(const ex_task *t) { return t->stopped; }
+
+/* ------------------------------------------------------ running the fiber */
+
+static void release_await(ex_task *t) {
+    if (t->await_op) ex_operation_destroy(t->await_op);
+    t->await_op = NULL;
+    ex_sender_release(t->await_sender);
+    t->await_sender = NULL;
+}
+
+static void on_receiver_stop(ex_stop_callback *cb) {
+    ex_task *t = EXI_CONTAINER_OF(cb, ex_task, on_stop);
+    ex_stop_source_request_stop(&t->stop);
+}
+
+/* After the body returned, on the resumer's stack: free the frame, then
+ * complete (which may destroy the operation). */
+static void finish(ex_task *t) {
+    release_await(t);
+    if (t->await_buf) ex_deallocate(t->alloc, t->await_buf, t->await_cap, alignof(max_align_t));
+    t->await_buf = NULL;
+    exi_fiber_destroy(&t->fiber);
+    t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->stack_size, 16);
+    t->stack = NULL;
+    ex_stop_callback_deregister(&t->on_stop);
+    ex_scheduler_release(t->sched);
+    ex_receiver r = t->r;
+    ex_task_result res = t->result;
+    if (t->stopped) ex_set_stopped(r);
+    else if (res.kind == EX_TASK_ERROR) ex_set_error(r, res.error);
+    else if (res.kind == EX_TASK_STOPPED) ex_set_stopped(r);
+    else ex_set_value(r, res.v, res.n);
+}
+
+static void fiber_entry(void *arg, void *user) {
+    (void)arg;
+    ex_task *t = user;
+    t->result = t->fn(t, t->arg);
+    exi_fiber_switch_final(&t->fiber, t->resumer, (void *)(uintptr_t)NOTE_FINISHED);
+}
+
+/* Runs the task on the calling thread until it suspends or finishes. */
+static void run(ex_task *t) {
+    for (;;) {
+        exi_fiber self;
+        exi_fiber_init_thread(&self);
+        t->resumer = &self;
+        note n = (note)(uintptr_t)exi_fiber_switch(&self, &t->fiber, NULL);
+        if (n == NOTE_FINISHED) {
+            finish(t);
+            return;
+        }
+        /* Suspended: publish it, unless the completion came first. */
+        uint32_t expected = AWAITING;
+        if (exi_cas_u32(&t->await_state, &expected, SUSPENDED)) return;
+        /* DONE already: the task carries on here (this thread runs on the
+         * task's scheduler: it just ran the task), unless the scheduler
+         * just changed. */
+        if (t->must_hop) {
+            resume_on_scheduler(t);
+            return;
+        }
+    }
+}
+
+/* ----------------------------------------------- the hop to the scheduler */
+
+static void hop_execute(ex_work *w) { run(EXI_CONTAINER_OF(w, ex_task, hop)); }
+
+static void hop_value(void *self, const ex_value *v, size_t n) {
+    (void)v, (void)n;
+    run(self);
+}
+/* The scheduler refused (a pool shutting down): resume here rather than
+ * lose the task; the await reports what the awaited sender gave. */
+static void hop_error(void *self, ex_error e) {
+    (void)e;
+    run(self);
+}
+static void hop_stopped(void *self) { run(self); }
+static const ex_receiver_vtable hop_receiver_vt = { hop_value, hop_error, hop_stopped, NULL, NULL };
+
+/* Resumes t on its scheduler: inline when the calling thread already runs
+ * there (dispatch) or the task opted out, else through the scheduler. */
+static void resume_on_scheduler(ex_task *t) {
+    if (t->inline_affinity) {
+        run(t);
+        return;
+    }
+    ex_scheduler s = t->sched;
+    if (s.vt->dispatch) {
+        t->hop = (ex_work){ NULL, hop_execute, hop_execute };
+        if (!ex_dispatch(s, &t->hop).code) return;
+        run(t);  /* refused: see hop_error */
+        return;
+    }
+    if (t->hop_op) ex_operation_destroy(t->hop_op);
+    t->hop_op = NULL;
+    ex_receiver r = { &hop_receiver_vt, t };
+    void *storage = t->hop_storage;
+    if (s.vt->schedule_op_size > sizeof t->hop_storage || s.vt->schedule_op_align > alignof(max_align_t) ||
+        ex_connect_schedule(s, r, storage).code) {
+        run(t);
+        return;
+    }
+    t->hop_op = storage;
+    ex_start(t->hop_op);
+}
+
+/* ------------------------------------------------------------ awaiting */
+
+static void await_complete(ex_task *t) {
+    uint32_t expected = AWAITING;
+    if (exi_cas_u32(&t->await_state, &expected, DONE)) return;  /* the fiber is still on its way out */
+    exi_store_rel_u32(&t->await_state, DONE);
+    resume_on_scheduler(t);
+}
+
+static void await_value(void *self, const ex_value *v, size_t n) {
+    ex_task *t = self;
+    t->await.status = EX_AWAIT_VALUE;
+    t->await.n = (uint8_t)n;
+    for (size_t i = 0; i < n; i++) t->await.v[i] = v[i];
+    await_complete(t);
+}
+
+static void await_error(void *self, ex_error e) {
+    ex_task *t = self;
+    t->await.status = EX_AWAIT_ERROR;
+    t->await.n = 0;
+    t->await.error = e;
+    await_complete(t);
+}
+
+static void await_stopped(void *self) {
+    ex_task *t = self;
+    t->await.status = EX_AWAIT_STOPPED;
+    t->await.n = 0;
+    await_complete(t);
+}
+
+static ex_env await_env(void *self) { return ex_task_env(self); }
+
+static const ex_receiver_vtable await_receiver_vt = { await_value, await_error, await_stopped, await_env, NULL };
+
+static ex_await_result await_fail(ex_error e) {
+    ex_await_result r;
+    memset(&r, 0, sizeof r);
+    r.status = EX_AWAIT_ERROR;
+    r.error = e;
+    return r;
+}
+
+/* Storage for the awaited operation: the task's buffer, grown on demand
+ * (steady state: no allocation). */
+static void *await_storage(ex_task *t, size_t size, size_t align) {
+    size_t need = size + (align > alignof(max_align_t) ? align : 0);
+    if (need > t->await_cap) {
+        void *p = ex_allocate(t->alloc, need, alignof(max_align_t));
+        if (!p) return NULL;
+        if (t->await_buf) ex_deallocate(t->alloc, t->await_buf, t->await_cap, alignof(max_align_t));
+        t->await_buf = p;
+        t->await_cap = need;
+    }
+    return (void *)ex_align_up((uintptr_t)t->await_buf, align);
+}
+
+ex_await_result ex_await(ex_task *t, ex_sender *s) {
+    release_await(t);
+    if (t->stopped) {
+        ex_sender_release(s);
+        ex_await_result r;
+        memset(&r, 0, sizeof r);
+        r.status = EX_AWAIT_STOPPED;
+        return r;
+    }
+    ex_error e = ex_check_input(s, "ex_await: NULL sender");
+    if (e.code) {
+        ex_sender_release(s);
+        return await_fail(e);
+    }
+    void *storage = await_storage(t, s->op_size, s->op_align);
+    if (!storage) {
+        ex_sender_release(s);
+        return await_fail(ex_err(EX_ENOMEM, "ex_await: out of memory"));
+    }
+    ex_receiver r = { &await_receiver_vt, t };
+    ex_operation *op;
+    e = ex_connect(s, r, storage, s->op_size, &op);
+    if (e.code) {
+        ex_sender_release(s);
+        return await_fail(e);
+    }
+    t->await_op = op;
+    t->await_sender = s;
+    exi_store_rlx_u32(&t->await_state, AWAITING);
+    ex_start(op);
+    if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE)
+        (void)exi_fiber_switch(&t->fiber, t->resumer, (void *)(uintptr_t)NOTE_SUSPENDED);
+    /* DONE: the result is in t->await (published by the completion's CAS
+     * or release store, or by this thread). */
+    if (t->await.status == EX_AWAIT_STOPPED) t->stopped = true;
+    return t->await;
+}
+
+ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {
+    ex_scheduler prev = t->sched;
+    if (!sch.vt) return prev;
+    t->sched = ex_scheduler_retain(sch);
+    ex_scheduler_release(prev);
+    bool was_inline = t->inline_affinity;
+    t->inline_affinity = false;
+    t->must_hop = true;  /* even if the schedule completes at once, end on sch */
+    (void)ex_await(t, ex_schedule(sch));
+    t->must_hop = false;
+    t->inline_affinity = was_inline;
+    return prev;
+}
+
+/* ------------------------------------------------------------- results */
+
+ex_task_result ex_task_values(size_t n, const ex_value *v) {
+    ex_task_result r;
+    memset(&r, 0, sizeof r);
+    r.kind = EX_TASK_VALUE;
+    if (n > EX_MAX_ARITY) {
+        r.kind = EX_TASK_ERROR;
+        r.error = ex_err(EX_EINVAL, "ex_task_values: more values than EX_MAX_ARITY");
+        return r;
+    }
+    r.n = (uint8_t)n;
+    for (size_t i = 0; i < n; i++) r.v[i] = v[i];
+    return r;
+}
+
+ex_task_result ex_task_value(ex_value x) { return ex_task_values(1, &x); }
+
+ex_task_result ex_task_with_error(ex_error e) {
+    ex_task_result r;
+    memset(&r, 0, sizeof r);
+    r.kind = EX_TASK_ERROR;
+    r.error = e;
+    return r;
+}
+
+ex_task_result ex_task_stopped(void) {
+    ex_task_result r;
+    memset(&r, 0, sizeof r);
+    r.kind = EX_TASK_STOPPED;
+    return r;
+}
+
+/* --------------------------------------------------- operation and sender */
+
+static void task_start(ex_operation *op) {
+    ex_task *t = (ex_task *)op;
+    t->stack = t->stack_alloc->allocate(t->stack_alloc->ctx, t->stack_size, 16);
+    if (!t->stack) {
+        ex_set_error(t->r, ex_err(EX_ENOMEM, "ex_task: out of memory for the task's stack"));
+        return;
+    }
+    exi_fiber_init(&t->fiber, t->stack, t->stack_size, fiber_entry, t);
+    ex_scheduler_retain(t->sched);  /* P3552's task_scheduler: the resource outlives the task */
+    ex_stop_callback_register(&t->on_stop, ex_get_stop_token(ex_receiver_env(t->r)), on_receiver_stop);
+    /* P3552: the body starts on an agent of the task's scheduler. */
+    exi_store_rlx_u32(&t->await_state, SUSPENDED);
+    resume_on_scheduler(t);
+}
+
+static void task_destroy(ex_operation *op) {
+    ex_task *t = (ex_task *)op;
+    if (t->hop_op) ex_operation_destroy(t->hop_op);
+    t->hop_op = NULL;
+}
+
+static const ex_operation_vtable task_op_vt = { task_start, task_destroy };
+
+static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    task_sender *ts = (task_sender *)(uintptr_t)s;
+    uint32_t fresh = 0;
+    if (!exi_cas_u32(&ts->connected, &fresh, 1))
+        return ex_err(EX_EINVAL, "ex_task: the task was connected before (a task is single-shot)");
+    ex_task *t = storage;
+    memset(t, 0, offsetof(ex_task, hop_storage));
+    ex_env env = ex_receiver_env(r);
+    if (ts->opt.affinity == EX_TASK_INLINE) {
+        t->sched = ex_inline_scheduler();
+        t->inline_affinity = true;
+    } else if (!ex_get_scheduler(env, &t->sched) || !t->sched.vt) {
+        exi_store_rlx_u32(&ts->connected, 0);
+        return ex_err(EX_EINVAL, "ex_task: the receiver's environment has no scheduler (give one with "
+                                 "ex_write_env or ex_starts_on, or create the task with EX_TASK_INLINE)");
+    }
+    t->base.vt = &task_op_vt;
+    t->r = r;
+    t->fn = ts->fn;
+    t->arg = ts->arg;
+    t->opt = ts->opt;
+    t->alloc = ts->opt.allocator ? ts->opt.allocator : ex_get_allocator(env);
+    t->stack_alloc = ts->opt.stack_allocator ? ts->opt.stack_allocator : exi_guarded_stack_allocator();
+    t->stack_size = ts->opt.stack_size ? ts->opt.stack_size : EX_TASK_STACK_DEFAULT;
+    ex_stop_source_init(&t->stop);
+    t->env_node.query = task_env_query;
+    return ex_ok();
+}
+
+static const ex_sender_vtable task_vt = { "ex_task_create", task_connect, NULL, NULL };
+
+ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt) {
+    if (!fn) return ex_invalid_sender(EX_EINVAL, "ex_task_create: NULL function");
+    if (opt && opt->affinity != EX_TASK_AFFINE && opt->affinity != EX_TASK_INLINE)
+        return ex_invalid_sender(EX_EINVAL, "ex_task_create: bad affinity");
+    if (opt && opt->stack_size && opt->stack_size < 4096)
+        return ex_invalid_sender(EX_EINVAL, "ex_task_create: stack_size below 4096 bytes");
+    task_sender *s = (task_sender *)ex_sender_alloc(&task_vt, sizeof(task_sender));
+    if (!s) return ex_invalid_sender(EX_ENOMEM, "ex_task_create: out of memory");
+    s->fn = fn;
+    s->arg = arg;
+    if (opt) s->opt = *opt;
+    else memset(&s->opt, 0, sizeof s->opt);
+    s->connected = 0;
+    s->base.sigs = exi_sigs_of(s->opt.value_sig, EX_SIGS_ERROR | EX_SIGS_STOPPED | (s->opt.value_sig ? 0 : EX_SIGS_DYNAMIC));
+    s->base.op_size = sizeof(ex_task);
+    s->base.op_align = alignof(ex_task);
+    return &s->base;
+}
