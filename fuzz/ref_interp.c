@@ -1,0 +1,718 @@
+/* ref_interp.c - the reference interpreter: the set of outcomes each node of
+ * a decoded graph may complete with.
+ *
+ * It is written from the specification (P2300R10 [exec.*]) and cexec's
+ * public headers, not from src/: the semantics it encodes are
+ *
+ *  - just / just_error / just_stopped, then / upon_*, let_*: deterministic;
+ *  - stop is observed only by the schedule operations of the run_loop and
+ *    the pool (starts_on before the child starts, continues_on after the
+ *    child completed: set_stopped replaces whatever the child sent), by
+ *    when_all at start, by a parallel bulk (pool) between chunks, and by
+ *    split's first start; the inline scheduler never observes it;
+ *  - when_all: any error wins (which one, if several, depends on timing),
+ *    else any stopped, else the concatenated values (more than 8: EINVAL);
+ *    an error or stopped child requests stop on its siblings; a child with
+ *    more than one static value signature, or static arities adding up to
+ *    more than 8, make the when_all an invalid sender (EINVAL);
+ *  - split: every consumer gets the one shared result; a stop request on a
+ *    consumer's token reaches the shared work; the shared work sees an
+ *    environment with only the split's stop token (no scheduler);
+ *  - bulk runs on the pool (in parallel, observing stop) when the child's
+ *    value completion scheduler or the receiver environment's scheduler is
+ *    the pool; otherwise it is the sequential, stop-blind loop;
+ *  - a stop request from another thread, or from a function while other
+ *    work runs, races: both outcomes are allowed ("RACE"); a request made
+ *    before the observing operation starts is seen ("ALWAYS"), including
+ *    one made by a function that completed before, in causal order, on a
+ *    token linked to the top-level source;
+ *  - when an allocation failed during the run, any node may complete with
+ *    EX_ENOMEM (and a when_all may become invalid, since a failed builder's
+ *    signatures differ).
+ *
+ * Stop contexts need the consumers of each split before the split's work
+ * can be evaluated, so the interpreter makes two passes: the first one only
+ * collects, for each split, the stop contexts its consumers see; the second
+ * one computes the sets. */
+#include "ref_interp.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* -------------------------------------------------------- function table */
+
+static uint64_t sum_plus(int64_t k, const int64_t *in, size_t n) {
+    uint64_t s = (uint64_t)k;
+    for (size_t i = 0; i < n; i++) s += (uint64_t)in[i];
+    return s;
+}
+
+int g_then_apply(const g_node *nd, const int64_t *in, size_t n, int64_t *out) {
+    uint64_t base;
+    switch (nd->fn) {
+    case TF_ERR: return G_EUSER + (int)(nd->k & 15);
+    case TF_MUL:
+        base = 1;
+        for (size_t i = 0; i < n; i++) base *= (uint64_t)in[i];
+        base *= (uint64_t)(nd->k + 1);
+        break;
+    default: base = sum_plus(nd->k, in, n); break;
+    }
+    for (unsigned i = 0; i < nd->arity; i++) out[i] = (int64_t)(base + i);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ sets */
+
+static r_out out_value(const int64_t *v, size_t n, bool top_req) {
+    r_out o;
+    memset(&o, 0, sizeof o);
+    o.disp = R_VALUE;
+    o.n = (uint8_t)n;
+    o.top_req = top_req;
+    if (n) memcpy(o.v, v, n * sizeof *v);
+    return o;
+}
+
+static r_out out_error(int code, bool top_req) {
+    r_out o;
+    memset(&o, 0, sizeof o);
+    o.disp = R_ERROR;
+    o.code = code;
+    o.top_req = top_req;
+    return o;
+}
+
+static r_out out_stopped(bool top_req) {
+    r_out o;
+    memset(&o, 0, sizeof o);
+    o.disp = R_STOPPED;
+    o.top_req = top_req;
+    return o;
+}
+
+static bool same(const r_out *a, const r_out *b, bool with_flag) {
+    if (a->disp != b->disp) return false;
+    if (with_flag && a->top_req != b->top_req) return false;
+    if (a->disp == R_ERROR) return a->code == b->code;
+    if (a->disp == R_STOPPED) return true;
+    return a->n == b->n && memcmp(a->v, b->v, a->n * sizeof a->v[0]) == 0;
+}
+
+bool r_set_contains(const r_set *s, const r_out *o) {
+    if (s->any) return true;
+    for (unsigned i = 0; i < s->n; i++)
+        if (same(&s->o[i], o, false)) return true;
+    return false;
+}
+
+static void set_clear(r_set *s) {
+    s->n = 0;
+    s->any = false;
+    s->sync = false;
+}
+
+static void set_add(r_set *s, r_out o) {
+    if (s->any) return;
+    for (unsigned i = 0; i < s->n; i++)
+        if (same(&s->o[i], &o, true)) return;
+    if (s->n == R_SET_MAX) {
+        s->any = true;
+        return;
+    }
+    s->o[s->n++] = o;
+}
+
+static void set_union(r_set *s, const r_set *t) {
+    if (t->any) s->any = true;
+    for (unsigned i = 0; i < t->n; i++) set_add(s, t->o[i]);
+}
+
+void r_out_format(const r_out *o, char *buf, size_t size) {
+    int len;
+    switch (o->disp) {
+    case R_VALUE:
+        len = snprintf(buf, size, "value(");
+        for (unsigned i = 0; i < o->n && len >= 0 && (size_t)len < size; i++)
+            len += snprintf(buf + len, size - (size_t)len, "%s%lld", i ? "," : "", (long long)o->v[i]);
+        if (len >= 0 && (size_t)len < size) snprintf(buf + len, size - (size_t)len, ")");
+        break;
+    case R_ERROR: snprintf(buf, size, "error(%d)", o->code); break;
+    case R_STOPPED: snprintf(buf, size, "stopped"); break;
+    default: snprintf(buf, size, "(none, disp %d)", o->disp); break;
+    }
+}
+
+void r_set_dump(const char *label, const r_set *s) {
+    fprintf(stderr, "%s {", label);
+    if (s->any) fprintf(stderr, " ANY");
+    for (unsigned i = 0; i < s->n; i++) {
+        char buf[256];
+        r_out_format(&s->o[i], buf, sizeof buf);
+        fprintf(stderr, " %s%s", buf, s->o[i].top_req ? "[req]" : "");
+    }
+    fprintf(stderr, " }\n");
+}
+
+/* ------------------------------------------------- static signatures */
+
+enum { CS_NONE = 0xff };
+
+typedef struct ssig {
+    uint16_t mask;            /* value arities, bit a = set_value with a ints */
+    bool dyn, err, stop;
+    bool invalid;             /* an invalid sender (EX_EINVAL at start) */
+    uint8_t cs_value, cs_error, cs_stopped;  /* completion schedulers (CS_NONE or g_sched) */
+} ssig;
+
+static unsigned popcount16(uint16_t m) { return (unsigned)__builtin_popcount(m); }
+
+/* ex_sigs_add_value: at most 8 distinct signatures, else dynamic. */
+static void sig_add(ssig *s, unsigned arity) {
+    if (s->mask & (1u << arity)) return;
+    if (popcount16(s->mask) >= 8) {
+        s->dyn = true;
+        return;
+    }
+    s->mask = (uint16_t)(s->mask | (1u << arity));
+}
+
+static ssig sig_none(void) {
+    ssig s;
+    memset(&s, 0, sizeof s);
+    s.cs_value = s.cs_error = s.cs_stopped = CS_NONE;
+    return s;
+}
+
+static uint8_t sched_flags_stop(unsigned sch) { return sch == GS_LOOP || sch == GS_POOL; }
+static uint8_t sched_flags_err(unsigned sch) { return sch == GS_POOL; }
+
+static ssig sig_invalid(void) {
+    ssig s = sig_none();
+    s.err = true;
+    s.invalid = true;
+    return s;
+}
+
+/* A builder given an invalid input returns an invalid sender with the
+ * input's error (ex_check_input): invalidity climbs to the root of the
+ * tree built together (a let body is built, and fails, on its own). */
+static ssig sig_of(const g_graph *g, unsigned i) {
+    const g_node *nd = &g->nodes[i];
+    ssig s = sig_none();
+    ssig c = sig_none();
+    bool calls;
+    if (nd->kind == G_SPLIT) {
+        c = sig_of(g, g->splits[nd->split_id].child);
+        if (c.invalid) return sig_invalid();
+    } else if (nd->kind != G_WHEN_ALL && nd->nchild) {
+        c = sig_of(g, nd->child[0]);
+        if (c.invalid) return sig_invalid();
+    } else if (nd->kind == G_WHEN_ALL) {
+        for (unsigned j = 0; j < nd->nchild; j++)
+            if (sig_of(g, nd->child[j]).invalid) return sig_invalid();
+    }
+    switch (nd->kind) {
+    case G_JUST: s.mask = (uint16_t)(1u << nd->arity); break;
+    case G_JUST_ERROR: s.err = true; break;
+    case G_JUST_STOPPED: s.stop = true; break;
+    case G_THEN:
+        c = sig_of(g, nd->child[0]);
+        calls = c.mask || c.dyn;
+        s.err = c.err || calls;
+        s.stop = c.stop;
+        if (calls) sig_add(&s, nd->arity);
+        s.cs_value = c.cs_value, s.cs_error = c.cs_error, s.cs_stopped = c.cs_stopped;
+        break;
+    case G_UPON_ERROR:
+        c = sig_of(g, nd->child[0]);
+        s = c;
+        s.invalid = false;
+        calls = c.err;
+        s.err = false;
+        if (calls) {
+            s.err = true;
+            sig_add(&s, nd->arity);
+        }
+        break;
+    case G_UPON_STOPPED:
+        c = sig_of(g, nd->child[0]);
+        s = c;
+        s.invalid = false;
+        calls = c.stop;
+        s.stop = false;
+        if (calls) {
+            s.err = true;
+            sig_add(&s, nd->arity);
+        }
+        break;
+    case G_LET_VALUE:
+        c = sig_of(g, nd->child[0]);
+        calls = c.mask || c.dyn;
+        s.err = c.err;
+        s.stop = c.stop;
+        if (calls) s.dyn = s.err = s.stop = true;
+        break;
+    case G_LET_ERROR:
+        c = sig_of(g, nd->child[0]);
+        s.mask = c.mask;
+        s.dyn = c.dyn;
+        s.stop = c.stop;
+        if (c.err) s.dyn = s.err = s.stop = true;
+        break;
+    case G_LET_STOPPED:
+        c = sig_of(g, nd->child[0]);
+        s.mask = c.mask;
+        s.dyn = c.dyn;
+        s.err = c.err;
+        if (c.stop) s.dyn = s.err = s.stop = true;
+        break;
+    case G_WHEN_ALL: {
+        unsigned sum = 0;
+        bool dynamic = false, can_value = true;
+        s.stop = true;
+        for (unsigned j = 0; j < nd->nchild; j++) {
+            c = sig_of(g, nd->child[j]);
+            if (popcount16(c.mask) > 1) goto invalid;
+            s.err = s.err || c.err;
+            if (c.dyn) {
+                dynamic = true;
+                s.err = true;
+            } else if (c.mask) {
+                unsigned a = (unsigned)__builtin_ctz(c.mask);
+                if (sum + a > G_MAX_VALUES) goto invalid;
+                sum += a;
+            }
+            if (!c.mask && !c.dyn) can_value = false;
+        }
+        if (can_value) {
+            if (dynamic) s.dyn = true;
+            else s.mask = (uint16_t)(1u << sum);
+        }
+        break;
+    invalid:
+        s = sig_invalid();
+        break;
+    }
+    case G_BULK:
+        c = sig_of(g, nd->child[0]);
+        s = c;
+        s.invalid = false;
+        if (c.mask || c.dyn) s.err = s.stop = true;
+        break;
+    case G_SPLIT:
+        c = sig_of(g, g->splits[nd->split_id].child);
+        s.mask = c.mask;
+        s.dyn = c.dyn;
+        s.err = s.stop = true;
+        break;
+    case G_CONTINUES_ON:
+        c = sig_of(g, nd->child[0]);
+        s.mask = c.mask;
+        s.dyn = c.dyn;
+        s.err = c.err || sched_flags_err(nd->sched) || c.mask || c.dyn;
+        s.stop = c.stop || sched_flags_stop(nd->sched);
+        s.cs_value = s.cs_stopped = nd->sched;
+        s.cs_error = c.cs_error;
+        break;
+    case G_STARTS_ON:
+        c = sig_of(g, nd->child[0]);
+        s = c;
+        s.invalid = false;
+        s.err = c.err || sched_flags_err(nd->sched);
+        s.stop = c.stop || sched_flags_stop(nd->sched);
+        break;
+    case G_STOP_ENV:
+        s = sig_of(g, nd->child[0]);
+        s.invalid = false;
+        break;
+    default: break;
+    }
+    return s;
+}
+
+bool ref_single_value_sig(const g_graph *g, unsigned node) { return popcount16(sig_of(g, node).mask) <= 1; }
+
+/* ------------------------------------------------------------- evaluation */
+
+#define ENV_OTHER 0xfe  /* a scheduler that is not one of the graph's (sync_wait's loop) */
+
+typedef struct rctx {
+    uint8_t stop;        /* r_stop */
+    bool top_linked;     /* a request on the top source reaches this token at once */
+    uint8_t env_sched;   /* get_scheduler of the environment: g_sched, GS_COUNT (none) or ENV_OTHER */
+} rctx;
+
+typedef struct rstate {
+    const g_graph *g;
+    const r_params *p;
+    r_result *res;
+    int phase;                         /* 1: collect split contexts; 2: compute */
+    bool record;
+    uint8_t split_join[G_MAX_SPLITS];  /* 1 << r_stop of each consumer context */
+    r_set split_set[G_MAX_SPLITS];
+} rstate;
+
+static void eval(rstate *st, unsigned i, rctx cx, r_set *out);
+
+/* Stop state at an observation point that runs after a completion that
+ * carried `req` (a definite request on the top source before it). */
+static unsigned observe(const rstate *st, rctx cx, bool req) {
+    if (st->phase == 2 && req && cx.top_linked) return RS_ALWAYS;
+    return cx.stop;
+}
+
+static void input_of(const r_out *o, int64_t *in, size_t *n) {
+    if (o->disp == R_VALUE) {
+        memcpy(in, o->v, o->n * sizeof *in);
+        *n = o->n;
+    } else if (o->disp == R_ERROR) {
+        in[0] = o->code;
+        *n = 1;
+    } else {
+        *n = 0;
+    }
+}
+
+static uint8_t channel_of(unsigned kind) {
+    switch (kind) {
+    case G_THEN: case G_LET_VALUE: return R_VALUE;
+    case G_UPON_ERROR: case G_LET_ERROR: return R_ERROR;
+    default: return R_STOPPED;
+    }
+}
+
+static void eval_then(rstate *st, const g_node *nd, rctx cx, r_set *out) {
+    r_set c;
+    eval(st, nd->child[0], cx, &c);
+    out->any = c.any;
+    out->sync = c.sync;
+    uint8_t ch = channel_of(nd->kind);
+    for (unsigned j = 0; j < c.n; j++) {
+        const r_out *o = &c.o[j];
+        if (o->disp != ch) {
+            set_add(out, *o);
+            continue;
+        }
+        int64_t in[G_MAX_VALUES], res[G_MAX_VALUES];
+        size_t n;
+        input_of(o, in, &n);
+        int code = g_then_apply(nd, in, n, res);
+        if (code) set_add(out, out_error(code, o->top_req));
+        else set_add(out, out_value(res, nd->arity, o->top_req || nd->fn == TF_STOPREQ));
+    }
+}
+
+static void eval_let(rstate *st, const g_node *nd, rctx cx, r_set *out) {
+    r_set c;
+    eval(st, nd->child[0], cx, &c);
+    out->any = c.any;
+    uint8_t ch = channel_of(nd->kind);
+    ssig cs = sig_of(st->g, nd->child[0]);
+    uint8_t body_sched = ch == R_VALUE ? cs.cs_value : ch == R_ERROR ? cs.cs_error : cs.cs_stopped;
+    bool body_done[2] = { false, false };
+    r_set body[2];
+    bool called = c.any;
+    out->sync = c.sync;
+    for (unsigned j = 0; j < c.n; j++) {
+        const r_out *o = &c.o[j];
+        if (o->disp != ch) {
+            set_add(out, *o);
+            continue;
+        }
+        called = true;
+        int64_t in[G_MAX_VALUES], vals[G_MAX_VALUES];
+        size_t n;
+        input_of(o, in, &n);
+        switch (nd->fn) {
+        case LF_JUST: {
+            uint64_t base = sum_plus(nd->k, in, n);
+            for (unsigned a = 0; a < nd->arity; a++) vals[a] = (int64_t)(base + a);
+            set_add(out, out_value(vals, nd->arity, o->top_req));
+            break;
+        }
+        case LF_ERR: set_add(out, out_error(G_EUSER + (int)(nd->k & 15), o->top_req)); break;
+        case LF_STOPPED: set_add(out, out_stopped(o->top_req)); break;
+        case LF_NULL: set_add(out, out_error(EINVAL, o->top_req)); break;
+        case LF_ECHO: set_add(out, out_value(in, n, o->top_req)); break;
+        case LF_BODY: {
+            unsigned v = o->top_req ? 1 : 0;
+            if (!body_done[v]) {
+                rctx bc = cx;
+                if (body_sched != CS_NONE) bc.env_sched = body_sched;
+                bc.stop = (uint8_t)observe(st, cx, o->top_req);
+                eval(st, nd->child[1], bc, &body[v]);
+                body_done[v] = true;
+                out->sync = out->sync && body[v].sync;
+            }
+            if (body[v].any) out->any = true;
+            for (unsigned b = 0; b < body[v].n; b++) {
+                r_out r = body[v].o[b];
+                r.top_req = r.top_req || o->top_req;
+                set_add(out, r);
+            }
+            break;
+        }
+        default: break;
+        }
+    }
+    /* Phase 1 walks the body whenever it might run (the child's set may
+     * be a placeholder there). */
+    if (nd->fn == LF_BODY && called && !body_done[0] && !body_done[1] && st->phase == 1) {
+        rctx bc = cx;
+        if (body_sched != CS_NONE) bc.env_sched = body_sched;
+        r_set tmp;
+        eval(st, nd->child[1], bc, &tmp);
+    }
+}
+
+static bool set_has_nonvalue(const r_set *s) {
+    if (s->any) return true;
+    for (unsigned i = 0; i < s->n; i++)
+        if (s->o[i].disp != R_VALUE) return true;
+    return false;
+}
+
+static bool set_all_nonvalue(const r_set *s) {
+    if (s->any || !s->n) return false;
+    for (unsigned i = 0; i < s->n; i++)
+        if (s->o[i].disp == R_VALUE) return false;
+    return true;
+}
+
+static void eval_when_all_valid(rstate *st, const g_node *nd, rctx cx, r_set *out) {
+    out->sync = true;
+    if (cx.stop == RS_ALWAYS) {
+        set_add(out, out_stopped(false));
+        return;
+    }
+    if (cx.stop == RS_RACE) set_add(out, out_stopped(false));
+    /* Children see the when_all's own source: stopped by the parent's
+     * token, and by a sibling that fails or stops. */
+    rctx cc = cx;
+    if (cc.stop == RS_NEVER) {
+        /* The children's source is only requested by a child that fails
+         * or stops on its own: if none can while it is not requested (an
+         * evaluation with the parent's NEVER context), it never is. */
+        bool saved = st->record;
+        st->record = false;
+        bool influence = false;
+        for (unsigned j = 0; j < nd->nchild && !influence; j++) {
+            r_set d;
+            eval(st, nd->child[j], cx, &d);
+            influence = set_has_nonvalue(&d);
+        }
+        st->record = saved;
+        if (influence) cc.stop = RS_RACE;
+    }
+    /* Children are started in order: one that completed inside its start
+     * with an error or stopped has requested stop before the next ones
+     * start. */
+    r_set c[3];
+    bool requested = false;
+    for (unsigned j = 0; j < nd->nchild; j++) {
+        rctx cj = cc;
+        if (requested) cj.stop = RS_ALWAYS;
+        eval(st, nd->child[j], cj, &c[j]);
+        if (c[j].any) out->any = true;
+        out->sync = out->sync && c[j].sync;
+        if (c[j].sync && set_all_nonvalue(&c[j])) requested = true;
+    }
+    if (out->any) return;
+    unsigned idx[3] = { 0, 0, 0 };
+    unsigned nc = nd->nchild;
+    for (unsigned j = 0; j < nc; j++)
+        if (c[j].n == 0) return;  /* a child that cannot complete */
+    for (;;) {
+        const r_out *o[3];
+        bool req = false, any_err = false, any_stop = false;
+        for (unsigned j = 0; j < nc; j++) {
+            o[j] = &c[j].o[idx[j]];
+            req = req || o[j]->top_req;
+            any_err = any_err || o[j]->disp == R_ERROR;
+            any_stop = any_stop || o[j]->disp == R_STOPPED;
+        }
+        if (any_err) {
+            for (unsigned j = 0; j < nc; j++)
+                if (o[j]->disp == R_ERROR) set_add(out, out_error(o[j]->code, req));
+        } else if (any_stop) {
+            set_add(out, out_stopped(req));
+        } else {
+            int64_t all[3 * G_MAX_VALUES];
+            unsigned k = 0;
+            for (unsigned j = 0; j < nc; j++) {
+                memcpy(&all[k], o[j]->v, o[j]->n * sizeof all[0]);
+                k += o[j]->n;
+            }
+            if (k > G_MAX_VALUES) set_add(out, out_error(EINVAL, req));
+            else set_add(out, out_value(all, k, req));
+        }
+        if (out->any) return;
+        unsigned j = 0;
+        while (j < nc && ++idx[j] == c[j].n) idx[j++] = 0;
+        if (j == nc) break;
+    }
+}
+
+static void eval_bulk(rstate *st, const g_node *nd, rctx cx, r_set *out) {
+    r_set c;
+    eval(st, nd->child[0], cx, &c);
+    out->any = c.any;
+    ssig cs = sig_of(st->g, nd->child[0]);
+    bool par = cs.cs_value == GS_POOL || cx.env_sched == GS_POOL;
+    out->sync = c.sync && (!par || nd->shape == 0);
+    for (unsigned j = 0; j < c.n; j++) {
+        const r_out *o = &c.o[j];
+        if (o->disp != R_VALUE) {
+            set_add(out, *o);
+            continue;
+        }
+        r_out normal = nd->fail_at < nd->shape ? out_error(G_EUSER + (int)(nd->k & 15), o->top_req) : *o;
+        if (!par || nd->shape == 0) {
+            set_add(out, normal);
+            continue;
+        }
+        unsigned s = observe(st, cx, o->top_req);
+        if (s != RS_ALWAYS) set_add(out, normal);
+        if (s != RS_NEVER) set_add(out, out_stopped(o->top_req));
+    }
+}
+
+static void eval(rstate *st, unsigned i, rctx cx, r_set *out) {
+    const g_graph *g = st->g;
+    const g_node *nd = &g->nodes[i];
+    set_clear(out);
+    if (sig_of(g, i).invalid) {
+        /* Built as an invalid sender: completes with EX_EINVAL at start
+         * (EX_ENOMEM instead when a failed builder below was seen first);
+         * nothing below it runs. */
+        set_add(out, out_error(EINVAL, false));
+        out->sync = true;
+    } else switch (nd->kind) {
+    case G_JUST: set_add(out, out_value(nd->vals, nd->arity, false)); out->sync = true; break;
+    case G_JUST_ERROR: set_add(out, out_error(nd->code, false)); out->sync = true; break;
+    case G_JUST_STOPPED: set_add(out, out_stopped(false)); out->sync = true; break;
+    case G_THEN: case G_UPON_ERROR: case G_UPON_STOPPED: eval_then(st, nd, cx, out); break;
+    case G_LET_VALUE: case G_LET_ERROR: case G_LET_STOPPED: eval_let(st, nd, cx, out); break;
+    case G_WHEN_ALL: eval_when_all_valid(st, nd, cx, out); break;
+    case G_BULK: eval_bulk(st, nd, cx, out); break;
+    case G_SPLIT:
+        if (st->phase == 1) st->split_join[nd->split_id] = (uint8_t)(st->split_join[nd->split_id] | (1u << cx.stop));
+        *out = st->split_set[nd->split_id];
+        out->sync = false;
+        break;
+    case G_CONTINUES_ON: {
+        r_set c;
+        eval(st, nd->child[0], cx, &c);
+        out->any = c.any;
+        out->sync = c.sync && nd->sched == GS_INLINE;
+        for (unsigned j = 0; j < c.n; j++) {
+            const r_out *o = &c.o[j];
+            unsigned s = nd->sched == GS_INLINE ? RS_NEVER : observe(st, cx, o->top_req);
+            if (s != RS_ALWAYS) set_add(out, *o);
+            if (s != RS_NEVER) set_add(out, out_stopped(o->top_req));
+        }
+        break;
+    }
+    case G_STARTS_ON: {
+        unsigned s = nd->sched == GS_INLINE ? RS_NEVER : cx.stop;
+        if (s != RS_NEVER) set_add(out, out_stopped(false));
+        if (s != RS_ALWAYS) {
+            rctx cc = cx;
+            cc.env_sched = nd->sched;
+            r_set c;
+            eval(st, nd->child[0], cc, &c);
+            set_union(out, &c);
+            out->sync = c.sync && nd->sched == GS_INLINE;
+        }
+        break;
+    }
+    case G_STOP_ENV: {
+        rctx cc = cx;
+        cc.stop = nd->stop_env == SE_STOPPED ? RS_ALWAYS : RS_NEVER;
+        cc.top_linked = false;
+        eval(st, nd->child[0], cc, out);
+        break;
+    }
+    default: break;
+    }
+    if (st->p->oom) set_add(out, out_error(ENOMEM, false));
+    if (st->phase == 2 && st->record) {
+        set_union(&st->res->node[i], out);
+        st->res->reached[i] = true;
+    }
+}
+
+void ref_run(const g_graph *g, const r_params *p, r_result *res) {
+    static rstate st;  /* large; the fuzzer runs one input at a time */
+    memset(&st, 0, sizeof st);
+    memset(res, 0, sizeof *res);
+    st.g = g;
+    st.p = p;
+    st.res = res;
+
+    rctx top;
+    top.top_linked = true;
+    top.env_sched = g->mode.use_sync_wait ? ENV_OTHER : g->mode.env_sched;
+    if (g->mode.stop == GM_STOP_BEFORE) top.stop = RS_ALWAYS;
+    else if (g->mode.stop == GM_STOP_ASYNC || g->has_stopreq) top.stop = RS_RACE;
+    else top.stop = RS_NEVER;
+
+    /* The stop context of a split's work depends on its consumers'
+     * contexts, which depend (through when_all siblings) on the split's
+     * results: iterate from "no split ever runs" upwards until the
+     * consumers' contexts no longer change.  Each round walks the root,
+     * then the splits' children from the last split down (a split's
+     * consumers lie outside its child and in children of splits defined
+     * after it), collecting contexts; then recomputes the split sets in
+     * definition order (inner splits first).  The fixpoint reached from
+     * below is consistent: the first stop request the model missed would
+     * have come from an outcome the model allows in a context it got right. */
+    r_set tmp;
+    uint8_t prev[G_MAX_SPLITS];
+    for (unsigned round = 0;; round++) {
+        memcpy(prev, st.split_join, sizeof prev);
+        memset(st.split_join, 0, sizeof st.split_join);
+        st.phase = 1;
+        st.record = false;
+        eval(&st, g->root, top, &tmp);
+        for (int id = g->nsplits - 1; id >= 0; id--) {
+            uint8_t join = st.split_join[id];
+            if (!join || join == (1u << RS_ALWAYS)) continue;
+            rctx sc = { (uint8_t)(join == (1u << RS_NEVER) ? RS_NEVER : RS_RACE), false, GS_COUNT };
+            eval(&st, g->splits[id].child, sc, &tmp);
+        }
+        bool last = round > 0 && memcmp(prev, st.split_join, sizeof prev) == 0;
+        if (!last && round >= 12) {
+            /* No fixpoint in time: assume the worst for every used split. */
+            for (unsigned id = 0; id < g->nsplits; id++)
+                if (st.split_join[id]) st.split_join[id] = (uint8_t)(st.split_join[id] | (1u << RS_RACE));
+            last = true;
+        }
+        st.phase = 2;
+        st.record = last;
+        for (unsigned id = 0; id < g->nsplits; id++) {
+            r_set *s = &st.split_set[id];
+            set_clear(s);
+            uint8_t join = st.split_join[id];
+            if (!join) continue;
+            if (join == (1u << RS_ALWAYS)) {
+                set_add(s, out_stopped(false));
+            } else {
+                rctx sc = { (uint8_t)(join == (1u << RS_NEVER) ? RS_NEVER : RS_RACE), false, GS_COUNT };
+                eval(&st, g->splits[id].child, sc, s);
+                if (join != (1u << RS_NEVER)) set_add(s, out_stopped(false));
+            }
+            if (p->oom) set_add(s, out_error(ENOMEM, false));
+        }
+        if (last) break;
+    }
+    eval(&st, g->root, top, &res->top);
+    if (g->mode.use_sync_wait && !ref_single_value_sig(g, g->root)) {
+        /* ex_sync_wait rejects a sender with several value signatures. */
+        if (!p->oom) set_clear(&res->top);
+        set_add(&res->top, out_error(EINVAL, false));
+    }
+    if (p->oom) set_add(&res->top, out_error(ENOMEM, false));
+}

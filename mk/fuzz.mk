@@ -1,0 +1,65 @@
+# mk/fuzz.mk - the libFuzzer sender-graph harness (fuzz/README.md).
+#
+#   make fuzz-build   $(BUILD)/fuzz/sender_graph (clang, -fsanitize=fuzzer,address,undefined)
+#   make fuzz-ci      run it FUZZ_SECONDS (60) on a copy of fuzz/corpus; fails on any crash
+#   make fuzz         run it FUZZ_LONG_SECONDS (600), keeping what it finds in $(BUILD)/fuzz/corpus
+#   make fuzz-seeds   regenerate fuzz/corpus from the seed writer (-DGRAPH_SEED_WRITER)
+#
+# The library sources are compiled again here, with the harness's
+# sanitizers and libFuzzer's coverage instrumentation, and with jemalloc
+# routed to malloc (ASan cannot see mallocx).
+
+FUZZ_CC          ?= clang
+FUZZ_SECONDS     ?= 60
+FUZZ_LONG_SECONDS ?= 600
+FUZZ_DIR         := $(BUILD)/fuzz
+FUZZ_BIN         := $(FUZZ_DIR)/sender_graph
+FUZZ_SAN_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_COMMON      := $(CSTD) -O1 -g -pthread -Iinclude $(CK_CFLAGS) -DCEXEC_JEMALLOC_VIA_MALLOC $(FUZZ_SAN_FLAGS)
+FUZZ_LIB_CFLAGS  := $(FUZZ_COMMON) $(WARN) -fsanitize=fuzzer-no-link
+FUZZ_CFLAGS      := $(FUZZ_COMMON) -Wall -Wextra -Werror -Wshadow -fsanitize=fuzzer
+FUZZ_LIB_OBJ     := $(SRC:src/%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_SRC         := fuzz/sender_graph.c fuzz/ref_interp.c
+FUZZ_HDR         := fuzz/graph.h fuzz/ref_interp.h
+# -timeout: a hang is a lost wake-up or a lost completion; -rss_limit_mb: a leak.
+FUZZ_OPTS        ?= -max_len=512 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/
+
+.PHONY: fuzz-build fuzz-ci fuzz fuzz-seeds
+
+fuzz-build: $(FUZZ_BIN)
+
+$(FUZZ_DIR)/obj/%.o: src/%.c | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_LIB_CFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_BIN): $(FUZZ_SRC) $(FUZZ_HDR) $(FUZZ_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRC) $(FUZZ_LIB_OBJ) -lck -lm -ldl -pthread
+
+# The bounded CI run: a fresh copy of the seed corpus, so the repository's
+# files are never touched; any crash, leak, timeout or mismatch fails it
+# (libFuzzer exits non-zero and leaves crash-*/leak-*/timeout-* in $(FUZZ_DIR)).
+fuzz-ci: $(FUZZ_BIN)
+	@rm -rf $(FUZZ_DIR)/corpus-ci && mkdir -p $(FUZZ_DIR)/corpus-ci && cp fuzz/corpus/* $(FUZZ_DIR)/corpus-ci/
+	@echo "fuzz-ci: $(FUZZ_BIN) for $(FUZZ_SECONDS) s (log: $(FUZZ_DIR)/fuzz-ci.log)"
+	@$(FUZZ_BIN) $(FUZZ_OPTS) -max_total_time=$(FUZZ_SECONDS) $(FUZZ_DIR)/corpus-ci > $(FUZZ_DIR)/fuzz-ci.log 2>&1; \
+	    rc=$$?; \
+	    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^Done [0-9]+ runs|stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb' $(FUZZ_DIR)/fuzz-ci.log; \
+	    if [ $$rc -ne 0 ]; then tail -n 80 $(FUZZ_DIR)/fuzz-ci.log; echo "fuzz-ci: FAILED (exit $$rc)"; exit 1; fi; \
+	    echo "fuzz-ci: passed"
+
+fuzz: $(FUZZ_BIN)
+	@mkdir -p $(FUZZ_DIR)/corpus
+	@echo "fuzz: $(FUZZ_BIN) for $(FUZZ_LONG_SECONDS) s (log: $(FUZZ_DIR)/fuzz.log)"
+	@$(FUZZ_BIN) $(FUZZ_OPTS) -max_total_time=$(FUZZ_LONG_SECONDS) $(FUZZ_DIR)/corpus fuzz/corpus > $(FUZZ_DIR)/fuzz.log 2>&1; \
+	    rc=$$?; \
+	    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^Done [0-9]+ runs|stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb' $(FUZZ_DIR)/fuzz.log; \
+	    if [ $$rc -ne 0 ]; then tail -n 80 $(FUZZ_DIR)/fuzz.log; echo "fuzz: FAILED (exit $$rc)"; exit 1; fi
+
+fuzz-seeds: $(FUZZ_SRC) $(FUZZ_HDR) $(FUZZ_LIB_OBJ)
+	@mkdir -p $(FUZZ_DIR) fuzz/corpus
+	$(FUZZ_CC) $(FUZZ_COMMON) -Wall -Wextra -Werror -DGRAPH_SEED_WRITER -o $(FUZZ_DIR)/seed_writer fuzz/sender_graph.c
+	rm -f fuzz/corpus/*
+	$(FUZZ_DIR)/seed_writer fuzz/corpus
+
+-include $(FUZZ_LIB_OBJ:.o=.d)
