@@ -45,6 +45,7 @@ struct ex_task {
     /* fiber and stack */
     exi_fiber fiber;
     exi_fiber *resumer;              /* the context to go back to */
+    const void *runner;              /* thread running the fiber, or that ran it last (relaxed) */
     void *stack;
     size_t stack_size;
     const ex_allocator *stack_alloc;
@@ -57,7 +58,7 @@ struct ex_task {
     ex_env_node env_node;
     /* the await in progress */
     uint32_t await_state;
-    ex_await_result await;
+    ex_await_result *await_out;      /* the awaiting body's result, on the fiber's stack */
     ex_operation *await_op;          /* kept until the next await (borrowed values) */
     ex_sender *await_sender;
     void *await_buf;
@@ -146,6 +147,7 @@ static void run(ex_task *t) {
         exi_fiber self;
         exi_fiber_init_thread(&self);
         t->resumer = &self;
+        exi_store_rlx_ptr((void **)&t->runner, (void *)(uintptr_t)exi_thread_id());
         note n = (note)(uintptr_t)exi_fiber_switch(&self, &t->fiber, NULL);
         if (n == NOTE_FINISHED) {
             finish(t);
@@ -211,32 +213,48 @@ static void resume_on_scheduler(ex_task *t) {
 /* ------------------------------------------------------------ awaiting */
 
 static void await_complete(ex_task *t) {
+    if (exi_load_rlx_ptr((void *const *)&t->runner) == exi_thread_id()) {
+        /* The fiber's own thread: either inside the fiber (an inline
+         * completion) or after its resumer published SUSPENDED; no other
+         * thread writes the state now, so no read-modify-write is needed. */
+        uint32_t st = exi_load_rlx_u32(&t->await_state);
+        exi_store_rlx_u32(&t->await_state, DONE);
+        if (st == SUSPENDED) resume_on_scheduler(t);
+        return;
+    }
     uint32_t expected = AWAITING;
     if (exi_cas_u32(&t->await_state, &expected, DONE)) return;  /* the fiber is still on its way out */
     exi_store_rel_u32(&t->await_state, DONE);
     resume_on_scheduler(t);
 }
 
+/* Completions write straight into the body's result (ex_await is inline
+ * in the header, so that is the caller's own variable). */
 static void await_value(void *self, const ex_value *v, size_t n) {
     ex_task *t = self;
-    t->await.status = EX_AWAIT_VALUE;
-    t->await.n = (uint8_t)n;
-    for (size_t i = 0; i < n; i++) t->await.v[i] = v[i];
+    ex_await_result *out = t->await_out;
+    out->status = EX_AWAIT_VALUE;
+    out->n = (uint8_t)n;
+    for (size_t i = 0; i < n; i++) out->v[i] = v[i];
+    out->error = ex_ok();
     await_complete(t);
 }
 
 static void await_error(void *self, ex_error e) {
     ex_task *t = self;
-    t->await.status = EX_AWAIT_ERROR;
-    t->await.n = 0;
-    t->await.error = e;
+    ex_await_result *out = t->await_out;
+    out->status = EX_AWAIT_ERROR;
+    out->n = 0;
+    out->error = e;
     await_complete(t);
 }
 
 static void await_stopped(void *self) {
     ex_task *t = self;
-    t->await.status = EX_AWAIT_STOPPED;
-    t->await.n = 0;
+    ex_await_result *out = t->await_out;
+    out->status = EX_AWAIT_STOPPED;
+    out->n = 0;
+    out->error = ex_ok();
     await_complete(t);
 }
 
@@ -244,12 +262,10 @@ static ex_env await_env(void *self) { return ex_task_env(self); }
 
 static const ex_receiver_vtable await_receiver_vt = { await_value, await_error, await_stopped, await_env, NULL };
 
-static ex_await_result await_fail(ex_error e) {
-    ex_await_result r;
-    memset(&r, 0, sizeof r);
-    r.status = EX_AWAIT_ERROR;
-    r.error = e;
-    return r;
+static void await_fail(ex_await_result *out, ex_error e) {
+    out->status = EX_AWAIT_ERROR;
+    out->n = 0;
+    out->error = e;
 }
 
 /* Storage for the awaited operation: the task's buffer, grown on demand
@@ -266,42 +282,47 @@ static void *await_storage(ex_task *t, size_t size, size_t align) {
     return (void *)ex_align_up((uintptr_t)t->await_buf, align);
 }
 
-ex_await_result ex_await(ex_task *t, ex_sender *s) {
+void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
     release_await(t);
     if (t->stopped) {
         ex_sender_release(s);
-        ex_await_result r;
-        memset(&r, 0, sizeof r);
-        r.status = EX_AWAIT_STOPPED;
-        return r;
+        out->status = EX_AWAIT_STOPPED;
+        out->n = 0;
+        out->error = ex_ok();
+        return;
     }
-    ex_error e = ex_check_input(s, "ex_await: NULL sender");
-    if (e.code) {
+    if (__builtin_expect(!s || s->status.code != EX_OK, 0)) {
+        ex_error e = ex_check_input(s, "ex_await: NULL sender");
         ex_sender_release(s);
-        return await_fail(e);
+        await_fail(out, e);
+        return;
     }
     void *storage = await_storage(t, s->op_size, s->op_align);
     if (!storage) {
         ex_sender_release(s);
-        return await_fail(ex_err(EX_ENOMEM, "ex_await: out of memory"));
+        await_fail(out, ex_err(EX_ENOMEM, "ex_await: out of memory"));
+        return;
     }
+    /* The storage fits and the receiver accepts every completion: connect
+     * without ex_connect's checks. */
     ex_receiver r = { &await_receiver_vt, t };
-    ex_operation *op;
-    e = ex_connect(s, r, storage, s->op_size, &op);
+    ex_operation *op = storage;
+    ex_error e = ex_connect_child(s, r, storage);
     if (e.code) {
         ex_sender_release(s);
-        return await_fail(e);
+        await_fail(out, e);
+        return;
     }
     t->await_op = op;
     t->await_sender = s;
+    t->await_out = out;
     exi_store_rlx_u32(&t->await_state, AWAITING);
     ex_start(op);
     if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE)
         (void)exi_fiber_switch(&t->fiber, t->resumer, (void *)(uintptr_t)NOTE_SUSPENDED);
-    /* DONE: the result is in t->await (published by the completion's CAS
-     * or release store, or by this thread). */
-    if (t->await.status == EX_AWAIT_STOPPED) t->stopped = true;
-    return t->await;
+    /* DONE: *out was written by the completion (published by its CAS or
+     * release store, or by this thread). */
+    if (out->status == EX_AWAIT_STOPPED) t->stopped = true;
 }
 
 ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {
@@ -312,7 +333,8 @@ ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {
     bool was_inline = t->inline_affinity;
     t->inline_affinity = false;
     t->must_hop = true;  /* even if the schedule completes at once, end on sch */
-    (void)ex_await(t, ex_schedule(sch));
+    ex_await_result ignored;
+    ex_await_into(t, ex_schedule(sch), &ignored);
     t->must_hop = false;
     t->inline_affinity = was_inline;
     return prev;

@@ -125,7 +125,17 @@ typedef struct ex_await_result {
  * are copied; a string or tuple value is borrowed from the sender's
  * operation and valid only until the next ex_await.  Connect errors come
  * back as EX_AWAIT_ERROR.  Call only from t's own body. */
-ex_await_result ex_await(ex_task *t, ex_sender *s);
+static inline ex_await_result ex_await(ex_task *t, ex_sender *s);
+
+/* ex_await writing into *out (what ex_await does; inline above, so the
+ * completion writes straight into the caller's variable). */
+void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out);
+
+static inline ex_await_result ex_await(ex_task *t, ex_sender *s) {
+    ex_await_result r;
+    ex_await_into(t, s, &r);
+    return r;
+}
 
 /* The scheduler the task runs on (the inline scheduler with
  * EX_TASK_INLINE). */
