@@ -59,14 +59,19 @@ struct ex_task {
     /* the await in progress */
     uint32_t await_state;
     ex_await_result *await_out;      /* the awaiting body's result, on the fiber's stack */
+    void *nested;                    /* deep copies of the last await's tuples */
+    size_t nested_size;
     ex_operation *await_op;          /* kept until the next await (borrowed values) */
     ex_sender *await_sender;
-    void *await_buf;
+    void *await_buf;                 /* operations too big for await_inline */
     size_t await_cap;
     /* the hop back to the scheduler */
     ex_work hop;
     ex_operation *hop_op;
+    void *hop_block;                 /* schedule operations bigger than hop_storage */
+    size_t hop_block_size;
     alignas(max_align_t) unsigned char hop_storage[EX_SCHEDULE_OP_INLINE];
+    alignas(max_align_t) unsigned char await_inline[EX_TASK_AWAIT_INLINE];
 };
 
 static void run(ex_task *t);
@@ -108,6 +113,8 @@ static void release_await(ex_task *t) {
     t->await_op = NULL;
     ex_sender_release(t->await_sender);
     t->await_sender = NULL;
+    if (t->nested) ex_deallocate(t->alloc, t->nested, t->nested_size, alignof(ex_value));
+    t->nested = NULL;
 }
 
 static void on_receiver_stop(ex_stop_callback *cb) {
@@ -118,20 +125,34 @@ static void on_receiver_stop(ex_stop_callback *cb) {
 /* After the body returned, on the resumer's stack: free the frame, then
  * complete (which may destroy the operation). */
 static void finish(ex_task *t) {
-    release_await(t);
-    if (t->await_buf) ex_deallocate(t->alloc, t->await_buf, t->await_cap, alignof(max_align_t));
-    t->await_buf = NULL;
     exi_fiber_destroy(&t->fiber);
     t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->stack_size, 16);
     t->stack = NULL;
     ex_stop_callback_deregister(&t->on_stop);
     ex_scheduler_release(t->sched);
-    ex_receiver r = t->r;
+    if (t->hop_op) ex_operation_destroy(t->hop_op);
+    t->hop_op = NULL;
+    if (t->hop_block) ex_deallocate(t->alloc, t->hop_block, t->hop_block_size, alignof(max_align_t));
+    t->hop_block = NULL;
+    /* The last await's operation goes now (it may live inside t, which the
+     * completion may free); the deep copies of its tuples, which the body
+     * may return, outlive the completion. */
+    if (t->await_op) ex_operation_destroy(t->await_op);
+    t->await_op = NULL;
+    ex_sender_release(t->await_sender);
+    t->await_sender = NULL;
+    if (t->await_buf) ex_deallocate(t->alloc, t->await_buf, t->await_cap, alignof(max_align_t));
+    t->await_buf = NULL;
+    void *nested = t->nested;
+    size_t nested_size = t->nested_size;
+    const ex_allocator *alloc = t->alloc;
     ex_task_result res = t->result;
+    ex_receiver r = t->r;
     if (t->stopped) ex_set_stopped(r);
     else if (res.kind == EX_TASK_ERROR) ex_set_error(r, res.error);
     else if (res.kind == EX_TASK_STOPPED) ex_set_stopped(r);
     else ex_set_value(r, res.v, res.n);
+    if (nested) ex_deallocate(alloc, nested, nested_size, alignof(ex_value));
 }
 
 static void fiber_entry(void *arg, void *user) {
@@ -183,6 +204,22 @@ static void hop_error(void *self, ex_error e) {
 static void hop_stopped(void *self) { run(self); }
 static const ex_receiver_vtable hop_receiver_vt = { hop_value, hop_error, hop_stopped, NULL, NULL };
 
+/* Where the schedule operation of a hop to s goes: the task's inline
+ * storage, else a block from the task's allocator kept for the task's
+ * life.  NULL when s's operation is over-aligned or memory is short. */
+static void *hop_storage_for(ex_task *t, ex_scheduler s) {
+    size_t size = s.vt->schedule_op_size;
+    if (s.vt->schedule_op_align > alignof(max_align_t)) return NULL;
+    if (size <= sizeof t->hop_storage) return t->hop_storage;
+    if (size <= t->hop_block_size) return t->hop_block;
+    void *b = ex_allocate(t->alloc, size, alignof(max_align_t));
+    if (!b) return NULL;
+    if (t->hop_block) ex_deallocate(t->alloc, t->hop_block, t->hop_block_size, alignof(max_align_t));
+    t->hop_block = b;
+    t->hop_block_size = size;
+    return b;
+}
+
 /* Resumes t on its scheduler: inline when the calling thread already runs
  * there (dispatch) or the task opted out, else through the scheduler. */
 static void resume_on_scheduler(ex_task *t) {
@@ -200,10 +237,9 @@ static void resume_on_scheduler(ex_task *t) {
     if (t->hop_op) ex_operation_destroy(t->hop_op);
     t->hop_op = NULL;
     ex_receiver r = { &hop_receiver_vt, t };
-    void *storage = t->hop_storage;
-    if (s.vt->schedule_op_size > sizeof t->hop_storage || s.vt->schedule_op_align > alignof(max_align_t) ||
-        ex_connect_schedule(s, r, storage).code) {
-        run(t);
+    void *storage = hop_storage_for(t, s);
+    if (!storage || ex_connect_schedule(s, r, storage).code) {
+        run(t);  /* no memory for the hop, or the scheduler refused: resume here rather than lose the task */
         return;
     }
     t->hop_op = storage;
@@ -235,8 +271,22 @@ static void await_value(void *self, const ex_value *v, size_t n) {
     ex_await_result *out = t->await_out;
     out->status = EX_AWAIT_VALUE;
     out->n = (uint8_t)n;
-    for (size_t i = 0; i < n; i++) out->v[i] = v[i];
     out->error = ex_ok();
+    bool tuples = false;
+    for (size_t i = 0; i < n; i++) {
+        out->v[i] = v[i];
+        tuples |= v[i].type == EX_T_TUPLE;
+    }
+    /* Values are borrowed for the call only: tuples are deep-copied, to
+     * stay readable until the next await. */
+    if (tuples) {
+        ex_error e = exi_values_copy(out->v, v, n, t->alloc, &t->nested, &t->nested_size);
+        if (e.code) {
+            out->status = EX_AWAIT_ERROR;
+            out->n = 0;
+            out->error = e;
+        }
+    }
     await_complete(t);
 }
 
@@ -271,6 +321,7 @@ static void await_fail(ex_await_result *out, ex_error e) {
 /* Storage for the awaited operation: the task's buffer, grown on demand
  * (steady state: no allocation). */
 static void *await_storage(ex_task *t, size_t size, size_t align) {
+    if (size <= sizeof t->await_inline && align <= alignof(max_align_t)) return t->await_inline;
     size_t need = size + (align > alignof(max_align_t) ? align : 0);
     if (need > t->await_cap) {
         void *p = ex_allocate(t->alloc, need, alignof(max_align_t));
@@ -394,6 +445,8 @@ static void task_destroy(ex_operation *op) {
     ex_task *t = (ex_task *)op;
     if (t->hop_op) ex_operation_destroy(t->hop_op);
     t->hop_op = NULL;
+    if (t->hop_block) ex_deallocate(t->alloc, t->hop_block, t->hop_block_size, alignof(max_align_t));
+    t->hop_block = NULL;
 }
 
 static const ex_operation_vtable task_op_vt = { task_start, task_destroy };

@@ -40,7 +40,9 @@
  * chance to clean up instead).
  *
  * Frames: the task's control block is its operation state (caller storage,
- * or the environment's allocator with ex_connect_alloc); its stack comes
+ * or the environment's allocator with ex_connect_alloc; it also holds the
+ * awaited operation state and the schedule operation of the hop back, up to
+ * a size, so steady-state awaits allocate nothing); its stack comes
  * from the options' stack allocator — by default pooled stacks with a guard
  * page below, so running off the end faults instead of corrupting memory.
  *
@@ -58,6 +60,11 @@ extern "C" {
 #endif
 
 typedef struct ex_task ex_task;  /* the running task, handed to its body */
+
+/* Bytes of an awaited operation state kept inside the task's control
+ * block; a bigger one goes into a buffer from the task's allocator, kept
+ * and reused by later awaits. */
+#define EX_TASK_AWAIT_INLINE 256
 
 /* Default usable stack size of a task. */
 #define EX_TASK_STACK_DEFAULT ((size_t)64 << 10)
@@ -121,10 +128,15 @@ typedef struct ex_await_result {
 } ex_await_result;
 
 /* Suspends t until s completes (consumes s) and returns its completion, on
- * t's scheduler.  The operation state lives on the task's stack.  Values
- * are copied; a string or tuple value is borrowed from the sender's
- * operation and valid only until the next ex_await.  Connect errors come
- * back as EX_AWAIT_ERROR.  Call only from t's own body. */
+ * t's scheduler.  The operation state lives in the task (up to
+ * EX_TASK_AWAIT_INLINE bytes without any allocation; bigger ones in a
+ * buffer from the task's allocator that later awaits reuse; EX_ENOMEM as
+ * an EX_AWAIT_ERROR if that fails).  Values are copied, tuples deeply
+ * (from the task's allocator; EX_ENOMEM as an EX_AWAIT_ERROR), and stay
+ * readable until the next ex_await — or, when the body returns them, until
+ * the task's completion has been delivered.  Strings and pointers are not
+ * copied: they point where the sender put them.  Connect errors come back as
+ * EX_AWAIT_ERROR.  Call only from t's own body. */
 static inline ex_await_result ex_await(ex_task *t, ex_sender *s);
 
 /* ex_await writing into *out (what ex_await does; inline above, so the
