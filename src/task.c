@@ -436,8 +436,16 @@ static void task_start(ex_operation *op) {
     exi_fiber_init(&t->fiber, t->stack, t->stack_size, fiber_entry, t);
     ex_scheduler_retain(t->sched);  /* P3552's task_scheduler: the resource outlives the task */
     ex_stop_callback_register(&t->on_stop, ex_get_stop_token(ex_receiver_env(t->r)), on_receiver_stop);
-    /* P3552: the body starts on an agent of the task's scheduler. */
+    /* P3552: the body starts on an agent of the task's scheduler.  A task
+     * awaited directly by another task starts at once (dispatch: no queue
+     * round trip, like symmetric transfer); one started by anything else
+     * (when_all, spawn) is queued where it can be stolen, so sibling tasks
+     * run in parallel. */
     exi_store_rlx_u32(&t->await_state, SUSPENDED);
+    if (!t->inline_affinity && t->r.vt != &await_receiver_vt && t->sched.vt->post) {
+        t->hop = (ex_work){ NULL, hop_execute, hop_execute };
+        if (!ex_post(t->sched, &t->hop).code) return;
+    }
     resume_on_scheduler(t);
 }
 
