@@ -140,7 +140,8 @@ demo: $(BUILD)/bench/bench
 
 # Benchmarks against oneTBB and OpenMP (scripts/deps.sh --bench installs them).
 BENCH_OBJ := $(BUILD)/bench/bench.o $(BUILD)/bench/algos.o $(BUILD)/bench/harness.o $(BUILD)/bench/baselines_omp.o \
-             $(BUILD)/bench/baselines_tbb.o $(BUILD)/bench/ex_fib.o $(BUILD)/bench/ex_scan.o
+             $(BUILD)/bench/baselines_tbb.o $(BUILD)/bench/baselines_fiber.o $(BUILD)/bench/tasks.o \
+             $(BUILD)/bench/ex_fib.o $(BUILD)/bench/ex_scan.o
 BENCH_CFLAGS = $(CSTD) -Wall -Wextra -Werror -O3 -march=native -g -pthread -Iinclude $(CFLAGS)
 
 $(BUILD)/.bench-deps-ok: scripts/deps.sh
@@ -154,6 +155,9 @@ $(BUILD)/bench/%.o: bench/%.c bench/harness.h bench/baselines.h bench/bench.h | 
 $(BUILD)/bench/baselines_tbb.o: bench/baselines_tbb.cpp bench/baselines.h | $(BUILD)/.bench-deps-ok
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -O3 -march=native -g -pthread -c $< -o $@
+$(BUILD)/bench/baselines_fiber.o: bench/baselines_fiber.cpp bench/baselines.h | $(BUILD)/.bench-deps-ok
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -Wall -Wextra -Werror -O3 -march=native -g -pthread -c $< -o $@
 $(BUILD)/bench/ex_%.o: examples/%.c | $(BUILD)/.bench-deps-ok
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -DCEXEC_EXAMPLE_NO_MAIN -c $< -o $@
@@ -161,7 +165,7 @@ $(BUILD)/bench/ex_scan.o: examples/inclusive_scan.c | $(BUILD)/.bench-deps-ok
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -DCEXEC_EXAMPLE_NO_MAIN -c $< -o $@
 $(BUILD)/bench/bench: $(BENCH_OBJ) $(BUILD)/libcexec.a
-	$(CXX) -o $@ $(BENCH_OBJ) $(BUILD)/libcexec.a -fopenmp -ltbb $(LIBS) -pthread
+	$(CXX) -o $@ $(BENCH_OBJ) $(BUILD)/libcexec.a -fopenmp -ltbb -lboost_fiber -lboost_context $(LIBS) -pthread
 
 bench: $(BUILD)/bench/bench
 	@mkdir -p bench/results

@@ -33,6 +33,11 @@ void omp_bulk(size_t n);
 void omp_inclusive_scan(const double *in, double *out, size_t n);
 double omp_reduce(const double *in, size_t n);
 
+/* Boost (C++): boost::context::fiber switched into and back n times;
+ * two Boost.Fiber fibers yielding to each other n times each. */
+void boost_context_switch_pairs(size_t n);
+void boost_fiber_yield_pairs(size_t n);
+
 void serial_inclusive_scan(const double *in, double *out, size_t n);
 double serial_reduce(const double *in, size_t n);
 

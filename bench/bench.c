@@ -20,7 +20,9 @@
  *       with the pool's frames from the default, recycling and jemalloc
  *       allocators.
  * alloc an allocation and its free (256 bytes) through each frame
- *       allocator and raw malloc, on one thread and freed on another. */
+ *       allocator and raw malloc, on one thread and freed on another.
+ * task  context switch (cexec, boost::context, Boost.Fiber), await costs,
+ *       task create+run+destroy, fib via tasks against task_group. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,7 +301,7 @@ static void bench_alloc_group(bool quick) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench [--quick] [--only fib|bulk|scan|reduce|copy|when_all|alloc] [--runs N] [--max-size N]\n"
+    fprintf(stderr, "usage: bench [--quick] [--only fib|bulk|scan|reduce|copy|when_all|alloc|task] [--runs N] [--max-size N]\n"
                     "       bench --demo [--runs N] [--max-size N]\n");
     exit(2);
 }
@@ -336,6 +338,7 @@ int main(int argc, char **argv) {
         if (!only || !strcmp(only, "reduce")) bench_reduce(max_size);
         if (!only || !strcmp(only, "when_all")) bench_when_all(quick);
         if (!only || !strcmp(only, "alloc")) bench_alloc_group(quick);
+        if (!only || !strcmp(only, "task")) bench_task_group(quick);
     }
     bench_report("bench/results", !demo);
     tbb_fini();

@@ -25,5 +25,7 @@ double bench_copy_bandwidth(void);
 /* `make demo`: copy bandwidth and the scan at n elements, then a short
  * table. */
 void bench_demo(double n);
+/* The task group (tasks.c): switch cost, awaits, task creation, fib via tasks. */
+void bench_task_group(bool quick);
 
 #endif

@@ -5,7 +5,7 @@
 # other user it prints the exact command to run.
 #
 #   scripts/deps.sh           build + test dependencies
-#   scripts/deps.sh --bench   also the benchmark baselines and plotting (oneTBB, gnuplot)
+#   scripts/deps.sh --bench   also the benchmark baselines and plotting (oneTBB, Boost.Fiber, gnuplot)
 #   scripts/deps.sh --check   exit 1 (printing what is missing) without installing
 set -eu
 
@@ -13,7 +13,7 @@ PKGS="build-essential pkg-config clang libclang-rt-14-dev libck-dev libcriterion
 CHECK_ONLY=
 for arg in "$@"; do
     case "$arg" in
-        --bench) PKGS="$PKGS libtbb-dev gnuplot-nox" ;;
+        --bench) PKGS="$PKGS libtbb-dev libboost-fiber-dev gnuplot-nox" ;;
         --check) CHECK_ONLY=1 ;;
         *) echo "scripts/deps.sh: unknown option $arg" >&2; exit 2 ;;
     esac

@@ -21,6 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "exi_core.h"
 #include "exi_deque.h"
 #include "exi_inbox.h"
@@ -56,9 +61,7 @@ struct ex_pool {
     pthread_mutex_t shutdown_mu;  /* serialises shutdown; `shut` under it */
     bool shut;
     uint32_t next_home;       /* round-robin inbox choice for new submitting threads */
-    uint32_t holders;         /* owning scheduler handles (ex_scheduler_retain) */
-    pthread_mutex_t holders_mu;   /* not shutdown_mu: a holder may let go during shutdown */
-    pthread_cond_t released;      /* signalled, under holders_mu, when holders drops to 0 */
+    uint32_t holders;         /* owning scheduler handles (ex_scheduler_retain); a futex word */
     uint64_t id;              /* unique per pool, even at a recycled address */
     const ex_allocator *frame_alloc;  /* config.allocator, or the arenas below */
     ex_jemalloc_allocator *arenas;    /* owned, with config.per_worker_arenas */
@@ -385,12 +388,13 @@ static const ex_allocator *pool_allocator(void *self) { return ((ex_pool *)self)
 
 static void pool_retain(void *self) { exi_faa_u32(&((ex_pool *)self)->holders, 1); }
 
+/* Dropping the last hold wakes a destroy waiting for it.  The wake may
+ * reach memory destroy has just freed: a futex wake on a stale address
+ * wakes nobody who is not ready for a spurious wake-up, so that is safe. */
 static void pool_release(void *self) {
     ex_pool *p = self;
-    /* The lock: destroy may not free p between the decrement and the signal. */
-    pthread_mutex_lock(&p->holders_mu);
-    if (exi_faa_u32(&p->holders, (uint32_t)-1) == 1) pthread_cond_broadcast(&p->released);
-    pthread_mutex_unlock(&p->holders_mu);
+    if (exi_faa_u32(&p->holders, (uint32_t)-1) == 1)
+        syscall(SYS_futex, &p->holders, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 static const ex_scheduler_vtable pool_vt = {
@@ -449,8 +453,6 @@ static void free_pool(ex_pool *p) {
     if (p->idle) ex_deallocate(a, p->idle, p->idle_words * sizeof(uint64_t), alignof(uint64_t));
     if (p->trace_path) ex_deallocate(a, p->trace_path, strlen(p->trace_path) + 1, 1);
     pthread_mutex_destroy(&p->shutdown_mu);
-    pthread_cond_destroy(&p->released);
-    pthread_mutex_destroy(&p->holders_mu);
     ex_jemalloc_allocator_destroy(p->arenas);
     ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
 }
@@ -542,11 +544,6 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
         ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
         return ex_err(EX_EAGAIN, "ex_pool_create: pthread_mutex_init failed");
     }
-    if (pthread_mutex_init(&p->holders_mu, NULL) || pthread_cond_init(&p->released, NULL)) {
-        pthread_mutex_destroy(&p->shutdown_mu);
-        ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
-        return ex_err(EX_EAGAIN, "ex_pool_create: pthread_mutex_init failed");
-    }
     p->alloc = a;
     p->frame_alloc = c.allocator;
     if (!c.allocator && c.per_worker_arenas) {
@@ -632,9 +629,8 @@ ex_error ex_pool_destroy(ex_pool *p) {
     ex_error e = ex_pool_shutdown(p);
     if (e.code) return e;
     /* Owning handles keep the memory: wait for the last one. */
-    pthread_mutex_lock(&p->holders_mu);
-    while (exi_load_acq_u32(&p->holders)) pthread_cond_wait(&p->released, &p->holders_mu);
-    pthread_mutex_unlock(&p->holders_mu);
+    for (uint32_t h; (h = exi_load_acq_u32(&p->holders));)
+        syscall(SYS_futex, &p->holders, FUTEX_WAIT_PRIVATE, h, NULL, NULL, 0);
     free_pool(p);
     return ex_ok();
 }

@@ -394,11 +394,12 @@ ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {
 /* ------------------------------------------------------------- results */
 
 ex_task_result ex_task_values(size_t n, const ex_value *v) {
-    ex_task_result r;
-    memset(&r, 0, sizeof r);
+    ex_task_result r;  /* only what the completion reads is set */
     r.kind = EX_TASK_VALUE;
+    r.error = ex_ok();
     if (n > EX_MAX_ARITY) {
         r.kind = EX_TASK_ERROR;
+        r.n = 0;
         r.error = ex_err(EX_EINVAL, "ex_task_values: more values than EX_MAX_ARITY");
         return r;
     }
