@@ -9,7 +9,9 @@
 #   scripts/deps.sh --check   exit 1 (printing what is missing) without installing
 set -eu
 
-PKGS="build-essential pkg-config clang libclang-rt-14-dev libck-dev libcriterion-dev libjemalloc-dev"
+PKGS="build-essential pkg-config clang libclang-rt-14-dev libck-dev libcriterion-dev libjemalloc-dev valgrind"
+# The aarch64 context switch is cross-compiled and run under qemu-user.
+PKGS="$PKGS gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 CHECK_ONLY=
 for arg in "$@"; do
     case "$arg" in

@@ -17,6 +17,14 @@
 
 TEST_SUITE(exec_context, 30);
 
+/* The probe test switches raw contexts: tell valgrind about that stack. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define CTX_VALGRIND 1
+#endif
+#endif
+
 #if defined(__SANITIZE_ADDRESS__)
 #define CTX_ASAN 1
 #elif defined(__has_feature)
@@ -100,6 +108,9 @@ static void probe_entry(void *arg, void *user) {
 Test(exec_context, callee_saved_registers_exactly_preserved) {
     void *stack = ex_allocate(exi_guarded_stack_allocator(), STACK, 16);
     cr_assert_not_null(stack);
+#ifdef CTX_VALGRIND
+    unsigned vg = VALGRIND_STACK_REGISTER(stack, (char *)stack + STACK);
+#endif
     exi_context_init(&probe_ctx, stack, STACK, probe_entry, NULL);
     for (int i = 0; i < 50; i++) {
         uint64_t out[PROBE_REGS] = { 0 };
@@ -109,6 +120,9 @@ Test(exec_context, callee_saved_registers_exactly_preserved) {
     }
     for (int i = 0; i < 50; i++) clobber_switch(&main_ctx, &probe_ctx, NULL);
     cr_expect_eq(probe_bad, 0, "%d registers of the fresh context changed", probe_bad);
+#ifdef CTX_VALGRIND
+    VALGRIND_STACK_DEREGISTER(vg);
+#endif
     ex_deallocate(exi_guarded_stack_allocator(), stack, STACK, 16);
     expect_no_leaks();
 }
