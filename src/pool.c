@@ -307,6 +307,18 @@ static ex_error pool_connect(void *self, ex_receiver r, void *storage) {
 
 static ex_error pool_post(void *self, ex_work *w) { return submit(self, w); }
 
+/* From a worker: to the back of its own inbox, which it reads after its
+ * deque, in order; elsewhere like post. */
+static ex_error pool_yield(void *self, ex_work *w) {
+    ex_pool *p = self;
+    exi_worker *me = tls_worker;
+    if (!me || me->pool != p) return submit(p, w);
+    if (stopping(p)) return ex_err(EX_ESHUTDOWN, "ex_pool: the pool is shutting down");
+    exi_inbox_push(&me->inbox, w);
+    notify(p);
+    return ex_ok();
+}
+
 static ex_error pool_dispatch(void *self, ex_work *w) {
     exi_worker *me = tls_worker;
     if (me && me->pool == self) {
@@ -407,6 +419,7 @@ static const ex_scheduler_vtable pool_vt = {
     .equal = NULL,
     .post = pool_post,
     .dispatch = pool_dispatch,
+    .yield = pool_yield,
     .bulk = pool_bulk,
     .allocator = pool_allocator,
     .retain = pool_retain,

@@ -7,9 +7,14 @@
  * most one drain exists and no item waits without one. */
 #include <pthread.h>
 
+#include "exi_atomic.h"
 #include "exi_core.h"
 
 #define TURN_ITEMS 64  /* items per turn before the strand queues itself again */
+
+/* A kick through a schedule operation: whichever of the kicker (after its
+ * start returned) and the completion gets here second runs the drain. */
+enum { KICK_IDLE, KICK_STARTING, KICK_DONE_INLINE };
 
 struct ex_strand {
     ex_scheduler under;
@@ -17,6 +22,7 @@ struct ex_strand {
     pthread_mutex_t mu;
     ex_work *head, *tail;       /* under mu */
     bool active;                /* under mu */
+    uint32_t kick_state;        /* KICK_*: a schedule-op kick and its completion meet here */
     uint32_t holders;           /* under mu: owning scheduler handles */
     uint64_t executed;          /* under mu */
     ex_work drain;              /* the drain, when `under` supports post */
@@ -25,10 +31,16 @@ struct ex_strand {
     alignas(max_align_t) unsigned char drain_storage[];
 };
 
-/* The strand whose item the calling thread runs (for dispatch). */
-static EXI_TLS ex_strand *current;
+/* The drains running on this thread, innermost first (a strand over a
+ * strand runs one drain inside the other): dispatch to any of them runs
+ * inline. */
+typedef struct drain_frame {
+    ex_strand *s;
+    struct drain_frame *outer;
+} drain_frame;
+static EXI_TLS drain_frame *current;
 
-static void kick(ex_strand *s);
+static bool kick(ex_strand *s, bool yield);
 
 /* Runs what `under` refused to take: every queued item is dropped. */
 static void drop_all(ex_strand *s) {
@@ -48,10 +60,12 @@ static void drop_all(ex_strand *s) {
     }
 }
 
-/* One turn: up to TURN_ITEMS items, then either idle or queued again. */
+/* Turns of up to TURN_ITEMS items; after each full turn the strand queues
+ * itself again (behind other work), and carries on here only when that
+ * kick completed inline (an inline scheduler): a loop, not a recursion. */
 static void drain(ex_strand *s) {
-    ex_strand *outer = current;
-    current = s;
+    drain_frame frame = { s, current };
+    current = &frame;
     for (int n = 0;; n++) {
         pthread_mutex_lock(&s->mu);
         ex_work *w = s->head;
@@ -62,9 +76,11 @@ static void drain(ex_strand *s) {
         }
         if (n == TURN_ITEMS) {
             pthread_mutex_unlock(&s->mu);
-            current = outer;
-            kick(s);  /* still active: the next turn is this strand's */
-            return;
+            current = frame.outer;
+            if (!kick(s, true)) return;  /* still active: the next turn is this strand's */
+            current = &frame;
+            n = -1;
+            continue;
         }
         s->head = w->next;
         if (!s->head) s->tail = NULL;
@@ -72,7 +88,7 @@ static void drain(ex_strand *s) {
         pthread_mutex_unlock(&s->mu);
         w->execute(w);
     }
-    current = outer;
+    current = frame.outer;
 }
 
 static void drain_work(ex_work *w) { drain(EXI_CONTAINER_OF(w, ex_strand, drain)); }
@@ -81,7 +97,10 @@ static void drain_cancel(ex_work *w) { drop_all(EXI_CONTAINER_OF(w, ex_strand, d
 /* The receiver of the drain's schedule operation (schedulers without post). */
 static void drain_value(void *self, const ex_value *v, size_t n) {
     (void)v, (void)n;
-    drain(self);
+    ex_strand *s = self;
+    uint32_t starting = KICK_STARTING;
+    if (exi_cas_u32(&s->kick_state, &starting, KICK_DONE_INLINE)) return;  /* the kicker carries on */
+    drain(s);
 }
 static void drain_error(void *self, ex_error e) {
     (void)e;
@@ -90,21 +109,33 @@ static void drain_error(void *self, ex_error e) {
 static void drain_stopped(void *self) { drop_all(self); }
 static const ex_receiver_vtable drain_receiver_vt = { drain_value, drain_error, drain_stopped, NULL, NULL };
 
-/* Queues the drain on the underlying scheduler; `active` is already set. */
-static void kick(ex_strand *s) {
+/* Queues the drain on the underlying scheduler (`active` is already set);
+ * yield: behind the work waiting there.  Returns true when the caller (a
+ * drain) must run the next turn itself: the underlying scheduler completed
+ * the schedule operation inside its start. */
+static bool kick(ex_strand *s, bool yield) {
     if (s->under.vt->post) {
-        if (ex_post(s->under, &s->drain).code) drop_all(s);
-        return;
+        ex_error e = yield && s->under.vt->yield ? s->under.vt->yield(s->under.self, &s->drain)
+                                                 : ex_post(s->under, &s->drain);
+        if (e.code) drop_all(s);
+        return false;
     }
     if (s->drain_op) ex_operation_destroy(s->drain_op);
     s->drain_op = NULL;
     ex_receiver r = { &drain_receiver_vt, s };
     if (ex_connect_schedule(s->under, r, s->drain_storage).code) {
         drop_all(s);
-        return;
+        return false;
     }
     s->drain_op = (ex_operation *)(void *)s->drain_storage;
+    exi_store_rlx_u32(&s->kick_state, KICK_STARTING);
     ex_start(s->drain_op);
+    uint32_t starting = KICK_STARTING;
+    if (exi_cas_u32(&s->kick_state, &starting, KICK_IDLE)) return false;  /* the completion will drain */
+    exi_store_rlx_u32(&s->kick_state, KICK_IDLE);
+    if (yield) return true;
+    drain(s);  /* the first turn, from a post */
+    return false;
 }
 
 static ex_error strand_post(void *self, ex_work *w) {
@@ -117,15 +148,16 @@ static ex_error strand_post(void *self, ex_work *w) {
     bool start = !s->active;
     s->active = true;
     pthread_mutex_unlock(&s->mu);
-    if (start) kick(s);
+    if (start) kick(s, false);
     return ex_ok();
 }
 
 static ex_error strand_dispatch(void *self, ex_work *w) {
-    if (current == self) {
-        w->execute(w);
-        return ex_ok();
-    }
+    for (drain_frame *f = current; f; f = f->outer)
+        if (f->s == self) {
+            w->execute(w);
+            return ex_ok();
+        }
     return strand_post(self, w);
 }
 

@@ -82,6 +82,11 @@ typedef struct ex_scheduler_vtable {
      * the caller is already on this resource, else queues it. */
     ex_error (*post)(void *self, ex_work *w);
     ex_error (*dispatch)(void *self, ex_work *w);
+    /* Like post, but behind the work already queued where the caller runs
+     * (a pool worker's own queue is LIFO: post from a worker runs next;
+     * yield runs after what is waiting).  For long runners that hand the
+     * agent back (a strand's turn).  NULL: post. */
+    ex_error (*yield)(void *self, ex_work *w);
     /* Runs a bulk job on this resource (NULL: ex_bulk runs the sequential
      * loop of [exec.bulk]).  Takes over the job; see ex_bulk_job. */
     void (*bulk)(void *self, ex_bulk_job *job);

@@ -25,7 +25,10 @@
  * Two strand schedulers are equal when they come from the same strand.
  *
  * Fairness: a strand runs at most 64 items per turn on an underlying agent,
- * then queues itself again, so a busy strand does not starve other work. */
+ * then queues itself again behind the work waiting there (the scheduler's
+ * yield, else post), so a busy strand does not starve other work.  Over a
+ * scheduler that completes inline, turns follow each other in a loop: the
+ * stack does not grow with the queue. */
 #ifndef CEXEC_STRAND_H
 #define CEXEC_STRAND_H
 
@@ -40,17 +43,22 @@ typedef struct ex_strand ex_strand;
 /* Creates a strand over `under` (which must outlive the strand), with
  * memory from `alloc` (NULL: the process default).  Allocation happens
  * here only: running work through the strand allocates nothing.  Errors:
- * EX_EINVAL (invalid scheduler or out NULL), EX_ENOMEM, EX_EAGAIN (mutex). */
+ * EX_EINVAL (invalid scheduler or out NULL; a scheduler whose schedule
+ * operation is aligned beyond max_align_t), EX_ENOMEM, EX_EAGAIN (mutex). */
 ex_error ex_strand_create(ex_scheduler under, const struct ex_allocator *alloc, ex_strand **out);
 
 /* The strand's scheduler handle (valid while the strand lives). */
 ex_scheduler ex_strand_scheduler(ex_strand *s);
 
-/* Items run through the strand so far. */
+/* Items the strand took from its queue so far (posted or scheduled ones,
+ * including schedule operations that completed stopped; not items that
+ * ex_dispatch ran inline). */
 uint64_t ex_strand_executed(const ex_strand *s);
 
 /* Destroys an idle strand.  EX_EBUSY (nothing destroyed) while items are
- * queued or running, or an owning handle (ex_scheduler_retain, e.g. a task
+ * queued or running — including the moment after the last item returned
+ * and before its turn has ended, so a caller that saw its last item finish
+ * may have to retry — or an owning handle (ex_scheduler_retain, e.g. a task
  * running on the strand) holds it.  NULL-safe. */
 ex_error ex_strand_destroy(ex_strand *s);
 
