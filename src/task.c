@@ -42,6 +42,7 @@ struct ex_task {
     bool inline_affinity;
     bool stopped;                    /* an await completed stopped */
     bool must_hop;                   /* this await must end on sched (a scheduler change) */
+    bool started;                    /* the body has begun */
     /* fiber and stack */
     exi_fiber fiber;
     exi_fiber *resumer;              /* the context to go back to */
@@ -168,6 +169,7 @@ static void run(ex_task *t) {
         exi_fiber self;
         exi_fiber_init_thread(&self);
         t->resumer = &self;
+        t->started = true;
         exi_store_rlx_ptr((void **)&t->runner, (void *)(uintptr_t)exi_thread_id());
         note n = (note)(uintptr_t)exi_fiber_switch(&self, &t->fiber, NULL);
         if (n == NOTE_FINISHED) {
@@ -189,20 +191,51 @@ static void run(ex_task *t) {
 
 /* ----------------------------------------------- the hop to the scheduler */
 
+static void hop_failed(ex_task *t, ex_error e, bool stopped);
+
 static void hop_execute(ex_work *w) { run(EXI_CONTAINER_OF(w, ex_task, hop)); }
+/* A resource dropping queued work (a pool being destroyed). */
+static void hop_cancel(ex_work *w) { hop_failed(EXI_CONTAINER_OF(w, ex_task, hop), ex_ok(), true); }
 
 static void hop_value(void *self, const ex_value *v, size_t n) {
     (void)v, (void)n;
     run(self);
 }
-/* The scheduler refused (a pool shutting down): resume here rather than
- * lose the task; the await reports what the awaited sender gave. */
-static void hop_error(void *self, ex_error e) {
-    (void)e;
-    run(self);
-}
-static void hop_stopped(void *self) { run(self); }
+static void hop_error(void *self, ex_error e) { hop_failed(self, e, false); }
+static void hop_stopped(void *self) { hop_failed(self, ex_ok(), true); }
 static const ex_receiver_vtable hop_receiver_vt = { hop_value, hop_error, hop_stopped, NULL, NULL };
+
+/* Releases what start took, for a task whose body never ran. */
+static void abort_start(ex_task *t, ex_error e, bool stopped) {
+    exi_fiber_destroy(&t->fiber);
+    t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->stack_size, 16);
+    t->stack = NULL;
+    ex_stop_callback_deregister(&t->on_stop);
+    ex_scheduler_release(t->sched);
+    if (t->hop_op) ex_operation_destroy(t->hop_op);
+    t->hop_op = NULL;
+    if (t->hop_block) ex_deallocate(t->alloc, t->hop_block, t->hop_block_size, alignof(max_align_t));
+    t->hop_block = NULL;
+    if (stopped) ex_set_stopped(t->r);
+    else ex_set_error(t->r, e);
+}
+
+/* The hop to the task's scheduler could not be made (no memory for it, the
+ * scheduler refused or dropped it).  As P3552's affine_on completes with
+ * the scheduling's error or stopped instead of the child's result, the
+ * await reports that, and the task carries on here, off its scheduler,
+ * only to see it; a task that had not begun completes with it unrun. */
+static void hop_failed(ex_task *t, ex_error e, bool stopped) {
+    if (!t->started) {
+        abort_start(t, e, stopped);
+        return;
+    }
+    ex_await_result *out = t->await_out;
+    out->status = stopped ? EX_AWAIT_STOPPED : EX_AWAIT_ERROR;
+    out->n = 0;
+    out->error = stopped ? ex_ok() : e;
+    run(t);
+}
 
 /* Where the schedule operation of a hop to s goes: the task's inline
  * storage, else a block from the task's allocator kept for the task's
@@ -229,17 +262,22 @@ static void resume_on_scheduler(ex_task *t) {
     }
     ex_scheduler s = t->sched;
     if (s.vt->dispatch) {
-        t->hop = (ex_work){ NULL, hop_execute, hop_execute };
-        if (!ex_dispatch(s, &t->hop).code) return;
-        run(t);  /* refused: see hop_error */
+        t->hop = (ex_work){ NULL, hop_execute, hop_cancel };
+        ex_error e = ex_dispatch(s, &t->hop);
+        if (e.code) hop_failed(t, e, false);
         return;
     }
     if (t->hop_op) ex_operation_destroy(t->hop_op);
     t->hop_op = NULL;
     ex_receiver r = { &hop_receiver_vt, t };
     void *storage = hop_storage_for(t, s);
-    if (!storage || ex_connect_schedule(s, r, storage).code) {
-        run(t);  /* no memory for the hop, or the scheduler refused: resume here rather than lose the task */
+    if (!storage) {
+        hop_failed(t, ex_err(EX_ENOMEM, "ex_task: out of memory for the hop back to the task's scheduler"), false);
+        return;
+    }
+    ex_error e = ex_connect_schedule(s, r, storage);
+    if (e.code) {
+        hop_failed(t, e, false);
         return;
     }
     t->hop_op = storage;
@@ -378,16 +416,22 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
 
 ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {
     ex_scheduler prev = t->sched;
-    if (!sch.vt) return prev;
+    if (!sch.vt || t->stopped) return prev;  /* a stopped task stays where it is */
     t->sched = ex_scheduler_retain(sch);
-    ex_scheduler_release(prev);
     bool was_inline = t->inline_affinity;
     t->inline_affinity = false;
     t->must_hop = true;  /* even if the schedule completes at once, end on sch */
-    ex_await_result ignored;
-    ex_await_into(t, ex_schedule(sch), &ignored);
+    ex_await_result moved;
+    ex_await_into(t, ex_schedule(sch), &moved);
     t->must_hop = false;
     t->inline_affinity = was_inline;
+    if (moved.status == EX_AWAIT_ERROR) {
+        /* The task did not get there: it stays with its scheduler. */
+        t->sched = prev;
+        ex_scheduler_release(sch);
+        return prev;
+    }
+    ex_scheduler_release(prev);
     return prev;
 }
 
@@ -444,7 +488,7 @@ static void task_start(ex_operation *op) {
      * run in parallel. */
     exi_store_rlx_u32(&t->await_state, SUSPENDED);
     if (!t->inline_affinity && t->r.vt != &await_receiver_vt && t->sched.vt->post) {
-        t->hop = (ex_work){ NULL, hop_execute, hop_execute };
+        t->hop = (ex_work){ NULL, hop_execute, hop_cancel };
         if (!ex_post(t->sched, &t->hop).code) return;
     }
     resume_on_scheduler(t);

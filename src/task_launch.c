@@ -66,6 +66,7 @@ ex_error ex_task_launch(ex_scope_token scope, ex_scheduler sch, ex_sender *task,
     ex_error e = ex_check_input(task, "ex_task_launch: NULL task");
     if (e.code) {
         ex_sender_release(task);
+        if (task && e.code == EX_ENOMEM) return e;  /* the task could not be built */
         return ex_err(EX_EINVAL, task ? "ex_task_launch: the task is an invalid sender" : e.msg);
     }
     if (!sch.vt || !sch.vt->connect_schedule) {

@@ -22,6 +22,10 @@
  * and every ex_await resumes on it: when the awaited sender completes
  * elsewhere, the task hops back (through the scheduler's dispatch when it
  * has one, so the hop is skipped when the completion already runs on it).
+ * When the hop cannot be made (the scheduler refuses or drops it, or there
+ * is no memory for it), the await reports that error — or stopped — in
+ * place of the sender's result, as affine_on would; a task whose start
+ * cannot reach its scheduler completes with it without running its body.
  * A receiver environment without a scheduler makes connect fail with
  * EX_EINVAL, unless the task opted out with EX_TASK_INLINE (then the task
  * resumes wherever the awaited sender completes).
@@ -71,7 +75,8 @@ typedef struct ex_task ex_task;  /* the running task, handed to its body */
 
 typedef enum ex_task_affinity {
     EX_TASK_AFFINE = 0,   /* resume on the receiver environment's scheduler (default) */
-    EX_TASK_INLINE = 1    /* opt out: resume where the awaited sender completes */
+    EX_TASK_INLINE = 1    /* opt out: resume on the thread that completes the await (or, if
+                             it completes before the task has suspended, on the task's own) */
 } ex_task_affinity;
 
 typedef struct ex_task_options {
@@ -155,7 +160,10 @@ ex_scheduler ex_task_scheduler(const ex_task *t);
 
 /* Moves t to sch: returns the previous scheduler; when it returns, the task
  * runs on sch, and later awaits resume there.  EX_TASK_INLINE tasks switch
- * too (they hop once). */
+ * too (they hop once).  If the move fails (sch refuses work, no memory for
+ * the hop) the task stays with its scheduler (ex_task_scheduler tells); a
+ * stop request that stops the move stops the task (ex_task_is_stopped); a
+ * task that is already stopped does not move. */
 ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch);
 
 /* The task's stop token: stop is requested when the receiver's token is
