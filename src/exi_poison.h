@@ -1,6 +1,9 @@
-/* exi_poison.h - ASan poisoning of memory a cache keeps for reuse, so a
- * use after free of a cached block is reported as such.  No-ops in other
- * builds.  Internal. */
+/* exi_poison.h - marking memory a cache keeps for reuse as off-limits, so
+ * a use after free of a cached block is reported as such: ASan poisoning in
+ * ASan builds; memcheck's NOACCESS / UNDEFINED in the valgrind build (the
+ * malloc-routed build, CEXEC_JEMALLOC=malloc, when <valgrind/memcheck.h>
+ * exists: its client requests are a few no-op instructions outside
+ * valgrind).  No-ops in the plain build.  Internal. */
 #ifndef EXI_POISON_H
 #define EXI_POISON_H
 
@@ -19,7 +22,17 @@ void __asan_poison_memory_region(void const volatile *addr, size_t size);
 void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
 static inline void exi_poison(void *p, size_t n) { __asan_poison_memory_region(p, n); }
 static inline void exi_unpoison(void *p, size_t n) { __asan_unpoison_memory_region(p, n); }
-#else
+#elif defined(CEXEC_JEMALLOC_VIA_MALLOC) && defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define EXI_MEMCHECK 1
+static inline void exi_poison(void *p, size_t n) { (void)VALGRIND_MAKE_MEM_NOACCESS(p, n); }
+/* Handed out again: addressable, contents undefined (as from malloc). */
+static inline void exi_unpoison(void *p, size_t n) { (void)VALGRIND_MAKE_MEM_UNDEFINED(p, n); }
+#endif
+#endif
+
+#if !defined(EXI_ASAN) && !defined(EXI_MEMCHECK)
 static inline void exi_poison(void *p, size_t n) { (void)p, (void)n; }
 static inline void exi_unpoison(void *p, size_t n) { (void)p, (void)n; }
 #endif
