@@ -16,6 +16,7 @@
 #define HEADER 16
 #define MAX_ARENAS 1024
 #define NO_TCACHE 0xffffffffu   /* jemalloc refused a tcache: use none */
+#define NO_SLOT 0xffffffffu     /* a thread that has only freed: every block is another arena's */
 
 #ifdef CEXEC_JEMALLOC_VIA_MALLOC
 static int je_arena_create(unsigned *out) { static unsigned n; *out = n++; return 0; }
@@ -124,7 +125,7 @@ typedef struct stack { fblock **items; uint32_t n, cap; } stack;
 typedef struct jthread {
     struct ex_jemalloc_allocator *owner;
     struct jthread *prev, *next;  /* registry, under owner->mu */
-    unsigned slot;                 /* arena this thread allocates from */
+    unsigned slot;                 /* arena this thread allocates from; NO_SLOT until it allocates */
     stack cache[NCLASSES];         /* free blocks of arena `slot` */
     fblock **out;                  /* [narenas][NCLASSES] batch being filled; made on the first foreign free */
     /* counters written by this thread only (relaxed), summed by stats */
@@ -191,7 +192,7 @@ static void jthread_retire_locked(ex_jemalloc_allocator *j, jthread *t) {
     j->retired_frees += t->frees;
     j->retired_bytes += t->bytes;
     j->retired_peak += t->peak;
-    for (unsigned c = 0; c < NCLASSES; c++)
+    for (unsigned c = 0; c < NCLASSES; c++)  /* empty while the thread has no slot */
         for (uint32_t k = 0; k < t->cache[c].n; k++) release(j, t, t->slot, c, t->cache[c].items[k]);
     if (t->out)
         for (unsigned a = 0; a < j->narenas; a++)
@@ -239,8 +240,11 @@ static jthread *new_thread(ex_jemalloc_allocator *j) {
     if (!t) {
         if (!(t = jthread_new(j))) return NULL;
         t->owner = j;
+        /* A pool worker's slot is its index.  Another thread gets one in turn
+         * at its first allocation: a thread that only frees (a consumer)
+         * sends every block home instead of keeping an arena's blocks. */
         int w = exi_pool_worker_index();
-        t->slot = w >= 0 ? (unsigned)w % j->narenas : exi_faa_u32(&j->next_slot, 1) % j->narenas;
+        t->slot = w >= 0 ? (unsigned)w % j->narenas : NO_SLOT;
         if (pthread_setspecific(j->key, t)) {
             free(t);
             return NULL;
@@ -344,6 +348,7 @@ __attribute__((noinline)) static void *allocate_slow(ex_jemalloc_allocator *j, s
         exi_faa_u64(&j->failures, 1);
         return NULL;
     }
+    if (t->slot == NO_SLOT) t->slot = exi_faa_u32(&j->next_slot, 1) % j->narenas;
     unsigned a = t->slot;
     size_t block_size = size + (align < HEADER ? HEADER : align);
     if (is_class(size, align)) {
