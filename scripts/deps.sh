@@ -12,6 +12,8 @@ set -eu
 PKGS="build-essential pkg-config clang libclang-rt-14-dev libck-dev libcriterion-dev libjemalloc-dev valgrind"
 # The aarch64 context switch is cross-compiled and run under qemu-user.
 PKGS="$PKGS gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
+# The pool's park/wake protocol is model-checked with spin (make model-check).
+PKGS="$PKGS spin"
 CHECK_ONLY=
 for arg in "$@"; do
     case "$arg" in

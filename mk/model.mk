@@ -1,0 +1,92 @@
+# mk/model.mk - `make model-check`: the Promela models of the pool
+# (model/*.pml, see model/README.md) checked exhaustively with spin.
+#
+#   make model-check                  every check below, in $(BUILD)/model/<check>/
+#   make model-check MODEL_ONLY="park-2w deque"   only those checks
+#
+# Each check runs `spin -a` on a copy of its model with its -D switches,
+# compiles pan with gcc (-DSAFETY for safety; -DNP and `pan -l -f`, weak
+# fairness, for non-progress cycles; -DCOLLAPSE state compression, still
+# exhaustive; $(MODEL_OPT), or -O0 for the broken variants, which stop at
+# their first error), runs it, and prints the states stored,
+# the depth reached and pan's time.  A "pass" check must report errors: 0
+# over a completed search; a "fail" check is a deliberately broken variant
+# and must report an error (its trail is kept: replay it with the spin -t
+# command printed).  The run ends with "N passed, N failed" and fails on any
+# failure.  Needs spin (Debian package spin) and gcc.
+
+SPIN          ?= spin
+MODEL_CC      ?= gcc
+MODEL_BUILD   ?= $(BUILD)/model
+MODEL_MEMLIM  ?= 4096
+MODEL_DEPTH   ?= 1000000
+MODEL_ONLY    ?=
+MODEL_OPT     ?= -O2
+
+# name:model:expect:mode:switches (switches comma-separated)
+MODEL_CHECKS := \
+    park-2w:park:pass:safety:-DNO_SUB \
+    park-2w-spin:park:pass:safety:-DNO_SUB,-DNO_CHILD2,-DSPIN \
+    park-2w-race:park:pass:safety:-DNO_PARENT \
+    park-2w-fences:park:pass:safety:-DNO_SUB,-DFENCES \
+    park-2w-spurious:park:pass:safety:-DNO_SUB,-DNO_CHILD2,-DSPURIOUS \
+    park-2w-np:park:pass:np:-DNO_SUB,-DNO_CHILD2 \
+    park-2w-race-np:park:pass:np:-DNO_PARENT \
+    park-3w:park:pass:safety:-DNW=3,-DSTART_PARKED,-DWAIT_ONLY,-DNO_SUB,-DNO_CHILD2 \
+    park-3w-np:park:pass:np:-DNW=3,-DSTART_PARKED,-DWAIT_ONLY,-DNO_SUB,-DNO_CHILD2 \
+    park-3w-coarse:park:pass:safety:-DNW=3,-DSTART_PARKED,-DWAIT_ONLY,-DNO_SUB,-DNO_CHILD2,-DNO_FALLBACK,-DCOARSE,-DPLAIN_ITEM \
+    deque:deque:pass:safety: \
+    inbox:inbox:pass:safety: \
+    inbox-np:inbox:pass:np: \
+    broken-park-no-recheck:park:fail:safety:-DNO_SUB,-DBROKEN_NO_RECHECK \
+    broken-park-3w-no-recheck:park:fail:safety:-DNW=3,-DSTART_PARKED,-DWAIT_ONLY,-DNO_SUB,-DNO_CHILD2,-DNO_FALLBACK,-DCOARSE,-DPLAIN_ITEM,-DBROKEN_NO_RECHECK \
+    broken-park-no-membarrier:park:fail:safety:-DNO_SUB,-DBROKEN_NO_MEMBARRIER \
+    broken-park-late-seen:park:fail:safety:-DNO_SUB,-DBROKEN_LATE_SEEN \
+    broken-park-np-spurious:park:fail:np:-DNO_SUB,-DNO_CHILD2,-DSPURIOUS \
+    broken-deque-take-store:deque:fail:safety:-DBROKEN_TAKE_STORE \
+    broken-deque-grow-order:deque:fail:safety:-DBROKEN_GROW_ORDER \
+    broken-inbox-tail-only:inbox:fail:safety:-DBROKEN_TAIL_ONLY
+
+.PHONY: model-check
+
+model-check:
+	@command -v $(SPIN) >/dev/null 2>&1 || { echo "model-check: $(SPIN) not found (Debian package spin: apt-get install spin)" >&2; exit 1; }
+	@command -v $(MODEL_CC) >/dev/null 2>&1 || { echo "model-check: $(MODEL_CC) not found" >&2; exit 1; }
+	@mkdir -p $(MODEL_BUILD)
+	@pass=0; fail=0; t0=$$(date +%s); summary=$(MODEL_BUILD)/summary.txt; : > $$summary; \
+	for c in $(MODEL_CHECKS); do \
+	    name=$$(echo "$$c" | cut -d: -f1); model=$$(echo "$$c" | cut -d: -f2); \
+	    expect=$$(echo "$$c" | cut -d: -f3); mode=$$(echo "$$c" | cut -d: -f4); \
+	    defs=$$(echo "$$c" | cut -d: -f5 | tr ',' ' '); \
+	    if [ -n "$(MODEL_ONLY)" ]; then case " $(MODEL_ONLY) " in *" $$name "*) ;; *) continue ;; esac; fi; \
+	    d=$(MODEL_BUILD)/$$name; rm -rf $$d; mkdir -p $$d; cp model/$$model.pml $$d/; \
+	    if [ "$$mode" = np ]; then ccf="-DNP -DNFAIR=4"; runf="-l -f"; else ccf="-DSAFETY"; runf=""; fi; \
+	    if [ "$$expect" = pass ]; then opt="$(MODEL_OPT)"; else opt=-O0; fi; \
+	    if ! (cd $$d && $(SPIN) $$defs -a $$model.pml > spin.log 2>&1 && \
+	          $(MODEL_CC) $$opt -w $$ccf -DCOLLAPSE -DMEMLIM=$(MODEL_MEMLIM) -o pan pan.c > cc.log 2>&1); then \
+	        echo "model-check: $$name FAILED to build (see $$d/spin.log, $$d/cc.log)"; fail=$$((fail + 1)); continue; \
+	    fi; \
+	    (cd $$d && ./pan -m$(MODEL_DEPTH) $$runf > pan.log 2>&1); \
+	    errors=$$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' $$d/pan.log | tail -n 1); \
+	    states=$$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' $$d/pan.log | tail -n 1); \
+	    visited=$$(sed -n 's/.*states, stored (\([0-9.e+]*\) visited).*/, \1 visited/p' $$d/pan.log | tail -n 1); \
+	    depth=$$(sed -n 's/.*depth reached \([0-9][0-9]*\).*/\1/p' $$d/pan.log | tail -n 1); \
+	    secs=$$(sed -n 's/^pan: elapsed time \([0-9.e+]*\) seconds.*/\1/p' $$d/pan.log | tail -n 1); \
+	    what="$$mode$${defs:+ $$defs}"; \
+	    if [ -z "$$errors" ]; then \
+	        verdict=FAILED; why="pan printed no result (see $$d/pan.log)"; \
+	    elif [ "$$expect" = pass ]; then \
+	        if [ "$$errors" != 0 ]; then verdict=FAILED; why="errors: $$errors: $$(grep -m1 -E 'pan:1:|violated|cycle' $$d/pan.log) (trail: cd $$d && spin -t -p $$defs $$model.pml)"; \
+	        elif grep -q -E 'Search not completed|max search depth too small|reached -DMEMLIM' $$d/pan.log; then verdict=FAILED; why="search not completed (see $$d/pan.log)"; \
+	        else verdict=ok; why="errors: 0"; fi; \
+	    else \
+	        if [ "$$errors" != 0 ]; then verdict=ok; why="error found as it must be: $$(grep -m1 -E 'pan:1:' $$d/pan.log | sed 's/^pan:1: //') (trail: cd $$d && spin -t -p $$defs $$model.pml)"; \
+	        else verdict=FAILED; why="a broken variant passed: the model cannot see this bug"; fi; \
+	    fi; \
+	    line=$$(printf '%-27s %-6s %s states%s, depth %s, %s s  [%s: %s]  %s' $$name $$verdict "$$states" "$$visited" "$$depth" "$$secs" $$model "$$what" "$$why"); \
+	    echo "model-check: $$line"; echo "$$line" >> $$summary; \
+	    if [ $$verdict = ok ]; then pass=$$((pass + 1)); else fail=$$((fail + 1)); fi; \
+	done; \
+	echo "model-check: $$(( $$(date +%s) - t0 )) s in all; summary in $$summary"; \
+	echo "model-check: $$pass passed, $$fail failed"; \
+	[ $$fail -eq 0 ] && [ $$pass -gt 0 ]
