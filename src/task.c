@@ -36,7 +36,7 @@ struct ex_task {
     ex_receiver r;
     ex_task_fn fn;
     void *arg;
-    ex_task_options opt;
+    ex_env user_env;                 /* the options' environment (node NULL: none) */
     const ex_allocator *alloc;       /* get_allocator inside the task */
     ex_scheduler sched;
     bool inline_affinity;
@@ -94,7 +94,7 @@ static bool task_env_query(const ex_env_node *n, const ex_key *key, ex_value *ou
         *out = ex_alloc_value(t->alloc);
         return true;
     }
-    ex_env user = t->opt.env.node ? t->opt.env : ex_receiver_env(t->r);
+    ex_env user = t->user_env.node ? t->user_env : ex_receiver_env(t->r);
     return ex_env_query(ex_env_forward(user), key, out);
 }
 
@@ -524,7 +524,7 @@ static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
     t->r = r;
     t->fn = ts->fn;
     t->arg = ts->arg;
-    t->opt = ts->opt;
+    t->user_env = ts->opt.env;
     t->alloc = ts->opt.allocator ? ts->opt.allocator : ex_get_allocator(env);
     t->stack_alloc = ts->opt.stack_allocator ? ts->opt.stack_allocator : exi_guarded_stack_allocator();
     t->stack_size = ts->opt.stack_size ? ts->opt.stack_size : EX_TASK_STACK_DEFAULT;
