@@ -994,6 +994,17 @@ static void caller_init(caller *c, ex_scheduler target, item *inner, bool use_di
     c->use_dispatch = use_dispatch;
 }
 
+/* From a worker of pool p: posts (or dispatches) a fresh item to strand s,
+ * waits until both the caller and the item have run. */
+static void call_from_worker(ex_pool *p, ex_strand *s, box *b, bool use_dispatch, caller *c, item *in) {
+    item_init(in, 0, b);
+    caller_init(c, ex_strand_scheduler(s), in, use_dispatch);
+    cr_assert_eq(ex_post(ex_pool_scheduler(p), &c->w).code, 0);
+    WAIT_INT(&c->done, 1);
+    WAIT_INT(&in->runs, 1);
+    cr_assert_eq(c->err.code, 0);
+}
+
 /* Inside a strand item: posts/dispatches it->arg (an item) to it->sch. */
 static void call_action(item *it) {
     item *inner = it->arg;
@@ -1025,13 +1036,8 @@ Test(exec_strand, post_never_runs_inline_on_a_pool) {
     /* From a worker of the pool, to an idle strand. */
     for (int k = 0; k < 20; k++) {
         item in;
-        item_init(&in, 0, b);
         caller c;
-        caller_init(&c, ex_strand_scheduler(s), &in, false);
-        cr_assert_eq(ex_post(ex_pool_scheduler(p), &c.w).code, 0);
-        WAIT_INT(&c.done, 1);
-        WAIT_INT(&in.runs, 1);
-        cr_assert_eq(c.err.code, 0);
+        call_from_worker(p, s, b, false, &c, &in);
         cr_assert_eq(c.runs_at_return, 0, "round %d: the posted item ran inside ex_post on the worker", k);
         cr_assert_not(in.saw_in_call);
         cr_assert(pthread_equal(in.tid, c.tid), "one worker: the item runs on it, after the poster returned");
@@ -1062,13 +1068,8 @@ Test(exec_strand, post_never_runs_inline_on_four_workers) {
     box *b = box_new(p);
     for (int k = 0; k < 200; k++) {
         item in;
-        item_init(&in, 0, b);
         caller c;
-        caller_init(&c, ex_strand_scheduler(s), &in, false);
-        cr_assert_eq(ex_post(ex_pool_scheduler(p), &c.w).code, 0);
-        WAIT_INT(&c.done, 1);
-        WAIT_INT(&in.runs, 1);
-        cr_assert_eq(c.err.code, 0);
+        call_from_worker(p, s, b, false, &c, &in);
         cr_assert_not(in.saw_in_call, "round %d: the item ran inside ex_post", k);
         if (pthread_equal(in.tid, c.tid))
             cr_assert_eq(c.runs_at_return, 0, "round %d: ran on the poster's thread before post returned", k);
@@ -1255,13 +1256,8 @@ Test(exec_strand, dispatch_from_outside_the_strand_queues_the_item) {
     /* From a worker of the underlying pool that is not inside the strand. */
     for (int k = 0; k < 20; k++) {
         item in;
-        item_init(&in, 0, b);
         caller c;
-        caller_init(&c, ex_strand_scheduler(s), &in, true);
-        cr_assert_eq(ex_post(ex_pool_scheduler(p), &c.w).code, 0);
-        WAIT_INT(&c.done, 1);
-        WAIT_INT(&in.runs, 1);
-        cr_assert_eq(c.err.code, 0);
+        call_from_worker(p, s, b, true, &c, &in);
         cr_assert_eq(c.runs_at_return, 0, "round %d: dispatch on a pool worker outside the strand ran inline", k);
         cr_assert_not(in.saw_in_call);
     }
