@@ -57,10 +57,19 @@ __asm__(
     "    subq $8, %rsp\n"
     "    stmxcsr (%rsp)\n"
     "    fnstcw 4(%rsp)\n"
+    "    movl (%rsp), %r8d\n"
+    "    movzwl 4(%rsp), %r9d\n"
     "    movq %rsp, (%rdi)\n"
     "    movq (%rsi), %rsp\n"
+    /* Loading the control words stalls the pipeline; they rarely differ. */
+    "    cmpl (%rsp), %r8d\n"
+    "    je 1f\n"
     "    ldmxcsr (%rsp)\n"
+    "1:\n"
+    "    cmpw 4(%rsp), %r9w\n"
+    "    je 2f\n"
     "    fldcw 4(%rsp)\n"
+    "2:\n"
     "    addq $8, %rsp\n"
     "    popq %r15\n"
     "    popq %r14\n"
@@ -69,10 +78,13 @@ __asm__(
     "    popq %rbx\n"
     "    popq %rbp\n"
     "    movq %rdx, %rax\n"
-    "    ret\n"
+    /* Not ret: the return predictor expects the caller on the old stack
+     * and would miss every time; an indirect jump is predicted. */
+    "    popq %rcx\n"
+    "    jmp *%rcx\n"
     ".size exi_context_switch, .-exi_context_switch\n"
     "\n"
-    /* Reached by the switch's ret with rsp 16-byte aligned, rax = arg,
+    /* Reached by the switch's final jump with rsp 16-byte aligned, rax = arg,
      * r12 = entry, r13 = user, rbp = 0. */
     ".globl exi_context_start\n"
     ".hidden exi_context_start\n"
