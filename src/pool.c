@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -48,6 +49,8 @@ typedef struct exi_worker {
     bool started;
     uint64_t rng;
     ex_pool_worker_stats stats;  /* written by the owner (relaxed), read by anyone */
+    uint64_t holds;              /* scheduler handles taken minus dropped on this worker: its
+                                    own (relaxed) writes, summed by destroy after the join */
     exi_trace_buf trace;
     char name[NAME_MAX_LEN];
 } exi_worker;
@@ -61,7 +64,8 @@ struct ex_pool {
     pthread_mutex_t shutdown_mu;  /* serialises shutdown; `shut` under it */
     bool shut;
     uint32_t next_home;       /* round-robin inbox choice for new submitting threads */
-    uint32_t holders;         /* owning scheduler handles (ex_scheduler_retain); a futex word */
+    uint32_t holders;         /* handles taken minus dropped off the workers (int32); a futex word */
+    uint32_t closing;         /* destroy is waiting for the handles */
     uint64_t id;              /* unique per pool, even at a recycled address */
     const ex_allocator *frame_alloc;  /* config.allocator, or the arenas below */
     ex_jemalloc_allocator *arenas;    /* owned, with config.per_worker_arenas */
@@ -398,15 +402,34 @@ static void pool_bulk(void *self, ex_bulk_job *job) {
 
 static const ex_allocator *pool_allocator(void *self) { return ((ex_pool *)self)->frame_alloc; }
 
-static void pool_retain(void *self) { exi_faa_u32(&((ex_pool *)self)->holders, 1); }
+/* Owning handles (a task holds its scheduler) are counted per worker: a
+ * shared counter, bumped by every task on every worker, was a tenth of a
+ * task benchmark.  A handle may be dropped on another thread than the one
+ * that took it, so single counters go negative; only the sum means
+ * anything, and destroy reads it once the workers are joined and their
+ * counters can no longer move. */
+static void pool_retain(void *self) {
+    ex_pool *p = self;
+    exi_worker *w = tls_worker;
+    if (w && w->pool == p) exi_store_rlx_u64(&w->holds, w->holds + 1);
+    else exi_faa_u32(&p->holders, 1);
+}
 
-/* Dropping the last hold wakes a destroy waiting for it.  The wake may
- * reach memory destroy has just freed: a futex wake on a stale address
- * wakes nobody who is not ready for a spurious wake-up, so that is safe. */
+/* A drop off the workers while destroy waits wakes it.  `closing` is read
+ * before the drop, while the handle still keeps the pool's memory; a wake
+ * missed that way costs destroy one poll interval.  The wake may reach
+ * memory destroy has just freed: a futex wake on a stale address wakes
+ * nobody who is not ready for a spurious wake-up, so that is safe. */
 static void pool_release(void *self) {
     ex_pool *p = self;
-    if (exi_faa_u32(&p->holders, (uint32_t)-1) == 1)
-        syscall(SYS_futex, &p->holders, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    exi_worker *w = tls_worker;
+    if (w && w->pool == p) {
+        exi_store_rlx_u64(&w->holds, w->holds - 1);
+        return;
+    }
+    bool closing = exi_load_acq_u32(&p->closing);
+    exi_faa_u32(&p->holders, (uint32_t)-1);
+    if (closing) syscall(SYS_futex, &p->holders, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 static const ex_scheduler_vtable pool_vt = {
@@ -641,9 +664,17 @@ ex_error ex_pool_destroy(ex_pool *p) {
         return ex_err(EX_EINVAL, "ex_pool_destroy: called on one of the pool's own workers");
     ex_error e = ex_pool_shutdown(p);
     if (e.code) return e;
-    /* Owning handles keep the memory: wait for the last one. */
-    for (uint32_t h; (h = exi_load_acq_u32(&p->holders));)
-        syscall(SYS_futex, &p->holders, FUTEX_WAIT_PRIVATE, h, NULL, NULL, 0);
+    /* Owning handles keep the memory: wait for the last one.  The workers
+     * are joined, so their counts are final; only outside drops move. */
+    exi_store_rel_u32(&p->closing, 1);
+    int64_t on_workers = 0;
+    for (unsigned i = 0; i < p->n; i++) on_workers += (int64_t)exi_load_rlx_u64(&p->workers[i].holds);
+    for (;;) {
+        uint32_t h = exi_load_acq_u32(&p->holders);
+        if ((int64_t)(int32_t)h + on_workers == 0) break;
+        struct timespec poll = { 0, 10 * 1000 * 1000 };  /* a drop that read `closing` too early */
+        syscall(SYS_futex, &p->holders, FUTEX_WAIT_PRIVATE, h, &poll, NULL, 0);
+    }
     free_pool(p);
     return ex_ok();
 }

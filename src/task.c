@@ -23,6 +23,16 @@ enum { AWAITING, SUSPENDED, DONE };
 
 typedef enum note { NOTE_SUSPENDED = 1, NOTE_FINISHED } note;
 
+/* What lives above the usable part of the task's stack, in the same block
+ * (which is why the control block stays small enough for a when_all of
+ * tasks to fit in its parent's await area): the body's result, the
+ * schedule operation of the hop back, and the awaited operation. */
+typedef struct task_area {
+    ex_task_result result;
+    alignas(max_align_t) unsigned char hop[EX_SCHEDULE_OP_INLINE];
+    alignas(max_align_t) unsigned char await[];  /* await_size bytes */
+} task_area;
+
 typedef struct task_sender {
     ex_sender base;
     ex_task_fn fn;
@@ -43,15 +53,17 @@ struct ex_task {
     bool stopped;                    /* an await completed stopped */
     bool must_hop;                   /* this await must end on sched (a scheduler change) */
     bool started;                    /* the body has begun */
+    bool stop_linked;                /* on_stop registered (at the first need) */
     /* fiber and stack */
     exi_fiber fiber;
     exi_fiber *resumer;              /* the context to go back to */
     const void *runner;              /* thread running the fiber, or that ran it last (relaxed) */
     void *stack;
-    size_t stack_size;
+    size_t stack_size;               /* usable bytes, a multiple of 16 */
+    size_t block_size;               /* stack + area */
     const ex_allocator *stack_alloc;
-    /* the body's result */
-    ex_task_result result;
+    task_area *area;                 /* at stack + stack_size */
+    size_t await_size;               /* bytes of area->await */
     /* stop: the task's own source, linked to the receiver's token */
     ex_stop_source stop;
     ex_stop_callback on_stop;
@@ -69,10 +81,8 @@ struct ex_task {
     /* the hop back to the scheduler */
     ex_work hop;
     ex_operation *hop_op;
-    void *hop_block;                 /* schedule operations bigger than hop_storage */
+    void *hop_block;                 /* schedule operations bigger than area->hop */
     size_t hop_block_size;
-    alignas(max_align_t) unsigned char hop_storage[EX_SCHEDULE_OP_INLINE];
-    alignas(max_align_t) unsigned char await_inline[EX_TASK_AWAIT_INLINE];
 };
 
 static void run(ex_task *t);
@@ -87,7 +97,7 @@ static bool task_env_query(const ex_env_node *n, const ex_key *key, ex_value *ou
         return true;
     }
     if (key == &ex_key_get_stop_token) {
-        *out = ex_token_value(ex_stop_source_token((ex_stop_source *)(uintptr_t)&t->stop));
+        *out = ex_token_value(ex_task_stop_token(t));
         return true;
     }
     if (key == &ex_key_get_allocator) {
@@ -104,7 +114,22 @@ ex_env ex_task_env(const ex_task *t) {
 }
 
 ex_scheduler ex_task_scheduler(const ex_task *t) { return t->sched; }
-ex_stop_token ex_task_stop_token(const ex_task *t) { return ex_stop_source_token((ex_stop_source *)(uintptr_t)&t->stop); }
+static void on_receiver_stop(ex_stop_callback *cb);
+
+/* The task's source follows the receiver's token from the first moment
+ * anyone can see it (an await, a query): a task that never looks, like a
+ * leaf of a recursion, never registers.  Runs on the task's own thread. */
+static void link_stop(ex_task *t) {
+    if (t->stop_linked) return;
+    t->stop_linked = true;
+    ex_stop_callback_register(&t->on_stop, ex_get_stop_token(ex_receiver_env(t->r)), on_receiver_stop);
+}
+
+ex_stop_token ex_task_stop_token(const ex_task *t) {
+    ex_task *mt = (ex_task *)(uintptr_t)t;
+    link_stop(mt);
+    return ex_stop_source_token(&mt->stop);
+}
 bool ex_task_is_stopped(const ex_task *t) { return t->stopped; }
 
 /* ------------------------------------------------------ running the fiber */
@@ -127,9 +152,7 @@ static void on_receiver_stop(ex_stop_callback *cb) {
  * complete (which may destroy the operation). */
 static void finish(ex_task *t) {
     exi_fiber_destroy(&t->fiber);
-    t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->stack_size, 16);
-    t->stack = NULL;
-    ex_stop_callback_deregister(&t->on_stop);
+    if (t->stop_linked) ex_stop_callback_deregister(&t->on_stop);
     ex_scheduler_release(t->sched);
     if (t->hop_op) ex_operation_destroy(t->hop_op);
     t->hop_op = NULL;
@@ -147,8 +170,12 @@ static void finish(ex_task *t) {
     void *nested = t->nested;
     size_t nested_size = t->nested_size;
     const ex_allocator *alloc = t->alloc;
-    ex_task_result res = t->result;
+    ex_task_result res = t->area->result;
     ex_receiver r = t->r;
+    /* Nothing in the area is used any more. */
+    t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->block_size, 16);
+    t->stack = NULL;
+    t->area = NULL;
     if (t->stopped) ex_set_stopped(r);
     else if (res.kind == EX_TASK_ERROR) ex_set_error(r, res.error);
     else if (res.kind == EX_TASK_STOPPED) ex_set_stopped(r);
@@ -159,7 +186,7 @@ static void finish(ex_task *t) {
 static void fiber_entry(void *arg, void *user) {
     (void)arg;
     ex_task *t = user;
-    t->result = t->fn(t, t->arg);
+    t->area->result = t->fn(t, t->arg);
     exi_fiber_switch_final(&t->fiber, t->resumer, (void *)(uintptr_t)NOTE_FINISHED);
 }
 
@@ -208,14 +235,15 @@ static const ex_receiver_vtable hop_receiver_vt = { hop_value, hop_error, hop_st
 /* Releases what start took, for a task whose body never ran. */
 static void abort_start(ex_task *t, ex_error e, bool stopped) {
     exi_fiber_destroy(&t->fiber);
-    t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->stack_size, 16);
-    t->stack = NULL;
-    ex_stop_callback_deregister(&t->on_stop);
+    if (t->stop_linked) ex_stop_callback_deregister(&t->on_stop);
     ex_scheduler_release(t->sched);
     if (t->hop_op) ex_operation_destroy(t->hop_op);
     t->hop_op = NULL;
     if (t->hop_block) ex_deallocate(t->alloc, t->hop_block, t->hop_block_size, alignof(max_align_t));
     t->hop_block = NULL;
+    t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->block_size, 16);
+    t->stack = NULL;
+    t->area = NULL;
     if (stopped) ex_set_stopped(t->r);
     else ex_set_error(t->r, e);
 }
@@ -243,7 +271,7 @@ static void hop_failed(ex_task *t, ex_error e, bool stopped) {
 static void *hop_storage_for(ex_task *t, ex_scheduler s) {
     size_t size = s.vt->schedule_op_size;
     if (s.vt->schedule_op_align > alignof(max_align_t)) return NULL;
-    if (size <= sizeof t->hop_storage) return t->hop_storage;
+    if (size <= sizeof t->area->hop) return t->area->hop;
     if (size <= t->hop_block_size) return t->hop_block;
     void *b = ex_allocate(t->alloc, size, alignof(max_align_t));
     if (!b) return NULL;
@@ -359,7 +387,7 @@ static void await_fail(ex_await_result *out, ex_error e) {
 /* Storage for the awaited operation: the task's buffer, grown on demand
  * (steady state: no allocation). */
 static void *await_storage(ex_task *t, size_t size, size_t align) {
-    if (size <= sizeof t->await_inline && align <= alignof(max_align_t)) return t->await_inline;
+    if (size <= t->await_size && align <= alignof(max_align_t)) return t->area->await;
     size_t need = size + (align > alignof(max_align_t) ? align : 0);
     if (need > t->await_cap) {
         void *p = ex_allocate(t->alloc, need, alignof(max_align_t));
@@ -373,6 +401,7 @@ static void *await_storage(ex_task *t, size_t size, size_t align) {
 
 void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
     release_await(t);
+    link_stop(t);
     if (t->stopped) {
         ex_sender_release(s);
         out->status = EX_AWAIT_STOPPED;
@@ -452,8 +481,6 @@ ex_task_result ex_task_values(size_t n, const ex_value *v) {
     return r;
 }
 
-ex_task_result ex_task_value(ex_value x) { return ex_task_values(1, &x); }
-
 ex_task_result ex_task_with_error(ex_error e) {
     ex_task_result r;
     memset(&r, 0, sizeof r);
@@ -473,14 +500,14 @@ ex_task_result ex_task_stopped(void) {
 
 static void task_start(ex_operation *op) {
     ex_task *t = (ex_task *)op;
-    t->stack = t->stack_alloc->allocate(t->stack_alloc->ctx, t->stack_size, 16);
+    t->stack = t->stack_alloc->allocate(t->stack_alloc->ctx, t->block_size, 16);
     if (!t->stack) {
         ex_set_error(t->r, ex_err(EX_ENOMEM, "ex_task: out of memory for the task's stack"));
         return;
     }
+    t->area = (task_area *)(void *)((unsigned char *)t->stack + t->stack_size);
     exi_fiber_init(&t->fiber, t->stack, t->stack_size, fiber_entry, t);
     ex_scheduler_retain(t->sched);  /* P3552's task_scheduler: the resource outlives the task */
-    ex_stop_callback_register(&t->on_stop, ex_get_stop_token(ex_receiver_env(t->r)), on_receiver_stop);
     /* P3552: the body starts on an agent of the task's scheduler.  A task
      * awaited directly by another task starts at once (dispatch: no queue
      * round trip, like symmetric transfer); one started by anything else
@@ -510,7 +537,7 @@ static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
     if (!exi_cas_u32(&ts->connected, &fresh, 1))
         return ex_err(EX_EINVAL, "ex_task: the task was connected before (a task is single-shot)");
     ex_task *t = storage;
-    memset(t, 0, offsetof(ex_task, hop_storage));
+    memset(t, 0, sizeof *t);
     ex_env env = ex_receiver_env(r);
     if (ts->opt.affinity == EX_TASK_INLINE) {
         t->sched = ex_inline_scheduler();
@@ -527,7 +554,10 @@ static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
     t->user_env = ts->opt.env;
     t->alloc = ts->opt.allocator ? ts->opt.allocator : ex_get_allocator(env);
     t->stack_alloc = ts->opt.stack_allocator ? ts->opt.stack_allocator : exi_guarded_stack_allocator();
-    t->stack_size = ts->opt.stack_size ? ts->opt.stack_size : EX_TASK_STACK_DEFAULT;
+    size_t usable = ts->opt.stack_size ? ts->opt.stack_size : EX_TASK_STACK_DEFAULT;
+    t->stack_size = (usable + 15) & ~(size_t)15;
+    t->await_size = ex_task_await_inline_size(t->stack_size);
+    t->block_size = t->stack_size + sizeof(task_area) + t->await_size;
     ex_stop_source_init(&t->stop);
     t->env_node.query = task_env_query;
     return ex_ok();

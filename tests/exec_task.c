@@ -165,13 +165,17 @@ static void cnt_alloc_init(cnt_alloc *a) {
 }
 
 /* A stack allocator that knows which blocks are live (thread-safe), to
- * ask whether an address still lies in a task's stack. */
+ * ask whether an address still lies in a task's stack.  Freed blocks are
+ * kept until reg_alloc_fini: a block reused by a later task would make a
+ * finished task's address look live again. */
 enum { REG_MAX = 256 };
 typedef struct reg_alloc {
     ex_allocator base;
     pthread_mutex_t mu;
     uintptr_t lo[REG_MAX], hi[REG_MAX];
     long live;
+    void *dead[REG_MAX];
+    int ndead;
 } reg_alloc;
 
 static void *reg_allocate(void *ctx, size_t size, size_t align) {
@@ -200,8 +204,16 @@ static void reg_deallocate(void *ctx, void *p, size_t size, size_t align) {
             a->live--;
             break;
         }
+    bool keep = a->ndead < REG_MAX;
+    if (keep) a->dead[a->ndead++] = p;
     pthread_mutex_unlock(&a->mu);
-    free(p);
+    if (!keep) free(p);
+}
+
+static void reg_alloc_fini(reg_alloc *a) {
+    for (int i = 0; i < a->ndead; i++) free(a->dead[i]);
+    a->ndead = 0;
+    pthread_mutex_destroy(&a->mu);
 }
 
 static void reg_alloc_init(reg_alloc *a) {
@@ -2910,6 +2922,7 @@ Test(exec_task, launch_runs_tasks_detached_into_a_scope) {
     EXPECT_PROBE();
     cr_assert_eq(ex_counting_scope_destroy(&scope).code, 0);
     ex_pool_destroy(pool);
+    reg_alloc_fini(&stacks);
     expect_no_leaks();
 }
 

@@ -39,7 +39,9 @@ typedef struct ex_allocator {
 ex_error ex_allocator_stats(const ex_allocator *a, ex_alloc_stats *out);
 
 /* The libc allocator (malloc / posix_memalign).  Thread-safe.  Keeps
- * counters (relaxed atomics): bytes in use are the bytes requested. */
+ * counters per thread, summed by ex_allocator_stats (no shared write on
+ * the allocation path): bytes in use are the bytes requested; peak_bytes
+ * is the sum of the threads' own peaks, an upper bound of the true peak. */
 const ex_allocator *ex_libc_allocator(void);
 
 /* The allocator used for senders and for operations whose environment has

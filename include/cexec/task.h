@@ -65,13 +65,19 @@ extern "C" {
 
 typedef struct ex_task ex_task;  /* the running task, handed to its body */
 
-/* Bytes of an awaited operation state kept inside the task's control
- * block; a bigger one goes into a buffer from the task's allocator, kept
- * and reused by later awaits. */
-#define EX_TASK_AWAIT_INLINE 256
-
 /* Default usable stack size of a task. */
 #define EX_TASK_STACK_DEFAULT ((size_t)64 << 10)
+
+/* Bytes of an awaited operation state kept in the task's frame, in the
+ * block of its stack but above the usable part: stack_size / 16, at least
+ * 256 and at most EX_TASK_AWAIT_INLINE (reached from 64 KiB stacks, the
+ * default).  A bigger operation goes into a buffer from the task's
+ * allocator, kept and reused by later awaits. */
+#define EX_TASK_AWAIT_INLINE 4096
+static inline size_t ex_task_await_inline_size(size_t stack_size) {
+    size_t n = (stack_size ? stack_size : EX_TASK_STACK_DEFAULT) / 16 & ~(size_t)15;
+    return n < 256 ? 256 : n > EX_TASK_AWAIT_INLINE ? EX_TASK_AWAIT_INLINE : n;
+}
 
 typedef enum ex_task_affinity {
     EX_TASK_AFFINE = 0,   /* resume on the receiver environment's scheduler (default) */
@@ -184,13 +190,23 @@ bool ex_task_is_stopped(const ex_task *t);
 ex_task_result ex_task_values(size_t n, const ex_value *v);
 /* set_value() */
 static inline ex_task_result ex_task_void(void) { return ex_task_values(0, 0); }
-/* set_value(x) */
-ex_task_result ex_task_value(ex_value x);
+/* set_value(x); inline, as the result is built on every return. */
+static inline ex_task_result ex_task_value(ex_value x) {
+    ex_task_result r;  /* only what the completion reads is set */
+    r.kind = EX_TASK_VALUE;
+    r.n = 1;
+    r.v[0] = x;
+    r.error = ex_ok();
+    return r;
+}
 static inline ex_task_result ex_task_i64(int64_t i) {
-    ex_value v;
-    v.type = EX_T_INT;
-    v.as.i = i;
-    return ex_task_value(v);
+    ex_task_result r;
+    r.kind = EX_TASK_VALUE;
+    r.n = 1;
+    r.v[0].type = EX_T_INT;
+    r.v[0].as.i = i;
+    r.error = ex_ok();
+    return r;
 }
 /* set_error(e): P3552's `co_yield with_error{e}` */
 ex_task_result ex_task_with_error(ex_error e);
