@@ -17,8 +17,8 @@
  * reduce ex_reduce_f64 against a serial loop, tbb::parallel_reduce and an
  *       OpenMP simd reduction.
  * when_all  sync_wait of a when_all of two let_value children on the pool,
- *       with the pool's frames from the default, recycling and jemalloc
- *       allocators.
+ *       with the pool's frames from its default (per-worker jemalloc
+ *       arenas), the recycling allocator and malloc.
  * alloc an allocation and its free (256 bytes) through each frame
  *       allocator and raw malloc, on one thread and freed on another.
  * task  context switch (cexec, boost::context, Boost.Fiber), await costs,
@@ -89,12 +89,13 @@ static void bench_fib(bool quick) {
     bench_measure("fib", name, "tbb", (double)n, 1, runs, fib_tbb, &nocut, as_ms, "ms");
     bench_measure("fib", name, "openmp", (double)n, 1, runs, fib_omp, &nocut, as_ms, "ms");
     /* The same recursion on pools whose frames come from the recycling
-     * allocator and from per-worker jemalloc arenas (the frame allocator
-     * issue asks for their effect). */
+     * allocator and from the process default, malloc (the pool's default,
+     * measured as "cexec", is per-worker jemalloc arenas; the frame
+     * allocator issue asks for the effect of each). */
     ex_recycling_allocator *rec;
     must(!ex_recycling_allocator_create(NULL, &rec).code, "fib: recycling allocator");
     ex_pool_config rcfg = { .threads = workers, .allocator = ex_recycling_allocator_get(rec) };
-    ex_pool_config jcfg = { .threads = workers, .per_worker_arenas = true };
+    ex_pool_config jcfg = { .threads = workers, .frames = EX_POOL_FRAMES_PROCESS };
     ex_pool *rpool, *jpool;
     must(!ex_pool_create(&rcfg, &rpool).code && !ex_pool_create(&jcfg, &jpool).code, "fib: pools");
     fib_arg on_rec = nocut, on_je = nocut;
@@ -102,7 +103,7 @@ static void bench_fib(bool quick) {
     on_je.sch = ex_pool_scheduler(jpool);
     must(fib_build(&on_rec.t, on_rec.sch, n, 0) && fib_build(&on_je.t, on_je.sch, n, 0), "fib: cannot build");
     bench_measure("fib", name, "cexec-recycle", (double)n, 1, runs, fib_cexec, &on_rec, as_ms, "ms");
-    bench_measure("fib", name, "cexec-jemalloc", (double)n, 1, runs, fib_cexec, &on_je, as_ms, "ms");
+    bench_measure("fib", name, "cexec-malloc", (double)n, 1, runs, fib_cexec, &on_je, as_ms, "ms");
     fib_release(&on_rec.t, n);
     fib_release(&on_je.t, n);
     must(!ex_pool_destroy(rpool).code && !ex_pool_destroy(jpool).code, "fib: pool destroy");
@@ -209,7 +210,7 @@ static void bench_when_all(bool quick) {
     ex_recycling_allocator *rec;
     must(!ex_recycling_allocator_create(NULL, &rec).code, "when_all: recycling allocator");
     ex_pool_config rcfg = { .threads = workers, .allocator = ex_recycling_allocator_get(rec) };
-    ex_pool_config jcfg = { .threads = workers, .per_worker_arenas = true };
+    ex_pool_config jcfg = { .threads = workers, .frames = EX_POOL_FRAMES_PROCESS };
     ex_pool *rpool, *jpool;
     must(!ex_pool_create(&rcfg, &rpool).code && !ex_pool_create(&jcfg, &jpool).code, "when_all: pools");
     wa_arg def = { when_all_pipeline(sched), repeat };
@@ -218,7 +219,7 @@ static void bench_when_all(bool quick) {
     const char *name = "2 let_value children";
     bench_measure("when_all", name, "cexec", repeat, 1, runs, when_all_runs, &def, us_per_launch, "us/run");
     bench_measure("when_all", name, "cexec-recycle", repeat, 1, runs, when_all_runs, &re, us_per_launch, "us/run");
-    bench_measure("when_all", name, "cexec-jemalloc", repeat, 1, runs, when_all_runs, &je, us_per_launch, "us/run");
+    bench_measure("when_all", name, "cexec-malloc", repeat, 1, runs, when_all_runs, &je, us_per_launch, "us/run");
     ex_sender_release(def.s);
     ex_sender_release(re.s);
     ex_sender_release(je.s);

@@ -68,7 +68,7 @@ struct ex_pool {
     uint32_t closing;         /* destroy is waiting for the handles */
     uint64_t id;              /* unique per pool, even at a recycled address */
     const ex_allocator *frame_alloc;  /* config.allocator, or the arenas below */
-    ex_jemalloc_allocator *arenas;    /* owned, with config.per_worker_arenas */
+    ex_jemalloc_allocator *arenas;    /* owned, with EX_POOL_FRAMES_ARENAS */
     unsigned spin_rounds;
     bool pin;
     char *trace_path;
@@ -582,8 +582,9 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
     }
     p->alloc = a;
     p->frame_alloc = c.allocator;
-    if (!c.allocator && c.per_worker_arenas) {
-        ex_error e = ex_jemalloc_allocator_create(n, &p->arenas);
+    if (!c.allocator && c.frames == EX_POOL_FRAMES_ARENAS) {
+        /* Workers beyond the allocator's 1024 arenas share them (index modulo). */
+        ex_error e = ex_jemalloc_allocator_create(n < 1024 ? n : 1024, &p->arenas);
         if (e.code) {
             pthread_mutex_destroy(&p->shutdown_mu);
             ex_deallocate(a, p, sizeof *p, alignof(ex_pool));

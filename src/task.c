@@ -575,10 +575,15 @@ ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt) 
     if (!s) return ex_invalid_sender(EX_ENOMEM, "ex_task_create: out of memory");
     s->fn = fn;
     s->arg = arg;
-    if (opt) s->opt = *opt;
-    else memset(&s->opt, 0, sizeof s->opt);
-    s->connected = 0;
-    s->base.sigs = exi_sigs_of(s->opt.value_sig, EX_SIGS_ERROR | EX_SIGS_STOPPED | (s->opt.value_sig ? 0 : EX_SIGS_DYNAMIC));
+    if (opt) s->opt = *opt;  /* else zero, as the whole sender */
+    /* Field by field: building an ex_sigs aside and copying it stalls. */
+    s->base.sigs.flags = EX_SIGS_ERROR | EX_SIGS_STOPPED;
+    if (s->opt.value_sig) {
+        s->base.sigs.values[0] = *s->opt.value_sig;
+        s->base.sigs.nvalues = 1;
+    } else {
+        s->base.sigs.flags |= EX_SIGS_DYNAMIC;
+    }
     s->base.op_size = sizeof(ex_task);
     s->base.op_align = alignof(ex_task);
     return &s->base;

@@ -1807,7 +1807,12 @@ Test(exec_strand, allocator_is_the_underlying_schedulers) {
     counting c;
     counting_init(&c);
     ex_pool *p = pool_new_cfg(2, &c.a);
-    ex_pool *plain = pool_new(1);
+    ex_pool_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.threads = 1;
+    pc.frames = EX_POOL_FRAMES_PROCESS;  /* a pool without a frame allocator */
+    ex_pool *plain = NULL;
+    cr_assert_eq(ex_pool_create(&pc, &plain).code, 0);
     ex_run_loop loop;
     cr_assert_eq(ex_run_loop_init(&loop).code, 0);
     ex_strand *s = strand_new(ex_pool_scheduler(p));

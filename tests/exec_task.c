@@ -1851,7 +1851,11 @@ Test(exec_task, env_answers_scheduler_allocator_stop_token) {
     ex_result r = run(ex_task_create(body_env, &a, NULL));
     expect_disp(&r, EX_DISP_VALUE);
     EXPECT_PROBE();
-    /* on a pool */
+    /* on a pool: the pool's (its per-worker arenas) */
+    ex_env_pair ps;
+    ex_env_pair_init(&ps, &ex_key_get_scheduler, ex_sched_value(ex_pool_scheduler(pool)), ex_env_empty());
+    a.want_alloc = ex_get_allocator(ex_env_of_pair(&ps));
+    cr_assert_str_eq(a.want_alloc->name, "jemalloc");
     r = run(ex_starts_on(ex_pool_scheduler(pool), ex_task_create(body_env, &a, NULL)));
     expect_disp(&r, EX_DISP_VALUE);
     EXPECT_PROBE();

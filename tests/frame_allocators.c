@@ -201,12 +201,14 @@ static ex_sender *let_plus3(void *ctx, const ex_value *in, size_t n) {
     return ex_then(s, plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
 }
 
+/* frame_alloc NULL: a pool without one (the process default applies). */
 static ex_pool *make_pool(unsigned threads, const ex_allocator *frame_alloc) {
     ex_pool_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.threads = threads;
     cfg.name_prefix = "fa";
     cfg.allocator = frame_alloc;
+    cfg.frames = EX_POOL_FRAMES_PROCESS;
     ex_pool *p = NULL;
     ex_error e = ex_pool_create(&cfg, &p);
     cr_assert_eq(e.code, 0, "ex_pool_create: %s", e.msg ? e.msg : "");

@@ -1,11 +1,11 @@
 /* The jemalloc frame allocator (cexec/allocators.h, "jemalloc") and pools
- * created with ex_pool_config.per_worker_arenas: argument checks, creating
+ * with per-worker arenas (EX_POOL_FRAMES_ARENAS, the default): argument checks, creating
  * and destroying many allocators, alignment / size / pattern / counter
  * checks, which arena owns a block (jemalloc's "arenas.lookup", plain builds
  * only: sanitizer builds route the allocator to malloc and have no
  * exi_je_* symbols), round-robin slots of non-worker threads, the pool
  * making its work allocate from its arenas, an explicit pool allocator
- * winning over per_worker_arenas, and blocks handed between threads. */
+ * winning over the arenas, and blocks handed between threads. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -170,13 +170,13 @@ static void terr_check(thread_errors *t, const char *test) {
 
 /* ---------------------------------------------------------------- pools */
 
-static ex_pool *make_pool(unsigned threads, bool per_worker_arenas, const ex_allocator *frame_alloc) {
+static ex_pool *make_pool(unsigned threads, bool arenas, const ex_allocator *frame_alloc) {
     ex_pool_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.threads = threads;
     cfg.name_prefix = "je";
     cfg.allocator = frame_alloc;
-    cfg.per_worker_arenas = per_worker_arenas;
+    cfg.frames = arenas ? EX_POOL_FRAMES_ARENAS : EX_POOL_FRAMES_PROCESS;
     ex_pool *p = NULL;
     ex_error e = ex_pool_create(&cfg, &p);
     cr_assert_eq(e.code, 0, "ex_pool_create: %s", e.msg ? e.msg : "");
@@ -777,7 +777,7 @@ static void ownership_on_pool(unsigned workers) {
     terr_init(&errs);
     c.a = pool_frame_allocator(p);
     cr_assert_not_null(c.a);
-    cr_assert_str_eq(c.a->name, "jemalloc", "per_worker_arenas makes the pool's work allocate from jemalloc arenas");
+    cr_assert_str_eq(c.a->name, "jemalloc", "EX_POOL_FRAMES_ARENAS makes the pool's work allocate from jemalloc arenas");
     c.n = workers;
     c.errs = &errs;
     for (c.round = 0; c.round < OWN_ROUNDS; c.round++) {
@@ -1004,7 +1004,7 @@ Test(jemalloc_allocator, bulk_on_per_worker_arena_pool_allocates_helpers_from_th
     expect_no_leaks();
 }
 
-/* ---- an explicit allocator wins over per_worker_arenas */
+/* ---- an explicit allocator wins over the arenas */
 
 typedef struct count_alloc {
     ex_allocator a;
@@ -1036,7 +1036,7 @@ static void ca_init(count_alloc *c) {
     atomic_init(&c->in_use, 0);
 }
 
-Test(jemalloc_allocator, explicit_pool_allocator_wins_over_per_worker_arenas) {
+Test(jemalloc_allocator, explicit_pool_allocator_wins_over_the_arenas) {
     count_alloc x;
     ca_init(&x);
 #ifndef JE_SANITIZED
@@ -1055,6 +1055,36 @@ Test(jemalloc_allocator, explicit_pool_allocator_wins_over_per_worker_arenas) {
     cr_expect_gt(on_default, 0, "the senders still come from the default allocator");
     destroy_pool(p);
     cr_expect_eq(atomic_load(&x.allocs), 2 * LET_RUNS, "creating and destroying the pool did not use it");
+    expect_no_leaks();
+}
+
+/* A pool created without a config, or with a zeroed one, gives its work
+ * per-worker jemalloc arenas; EX_POOL_FRAMES_PROCESS opts out. */
+Test(jemalloc_allocator, pools_default_to_per_worker_arenas) {
+    ex_pool *p = NULL;
+    cr_assert_eq(ex_pool_create(NULL, &p).code, 0);
+    const ex_allocator *a = pool_frame_allocator(p);
+    cr_assert_not_null(a);
+    cr_expect_str_eq(a->name, "jemalloc", "a pool made with a NULL config allocates frames from its arenas");
+    long on_default = run_lets(p);
+    ex_alloc_stats st = stats_of(a);
+    cr_expect_geq(st.allocations, (uint64_t)(2 * LET_RUNS), "the let operations came from the arenas (%llu)",
+                  (unsigned long long)st.allocations);
+    cr_expect_eq(st.bytes_in_use, 0u);
+    cr_expect_gt(on_default, 0, "the senders still come from the process default");
+    destroy_pool(p);
+
+    ex_pool_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.threads = 2;
+    cr_assert_eq(ex_pool_create(&cfg, &p).code, 0);
+    cr_expect_str_eq(pool_frame_allocator(p)->name, "jemalloc", "a zeroed config means the arenas too");
+    destroy_pool(p);
+
+    cfg.frames = EX_POOL_FRAMES_PROCESS;
+    cr_assert_eq(ex_pool_create(&cfg, &p).code, 0);
+    cr_expect_eq(pool_frame_allocator(p), &test_allocator, "EX_POOL_FRAMES_PROCESS: the process default");
+    destroy_pool(p);
     expect_no_leaks();
 }
 
@@ -1204,7 +1234,7 @@ Test(jemalloc_allocator, many_threads_hand_blocks_to_each_other) {
     expect_no_leaks();
 }
 
-/* Blocks allocated on pool workers of a per_worker_arenas pool and freed
+/* Blocks allocated on pool workers of a pool with per-worker arenas and freed
  * by plain threads, concurrently (runs in every build). */
 typedef struct xfree_ctx {
     const ex_allocator *a;

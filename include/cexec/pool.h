@@ -19,6 +19,17 @@ extern "C" {
 
 typedef struct ex_pool ex_pool;
 
+/* Frame allocation of a pool's work when its config names no allocator. */
+typedef enum ex_pool_frames {
+    /* The default: the pool creates (and destroys) an ex_jemalloc_allocator
+     * with one arena per worker; a frame is allocated from the arena of
+     * the worker that allocates it, from per-thread caches, and goes back
+     * to that arena wherever it is freed (docs/allocators.md). */
+    EX_POOL_FRAMES_ARENAS = 0,
+    /* No pool allocator: the process default (ex_default_allocator) applies. */
+    EX_POOL_FRAMES_PROCESS = 1
+} ex_pool_frames;
+
 typedef struct ex_pool_config {
     /* Worker threads; 0: ex_default_thread_count(). */
     unsigned threads;
@@ -38,13 +49,10 @@ typedef struct ex_pool_config {
     unsigned trace_capacity;
     /* Default frame allocator of work running on the pool: environments
      * whose scheduler is this pool and that name no allocator use it
-     * (ex_get_allocator).  NULL: none (the process default applies), unless
-     * per_worker_arenas is set.  Must outlive the pool. */
+     * (ex_get_allocator).  NULL: as `frames` says.  Must outlive the pool. */
     const struct ex_allocator *allocator;
-    /* With allocator NULL: the pool creates (and destroys) an
-     * ex_jemalloc_allocator with one arena per worker and makes it the
-     * default of its work. */
-    bool per_worker_arenas;
+    /* With allocator NULL: where the pool's work allocates its frames. */
+    ex_pool_frames frames;
 } ex_pool_config;
 
 /* Per-worker counters; read while the pool runs, they are a snapshot. */

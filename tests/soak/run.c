@@ -570,10 +570,9 @@ static void stop_slot(slot *s, double t) {
 }
 
 static void stop_scope(double t) {
-    if (W.rp.scope_stop_at <= 0 || __atomic_load_n(&W.scope_stop, __ATOMIC_RELAXED)) return;
-    if (t - W.round_t0 < W.rp.scope_stop_at) return;
-    pthread_mutex_lock(&W.round_mu);
-    if (W.scopes_live && !__atomic_load_n(&W.scope_stop, __ATOMIC_RELAXED)) {
+    pthread_mutex_lock(&W.round_mu);  /* the round's parameters and scopes */
+    if (W.scopes_live && W.rp.scope_stop_at > 0 && !__atomic_load_n(&W.scope_stop, __ATOMIC_RELAXED) &&
+        t - W.round_t0 >= W.rp.scope_stop_at) {
         __atomic_store_n(&W.scope_stop, 1, __ATOMIC_RELEASE);
         bump(&W.stops_scope, 1);
         ex_counting_scope_request_stop(&W.cscope);

@@ -214,6 +214,7 @@ typedef struct soak_world {
     ex_budget_allocator budget;      /* a small shared budget, one of the fault allocators' unders */
     ex_recycling_allocator *rec;     /* another under */
     ex_recycling_allocator *pool_rec;/* the pool's default frame allocator */
+    ex_budget_allocator rec_under, pool_rec_under;  /* count what the recycling allocators hold, caches included */
     ex_jemalloc_allocator *je;       /* another under */
     const ex_allocator *unders[U_COUNT];
     ex_counting_scope cscope;
