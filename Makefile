@@ -151,7 +151,7 @@ $(BUILD)/.bench-deps-ok: scripts/deps.sh
 
 $(BUILD)/bench/%.o: bench/%.c bench/harness.h bench/baselines.h bench/bench.h | $(BUILD)/.bench-deps-ok
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_CFLAGS) -fopenmp -c $< -o $@
+	$(CC) $(BENCH_CFLAGS) -fopenmp -MMD -MP -c $< -o $@
 $(BUILD)/bench/baselines_tbb.o: bench/baselines_tbb.cpp bench/baselines.h | $(BUILD)/.bench-deps-ok
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -O3 -march=native -g -pthread -c $< -o $@
@@ -160,10 +160,10 @@ $(BUILD)/bench/baselines_fiber.o: bench/baselines_fiber.cpp bench/baselines.h | 
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -O3 -march=native -g -pthread -c $< -o $@
 $(BUILD)/bench/ex_%.o: examples/%.c | $(BUILD)/.bench-deps-ok
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_CFLAGS) -DCEXEC_EXAMPLE_NO_MAIN -c $< -o $@
+	$(CC) $(BENCH_CFLAGS) -DCEXEC_EXAMPLE_NO_MAIN -MMD -MP -c $< -o $@
 $(BUILD)/bench/ex_scan.o: examples/inclusive_scan.c | $(BUILD)/.bench-deps-ok
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_CFLAGS) -DCEXEC_EXAMPLE_NO_MAIN -c $< -o $@
+	$(CC) $(BENCH_CFLAGS) -DCEXEC_EXAMPLE_NO_MAIN -MMD -MP -c $< -o $@
 $(BUILD)/bench/bench: $(BENCH_OBJ) $(BUILD)/libcexec.a
 	$(CXX) -o $@ $(BENCH_OBJ) $(BUILD)/libcexec.a -fopenmp -ltbb -lboost_fiber -lboost_context $(LIBS) -pthread
 
@@ -190,7 +190,7 @@ install: all cexec.pc
 clean:
 	rm -rf build build-asan build-clang build-tsan
 
--include $(OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)
 
 # Reliability targets (model check, fuzzing, valgrind, soak): one fragment each.
 include $(wildcard mk/*.mk)
