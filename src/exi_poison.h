@@ -17,6 +17,13 @@
 #endif
 #endif
 
+/* A function ASan leaves alone: its locals stay on the real stack. */
+#ifdef EXI_ASAN
+#define EXI_NO_ASAN __attribute__((no_sanitize("address")))
+#else
+#define EXI_NO_ASAN
+#endif
+
 #ifdef EXI_ASAN
 void __asan_poison_memory_region(void const volatile *addr, size_t size);
 void __asan_unpoison_memory_region(void const volatile *addr, size_t size);

@@ -25,10 +25,9 @@ typedef enum note { NOTE_SUSPENDED = 1, NOTE_FINISHED } note;
 
 /* What lives above the usable part of the task's stack, in the same block
  * (which is why the control block stays small enough for a when_all of
- * tasks to fit in its parent's await area): the body's result, the
- * schedule operation of the hop back, and the awaited operation. */
+ * tasks to fit in its parent's await area): the schedule operation of the
+ * hop back, and the awaited operation. */
 typedef struct task_area {
-    ex_task_result result;
     alignas(max_align_t) unsigned char hop[EX_SCHEDULE_OP_INLINE];
     alignas(max_align_t) unsigned char await[];  /* await_size bytes */
 } task_area;
@@ -42,6 +41,7 @@ typedef struct task_sender {
 } task_sender;
 
 struct ex_task {
+    /* Set by connect, field by field. */
     ex_operation base;
     ex_receiver r;
     ex_task_fn fn;
@@ -49,41 +49,43 @@ struct ex_task {
     ex_env user_env;                 /* the options' environment (node NULL: none) */
     const ex_allocator *alloc;       /* get_allocator inside the task */
     ex_scheduler sched;
+    size_t stack_size;               /* usable bytes, a multiple of 16 */
+    size_t block_size;               /* stack + area */
+    size_t await_size;               /* bytes of area->await */
+    const ex_allocator *stack_alloc;
+    ex_env_node env_node;            /* the environment inside the task */
+    ex_stop_source stop;             /* the task's own, linked to the receiver's token */
+    /* Zeroed by connect (ZERO_FROM .. ZERO_TO: a few vector stores). */
     bool inline_affinity;
     bool stopped;                    /* an await completed stopped */
     bool must_hop;                   /* this await must end on sched (a scheduler change) */
     bool started;                    /* the body has begun */
     bool stop_linked;                /* on_stop registered (at the first need) */
-    /* fiber and stack */
-    exi_fiber fiber;
-    exi_fiber *resumer;              /* the context to go back to */
-    const void *runner;              /* thread running the fiber, or that ran it last (relaxed) */
-    void *stack;
-    size_t stack_size;               /* usable bytes, a multiple of 16 */
-    size_t block_size;               /* stack + area */
-    const ex_allocator *stack_alloc;
-    task_area *area;                 /* at stack + stack_size */
-    size_t await_size;               /* bytes of area->await */
-    /* stop: the task's own source, linked to the receiver's token */
-    ex_stop_source stop;
-    ex_stop_callback on_stop;
-    /* environment inside the task */
-    ex_env_node env_node;
-    /* the await in progress */
     uint32_t await_state;
-    ex_await_result *await_out;      /* the awaiting body's result, on the fiber's stack */
     void *nested;                    /* deep copies of the last await's tuples */
     size_t nested_size;
     ex_operation *await_op;          /* kept until the next await (borrowed values) */
     ex_sender *await_sender;
-    void *await_buf;                 /* operations too big for await_inline */
+    void *await_buf;                 /* operations too big for the area */
     size_t await_cap;
-    /* the hop back to the scheduler */
-    ex_work hop;
-    ex_operation *hop_op;
+    ex_operation *hop_op;            /* the hop back to the scheduler */
     void *hop_block;                 /* schedule operations bigger than area->hop */
     size_t hop_block_size;
+    /* Initialised where first used. */
+    exi_fiber *resumer;              /* the context to go back to (run) */
+    const void *runner;              /* thread running the fiber, or that ran it last (relaxed; run) */
+    void *stack;                     /* start */
+    task_area *area;                 /* at stack + stack_size (start) */
+    const ex_task_result *result;    /* the body's, on its finished fiber's stack */
+    ex_await_result *await_out;      /* the awaiting body's result, on the fiber's stack */
+    /* Initialised where first used. */
+    exi_fiber fiber;
+    ex_stop_callback on_stop;
+    ex_work hop;
 };
+
+#define ZERO_FROM offsetof(ex_task, inline_affinity)
+#define ZERO_TO offsetof(ex_task, resumer)
 
 static void run(ex_task *t);
 static void resume_on_scheduler(ex_task *t);
@@ -170,23 +172,33 @@ static void finish(ex_task *t) {
     void *nested = t->nested;
     size_t nested_size = t->nested_size;
     const ex_allocator *alloc = t->alloc;
-    ex_task_result res = t->area->result;
     ex_receiver r = t->r;
-    /* Nothing in the area is used any more. */
+    /* Only what the completion reads leaves the stack before it goes. */
+    const ex_task_result *res = t->result;
+    ex_task_result_kind kind = t->stopped ? EX_TASK_STOPPED : res->kind;
+    ex_error error = res->error;
+    size_t n = kind == EX_TASK_VALUE ? res->n : 0;
+    ex_value v[EX_MAX_ARITY];
+    for (size_t i = 0; i < n; i++) v[i] = res->v[i];
     t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->block_size, 16);
     t->stack = NULL;
     t->area = NULL;
-    if (t->stopped) ex_set_stopped(r);
-    else if (res.kind == EX_TASK_ERROR) ex_set_error(r, res.error);
-    else if (res.kind == EX_TASK_STOPPED) ex_set_stopped(r);
-    else ex_set_value(r, res.v, res.n);
+    t->result = NULL;
+    if (kind == EX_TASK_ERROR) ex_set_error(r, error);
+    else if (kind == EX_TASK_STOPPED) ex_set_stopped(r);
+    else ex_set_value(r, v, n);
     if (nested) ex_deallocate(alloc, nested, nested_size, alignof(ex_value));
 }
 
-static void fiber_entry(void *arg, void *user) {
+/* The body returns straight into `res`, read by finish() from the other
+ * stack before this one is freed (copying the whole result stalled on
+ * store forwarding).  Not ASan-instrumented, so `res` is on the real
+ * stack, not on a fake stack the final switch discards. */
+EXI_NO_ASAN static void fiber_entry(void *arg, void *user) {
     (void)arg;
     ex_task *t = user;
-    t->area->result = t->fn(t, t->arg);
+    ex_task_result res = t->fn(t, t->arg);
+    t->result = &res;
     exi_fiber_switch_final(&t->fiber, t->resumer, (void *)(uintptr_t)NOTE_FINISHED);
 }
 
@@ -537,7 +549,7 @@ static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
     if (!exi_cas_u32(&ts->connected, &fresh, 1))
         return ex_err(EX_EINVAL, "ex_task: the task was connected before (a task is single-shot)");
     ex_task *t = storage;
-    memset(t, 0, sizeof *t);
+    memset((char *)t + ZERO_FROM, 0, ZERO_TO - ZERO_FROM);
     ex_env env = ex_receiver_env(r);
     if (ts->opt.affinity == EX_TASK_INLINE) {
         t->sched = ex_inline_scheduler();

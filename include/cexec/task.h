@@ -90,7 +90,8 @@ typedef struct ex_task_options {
      * allocator); 0: EX_TASK_STACK_DEFAULT. */
     size_t stack_size;
     /* Where the stack comes from (allocate(size, 16) must return its lowest
-     * address); NULL: pooled stacks with a guard page.  A frame allocator
+     * address; size is the usable stack plus the task's frame area, at
+     * most 4.4 KiB more); NULL: pooled stacks with a guard page.  A frame allocator
      * such as a per-worker jemalloc arena works too (no guard page). */
     const struct ex_allocator *stack_allocator;
     /* What get_allocator answers inside the task (and what ex_await gives
@@ -189,7 +190,13 @@ bool ex_task_is_stopped(const ex_task *t);
 /* set_value(v[0..n)) */
 ex_task_result ex_task_values(size_t n, const ex_value *v);
 /* set_value() */
-static inline ex_task_result ex_task_void(void) { return ex_task_values(0, 0); }
+static inline ex_task_result ex_task_void(void) {
+    ex_task_result r;  /* only what the completion reads is set */
+    r.kind = EX_TASK_VALUE;
+    r.n = 0;
+    r.error = ex_ok();
+    return r;
+}
 /* set_value(x); inline, as the result is built on every return. */
 static inline ex_task_result ex_task_value(ex_value x) {
     ex_task_result r;  /* only what the completion reads is set */
