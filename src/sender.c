@@ -97,12 +97,12 @@ ex_sender *ex_sender_alloc(const ex_sender_vtable *vt, size_t size) {
 }
 
 ex_sender *ex_sender_retain(ex_sender *s) {
-    if (s && s->refs) exi_faa_u32(&s->refs, 1);
+    if (s && exi_load_rlx_u32(&s->refs)) exi_faa_u32(&s->refs, 1);  /* refs 0: a static sender */
     return s;
 }
 
 void ex_sender_release(ex_sender *s) {
-    if (!s || !s->refs) return;
+    if (!s || !exi_load_rlx_u32(&s->refs)) return;  /* refs 0: a static sender */
     if (exi_faa_u32(&s->refs, (uint32_t)-1) != 1) return;
     if (s->vt->destroy) s->vt->destroy(s);
     ex_deallocate(s->alloc, s, s->size, alignof(max_align_t));

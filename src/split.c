@@ -110,11 +110,16 @@ static void on_stop(ex_stop_callback *cb) {
 static void split_start(ex_operation *op) {
     split_op *o = (split_op *)op;
     split_state *st = o->st;
+    /* Once queued, this consumer may be completed on another thread and its
+     * receiver may free the operations and the sender: the reference keeps
+     * the state alive until start is done with it. */
+    exi_faa_u32(&st->refs, 1);
     ex_stop_callback_register(&o->on_stop, ex_get_stop_token(ex_receiver_env(o->r)), on_stop);
     void *head = exi_load_acq_ptr(&st->waiters);
     for (;;) {
         if (head == COMPLETED) {
             notify(o);
+            state_release(st);
             return;
         }
         o->next = head;
@@ -126,6 +131,7 @@ static void split_start(ex_operation *op) {
         if (ex_stop_source_stop_requested(&st->stop)) complete_all(st, DISP_STOPPED);
         else ex_start(st->child_op);
     }
+    state_release(st);
 }
 
 static void split_op_destroy(ex_operation *op) { state_release(((split_op *)op)->st); }

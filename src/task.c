@@ -61,7 +61,9 @@ struct ex_task {
     bool must_hop;                   /* this await must end on sched (a scheduler change) */
     bool started;                    /* the body has begun */
     bool stop_linked;                /* on_stop registered (at the first need) */
+    bool finish_deferred;            /* finish() ran inside on_receiver_stop, which completes */
     uint32_t await_state;
+    const void *stop_thread;         /* thread inside on_receiver_stop (relaxed), else NULL */
     void *nested;                    /* deep copies of the last await's tuples */
     size_t nested_size;
     ex_operation *await_op;          /* kept until the next await (borrowed values) */
@@ -145,9 +147,24 @@ static void release_await(ex_task *t) {
     t->nested = NULL;
 }
 
+static void finish_tail(ex_task *t);
+
+/* Forwards the receiver's stop request to the task's own source.  A
+ * callback on that source may complete the awaited sender, the task may
+ * resume and finish on this thread, inside the request, and its
+ * completion may free the operation while request_stop still walks
+ * t->stop: finish() then leaves the completion to this function, after the
+ * request.  (A finish on another thread cannot overtake: deregistering
+ * on_stop waits for this callback to return.) */
 static void on_receiver_stop(ex_stop_callback *cb) {
     ex_task *t = EXI_CONTAINER_OF(cb, ex_task, on_stop);
+    exi_store_rlx_ptr((void **)&t->stop_thread, (void *)(uintptr_t)exi_thread_id());
     ex_stop_source_request_stop(&t->stop);
+    if (t->finish_deferred) {
+        finish_tail(t);  /* may free t */
+        return;
+    }
+    exi_store_rlx_ptr((void **)&t->stop_thread, NULL);
 }
 
 /* After the body returned, on the resumer's stack: free the frame, then
@@ -169,6 +186,15 @@ static void finish(ex_task *t) {
     t->await_sender = NULL;
     if (t->await_buf) ex_deallocate(t->alloc, t->await_buf, t->await_cap, alignof(max_align_t));
     t->await_buf = NULL;
+    if (exi_load_rlx_ptr((void *const *)&t->stop_thread) == exi_thread_id()) {
+        t->finish_deferred = true;  /* inside on_receiver_stop, which completes */
+        return;
+    }
+    finish_tail(t);
+}
+
+/* Frees the stack and completes (which may destroy the operation). */
+static void finish_tail(ex_task *t) {
     void *nested = t->nested;
     size_t nested_size = t->nested_size;
     const ex_allocator *alloc = t->alloc;
