@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -3064,5 +3065,147 @@ Test(exec_task, launch_out_of_memory_sweep) {
     cr_assert_geq(ok, 1);
     EXPECT_PROBE();
     ex_pool_destroy(pool);
+    expect_no_leaks();
+}
+
+/* ===================================== completing inside the stop request */
+
+/* Regression (found by the soak): a stop request on the task's receiver
+ * is forwarded to the task's own source; a callback there may complete the
+ * awaited sender, the task resumes and finishes inline, inside the
+ * request, and its receiver frees the operation.  request_stop must not
+ * touch the task's source after that.  The operation comes from pages made
+ * inaccessible when freed, so a late access crashes the test. */
+
+enum { GUARD_MAX = 8 };
+typedef struct guard_alloc {
+    ex_allocator base;
+    void *maps[GUARD_MAX];
+    size_t lens[GUARD_MAX];
+    int n;
+} guard_alloc;
+
+static size_t page_round(size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (size + page - 1) / page * page;
+}
+
+static void *guard_allocate(void *ctx, size_t size, size_t align) {
+    (void)align;
+    guard_alloc *g = ctx;
+    if (g->n == GUARD_MAX) return NULL;
+    void *p = mmap(NULL, page_round(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    g->maps[g->n] = p;
+    g->lens[g->n++] = page_round(size);
+    return p;
+}
+
+/* Kept mapped but inaccessible until guard_fini: any late access faults. */
+static void guard_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    (void)ctx, (void)align;
+    mprotect(p, page_round(size), PROT_NONE);
+}
+
+static void guard_fini(guard_alloc *g) {
+    for (int i = 0; i < g->n; i++) munmap(g->maps[i], g->lens[i]);
+    g->n = 0;
+}
+
+/* A sender that completes with set_stopped from its stop callback only. */
+typedef struct until_stop_op {
+    ex_operation base;
+    ex_receiver r;
+    ex_stop_callback cb;
+} until_stop_op;
+
+static void until_stop_fire(ex_stop_callback *cb) {
+    until_stop_op *o = (until_stop_op *)(void *)((char *)cb - offsetof(until_stop_op, cb));
+    ex_stop_callback_deregister(&o->cb);  /* from inside the callback: returns at once */
+    ex_set_stopped(o->r);
+}
+
+static void until_stop_start(ex_operation *op) {
+    until_stop_op *o = (until_stop_op *)op;
+    ex_stop_callback_register(&o->cb, ex_get_stop_token(ex_receiver_env(o->r)), until_stop_fire);
+}
+
+static const ex_operation_vtable until_stop_op_vt = { until_stop_start, NULL };
+
+static ex_error until_stop_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    (void)s;
+    until_stop_op *o = storage;
+    o->base.vt = &until_stop_op_vt;
+    o->r = r;
+    return ex_ok();
+}
+
+static const ex_sender_vtable until_stop_vt = { "test.until_stopped", until_stop_connect, NULL, NULL };
+
+static ex_sender *until_stopped(void) {
+    ex_sender *s = ex_sender_alloc(&until_stop_vt, sizeof(ex_sender));
+    if (!s) return ex_invalid_sender(EX_ENOMEM, "until_stopped");
+    s->sigs.flags = EX_SIGS_STOPPED;
+    s->op_size = sizeof(until_stop_op);
+    s->op_align = alignof(until_stop_op);
+    return s;
+}
+
+static ex_task_result body_until_stopped(ex_task *t, void *arg) {
+    (void)arg;
+    ex_await_result r = ex_await(t, until_stopped());
+    TCHECK(r.status == EX_AWAIT_STOPPED);
+    return ex_task_void();
+}
+
+typedef struct freeing_rcvr {
+    ex_env_pair env, alloc_env;
+    ex_operation *op;
+    int values, errors, stops;
+} freeing_rcvr;
+
+static void frv_value(void *self, const ex_value *v, size_t n) {
+    (void)v, (void)n;
+    freeing_rcvr *r = self;
+    r->values++;
+    ex_operation_free(r->op);
+}
+static void frv_error(void *self, ex_error e) {
+    (void)e;
+    freeing_rcvr *r = self;
+    r->errors++;
+    ex_operation_free(r->op);
+}
+static void frv_stopped(void *self) {
+    freeing_rcvr *r = self;
+    r->stops++;
+    ex_operation_free(r->op);  /* allowed inside the completion */
+}
+static ex_env frv_env(void *self) { return ex_env_of_pair(&((freeing_rcvr *)self)->env); }
+static const ex_receiver_vtable freeing_rcvr_vt = { frv_value, frv_error, frv_stopped, frv_env, NULL };
+
+Test(exec_task, completion_inside_the_receivers_stop_request_may_free_the_task) {
+    guard_alloc g;
+    memset(&g, 0, sizeof g);
+    g.base = (ex_allocator){ guard_allocate, guard_deallocate, &g, "test.guard", NULL };
+    ex_stop_source src;
+    ex_stop_source_init(&src);
+    freeing_rcvr r;
+    memset(&r, 0, sizeof r);
+    ex_env_pair_init(&r.alloc_env, &ex_key_get_allocator, ex_alloc_value(&g.base), ex_env_empty());
+    ex_env_pair_init(&r.env, &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler()), ex_env_of_pair(&r.alloc_env));
+    r.env.key2 = &ex_key_get_stop_token;
+    r.env.value2 = ex_token_value(ex_stop_source_token(&src));
+    ex_sender *task = ex_task_create(body_until_stopped, NULL, NULL);
+    ex_error e = ex_connect_alloc(task, (ex_receiver){ &freeing_rcvr_vt, &r }, &r.op);
+    ex_sender_release(task);
+    cr_assert_eq(e.code, 0, "%s", e.msg ? e.msg : "");
+    ex_start(r.op);                     /* the body suspends in its await */
+    cr_assert_eq(r.stops + r.values + r.errors, 0);
+    ex_stop_source_request_stop(&src);  /* the task completes, and is freed, inside */
+    cr_assert_eq(r.stops, 1, "the task completed stopped (values %d, errors %d)", r.values, r.errors);
+    cr_assert_eq(r.values + r.errors, 0);
+    EXPECT_PROBE();
+    guard_fini(&g);
     expect_no_leaks();
 }
