@@ -1,7 +1,9 @@
 /* helpers.c - shared test fixtures. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -19,6 +21,19 @@
 test_alloc_stats test_stats;
 static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* With CEXEC_OOM_TALLY=path, every injected failure appends one byte to
+ * the file (tests run in separate processes): `wc -c path` after a run is
+ * the number of out-of-memory points the suite went through. */
+static void tally_injected_failure(void) {
+    const char *path = getenv("CEXEC_OOM_TALLY");
+    if (!path) return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) return;
+    ssize_t w = write(fd, "x", 1);
+    (void)w;
+    close(fd);
+}
+
 static void *t_allocate(void *ctx, size_t size, size_t align) {
     (void)ctx;
     pthread_mutex_lock(&stats_mu);
@@ -26,7 +41,10 @@ static void *t_allocate(void *ctx, size_t size, size_t align) {
     bool fail = test_stats.fail_at && nth == test_stats.fail_at;
     if (fail) test_stats.failed++;
     pthread_mutex_unlock(&stats_mu);
-    if (fail) return NULL;
+    if (fail) {
+        tally_injected_failure();
+        return NULL;
+    }
     void *p = NULL;
     if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)) return NULL;
     pthread_mutex_lock(&stats_mu);
