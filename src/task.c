@@ -84,6 +84,7 @@ struct ex_task {
     exi_fiber fiber;
     ex_stop_callback on_stop;
     ex_work hop;
+    ex_work yield_work;              /* ex_task_yield's queued resumption */
 };
 
 #define ZERO_FROM offsetof(ex_task, inline_affinity)
@@ -479,6 +480,50 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
     /* DONE: *out was written by the completion (published by its CAS or
      * release store, or by this thread). */
     if (out->status == EX_AWAIT_STOPPED) t->stopped = true;
+}
+
+/* ex_task_yield's resumption ran (or was dropped): it completes the
+ * "await" the yield is. */
+static void yield_execute(ex_work *w) {
+    ex_task *t = EXI_CONTAINER_OF(w, ex_task, yield_work);
+    ex_await_result *out = t->await_out;
+    out->status = EX_AWAIT_VALUE;
+    out->n = 0;
+    out->error = ex_ok();
+    await_complete(t);
+}
+
+static void yield_cancel(ex_work *w) {
+    ex_task *t = EXI_CONTAINER_OF(w, ex_task, yield_work);
+    ex_await_result *out = t->await_out;
+    out->status = EX_AWAIT_STOPPED;
+    out->n = 0;
+    out->error = ex_ok();
+    await_complete(t);
+}
+
+ex_error ex_task_yield(ex_task *t) {
+    if (t->stopped) return ex_err(EX_ECANCELED, "ex_task_yield: the task is stopped");
+    ex_scheduler s = t->sched;
+    ex_await_result out;
+    if (!s.vt->yield) {
+        ex_await_into(t, ex_schedule(s), &out);
+    } else {
+        /* An await whose "operation" is the resumption queued behind the
+         * waiting work: the same handshake as any suspending await. */
+        release_await(t);
+        t->await_out = &out;
+        t->yield_work = (ex_work){ NULL, yield_execute, yield_cancel };
+        exi_store_rlx_u32(&t->await_state, AWAITING);
+        ex_error e = s.vt->yield(s.self, &t->yield_work);
+        if (e.code) return e;
+        if (exi_load_acq_u32(&t->await_state) != DONE)
+            (void)exi_fiber_switch(&t->fiber, t->resumer, (void *)(uintptr_t)NOTE_SUSPENDED);
+        if (out.status == EX_AWAIT_STOPPED) t->stopped = true;
+    }
+    if (out.status == EX_AWAIT_VALUE) return ex_ok();
+    if (out.status == EX_AWAIT_ERROR) return out.error;
+    return ex_err(EX_ECANCELED, "ex_task_yield: the task was stopped");
 }
 
 ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {

@@ -3209,3 +3209,81 @@ Test(exec_task, completion_inside_the_receivers_stop_request_may_free_the_task) 
     guard_fini(&g);
     expect_no_leaks();
 }
+
+/* ================================================================ yield */
+
+/* ex_task_yield on a pool lets the work queued on the worker run first:
+ * each round queues an increment (on the worker's deque, as anything
+ * started from a worker) and yields; when the task resumes, the increment
+ * has run. */
+typedef struct yield_arg {
+    ex_pool *pool;
+    ex_counting_scope *scope;
+    atomic_int count;
+    int rounds, behind;
+} yield_arg;
+
+static ex_error yield_incr(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    atomic_fetch_add(&((yield_arg *)ctx)->count, 1);
+    return ex_ok();
+}
+
+static ex_task_result body_yield_rounds(ex_task *t, void *arg) {
+    yield_arg *a = arg;
+    for (int i = 0; i < a->rounds; i++) {
+        ex_sender *incr = ex_then(ex_schedule(ex_pool_scheduler(a->pool)), yield_incr, a, EX_SIG(), EX_SIG());
+        TCHECK(ex_spawn(incr, ex_counting_scope_token(a->scope)).code == 0);
+        ex_error e = ex_task_yield(t);
+        TCHECK(e.code == 0);
+        TCHECK(ex_pool_current_worker(a->pool) == 0);
+        if (atomic_load(&a->count) == i + 1) a->behind++;
+    }
+    return ex_task_void();
+}
+
+Test(exec_task, yield_on_a_pool_runs_the_queued_work_first) {
+    ex_pool *pool = make_pool(1);
+    ex_counting_scope scope;
+    cr_assert_eq(ex_counting_scope_init(&scope).code, 0);
+    yield_arg a;
+    memset(&a, 0, sizeof a);
+    a.pool = pool;
+    a.scope = &scope;
+    a.rounds = 200;
+    ex_result r = run(ex_starts_on(ex_pool_scheduler(pool), ex_task_create(body_yield_rounds, &a, NULL)));
+    expect_disp(&r, EX_DISP_VALUE);
+    EXPECT_PROBE();
+    cr_assert_eq(a.behind, a.rounds, "the queued increment ran before the task resumed in %d of %d rounds", a.behind,
+                 a.rounds);
+    r = run(ex_counting_scope_join(&scope));
+    expect_disp(&r, EX_DISP_VALUE);
+    cr_assert_eq(atomic_load(&a.count), a.rounds);
+    cr_assert_eq(ex_counting_scope_destroy(&scope).code, 0);
+    ex_pool_destroy(pool);
+    expect_no_leaks();
+}
+
+/* Without a yield hook (inline scheduler, run_loop) the yield is an await
+ * of schedule; a stopped task does not yield. */
+static ex_task_result body_yield_plain(ex_task *t, void *arg) {
+    (void)arg;
+    for (int i = 0; i < 1000; i++) TCHECK(ex_task_yield(t).code == 0);
+    ex_await_result r = ex_await(t, ex_just_stopped());
+    TCHECK(r.status == EX_AWAIT_STOPPED);
+    TCHECK(ex_task_yield(t).code == EX_ECANCELED);
+    return ex_task_void();
+}
+
+Test(exec_task, yield_without_a_hook_and_when_stopped) {
+    ex_task_options o;
+    memset(&o, 0, sizeof o);
+    o.affinity = EX_TASK_INLINE;
+    ex_result r = run(ex_task_create(body_yield_plain, NULL, &o));  /* the inline scheduler */
+    expect_disp(&r, EX_DISP_STOPPED);
+    EXPECT_PROBE();
+    r = run(ex_task_create(body_yield_plain, NULL, NULL));  /* sync_wait's run_loop */
+    expect_disp(&r, EX_DISP_STOPPED);
+    EXPECT_PROBE();
+    expect_no_leaks();
+}

@@ -165,6 +165,16 @@ static inline ex_await_result ex_await(ex_task *t, ex_sender *s) {
  * EX_TASK_INLINE). */
 ex_scheduler ex_task_scheduler(const ex_task *t);
 
+/* Lets the work waiting on t's scheduler run, then resumes t there.  On a
+ * pool that means behind everything queued on the calling worker: a plain
+ * ex_await(t, ex_schedule(pool)) is not a yield, its item goes on top of
+ * the worker's LIFO deque and runs first again.  Schedulers without a
+ * yield hook get an await of ex_schedule.  Returns EX_OK; the scheduler's
+ * refusal (e.g. EX_ESHUTDOWN; t did not move); or EX_ECANCELED when the
+ * queued resumption was dropped or the task is stopped (ex_task_is_stopped
+ * is then true).  Call only from t's own body. */
+ex_error ex_task_yield(ex_task *t);
+
 /* Moves t to sch: returns the previous scheduler; when it returns, the task
  * runs on sch, and later awaits resume there.  EX_TASK_INLINE tasks switch
  * too (they hop once).  If the move fails (sch refuses work, no memory for
