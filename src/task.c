@@ -78,6 +78,7 @@ struct ex_task {
     const void *runner;              /* thread running the fiber, or that ran it last (relaxed; run) */
     void *stack;                     /* start */
     task_area *area;                 /* at stack + stack_size (start) */
+    unsigned char *await_area;       /* area->await, kept for the await path */
     const ex_task_result *result;    /* the body's, on its finished fiber's stack */
     ex_await_result *await_out;      /* the awaiting body's result, on the fiber's stack */
     /* Initialised where first used. */
@@ -139,7 +140,7 @@ bool ex_task_is_stopped(const ex_task *t) { return t->stopped; }
 
 /* ------------------------------------------------------ running the fiber */
 
-static void release_await(ex_task *t) {
+static inline __attribute__((always_inline)) void release_await(ex_task *t) {
     if (t->await_op) ex_operation_destroy(t->await_op);
     t->await_op = NULL;
     ex_sender_release(t->await_sender);
@@ -426,7 +427,7 @@ static void await_fail(ex_await_result *out, ex_error e) {
 /* Storage for the awaited operation: the task's buffer, grown on demand
  * (steady state: no allocation). */
 static void *await_storage(ex_task *t, size_t size, size_t align) {
-    if (size <= t->await_size && align <= alignof(max_align_t)) return t->area->await;
+    if (size <= t->await_size && align <= alignof(max_align_t)) return t->await_area;
     size_t need = size + (align > alignof(max_align_t) ? align : 0);
     if (need > t->await_cap) {
         void *p = ex_allocate(t->alloc, need, alignof(max_align_t));
@@ -589,6 +590,7 @@ static void task_start(ex_operation *op) {
         return;
     }
     t->area = (task_area *)(void *)((unsigned char *)t->stack + t->stack_size);
+    t->await_area = t->area->await;
     exi_fiber_init(&t->fiber, t->stack, t->stack_size, fiber_entry, t);
     ex_scheduler_retain(t->sched);  /* P3552's task_scheduler: the resource outlives the task */
     /* P3552: the body starts on an agent of the task's scheduler.  A task
