@@ -35,7 +35,7 @@ static ex_error just_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->base.vt = &just_op_vt;
     o->r = r;
     o->n = js->n;
-    memcpy(o->v, js->v, js->n * sizeof(ex_value));
+    for (size_t i = 0; i < js->n; i++) o->v[i] = js->v[i];  /* no memcpy call: n is small */
     o->keep = js->nested ? ex_sender_retain((ex_sender *)(uintptr_t)s) : NULL;
     return ex_ok();
 }
