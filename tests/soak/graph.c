@@ -333,8 +333,8 @@ static void check_where(slot *s, const node *nd, ex_task *t) {
 
 static ex_scheduler other_sched(ex_scheduler home, int64_t k) {
     for (int j = 0; j < SCH_COUNT; j++) {
-        ex_scheduler c = W.sch[(k + j) % SCH_COUNT];
-        if (!ex_scheduler_equal(c, home)) return c;
+        int c = (int)((k + j) % SCH_COUNT);
+        if (!ex_scheduler_equal(W.sch[c], home)) return W.sch[c];
     }
     return W.sch[SCH_POOL];
 }

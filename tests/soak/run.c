@@ -81,6 +81,7 @@ static void finish(slot *s, outcome o) {
         return;
     }
     s->got = o;
+    s->done_on_sched = on_scheduler(W.sch[s->sched]);
     complete_one(s);
 }
 
@@ -193,6 +194,9 @@ static void refuse(slot *s, ex_error e) {
 
 static void started(slot *s) { bump(&W.kstat[s->m][K_STARTED], 1); }
 
+/* Spawned work, task launches and futures complete inside a scope. */
+static bool async_mode(mode m) { return m == M_SPAWN || m == M_LAUNCH || m == M_FUTURE; }
+
 static void launch_connected(slot *s) {
     kv items[3];
     int n = 0;
@@ -298,8 +302,9 @@ static int pick_route(uint64_t *rng, mode m) {
     return routes[m][rng_below(rng, 4)];
 }
 
-/* Everything about the next operation of a slot, from its own seed. */
-static void prepare(driver *d, slot *s) {
+/* Everything about the next operation of a slot, from its own seed;
+ * returns whether stop is to be requested before it starts. */
+static bool draw(driver *d, slot *s, uint64_t *fseed) {
     s->opno = d->opno++;
     s->op_seed = mix64(W.cfg.seed ^ mix64(((uint64_t)(unsigned)d->id << 48) ^ s->opno));
     uint64_t rng = s->op_seed | 1;
@@ -310,16 +315,21 @@ static void prepare(driver *d, slot *s) {
     s->aroute = pick_route(&rng, s->m);
     s->fault_ppm = rng_below(&rng, 100) < W.rp.fault_pct ? 1000 + rng_below(&rng, W.rp.fault_ppm_max) : 0;
     s->counting = rng_below(&rng, 2) != 0;
-    bool scoped = s->m == M_SPAWN || s->m == M_LAUNCH || s->m == M_FUTURE;
+    bool scoped = async_mode(s->m);
     s->slot_token = rng_below(&rng, 100) < (scoped ? (s->counting ? 30u : 60u) : 85u);
     s->scope_token = scoped && s->counting && !s->slot_token;
     s->want_stop = s->slot_token && rng_below(&rng, 100) < W.rp.stop_pct;
-    s->stop_at = now_s() + (double)rng_below(&rng, 3000) * 1e-6;
+    s->stop_at = now_s() + (double)rng_below(&rng, 3000) * 1e-6;  /* within 3 ms: before, during or after */
     bool prestop = s->slot_token && rng_below(&rng, 100) < W.rp.prestop_pct;
     s->drop_future = s->m == M_FUTURE && rng_below(&rng, 10) == 0;
-    graph_generate(&s->g, &rng, s->m == M_TASK || s->m == M_LAUNCH, s);
-    uint64_t fseed = rng_next(&rng);
+    uint64_t grng = mix64(s->op_seed ^ 0x6A09E667F3BCC908ull) | 1;  /* the graph: from the seed alone */
+    graph_generate(&s->g, &grng, s->m == M_TASK || s->m == M_LAUNCH, s);
+    *fseed = rng_next(&rng);
+    return prestop;
+}
 
+/* A fresh slot: counters, allocators and stop source for one operation. */
+static void reset(slot *s, uint64_t fseed) {
     s->completions = s->fut_completions = 0;
     s->pending = 1;
     s->got = (outcome){ O_NONE, 0 };
@@ -336,9 +346,11 @@ static void prepare(driver *d, slot *s) {
     if (s->fault_ppm) ex_fault_allocator_fail_randomly(&s->fa, fseed, s->fault_ppm);
     track_init(&s->tr, ex_fault_allocator_get(&s->fa));
     ex_stop_source_init(&s->stop);
+}
 
+/* LIVE under the mutex: the stopper sees everything written before. */
+static void go_live(slot *s, bool prestop) {
     pthread_mutex_lock(&s->mu);
-    s->gen++;
     s->t_start = now_s();
     __atomic_store_n(&s->state, ST_LIVE, __ATOMIC_RELEASE);
     if (prestop) {
@@ -351,7 +363,10 @@ static void prepare(driver *d, slot *s) {
 }
 
 static void launch(driver *d, slot *s) {
-    prepare(d, s);
+    uint64_t fseed;
+    bool prestop = draw(d, s, &fseed);
+    reset(s, fseed);
+    go_live(s, prestop);
     switch (s->m) {
     case M_PIPE:
     case M_TASK: launch_connected(s); break;
@@ -364,16 +379,24 @@ static void launch(driver *d, slot *s) {
 
 /* ------------------------------------------------------------ checks */
 
-static bool async_mode(mode m) { return m == M_SPAWN || m == M_LAUNCH || m == M_FUTURE; }
-
 static void check_nodes(slot *s) {
     for (int i = 0; i < s->g.count; i++) {
         node *nd = &s->g.n[i];
         uint32_t bad = __atomic_load_n(&nd->bad, __ATOMIC_RELAXED);
-        if (bad) violation(s, "node %d: %s (%u times)", i, s->bad_what ? s->bad_what : "?", bad);
+        const char *what = __atomic_load_n(&s->bad_what, __ATOMIC_RELAXED);
+        if (bad) violation(s, "node %d: %s (%u times)", i, what ? what : "?", bad);
         for (uint32_t j = 0; j < nd->shape && j < MAX_SHAPE; j++)
             if (nd->idx_runs[j] > 1) violation(s, "node %d: bulk index %u ran %u times", i, j, nd->idx_runs[j]);
     }
+}
+
+/* A task completes on its scheduler, and ex_task_launch's handlers run
+ * there too, unless a stop, a failed allocation or a failed scheduler
+ * change intervened, or the root task opted out of affinity. */
+static void check_completion_thread(slot *s, rctx c) {
+    if (s->m != M_TASK && s->m != M_LAUNCH) return;
+    if (c.stop || c.fault || s->moves_failed || s->got.kind == O_STOPPED || (s->g.n[0].flags & T_INLINE)) return;
+    if (!s->done_on_sched) violation(s, "the task's completion ran off its scheduler");
 }
 
 static void check_tasks(slot *s, bool fault) {
@@ -435,6 +458,7 @@ static void check(slot *s, bool stop, bool callbacks_left) {
     else if (s->completions == 1) {
         count_outcome(s, s->got);
         check_outcome(s, c);
+        check_completion_thread(s, c);
     }
     if (s->m == M_FUTURE) check_future(s);
     check_nodes(s);
@@ -613,7 +637,6 @@ void slots_init(void) {
         sem_init(&d->wake, 0, 0);
         for (unsigned j = 0; j < per; j++) {
             d->slots[j].drv = d;
-            d->slots[j].index = (int)j;
             pthread_mutex_init(&d->slots[j].mu, NULL);
         }
     }

@@ -144,9 +144,8 @@ typedef struct track {
 typedef struct slot {
     pthread_mutex_t mu;   /* the stopper against recycling the slot */
     struct driver *drv;
-    int index;
     uint32_t state;       /* ST_*, atomic */
-    uint64_t gen, opno, op_seed;
+    uint64_t opno, op_seed;
     mode m;
     int aroute, under, sched;
     uint32_t fault_ppm;
@@ -175,6 +174,7 @@ typedef struct slot {
     int fut_disp;
     double t_start;
     uint32_t moves, moves_failed, bad_where, bad_prev, bad_task;  /* task bodies (atomic) */
+    bool done_on_sched;    /* the completion ran on the operation's scheduler */
     graph g;
 } slot;
 
@@ -213,8 +213,8 @@ typedef struct soak_world {
     ex_budget_allocator dflt;        /* the process default: counts senders and shared states */
     ex_budget_allocator budget;      /* a small shared budget, one of the fault allocators' unders */
     ex_recycling_allocator *rec;     /* another under */
-    ex_recycling_allocator *pool_rec;/* the pool's default frame allocator */
-    ex_budget_allocator rec_under, pool_rec_under;  /* count what the recycling allocators hold, caches included */
+    ex_budget_allocator rec_under;   /* counts what the recycling allocator holds, caches included */
+    const ex_allocator *pool_frames; /* the pool's default frame allocator (per-worker arenas) */
     ex_jemalloc_allocator *je;       /* another under */
     const ex_allocator *unders[U_COUNT];
     ex_counting_scope cscope;
@@ -237,7 +237,7 @@ typedef struct soak_world {
     /* counters (relaxed atomics) */
     uint64_t kstat[M_COUNT][K_COUNT];
     uint64_t faults, stops_slot, stops_scope, stops_prestart, stops_drop;
-    uint64_t progress, violations, unchecked, bulk_indices, task_bodies, moves, split_consumers, connect_refused;
+    uint64_t progress, violations, unchecked, bulk_indices, task_bodies, moves, split_consumers;
 } soak_world;
 
 extern soak_world W;
