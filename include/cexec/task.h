@@ -184,12 +184,15 @@ ex_error ex_task_yield(ex_task *t);
 ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch);
 
 /* The task's stop token: stop is requested when the receiver's token is
- * (P3552 §4.7), and children awaited by the task see it. */
+ * (P3552 §4.7), and children awaited by the task see it.  Call from t's
+ * body (the link to the receiver's token is made at the first await or
+ * query, on the task's thread). */
 ex_stop_token ex_task_stop_token(const ex_task *t);
 
 /* The environment inside the task (read_env): get_scheduler (the task's),
  * get_allocator, get_stop_token (the task's), and the forwarding queries of
- * the user environment (or of the receiver's). */
+ * the user environment (or of the receiver's).  Valid while the task runs;
+ * query it from the body or from work the task awaits. */
 ex_env ex_task_env(const ex_task *t);
 
 /* Whether an await of t completed stopped (the task will complete stopped). */
