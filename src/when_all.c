@@ -261,7 +261,11 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     }
     s->op_size = off;
     s->op_align = align;
-    s->sigs = sigs;
+    /* Only the used part (at most one value signature): copying the whole
+     * ex_sigs built aside stalls on store forwarding. */
+    s->sigs.flags = sigs.flags;
+    s->sigs.nvalues = sigs.nvalues;
+    if (sigs.nvalues) s->sigs.values[0] = sigs.values[0];
     return s;
 }
 
