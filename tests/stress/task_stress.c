@@ -101,7 +101,13 @@ static ex_task_result child_body(ex_task *t, void *arg) {
     for (int k = 0; k < CHILD_STEPS; k++) {
         c->runs[k]++;
         ex_await_result r;
-        if (k == 2) {
+        if (k == 1) {
+            /* A yield: resumed behind the queued work, on the same pool
+             * (another worker may steal the resumption). */
+            ex_error e = ex_task_yield(t);
+            if (e.code == EX_ECANCELED) break;
+            if (e.code) c->bad++;
+        } else if (k == 2) {
             ex_scheduler prev = ex_change_coroutine_scheduler(t, scheds[1 - cur]);
             if (!ex_scheduler_equal(prev, scheds[cur])) c->bad++;
             if (ex_task_is_stopped(t)) break;
