@@ -90,7 +90,9 @@ ex_error ex_spawn_env(ex_sender *s, ex_scope_token t, ex_env env);
  * request on the future's receiver, releasing the future without ever
  * connecting it, or destroying its connected operation without starting
  * it, requests stop on s (nobody will read the result).  If s cannot be started, the returned
- * sender completes with the error (EX_ESHUTDOWN, EX_ENOMEM, EX_EINVAL). */
+ * sender is an invalid sender carrying the error (EX_ESHUTDOWN, EX_ENOMEM, EX_EINVAL; see
+ * ex_sender_status): run on its own it completes with that error, and adaptors built on it
+ * are invalid too. */
 ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t);
 
 #ifdef __cplusplus

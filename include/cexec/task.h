@@ -141,12 +141,14 @@ typedef struct ex_await_result {
 
 /* Suspends t until s completes (consumes s) and returns its completion, on
  * t's scheduler.  The operation state lives in the task (up to
- * EX_TASK_AWAIT_INLINE bytes without any allocation; bigger ones in a
+ * ex_task_await_inline_size(stack size) bytes, 4 KiB with the default
+ * stack, without any allocation; bigger ones in a
  * buffer from the task's allocator that later awaits reuse; EX_ENOMEM as
  * an EX_AWAIT_ERROR if that fails).  Values are copied, tuples deeply
  * (from the task's allocator; EX_ENOMEM as an EX_AWAIT_ERROR), and stay
- * readable until the next ex_await — or, when the body returns them, until
- * the task's completion has been delivered.  Strings and pointers are not
+ * readable until the next ex_await, ex_task_yield or
+ * ex_change_coroutine_scheduler (each is an await) — or, when the body
+ * returns them, until the task's completion has been delivered.  Strings and pointers are not
  * copied: they point where the sender put them.  Connect errors come back as
  * EX_AWAIT_ERROR.  Call only from t's own body. */
 static inline ex_await_result ex_await(ex_task *t, ex_sender *s);
