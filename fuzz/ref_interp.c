@@ -206,10 +206,6 @@ static ssig sig_of(const g_graph *g, unsigned i) {
     if (nd->kind == G_SPLIT) {
         c = sig_of(g, g->splits[nd->split_id].child);
         if (c.invalid) return sig_invalid();
-    } else if (nd->kind == G_TASK || nd->kind == G_SPAWN_FUTURE) {
-        /* The child reaches them at run time (an await, a spawn): an invalid
-         * one is an EX_EINVAL completion, not an invalid builder input. */
-        c = sig_of(g, nd->child[0]);
     } else if (nd->kind != G_WHEN_ALL && nd->nchild) {
         c = sig_of(g, nd->child[0]);
         if (c.invalid) return sig_invalid();
@@ -331,54 +327,12 @@ static ssig sig_of(const g_graph *g, unsigned i) {
         s = sig_of(g, nd->child[0]);
         s.invalid = false;
         break;
-    case G_TASK:
-        /* error and stopped always; the declared value signature, else dynamic */
-        s.err = s.stop = true;
-        if ((nd->task & TK_SIG) && popcount16(c.mask) == 1 && !c.dyn && !c.invalid) s.mask = c.mask;
-        else s.dyn = true;
-        break;
-    case G_SPAWN_FUTURE:
-        /* the child's, plus error and stopped; an unstartable child: error only */
-        s.err = true;
-        if (!c.invalid) {
-            s.mask = c.mask;
-            s.dyn = c.dyn;
-            s.stop = true;
-        }
-        break;
     default: break;
     }
     return s;
 }
 
 bool ref_single_value_sig(const g_graph *g, unsigned node) { return popcount16(sig_of(g, node).mask) <= 1; }
-
-int ref_value_arity(const g_graph *g, unsigned node) {
-    ssig s = sig_of(g, node);
-    if (s.invalid || s.dyn || popcount16(s.mask) != 1) return -1;
-    return __builtin_ctz(s.mask);
-}
-
-unsigned ref_launch_sched(const g_graph *g) { return g->mode.env_sched != GS_COUNT ? g->mode.env_sched : GS_LOOP; }
-
-/* Whether connecting the node fails (EX_EINVAL) in an environment whose
- * scheduler is env (GS_COUNT: none): a task needs one unless it is
- * EX_TASK_INLINE (task.h).  Connect recurses into the children an adaptor
- * connects with itself; a let body, a task's child (awaited), a split's
- * shared work and a future's work are connected elsewhere. */
-static bool conn_fails(const g_graph *g, unsigned i, unsigned env) {
-    const g_node *nd = &g->nodes[i];
-    switch (nd->kind) {
-    case G_TASK: return env == GS_COUNT && !(nd->task & TK_INLINE);
-    case G_SPLIT: case G_SPAWN_FUTURE: return false;
-    case G_STARTS_ON: return conn_fails(g, nd->child[0], nd->sched);
-    case G_WHEN_ALL:
-        for (unsigned j = 0; j < nd->nchild; j++)
-            if (conn_fails(g, nd->child[j], env)) return true;
-        return false;
-    default: return nd->nchild && conn_fails(g, nd->child[0], env);
-    }
-}
 
 /* ------------------------------------------------------------- evaluation */
 
