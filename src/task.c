@@ -81,7 +81,6 @@ struct ex_task {
     unsigned char *await_area;       /* area->await, kept for the await path */
     const ex_task_result *result;    /* the body's, on its finished fiber's stack */
     ex_await_result *await_out;      /* the awaiting body's result, on the fiber's stack */
-    /* Initialised where first used. */
     exi_fiber fiber;
     ex_stop_callback on_stop;
     ex_work hop;
