@@ -11,6 +11,12 @@
 #ifndef FUZZ_GRAPH_H
 #define FUZZ_GRAPH_H
 
+/* Tuple-boxed just values: off until the reference's signature model knows
+ * types (see the decoder). */
+#ifndef G_BOXING
+#define G_BOXING 0
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,6 +44,8 @@ typedef enum g_kind {
     G_CONTINUES_ON,  /* child[0], sched */
     G_STARTS_ON,     /* sched, child[0] */
     G_STOP_ENV,      /* child[0], stop_env: write_env(get_stop_token, ...) */
+    G_TASK,          /* child[0], task (TK_* flags), sched (TK_CHANGE's target) */
+    G_SPAWN_FUTURE,  /* child[0]: spawned into the run's counting scope when built */
     G_KIND_COUNT
 } g_kind;
 
@@ -77,6 +85,17 @@ typedef enum g_stop_env {
     SE_COUNT
 } g_stop_env;
 
+/* Variants of a task node (g_node.task).  The body awaits the child and
+ * returns what it got. */
+enum {
+    TK_TWICE = 1,        /* await the (multi-shot, leaf) child twice, the second result wins */
+    TK_YIELD_BEFORE = 2, /* ex_task_yield before the await */
+    TK_YIELD_AFTER = 4,  /* ... and after it */
+    TK_CHANGE = 8,       /* ex_change_coroutine_scheduler(sched) around the await, then back */
+    TK_INLINE = 16,      /* EX_TASK_INLINE affinity */
+    TK_SIG = 32          /* declare the child's value signature (when it has exactly one) */
+};
+
 typedef struct g_node {
     uint8_t kind;
     uint8_t nchild;
@@ -89,6 +108,8 @@ typedef struct g_node {
     uint8_t shape, grain, fail_at;
     uint8_t depth;
     uint8_t in_body;      /* inside some let body (built at run time) */
+    uint8_t task;         /* G_TASK: TK_* */
+    uint8_t boxed;        /* G_JUST: each value sent as a tuple (see g_box in sender_graph.c); needs G_BOXING */
     int32_t code;
     int64_t k;
     int64_t vals[3];
@@ -111,6 +132,8 @@ typedef struct g_mode {
     uint8_t fault;         /* g_fault_mode */
     uint8_t taps;          /* wrap every node in a recording pass-through sender */
     uint8_t env_sched;     /* custom receiver: get_scheduler is none (GS_COUNT), loop or pool */
+    uint8_t spawn;         /* the root is spawned into the run's counting scope (ex_spawn_env, or
+                              ex_task_launch for a task root) and the scope joined */
     uint16_t stop_delay;   /* GM_STOP_ASYNC: iterations before the request */
     uint32_t fault_param;  /* fail_nth or rate */
     uint64_t fault_seed;

@@ -198,14 +198,23 @@ static ssig sig_invalid(void) {
 /* A builder given an invalid input returns an invalid sender with the
  * input's error (ex_check_input): invalidity climbs to the root of the
  * tree built together (a let body is built, and fails, on its own). */
+static bool conn_fails(const g_graph *g, unsigned i, unsigned env);
+
 static ssig sig_of(const g_graph *g, unsigned i) {
     const g_node *nd = &g->nodes[i];
     ssig s = sig_none();
     ssig c = sig_none();
     bool calls;
     if (nd->kind == G_SPLIT) {
+        /* ex_split connects the shared work when it is built, in an
+         * environment without a scheduler: a task there that needs one
+         * makes ex_split return an invalid sender. */
         c = sig_of(g, g->splits[nd->split_id].child);
-        if (c.invalid) return sig_invalid();
+        if (c.invalid || conn_fails(g, g->splits[nd->split_id].child, GS_COUNT)) return sig_invalid();
+    } else if (nd->kind == G_TASK || nd->kind == G_SPAWN_FUTURE) {
+        /* The child reaches them at run time (an await, a spawn): an invalid
+         * one is an EX_EINVAL completion, not an invalid builder input. */
+        c = sig_of(g, nd->child[0]);
     } else if (nd->kind != G_WHEN_ALL && nd->nchild) {
         c = sig_of(g, nd->child[0]);
         if (c.invalid) return sig_invalid();
@@ -327,12 +336,56 @@ static ssig sig_of(const g_graph *g, unsigned i) {
         s = sig_of(g, nd->child[0]);
         s.invalid = false;
         break;
+    case G_TASK:
+        /* error and stopped always; the declared value signature, else dynamic */
+        s.err = s.stop = true;
+        if ((nd->task & TK_SIG) && popcount16(c.mask) == 1 && !c.dyn && !c.invalid) s.mask = c.mask;
+        else s.dyn = true;
+        break;
+    case G_SPAWN_FUTURE:
+        /* A child that cannot be started (invalid, or its connect fails in
+         * the spawn's environment, which has no scheduler) makes
+         * ex_spawn_future return an invalid sender; else the child's
+         * signatures plus error and stopped. */
+        if (c.invalid || conn_fails(g, nd->child[0], GS_COUNT)) return sig_invalid();
+        s.err = s.stop = true;
+        s.mask = c.mask;
+        s.dyn = c.dyn;
+        break;
     default: break;
     }
     return s;
 }
 
 bool ref_single_value_sig(const g_graph *g, unsigned node) { return popcount16(sig_of(g, node).mask) <= 1; }
+
+int ref_value_arity(const g_graph *g, unsigned node) {
+    ssig s = sig_of(g, node);
+    if (s.invalid || s.dyn || popcount16(s.mask) != 1) return -1;
+    return __builtin_ctz(s.mask);
+}
+
+unsigned ref_launch_sched(const g_graph *g) { return g->mode.env_sched != GS_COUNT ? g->mode.env_sched : GS_LOOP; }
+
+/* Whether connecting the node fails (EX_EINVAL) in an environment whose
+ * scheduler is env (GS_COUNT: none): a task needs one unless it is
+ * EX_TASK_INLINE (task.h).  Connect recurses into the children an adaptor
+ * connects with itself; a let body, a task's child (awaited), a split's
+ * shared work and a future's work are connected elsewhere. */
+static bool conn_fails(const g_graph *g, unsigned i, unsigned env) {
+    const g_node *nd = &g->nodes[i];
+    if (sig_of(g, i).invalid) return false;  /* an invalid sender connects, and fails at start */
+    switch (nd->kind) {
+    case G_TASK: return env == GS_COUNT && !(nd->task & TK_INLINE);
+    case G_SPLIT: case G_SPAWN_FUTURE: return false;
+    case G_STARTS_ON: return conn_fails(g, nd->child[0], nd->sched);
+    case G_WHEN_ALL:
+        for (unsigned j = 0; j < nd->nchild; j++)
+            if (conn_fails(g, nd->child[j], env)) return true;
+        return false;
+    default: return nd->nchild && conn_fails(g, nd->child[0], env);
+    }
+}
 
 /* ------------------------------------------------------------- evaluation */
 
@@ -352,9 +405,39 @@ typedef struct rstate {
     bool record;
     uint8_t split_join[G_MAX_SPLITS];  /* 1 << r_stop of each consumer context */
     r_set split_set[G_MAX_SPLITS];
+    bool last;                         /* the recording round */
+    bool spawn_done[G_MAX_NODES];      /* spawn_set computed in this phase */
+    uint8_t split_walked;              /* walk_spawns: shared children already walked */
+    r_set spawn_set[G_MAX_NODES];      /* a spawn_future's work */
 } rstate;
 
 static void eval(rstate *st, unsigned i, rctx cx, r_set *out);
+static void walk_spawns(rstate *st, unsigned i);
+
+/* eval behind a connect: EX_EINVAL when connecting the subtree fails. */
+static void eval_conn(rstate *st, unsigned i, rctx cx, r_set *out) {
+    if (!conn_fails(st->g, i, cx.env_sched)) {
+        eval(st, i, cx, out);
+        return;
+    }
+    set_clear(out);
+    set_add(out, out_error(EINVAL, false));
+    if (st->p->oom) {
+        set_add(out, out_error(ENOMEM, false));
+        /* Its builder may have failed instead: then it is an invalid
+         * sender, which connects, starts and completes with EX_ENOMEM. */
+        if (st->phase == 2 && st->record) {
+            set_add(&st->res->node[i], out_error(ENOMEM, false));
+            st->res->reached[i] = true;
+        }
+    }
+}
+
+/* Clears the spawn sets at the start of a phase. */
+static void spawns_reset(rstate *st) {
+    memset(st->spawn_done, 0, sizeof st->spawn_done);
+    st->split_walked = 0;
+}
 
 /* Stop state at an observation point that runs after a completion that
  * carried `req` (a definite request on the top source before it). */
@@ -442,7 +525,8 @@ static void eval_let(rstate *st, const g_node *nd, rctx cx, r_set *out) {
                 rctx bc = cx;
                 if (body_sched != CS_NONE) bc.env_sched = body_sched;
                 bc.stop = (uint8_t)observe(st, cx, o->top_req);
-                eval(st, nd->child[1], bc, &body[v]);
+                eval_conn(st, nd->child[1], bc, &body[v]);
+                walk_spawns(st, nd->child[1]);
                 body_done[v] = true;
                 out->sync = out->sync && body[v].sync;
             }
@@ -463,7 +547,8 @@ static void eval_let(rstate *st, const g_node *nd, rctx cx, r_set *out) {
         rctx bc = cx;
         if (body_sched != CS_NONE) bc.env_sched = body_sched;
         r_set tmp;
-        eval(st, nd->child[1], bc, &tmp);
+        eval_conn(st, nd->child[1], bc, &tmp);
+        walk_spawns(st, nd->child[1]);
     }
 }
 
@@ -579,6 +664,97 @@ static void eval_bulk(rstate *st, const g_node *nd, rctx cx, r_set *out) {
     }
 }
 
+/* ------------------------------------------------------- tasks, scopes */
+
+/* Schedulers whose schedule operation observes stop (ENV_OTHER: sync_wait's
+ * run_loop). */
+static bool sched_observes(unsigned sch) { return sch == GS_LOOP || sch == GS_POOL || sch == ENV_OTHER; }
+
+/* A task: its child's outcomes (the await hands them back unchanged, and the
+ * body returns them); stopped too when a stop request can reach the task
+ * and one of its hops (start, yield, scheduler change, resumption after the
+ * await) goes through a scheduler that observes it: whether a hop is made
+ * at all (dispatch runs inline on the scheduler's own agent) is timing, so
+ * stopped is allowed, never required.  The child sees the task's scheduler
+ * (the inline one for EX_TASK_INLINE, the change's target around the
+ * await) and the task's stop token, linked to the receiver's. */
+static void eval_task(rstate *st, const g_node *nd, rctx cx, r_set *out) {
+    unsigned home = (nd->task & TK_INLINE) ? GS_INLINE : cx.env_sched;
+    bool change = (nd->task & TK_CHANGE) != 0;
+    bool hops = sched_observes(home) || (change && sched_observes(nd->sched));
+    rctx cc = cx;
+    cc.env_sched = (uint8_t)(change ? nd->sched : home);
+    r_set c;
+    eval_conn(st, nd->child[0], cc, &c);
+    if (change && st->p->oom && cc.env_sched != home) {
+        /* The change may have failed for want of memory (its schedule
+         * sender): the task then awaits its child where it was. */
+        rctx cf = cx;
+        cf.env_sched = (uint8_t)home;
+        r_set c2;
+        eval_conn(st, nd->child[0], cf, &c2);
+        set_union(&c, &c2);
+    }
+    out->any = c.any;
+    out->sync = false;
+    if (hops && cx.stop != RS_NEVER) set_add(out, out_stopped(false));
+    for (unsigned j = 0; j < c.n; j++) {
+        const r_out *o = &c.o[j];
+        set_add(out, *o);
+        if (hops && o->top_req && cx.top_linked) set_add(out, out_stopped(true));
+    }
+}
+
+/* A spawn_future's work: started when the node is built, with the scope's
+ * stop token and no scheduler (so a task in it fails to connect: the
+ * future completes with EX_EINVAL, as for an invalid child).  Its stop
+ * token is requested when the future's consumer is stopped or the future
+ * is dropped: RACE.  Computed once per phase, recorded in the recording
+ * round whoever asks first. */
+static const r_set *spawn_work(rstate *st, unsigned i) {
+    r_set *w = &st->spawn_set[i];
+    if (st->spawn_done[i]) return w;
+    st->spawn_done[i] = true;
+    bool saved = st->record;
+    st->record = st->last;
+    unsigned c = st->g->nodes[i].child[0];
+    rctx sc = { RS_RACE, false, GS_COUNT };
+    set_clear(w);
+    if (sig_of(st->g, c).invalid) set_add(w, out_error(EINVAL, false));
+    else eval_conn(st, c, sc, w);
+    if (st->p->oom) set_add(w, out_error(ENOMEM, false));
+    st->record = saved;
+    return w;
+}
+
+/* The work of every spawn_future built with node i's tree runs whether or
+ * not the future is ever started: evaluate it (a split's shared child is
+ * built with its first consumer; a let body later, when it is called). */
+static void walk_spawns(rstate *st, unsigned i) {
+    const g_node *nd = &st->g->nodes[i];
+    if (nd->kind == G_SPLIT) {
+        if (st->split_walked & (1u << nd->split_id)) return;
+        st->split_walked = (uint8_t)(st->split_walked | (1u << nd->split_id));
+        walk_spawns(st, st->g->splits[nd->split_id].child);
+        return;
+    }
+    unsigned n = (nd->kind >= G_LET_VALUE && nd->kind <= G_LET_STOPPED) ? 1 : nd->nchild;
+    for (unsigned j = 0; j < n; j++) walk_spawns(st, nd->child[j]);
+    if (nd->kind == G_SPAWN_FUTURE) (void)spawn_work(st, i);
+}
+
+/* Whether a when_all is built with node i: under allocation failures a
+ * failed builder below it (error-only signatures) can make it reject its
+ * children (EX_EINVAL), and the rejection climbs like any invalid input. */
+static bool builds_when_all(const g_graph *g, unsigned i) {
+    const g_node *nd = &g->nodes[i];
+    if (nd->kind == G_WHEN_ALL) return true;
+    if (nd->kind == G_SPLIT) return builds_when_all(g, g->splits[nd->split_id].child);
+    for (unsigned j = 0; j < nd->nchild; j++)
+        if (builds_when_all(g, nd->child[j])) return true;
+    return false;
+}
+
 static void eval(rstate *st, unsigned i, rctx cx, r_set *out) {
     const g_graph *g = st->g;
     const g_node *nd = &g->nodes[i];
@@ -635,9 +811,18 @@ static void eval(rstate *st, unsigned i, rctx cx, r_set *out) {
         eval(st, nd->child[0], cc, out);
         break;
     }
+    case G_TASK: eval_task(st, nd, cx, out); break;
+    case G_SPAWN_FUTURE:
+        /* the work's result; stopped too when the consumer may be stopped
+         * (the request reaches the work, which may complete either way) */
+        *out = *spawn_work(st, i);
+        out->sync = false;
+        if (cx.stop != RS_NEVER) set_add(out, out_stopped(false));
+        break;
     default: break;
     }
     if (st->p->oom) set_add(out, out_error(ENOMEM, false));
+    if (st->p->oom && builds_when_all(g, i)) set_add(out, out_error(EINVAL, false));
     if (st->phase == 2 && st->record) {
         set_union(&st->res->node[i], out);
         st->res->reached[i] = true;
@@ -658,6 +843,14 @@ void ref_run(const g_graph *g, const r_params *p, r_result *res) {
     if (g->mode.stop == GM_STOP_BEFORE) top.stop = RS_ALWAYS;
     else if (g->mode.stop == GM_STOP_ASYNC || g->has_stopreq) top.stop = RS_RACE;
     else top.stop = RS_NEVER;
+    if (g->mode.spawn) {
+        /* Spawned work sees the scope's token (the harness's stop requests
+         * go there; stopreq functions' do not) and the spawn env's or the
+         * launch's scheduler. */
+        top.top_linked = false;
+        top.stop = g->mode.stop == GM_STOP_BEFORE ? RS_ALWAYS : g->mode.stop == GM_STOP_ASYNC ? RS_RACE : RS_NEVER;
+        if (g->nodes[g->root].kind == G_TASK) top.env_sched = (uint8_t)ref_launch_sched(g);
+    }
 
     /* The stop context of a split's work depends on its consumers'
      * contexts, which depend (through when_all siblings) on the split's
@@ -675,13 +868,15 @@ void ref_run(const g_graph *g, const r_params *p, r_result *res) {
         memcpy(prev, st.split_join, sizeof prev);
         memset(st.split_join, 0, sizeof st.split_join);
         st.phase = 1;
-        st.record = false;
-        eval(&st, g->root, top, &tmp);
+        st.record = st.last = false;
+        spawns_reset(&st);
+        eval_conn(&st, g->root, top, &tmp);
+        walk_spawns(&st, g->root);
         for (int id = g->nsplits - 1; id >= 0; id--) {
             uint8_t join = st.split_join[id];
             if (!join || join == (1u << RS_ALWAYS)) continue;
             rctx sc = { (uint8_t)(join == (1u << RS_NEVER) ? RS_NEVER : RS_RACE), false, GS_COUNT };
-            eval(&st, g->splits[id].child, sc, &tmp);
+            eval_conn(&st, g->splits[id].child, sc, &tmp);
         }
         bool last = round > 0 && memcmp(prev, st.split_join, sizeof prev) == 0;
         if (!last && round >= 12) {
@@ -691,7 +886,8 @@ void ref_run(const g_graph *g, const r_params *p, r_result *res) {
             last = true;
         }
         st.phase = 2;
-        st.record = last;
+        st.record = st.last = last;
+        spawns_reset(&st);
         for (unsigned id = 0; id < g->nsplits; id++) {
             r_set *s = &st.split_set[id];
             set_clear(s);
@@ -701,14 +897,15 @@ void ref_run(const g_graph *g, const r_params *p, r_result *res) {
                 set_add(s, out_stopped(false));
             } else {
                 rctx sc = { (uint8_t)(join == (1u << RS_NEVER) ? RS_NEVER : RS_RACE), false, GS_COUNT };
-                eval(&st, g->splits[id].child, sc, s);
+                eval_conn(&st, g->splits[id].child, sc, s);
                 if (join != (1u << RS_NEVER)) set_add(s, out_stopped(false));
             }
             if (p->oom) set_add(s, out_error(ENOMEM, false));
         }
         if (last) break;
     }
-    eval(&st, g->root, top, &res->top);
+    eval_conn(&st, g->root, top, &res->top);
+    walk_spawns(&st, g->root);
     if (g->mode.use_sync_wait && !ref_single_value_sig(g, g->root)) {
         /* ex_sync_wait rejects a sender with several value signatures. */
         if (!p->oom) set_clear(&res->top);

@@ -52,4 +52,11 @@ void r_set_dump(const char *label, const r_set *s);
  * signature). */
 bool ref_single_value_sig(const g_graph *g, unsigned node);
 
+/* The arity of the node's only static value signature, or -1 (none,
+ * several, dynamic, or an invalid sender). */
+int ref_value_arity(const g_graph *g, unsigned node);
+
+/* The scheduler a task root is launched on in spawn mode (g_sched). */
+unsigned ref_launch_sched(const g_graph *g);
+
 #endif

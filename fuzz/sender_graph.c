@@ -88,6 +88,12 @@ static unsigned dec_node(dstate *d, unsigned depth) {
         p1 = rd(&d->r);
         need = 2 + p1 % 2;
         break;
+    case G_TASK:
+        p1 = rd(&d->r);
+        p2 = rd(&d->r);
+        need = 1;
+        break;
+    case G_SPAWN_FUTURE: need = 1; break;
     case G_BULK:
         p1 = rd(&d->r);
         p2 = rd(&d->r);
@@ -116,7 +122,14 @@ static unsigned dec_node(dstate *d, unsigned depth) {
     nd->kind = (uint8_t)kind;
     switch (kind) {
     case G_JUST:
-        nd->arity = (uint8_t)(rd(&d->r) % 4);
+        p1 = rd(&d->r);
+        nd->arity = (uint8_t)(p1 % 4);
+        /* Tuple boxing is decoded but off: the reference models a value
+         * signature by its arity only, and a tuple signature next to an int
+         * one of the same arity (upon_stopped over a boxed just) makes
+         * when_all reject what the reference accepts.  Turn it on with a
+         * type-aware signature model (fuzz/README.md, "not covered"). */
+        nd->boxed = G_BOXING && ((p1 >> 2) & 1);
         for (unsigned i = 0; i < nd->arity; i++) nd->vals[i] = (int8_t)rd(&d->r);
         break;
     case G_JUST_ERROR: nd->code = G_EUSER + rd(&d->r) % 16; break;
@@ -190,6 +203,20 @@ static unsigned dec_node(dstate *d, unsigned depth) {
         nd->nchild = 1;
         nd->child[0] = dec_child(d, depth + 1);
         break;
+    case G_TASK:
+        nd->task = p1 & 63;
+        nd->sched = p2 % GS_COUNT;
+        d->reserved += 1;
+        nd->nchild = 1;
+        nd->child[0] = dec_child(d, depth + 1);
+        /* Only a leaf is awaited twice: its taps can count two runs. */
+        if (g->nodes[nd->child[0]].kind > G_JUST_STOPPED) nd->task &= (uint8_t)~TK_TWICE;
+        break;
+    case G_SPAWN_FUTURE:
+        d->reserved += 1;
+        nd->nchild = 1;
+        nd->child[0] = dec_child(d, depth + 1);
+        break;
     default: break;
     }
     return idx;
@@ -201,7 +228,8 @@ void g_decode(g_graph *g, const uint8_t *data, size_t size) {
     uint8_t m0 = rd(&d.r), m1 = rd(&d.r), m2 = rd(&d.r);
     static const uint8_t stop_modes[4] = { GM_STOP_NONE, GM_STOP_BEFORE, GM_STOP_ASYNC, GM_STOP_NONE };
     g->mode.stop = stop_modes[m0 & 3];
-    g->mode.use_sync_wait = (m0 >> 2) & 1;
+    g->mode.spawn = (m0 >> 7) & 1;
+    g->mode.use_sync_wait = ((m0 >> 2) & 1) && !g->mode.spawn;
     g->mode.loop_thread = ((m0 >> 3) & 1) || g->mode.use_sync_wait;
     unsigned f = (m0 >> 4) & 3;
     g->mode.fault = f == 2 ? GM_FAULT_DEFAULT : f == 3 ? GM_FAULT_ENV : GM_FAULT_NONE;
@@ -223,7 +251,7 @@ void g_decode(g_graph *g, const uint8_t *data, size_t size) {
 
 static const char *const kind_names[G_KIND_COUNT] = {
     "just", "just_error", "just_stopped", "then", "upon_error", "upon_stopped", "let_value", "let_error",
-    "let_stopped", "when_all", "bulk", "split", "continues_on", "starts_on", "stop_env",
+    "let_stopped", "when_all", "bulk", "split", "continues_on", "starts_on", "stop_env", "task", "spawn_future",
 };
 static const char *const then_names[TF_COUNT] = { "add", "mul", "err", "stopreq" };
 static const char *const let_names[LF_COUNT] = { "just", "err", "stopped", "body", "null", "echo" };
@@ -239,7 +267,13 @@ static void dump_node(const g_graph *g, unsigned i, unsigned indent, const char 
     case G_JUST:
         fprintf(stderr, "(");
         for (unsigned j = 0; j < nd->arity; j++) fprintf(stderr, "%s%lld", j ? "," : "", (long long)nd->vals[j]);
-        fprintf(stderr, ")");
+        fprintf(stderr, ")%s", nd->boxed ? " boxed" : "");
+        break;
+    case G_TASK:
+        fprintf(stderr, "%s%s%s%s%s%s", nd->task & TK_TWICE ? " twice" : "", nd->task & TK_YIELD_BEFORE ? " yield-before" : "",
+                nd->task & TK_YIELD_AFTER ? " yield-after" : "", nd->task & TK_INLINE ? " inline" : "",
+                nd->task & TK_SIG ? " sig" : "", nd->task & TK_CHANGE ? " change:" : "");
+        if (nd->task & TK_CHANGE) fprintf(stderr, "%s", sched_names[nd->sched]);
         break;
     case G_JUST_ERROR: fprintf(stderr, "(%d)", nd->code); break;
     case G_THEN: case G_UPON_ERROR: case G_UPON_STOPPED:
@@ -277,8 +311,8 @@ static void dump_node(const g_graph *g, unsigned i, unsigned indent, const char 
 void g_dump(const g_graph *g) {
     static const char *const stop_names[3] = { "none", "before", "async" };
     static const char *const fault_names[3] = { "none", "default", "env" };
-    fprintf(stderr, "mode: stop=%s delay=%u runner=%s loop=%s fault=%s(param %u) taps=%d env_sched=%s stopreq=%d\n",
-            stop_names[g->mode.stop], g->mode.stop_delay, g->mode.use_sync_wait ? "sync_wait" : "receiver",
+    fprintf(stderr, "mode: stop=%s delay=%u runner=%s%s loop=%s fault=%s(param %u) taps=%d env_sched=%s stopreq=%d\n",
+            stop_names[g->mode.stop], g->mode.stop_delay, g->mode.use_sync_wait ? "sync_wait" : "receiver", g->mode.spawn ? "(spawn)" : "",
             g->mode.loop_thread ? "thread" : "harness", fault_names[g->mode.fault], g->mode.fault_param,
             g->mode.taps, sched_names[g->mode.env_sched], g->has_stopreq);
     dump_node(g, g->root, 0, "");
@@ -288,14 +322,18 @@ void g_dump(const g_graph *g) {
 
 /* ========================================================== harness state */
 
+/* What a node's tap saw.  Two completions are kept: the leaf child of a
+ * TK_TWICE task runs twice. */
 typedef struct node_rec {
     atomic_int started;
     atomic_int completions;
-    uint8_t disp, n;
-    bool bad;            /* a value that is not an int */
-    int32_t code;
-    int64_t v[G_MAX_VALUES];
+    r_out out[2];
+    bool bad[2];         /* a value that is not an (encoded) int */
 } node_rec;
+
+/* rec[] slot of the root's completion in spawn mode (a tap around the root,
+ * or ex_task_launch's handlers). */
+#define TOP_REC G_MAX_NODES
 
 /* Counting allocator: the process default for the whole run. */
 static atomic_long cnt_in_use, cnt_allocs;
@@ -326,8 +364,15 @@ static struct {
     ex_stop_source top_src;
     ex_stop_source node_src[G_MAX_NODES];
     ex_fault_allocator fault;
+    ex_counting_scope scope;      /* the run's: spawn_future nodes, spawn mode */
+    ex_env_pair spawn_env;
+    atomic_int top_done;          /* rec[TOP_REC] was written */
+    bool root_spawned;            /* spawn mode: ex_spawn_env / ex_task_launch succeeded */
+    _Atomic(ex_sender *) task_child[G_MAX_NODES];  /* a task's child, taken by its body */
+    ex_sig task_sig[G_MAX_NODES];
+    atomic_int twice_differ;      /* a TK_TWICE task's two awaits gave different values */
     g_graph g;
-    node_rec rec[G_MAX_NODES];
+    node_rec rec[G_MAX_NODES + 1];
     atomic_int bulk_hits[G_MAX_NODES][8];
     atomic_int fn_bad;       /* a callback saw values that are not ints */
     bool verbose;
@@ -343,12 +388,28 @@ static ex_scheduler sched_of(unsigned s) {
     }
 }
 
+/* A boxed int x travels as tuple(int x, tuple(int x ^ G_BOX_KEY)): nested,
+ * so every deep copy on the way is exercised (and checked on arrival). */
+#define G_BOX_KEY 0x5a5a
+
+static bool unbox(const ex_value *v, int64_t *out) {
+    if (v->type == EX_T_INT) {
+        *out = v->as.i;
+        return true;
+    }
+    if (v->type != EX_T_TUPLE) return false;
+    const ex_tuple *t = v->as.tuple;
+    if (t->n != 2 || t->v[0].type != EX_T_INT || t->v[1].type != EX_T_TUPLE) return false;
+    const ex_tuple *in = t->v[1].as.tuple;
+    if (in->n != 1 || in->v[0].type != EX_T_INT || in->v[0].as.i != (t->v[0].as.i ^ G_BOX_KEY)) return false;
+    *out = t->v[0].as.i;
+    return true;
+}
+
 static bool ints_of(const ex_value *v, size_t n, int64_t *out) {
     if (n > G_MAX_VALUES) return false;
-    for (size_t i = 0; i < n; i++) {
-        if (v[i].type != EX_T_INT) return false;
-        out[i] = v[i].as.i;
-    }
+    for (size_t i = 0; i < n; i++)
+        if (!unbox(&v[i], &out[i])) return false;
     return true;
 }
 
@@ -371,11 +432,15 @@ typedef struct tap_op {
 
 static void tap_record(unsigned node, uint8_t disp, const ex_value *v, size_t n, int code) {
     node_rec *rc = &G.rec[node];
-    if (atomic_fetch_add(&rc->completions, 1) != 0) return;
-    rc->disp = disp;
-    rc->code = code;
-    rc->n = (uint8_t)(n > G_MAX_VALUES ? G_MAX_VALUES : n);
-    if (disp == R_VALUE && !ints_of(v, n, rc->v)) rc->bad = true;
+    int k = atomic_fetch_add(&rc->completions, 1);
+    if (k < 2) {
+        r_out *o = &rc->out[k];
+        o->disp = disp;
+        o->code = code;
+        o->n = (uint8_t)(n > G_MAX_VALUES ? G_MAX_VALUES : n);
+        if (disp == R_VALUE && !ints_of(v, n, o->v)) rc->bad[k] = true;
+    }
+    if (node == TOP_REC) atomic_store_explicit(&G.top_done, 1, memory_order_release);
 }
 
 static void tap_set_value(void *self, const ex_value *v, size_t n) {
@@ -482,6 +547,21 @@ static ex_sender *just_ints(const int64_t *v, size_t n) {
     return ex_just_n(vals, n);
 }
 
+/* just(box(v)...): the tuples live on this stack; ex_just_n copies them deeply. */
+static ex_sender *just_boxed(const int64_t *v, size_t n) {
+    ex_value inner_v[3], outer_v[3][2], vals[3];
+    ex_tuple inner[3], outer[3];
+    for (size_t i = 0; i < n; i++) {
+        inner_v[i] = ex_int(v[i] ^ G_BOX_KEY);
+        inner[i] = (ex_tuple){ 0, 1, &inner_v[i] };
+        outer_v[i][0] = ex_int(v[i]);
+        outer_v[i][1] = ex_tuple_value(&inner[i]);
+        outer[i] = (ex_tuple){ 0, 2, outer_v[i] };
+        vals[i] = ex_tuple_value(&outer[i]);
+    }
+    return ex_just_n(vals, n);
+}
+
 static ex_sender *build_tree(unsigned root) {
     ex_sender *memo[G_MAX_SPLITS] = { 0 };
     ex_sender *s = build(root, memo);
@@ -553,11 +633,92 @@ static ex_sig int_sig(unsigned arity) {
     return s;
 }
 
+/* ------------------------------------------------------------------ tasks */
+
+static ex_task_result task_result(const ex_await_result *r) {
+    switch (r->status) {
+    case EX_AWAIT_VALUE: return ex_task_values(r->n, r->v);
+    case EX_AWAIT_ERROR: return ex_task_with_error(r->error);
+    default: return ex_task_stopped();
+    }
+}
+
+/* A failed yield: a stopped task completes stopped whatever it returns. */
+static ex_task_result task_failed(ex_task *t, ex_error e) {
+    return ex_task_is_stopped(t) ? ex_task_stopped() : ex_task_with_error(e);
+}
+
+/* Awaits the leaf (multi-shot) child twice; the second result wins, and two
+ * value results must agree. */
+static void await_twice(ex_task *t, ex_sender *c, ex_await_result *r) {
+    ex_await_into(t, ex_sender_retain(c), r);
+    if (r->status != EX_AWAIT_VALUE) {
+        ex_sender_release(c);
+        return;
+    }
+    int64_t first[G_MAX_VALUES], second[G_MAX_VALUES];
+    size_t n = r->n;
+    if (!ints_of(r->v, n, first)) fn_inputs_bad();
+    ex_await_into(t, c, r);
+    if (r->status == EX_AWAIT_VALUE &&
+        (r->n != n || !ints_of(r->v, n, second) || memcmp(first, second, n * sizeof first[0]) != 0))
+        atomic_store(&G.twice_differ, 1);
+}
+
+static void unbox_all(ex_await_result *r) {
+    int64_t v[G_MAX_VALUES];
+    if (!ints_of(r->v, r->n, v)) fn_inputs_bad();
+    for (unsigned i = 0; i < r->n && i < G_MAX_VALUES; i++) r->v[i] = ex_int(v[i]);
+}
+
+/* The body of every task node: await the child (built with the graph, kept
+ * in G.task_child) and return what it gave. */
+static ex_task_result task_body(ex_task *t, void *arg) {
+    const g_node *nd = arg;
+    ex_sender *c = atomic_exchange(&G.task_child[nd - G.g.nodes], NULL);
+    ex_error e;
+    if ((nd->task & TK_YIELD_BEFORE) && (e = ex_task_yield(t)).code) {
+        ex_sender_release(c);
+        return task_failed(t, e);
+    }
+    ex_scheduler prev = ex_task_scheduler(t);
+    if (nd->task & TK_CHANGE) prev = ex_change_coroutine_scheduler(t, sched_of(nd->sched));
+    ex_await_result r;
+    if (nd->task & TK_TWICE) await_twice(t, c, &r);
+    else ex_await_into(t, c, &r);
+    /* A scheduler change or a yield may await internally (a run loop's yield
+     * is an await of ex_schedule) and free r's tuple copies: unbox first. */
+    if ((nd->task & (TK_CHANGE | TK_YIELD_AFTER)) && r.status == EX_AWAIT_VALUE) unbox_all(&r);
+    if (nd->task & TK_CHANGE) (void)ex_change_coroutine_scheduler(t, prev);
+    if ((nd->task & TK_YIELD_AFTER) && (e = ex_task_yield(t)).code) return task_failed(t, e);
+    return task_result(&r);
+}
+
+static ex_sender *build_task(unsigned i, ex_sender **memo) {
+    const g_node *nd = &G.g.nodes[i];
+    ex_task_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.affinity = (nd->task & TK_INLINE) ? EX_TASK_INLINE : EX_TASK_AFFINE;
+    int a = (nd->task & TK_SIG) ? ref_value_arity(&G.g, nd->child[0]) : -1;
+    if (a >= 0) {
+        /* Ints, like every other signature here: the reference tells
+         * signatures apart by arity only, and an (any, any) next to an
+         * (int, int) from an upon_* function would be two signatures to
+         * cexec.  With tuple boxing on this needs a typed reference. */
+        memset(&G.task_sig[i], 0, sizeof G.task_sig[i]);
+        G.task_sig[i].arity = (uint8_t)a;
+        for (int k = 0; k < a; k++) G.task_sig[i].types[k] = G_BOXING ? EX_T_ANY : EX_T_INT;
+        opt.value_sig = &G.task_sig[i];
+    }
+    ex_sender_release(atomic_exchange(&G.task_child[i], build(nd->child[0], memo)));
+    return ex_task_create(task_body, (void *)nd, &opt);
+}
+
 static ex_sender *build(unsigned i, ex_sender **memo) {
     g_node *nd = &G.g.nodes[i];
     ex_sender *s = NULL;
     switch (nd->kind) {
-    case G_JUST: s = just_ints(nd->vals, nd->arity); break;
+    case G_JUST: s = nd->boxed ? just_boxed(nd->vals, nd->arity) : just_ints(nd->vals, nd->arity); break;
     case G_JUST_ERROR: s = ex_just_error(ex_err(nd->code, "fuzz: just_error")); break;
     case G_JUST_STOPPED: s = ex_just_stopped(); break;
     case G_THEN: s = ex_then(build(nd->child[0], memo), then_fn, nd, EX_SIG_VARIADIC, int_sig(nd->arity)); break;
@@ -592,6 +753,8 @@ static ex_sender *build(unsigned i, ex_sender **memo) {
         s = ex_write_env(build(nd->child[0], memo), &ex_key_get_stop_token, ex_token_value(t));
         break;
     }
+    case G_TASK: s = build_task(i, memo); break;
+    case G_SPAWN_FUTURE: s = ex_spawn_future(build(nd->child[0], memo), ex_counting_scope_token(&G.scope)); break;
     default: s = ex_just_stopped(); break;
     }
     return G.g.mode.taps ? tap(s, i) : s;
@@ -652,44 +815,48 @@ static void fail_report(const char *what, int node) {
         char buf[256];
         r_set_dump("  reference:", &ref.node[node]);
         node_rec *rc = &G.rec[node];
-        r_out o = { rc->disp, rc->n, 0, rc->code, { 0 } };
-        memcpy(o.v, rc->v, sizeof o.v);
-        r_out_format(&o, buf, sizeof buf);
-        fprintf(stderr, "  actual: %s (started %d, completions %d)\n", buf, atomic_load(&rc->started),
-                atomic_load(&rc->completions));
+        int comps = atomic_load(&rc->completions);
+        for (int k = 0; k < comps && k < 2; k++) {
+            r_out_format(&rc->out[k], buf, sizeof buf);
+            fprintf(stderr, "  actual: %s\n", buf);
+        }
+        fprintf(stderr, "  (started %d, completions %d)\n", atomic_load(&rc->started), comps);
     }
     failures_seen++;
     abort();
 }
 
-static r_out rec_out(const node_rec *rc) {
-    r_out o;
-    memset(&o, 0, sizeof o);
-    o.disp = rc->disp;
-    o.n = rc->n;
-    o.code = rc->code;
-    memcpy(o.v, rc->v, sizeof o.v);
-    return o;
+/* A TK_TWICE task's leaf child runs twice; every other node at most once. */
+static int max_starts(unsigned i) {
+    for (unsigned j = 0; j < G.g.nnodes; j++) {
+        const g_node *nd = &G.g.nodes[j];
+        if (nd->kind == G_TASK && (nd->task & TK_TWICE) && nd->child[0] == i) return 2;
+    }
+    return 1;
+}
+
+static void check_node(unsigned i) {
+    const g_node *nd = &G.g.nodes[i];
+    node_rec *rc = &G.rec[i];
+    int started = atomic_load(&rc->started), comps = atomic_load(&rc->completions);
+    if (started > max_starts(i)) fail_report("a node was started twice", (int)i);
+    if (!started && comps) fail_report("a node completed without being started", (int)i);
+    if (!started) return;
+    if (comps != started) fail_report(comps > started ? "a node completed more than once" : "a started node never completed", (int)i);
+    if (!ref.reached[i]) fail_report("a node ran that the reference says cannot start", (int)i);
+    for (int k = 0; k < comps; k++) {
+        if (rc->bad[k]) fail_report("a node sent a value that is not an int", (int)i);
+        if (!r_set_contains(&ref.node[i], &rc->out[k])) fail_report("a node completed with an outcome the reference does not allow", (int)i);
+    }
+    if (nd->kind == G_BULK && rc->out[0].disp == R_VALUE) {
+        for (unsigned j = 0; j < nd->shape; j++)
+            if (atomic_load(&G.bulk_hits[i][j]) != 1) fail_report("a bulk completed with values without running every index once", (int)i);
+    }
 }
 
 static void check_nodes(void) {
     const g_graph *g = &G.g;
-    for (unsigned i = 0; i < g->nnodes; i++) {
-        node_rec *rc = &G.rec[i];
-        int started = atomic_load(&rc->started), comps = atomic_load(&rc->completions);
-        if (started > 1) fail_report("a node was started twice", (int)i);
-        if (!started && comps) fail_report("a node completed without being started", (int)i);
-        if (!started) continue;
-        if (comps != 1) fail_report(comps ? "a node completed more than once" : "a started node never completed", (int)i);
-        if (rc->bad) fail_report("a node sent a value that is not an int", (int)i);
-        if (!ref.reached[i]) fail_report("a node ran that the reference says cannot start", (int)i);
-        r_out o = rec_out(rc);
-        if (!r_set_contains(&ref.node[i], &o)) fail_report("a node completed with an outcome the reference does not allow", (int)i);
-        if (g->nodes[i].kind == G_BULK && o.disp == R_VALUE) {
-            for (unsigned j = 0; j < g->nodes[i].shape; j++)
-                if (atomic_load(&G.bulk_hits[i][j]) != 1) fail_report("a bulk completed with values without running every index once", (int)i);
-        }
-    }
+    for (unsigned i = 0; i < g->nnodes; i++) check_node(i);
     /* Every consumer of a split sees the same result. */
     for (unsigned s = 0; s < g->nsplits; s++) {
         int first = -1;
@@ -699,11 +866,175 @@ static void check_nodes(void) {
                 first = (int)i;
                 continue;
             }
-            r_out a = rec_out(&G.rec[first]), b = rec_out(&G.rec[i]);
-            if (!r_set_contains(&(r_set){ .n = 1, .o = { a } }, &b))
+            if (!r_set_contains(&(r_set){ .n = 1, .o = { G.rec[first].out[0] } }, &G.rec[i].out[0]))
                 fail_report("two consumers of one split got different results", (int)i);
         }
     }
+}
+
+/* ----------------------------------------------------------------- runners */
+
+/* Where the top-level stop requests go: the scope in spawn mode (spawned
+ * work sees the scope's token), else the top-level source. */
+static void request_stop_now(void) {
+    if (G.g.mode.spawn) ex_counting_scope_request_stop(&G.scope);
+    else ex_stop_source_request_stop(&G.top_src);
+}
+
+/* Waits for *done, driving the run_loop unless its thread does; makes the
+ * asynchronous stop request when asked to. */
+static void drive_until(atomic_int *done, bool inject_stop) {
+    for (unsigned it = 0; !atomic_load_explicit(done, memory_order_acquire); it++) {
+        if (inject_stop && G.g.mode.stop == GM_STOP_ASYNC && it == G.g.mode.stop_delay) request_stop_now();
+        if (G.g.mode.loop_thread || !ex_run_loop_run_one(&G.loop)) sched_yield();
+    }
+}
+
+static void run_sync_wait(ex_sender *s, r_out *actual, bool *bad) {
+    s = ex_write_env(s, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&G.top_src)));
+    pthread_t stopper;
+    bool stopper_on = G.g.mode.stop == GM_STOP_ASYNC;
+    if (stopper_on && pthread_create(&stopper, NULL, stopper_main, (void *)(uintptr_t)G.g.mode.stop_delay)) abort();
+    ex_result r = ex_sync_wait(s);
+    if (stopper_on) pthread_join(stopper, NULL);
+    actual->disp = r.disposition == EX_DISP_VALUE ? R_VALUE : r.disposition == EX_DISP_ERROR ? R_ERROR : R_STOPPED;
+    actual->code = r.error.code;
+    actual->n = (uint8_t)(r.n > G_MAX_VALUES ? G_MAX_VALUES : r.n);
+    if (actual->disp == R_VALUE && !ints_of(r.values, r.n, actual->v)) *bad = true;
+    ex_result_destroy(&r);
+}
+
+static void run_receiver(ex_sender *s, r_out *actual, bool *bad) {
+    static top_rcvr top;
+    memset(&top, 0, sizeof top);
+    ex_env_pair_init(&top.env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&G.top_src)), ex_env_empty());
+    if (G.g.mode.env_sched != GS_COUNT) {
+        top.env.key2 = &ex_key_get_scheduler;
+        top.env.value2 = ex_sched_value(sched_of(G.g.mode.env_sched));
+    }
+    ex_receiver r = { &top_vt, &top };
+    ex_operation *op = NULL;
+    ex_error e = ex_connect_alloc(s, r, &op);
+    if (e.code) {
+        actual->disp = R_ERROR;
+        actual->code = e.code;
+    } else {
+        ex_start(op);
+        drive_until(&top.done, true);
+        ex_operation_free(op);
+        if (atomic_load(&top.completions) != 1) fail_report("the top-level receiver completed more than once", -1);
+        *actual = top.out;
+        *bad = top.bad;
+    }
+    ex_sender_release(s);
+}
+
+static void launch_value(void *ctx, const ex_value *v, size_t n) { (void)ctx, tap_record(TOP_REC, R_VALUE, v, n, 0); }
+static void launch_error(void *ctx, ex_error e) { (void)ctx, tap_record(TOP_REC, R_ERROR, NULL, 0, e.code); }
+static void launch_stopped(void *ctx) { (void)ctx, tap_record(TOP_REC, R_STOPPED, NULL, 0, 0); }
+
+static bool launched(void) { return G.g.mode.spawn && G.g.nodes[G.g.root].kind == G_TASK; }
+
+/* Spawn mode: the root goes into the run's scope, its completion is seen by
+ * a tap around it (ex_spawn_env) or by the launch handlers (task roots). */
+static void run_spawn(ex_sender *s, r_out *actual, bool *bad) {
+    ex_scope_token tok = ex_counting_scope_token(&G.scope);
+    ex_error e;
+    if (launched()) {
+        static const ex_task_handlers h = { launch_value, launch_error, launch_stopped, NULL };
+        atomic_store(&G.rec[TOP_REC].started, 1);
+        e = ex_task_launch(tok, sched_of(ref_launch_sched(&G.g)), s, &h);
+    } else {
+        ex_env env = ex_env_empty();
+        if (G.g.mode.env_sched != GS_COUNT) {
+            ex_env_pair_init(&G.spawn_env, &ex_key_get_scheduler, ex_sched_value(sched_of(G.g.mode.env_sched)), ex_env_empty());
+            env = ex_env_of_pair(&G.spawn_env);
+        }
+        e = ex_spawn_env(tap(s, TOP_REC), tok, env);
+    }
+    G.root_spawned = !e.code;
+    if (e.code) {
+        atomic_store(&G.rec[TOP_REC].started, 0);
+        actual->disp = R_ERROR;
+        actual->code = e.code;
+        return;
+    }
+    drive_until(&G.top_done, true);
+    node_rec *rc = &G.rec[TOP_REC];
+    if (atomic_load(&rc->completions) != 1) fail_report("the spawned root completed more than once", -1);
+    *actual = rc->out[0];
+    *bad = rc->bad[0];
+}
+
+/* The scope's join, started like a graph: it waits for every spawned
+ * future's work (and the spawned root). */
+typedef struct join_rcvr {
+    atomic_int done;
+    r_out out;
+} join_rcvr;
+
+static void join_set_value(void *self, const ex_value *v, size_t n) {
+    join_rcvr *j = self;
+    (void)v;
+    j->out.disp = R_VALUE;
+    j->out.n = (uint8_t)n;
+    atomic_store_explicit(&j->done, 1, memory_order_release);
+}
+
+static void join_set_error(void *self, ex_error e) {
+    join_rcvr *j = self;
+    j->out.disp = R_ERROR;
+    j->out.code = e.code;
+    atomic_store_explicit(&j->done, 1, memory_order_release);
+}
+
+static void join_set_stopped(void *self) {
+    join_rcvr *j = self;
+    j->out.disp = R_STOPPED;
+    atomic_store_explicit(&j->done, 1, memory_order_release);
+}
+
+static ex_env join_env(void *self) { return (void)self, ex_env_empty(); }
+
+static const ex_receiver_vtable join_vt = { join_set_value, join_set_error, join_set_stopped, join_env, NULL };
+
+/* What the join must report: set_value, or the spawned root's error (the
+ * scope keeps the first error of work spawned with ex_spawn). */
+static r_out join_expected(const r_out *actual, bool spawned) {
+    r_out o;
+    memset(&o, 0, sizeof o);
+    o.disp = R_VALUE;
+    if (spawned && !launched() && actual->disp == R_ERROR) {
+        o.disp = R_ERROR;
+        o.code = actual->code;
+    }
+    return o;
+}
+
+static void join_scope(const r_out *actual, bool spawned) {
+    static join_rcvr j;
+    memset(&j, 0, sizeof j);
+    ex_sender *s = ex_counting_scope_join(&G.scope);
+    ex_operation *op = NULL;
+    if (ex_connect_alloc(s, (ex_receiver){ &join_vt, &j }, &op).code) fail_report("the scope's join could not be connected", -1);
+    ex_start(op);
+    drive_until(&j.done, false);
+    ex_operation_free(op);
+    ex_sender_release(s);
+    r_out want = join_expected(actual, spawned);
+    if (!r_set_contains(&(r_set){ .n = 1, .o = { want } }, &j.out)) {
+        char a[128], b[128];
+        r_out_format(&j.out, a, sizeof a);
+        r_out_format(&want, b, sizeof b);
+        fprintf(stderr, "\njoin: %s, expected %s\n", a, b);
+        fail_report("the scope's join completed with the wrong result", -1);
+    }
+    if (ex_counting_scope_destroy(&G.scope).code) fail_report("the scope could not be destroyed after its join", -1);
+}
+
+/* Children of tasks whose body never ran are still ours. */
+static void release_task_children(void) {
+    for (unsigned i = 0; i < G_MAX_NODES; i++) ex_sender_release(atomic_exchange(&G.task_child[i], NULL));
 }
 
 /* ------------------------------------------------------------------ setup */
@@ -737,12 +1068,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(G.rec, 0, sizeof G.rec);
     memset(G.bulk_hits, 0, sizeof G.bulk_hits);
     atomic_store(&G.fn_bad, 0);
+    atomic_store(&G.top_done, 0);
+    G.root_spawned = false;
+    atomic_store(&G.twice_differ, 0);
     ex_stop_source_init(&G.top_src);
     for (unsigned i = 0; i < g->nnodes; i++) {
         ex_stop_source_init(&G.node_src[i]);
         if (g->nodes[i].kind == G_STOP_ENV && g->nodes[i].stop_env == SE_STOPPED) ex_stop_source_request_stop(&G.node_src[i]);
     }
     if (ex_run_loop_init(&G.loop).code) abort();
+    if (ex_counting_scope_init(&G.scope).code) abort();
     pthread_t loop_thread;
     if (g->mode.loop_thread && pthread_create(&loop_thread, NULL, loop_main, NULL)) abort();
 
@@ -755,59 +1090,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (g->mode.fault == GM_FAULT_DEFAULT) ex_set_default_allocator(ex_fault_allocator_get(&G.fault));
 
+    /* spawn_future nodes start their work here, while the graph is built. */
     ex_sender *s = build_tree(g->root);
     if (g->mode.fault == GM_FAULT_ENV)
         s = ex_write_env(s, &ex_key_get_allocator, ex_alloc_value(ex_fault_allocator_get(&G.fault)));
-    if (g->mode.stop == GM_STOP_BEFORE) ex_stop_source_request_stop(&G.top_src);
+    if (g->mode.stop == GM_STOP_BEFORE) request_stop_now();
 
     r_out actual;
     memset(&actual, 0, sizeof actual);
     bool actual_bad = false;
-    if (g->mode.use_sync_wait) {
-        s = ex_write_env(s, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&G.top_src)));
-        pthread_t stopper;
-        bool stopper_on = g->mode.stop == GM_STOP_ASYNC;
-        if (stopper_on && pthread_create(&stopper, NULL, stopper_main, (void *)(uintptr_t)g->mode.stop_delay)) abort();
-        ex_result r = ex_sync_wait(s);
-        if (stopper_on) pthread_join(stopper, NULL);
-        actual.disp = r.disposition == EX_DISP_VALUE ? R_VALUE : r.disposition == EX_DISP_ERROR ? R_ERROR : R_STOPPED;
-        actual.code = r.error.code;
-        actual.n = (uint8_t)(r.n > G_MAX_VALUES ? G_MAX_VALUES : r.n);
-        if (actual.disp == R_VALUE && !ints_of(r.values, r.n, actual.v)) actual_bad = true;
-        ex_result_destroy(&r);
-    } else {
-        static top_rcvr top;
-        memset(&top, 0, sizeof top);
-        ex_env_pair_init(&top.env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&G.top_src)), ex_env_empty());
-        if (g->mode.env_sched != GS_COUNT) {
-            top.env.key2 = &ex_key_get_scheduler;
-            top.env.value2 = ex_sched_value(sched_of(g->mode.env_sched));
-        }
-        ex_receiver r = { &top_vt, &top };
-        ex_operation *op = NULL;
-        ex_error e = ex_connect_alloc(s, r, &op);
-        if (e.code) {
-            actual.disp = R_ERROR;
-            actual.code = e.code;
-        } else {
-            ex_start(op);
-            for (unsigned it = 0; !atomic_load_explicit(&top.done, memory_order_acquire); it++) {
-                if (g->mode.stop == GM_STOP_ASYNC && it == g->mode.stop_delay) ex_stop_source_request_stop(&G.top_src);
-                if (g->mode.loop_thread || !ex_run_loop_run_one(&G.loop)) sched_yield();
-            }
-            ex_operation_free(op);
-            if (atomic_load(&top.completions) != 1) fail_report("the top-level receiver completed more than once", -1);
-            actual = top.out;
-            actual_bad = top.bad;
-        }
-        ex_sender_release(s);
-    }
+    if (g->mode.spawn) run_spawn(s, &actual, &actual_bad);
+    else if (g->mode.use_sync_wait) run_sync_wait(s, &actual, &actual_bad);
+    else run_receiver(s, &actual, &actual_bad);
+
+    /* The join needs no failing allocator; spawned work may still run. */
+    ex_set_default_allocator(&counting_alloc);
+    join_scope(&actual, G.root_spawned);
+    release_task_children();
 
     ex_run_loop_finish(&G.loop);
     if (g->mode.loop_thread) pthread_join(loop_thread, NULL);
     else while (ex_run_loop_run_one(&G.loop)) {}
     if (ex_run_loop_destroy(&G.loop).code) fail_report("the run_loop still had work after the graph completed", -1);
-    ex_set_default_allocator(&counting_alloc);
 
     ex_alloc_stats fst;
     ex_allocator_stats(ex_fault_allocator_get(&G.fault), &fst);
@@ -823,15 +1127,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             char label[64];
             snprintf(label, sizeof label, "  #%u %s%s:", i, g_kind_name(g->nodes[i].kind), ref.reached[i] ? "" : " (unreached)");
             r_set_dump(label, &ref.node[i]);
-            if (atomic_load(&G.rec[i].started)) {
-                r_out o = rec_out(&G.rec[i]);
-                r_out_format(&o, buf, sizeof buf);
+            for (int k = 0; k < atomic_load(&G.rec[i].completions) && k < 2; k++) {
+                r_out_format(&G.rec[i].out[k], buf, sizeof buf);
                 fprintf(stderr, "      ran: %s\n", buf);
             }
         }
     }
 
     if (atomic_load(&G.fn_bad)) fail_report("a callback saw values that are not ints (or an index out of range)", -1);
+    if (atomic_load(&G.twice_differ)) fail_report("a task awaiting a just twice got two different values", -1);
     if (actual_bad) fail_report("the graph completed with a value that is not an int", -1);
     if (!r_set_contains(&ref.top, &actual)) {
         char buf[256];
@@ -867,7 +1171,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 /* Byte grammar (see README.md): 3 mode bytes, then the root node in
  * prefix order.  Kinds: 0 just, 1 just_error, 2 just_stopped, 3 then,
  * 4 upon_error, 5 upon_stopped, 6 let_value, 7 let_error, 8 let_stopped,
- * 9 when_all, 10 bulk, 11 split, 12 continues_on, 13 starts_on, 14 stop_env. */
+ * 9 when_all, 10 bulk, 11 split, 12 continues_on, 13 starts_on, 14 stop_env,
+ * 15 task, 16 spawn_future. */
 #define JUST1(v) 0, 1, (v)
 #define JUST2(a, b) 0, 2, (a), (b)
 #define JUST0 0, 0
@@ -887,8 +1192,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #define CONT(s) 12, (s)                 /* 0 inline, 1 loop, 2 pool */
 #define STARTS(s) 13, (s)
 #define STOPENV(v) 14, (v)              /* 0 never, 1 fresh, 2 stopped */
+#define TASK(f, s) 15, (f), (s)         /* f: TK_* flags (1 twice, 2/4 yield before/after, 8 change to s,
+                                           16 inline, 32 sig) */
+#define SPAWNF 16
+#define BOXED1(v) 0, 4 + 1, (v)         /* just of tuple-boxed values */
+#define BOXED2(a, b) 0, 4 + 2, (a), (b)
 /* mode byte 0: stop (0 none, 1 before, 2 async) | 4 sync_wait | 8 loop thread
- * | 32 fault default / 48 fault env | 64 no taps; byte 1: env sched (0 none,
+ * | 32 fault default / 48 fault env | 64 no taps | 128 spawn the root; byte 1: env sched (0 none,
  * 1 loop, 2 pool) | 4 * stop delay; byte 2: fault parameter. */
 
 typedef struct seed {
@@ -924,6 +1234,33 @@ static const seed seeds[] = {
     SEED("no_taps", 64, 1, 0, WHEN2, STARTS(2), JUST1(1), LET_V(8, 1), CONT(1), JUST1(2)),
     SEED("let_null", 0, 0, 0, UPON_E(8, 0), LET_V(4, 0), JUST0),
     SEED("when_all_too_many", 0, 0, 0, UPON_E(8, 0), WHEN3, 0, 3, 1, 2, 3, 0, 3, 4, 5, 6, 0, 3, 7, 8, 9),
+    SEED("task_no_sched", 0, 0, 0, THEN(8, 1), TASK(0, 0), JUST1(1)),
+    SEED("task_inline_no_sched", 0, 0, 0, TASK(16, 0), JUST1(1)),
+    SEED("task_sync_wait", 4, 0, 0, TASK(0, 0), JUST1(5)),
+    SEED("task_twice", 4, 0, 0, TASK(1 | 32, 0), JUST2(3, 4)),
+    SEED("task_yield_change", 0, 2, 0, TASK(2 | 4 | 8, 1), THEN(8, 1), JUST1(2)),
+    SEED("task_nested", 4, 0, 0, TASK(0, 0), TASK(8, 2), JUST2(1, 2)),
+    SEED("task_error", 0, 1, 0, UPON_E(8, 0), TASK(4, 0), JERR(3)),
+    SEED("task_stopped", 0, 2, 0, TASK(1, 0), JSTOP),
+    SEED("task_stop_async", 2 | 8, 1 | 4 * 3, 0, TASK(2, 1), STARTS(1), JUST1(1)),
+    SEED("task_stop_before", 1, 1, 0, TASK(0, 0), CONT(0), JUST1(1)),
+    SEED("when_all_tasks", 4, 0, 0, WHEN2, TASK(0, 0), CONT(2), JUST1(1), TASK(32, 0), JUST1(2)),
+    SEED("task_in_split", 4, 0, 0, WHEN2, SPLIT_NEW, TASK(0, 0), JUST1(1), SPLIT_REF),
+    SEED("task_in_let_body", 0, 2, 0, LET_V(3, 0), CONT(1), JUST1(1), TASK(8, 0), JUST1(2)),
+    SEED("task_fault", 32, 1, 5, TASK(2 | 4 | 8, 2), CONT(2), BOXED2(1, 2)),
+    SEED("spawn_future", 0, 0, 0, SPAWNF, CONT(2), JUST1(4)),
+    SEED("spawn_future_task", 4, 0, 0, SPAWNF, TASK(0, 0), JUST1(1)),
+    SEED("spawn_future_task_inline", 4, 0, 0, WHEN2, SPAWNF, TASK(16, 0), JUST1(1), SPAWNF, JERR(2)),
+    SEED("spawn_future_dropped", 0, 1, 0, LET_V(1, 0), JUST0, SPAWNF, STARTS(1), JUST1(1)),
+    SEED("spawn_root", 128, 0, 0, THEN(8, 1), JUST1(1)),
+    SEED("spawn_root_error", 128, 1, 0, CONT(1), JERR(2)),
+    SEED("spawn_root_stop_before", 128 | 1, 1, 0, STARTS(1), JUST1(1)),
+    SEED("launch_task", 128, 2, 0, TASK(4, 1), JUST1(1)),
+    SEED("launch_task_error", 128 | 8, 1, 0, TASK(0, 0), CONT(2), JERR(4)),
+    SEED("tuple_just", 4, 0, 0, BOXED2(5, 6)),
+    SEED("tuple_when_all", 4, 0, 0, WHEN2, CONT(2), BOXED1(7), TASK(0, 0), BOXED2(1, 2)),
+    SEED("tuple_split", 0, 2, 0, WHEN2, SPLIT_NEW, CONT(2), BOXED1(9), SPLIT_REF),
+    SEED("tuple_let_echo", 0, 0, 0, LET_V(5, 0), CONT(0), BOXED2(1, 2)),
 };
 
 int main(int argc, char **argv) {
