@@ -2241,3 +2241,74 @@ Test(exec_pool, pool_with_more_than_64_workers) {
     unlink(path);
     expect_no_leaks();
 }
+
+/* ======================================== owning handles and destroy */
+
+/* ex_scheduler_retain on a pool keeps its memory: destroy waits for the
+ * last handle.  The pool counts handles per worker (a worker's count can
+ * go negative when its handles are dropped elsewhere) and sums them once
+ * the workers are joined. */
+typedef struct hold_ctx {
+    ex_pool *pool;
+    ex_scheduler held[4];
+    atomic_int taken;
+    atomic_int released;  /* set just before each outside release */
+} hold_ctx;
+
+static ex_error take_handles(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    hold_ctx *h = ctx;
+    for (int i = 0; i < 4; i++) h->held[i] = ex_scheduler_retain(ex_pool_scheduler(h->pool));  /* on a worker */
+    atomic_store(&h->taken, 1);
+    return ex_ok();
+}
+
+static void *drop_handles_later(void *arg) {
+    hold_ctx *h = arg;
+    sleep_ms(50);
+    for (int i = 0; i < 4; i++) {
+        atomic_fetch_add(&h->released, 1);
+        ex_scheduler_release(h->held[i]);  /* outside the pool */
+    }
+    return NULL;
+}
+
+Test(exec_pool, destroy_waits_for_handles_taken_on_a_worker_and_dropped_outside) {
+    ex_pool *p = pool_new(2, "hold");
+    hold_ctx h;
+    memset(&h, 0, sizeof h);
+    h.pool = p;
+    ex_result r = ex_sync_wait(ex_then(ex_schedule(ex_pool_scheduler(p)), take_handles, &h, EX_SIG0, EX_SIG0));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    ex_result_destroy(&r);
+    cr_assert_eq(atomic_load(&h.taken), 1);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, drop_handles_later, &h), 0);
+    cr_assert_eq(ex_pool_destroy(p).code, 0);  /* returns only after the last release */
+    cr_assert_eq(atomic_load(&h.released), 4, "destroy returned with %d of 4 handles dropped",
+                 atomic_load(&h.released));
+    pthread_join(th, NULL);
+    expect_no_leaks();
+}
+
+static ex_error drop_handles_here(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    hold_ctx *h = ctx;
+    for (int i = 0; i < 4; i++) ex_scheduler_release(h->held[i]);  /* on a worker */
+    return ex_ok();
+}
+
+/* Taken outside, dropped on a worker: the counts cancel across counters
+ * and destroy does not wait. */
+Test(exec_pool, handles_taken_outside_and_dropped_on_a_worker_balance) {
+    ex_pool *p = pool_new(2, "hold");
+    hold_ctx h;
+    memset(&h, 0, sizeof h);
+    h.pool = p;
+    for (int i = 0; i < 4; i++) h.held[i] = ex_scheduler_retain(ex_pool_scheduler(p));
+    ex_result r = ex_sync_wait(ex_then(ex_schedule(ex_pool_scheduler(p)), drop_handles_here, &h, EX_SIG0, EX_SIG0));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    ex_result_destroy(&r);
+    cr_assert_eq(ex_pool_destroy(p).code, 0);  /* would hang if the counts did not cancel */
+    expect_no_leaks();
+}
