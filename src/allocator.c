@@ -62,8 +62,6 @@ static libc_thread *libc_self(void) {
     return t;
 }
 
-static inline void bump(uint64_t *c, uint64_t d) { exi_store_rlx_u64(c, exi_load_rlx_u64(c) + d); }
-
 static void *libc_allocate(void *ctx, size_t size, size_t align) {
     (void)ctx;
     void *p = NULL;
@@ -71,10 +69,10 @@ static void *libc_allocate(void *ctx, size_t size, size_t align) {
     else if (posix_memalign(&p, align, size ? size : 1)) p = NULL;
     libc_thread *t = libc_self();
     if (!p) {
-        bump(&t->failures, 1);
+        exi_owner_add_u64(&t->failures, 1);
         return NULL;
     }
-    bump(&t->allocations, 1);
+    exi_owner_add_u64(&t->allocations, 1);
     uint64_t b = exi_load_rlx_u64(&t->bytes) + size;
     exi_store_rlx_u64(&t->bytes, b);
     if ((int64_t)b > (int64_t)exi_load_rlx_u64(&t->peak)) exi_store_rlx_u64(&t->peak, b);
@@ -85,8 +83,8 @@ static void libc_deallocate(void *ctx, void *p, size_t size, size_t align) {
     (void)ctx, (void)align;
     free(p);
     libc_thread *t = libc_self();
-    bump(&t->frees, 1);
-    bump(&t->bytes, (uint64_t)0 - size);
+    exi_owner_add_u64(&t->frees, 1);
+    exi_owner_add_u64(&t->bytes, (uint64_t)0 - size);
 }
 
 /* peak_bytes is the sum of each thread's own peak: an upper bound of the

@@ -108,6 +108,10 @@ static inline void exi_fence_full(void) { ck_pr_fence_memory(); }
 
 #endif
 
+/* A counter written by one thread only and read by others: no locked
+ * instruction, yet every read sees a whole value. */
+static inline void exi_owner_add_u64(uint64_t *p, uint64_t d) { exi_store_rlx_u64(p, exi_load_rlx_u64(p) + d); }
+
 /* Spin-wait hint. */
 static inline void exi_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)

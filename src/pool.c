@@ -83,8 +83,6 @@ static EXI_TLS exi_worker *tls_worker;
 static EXI_TLS struct { uint64_t pool_id; unsigned home; } tls_home;
 static uint64_t next_pool_id = 1;
 
-static inline void stat_inc(uint64_t *c) { exi_store_rlx_u64(c, exi_load_rlx_u64(c) + 1); }
-
 static inline bool tracing(const exi_worker *w) { return w->trace.events != NULL; }
 
 static uint64_t xorshift(uint64_t *s) {
@@ -187,7 +185,7 @@ static ex_work *steal(exi_worker *me) {
         exi_steal_result r;
         while ((r = exi_deque_steal(&v->deque, &w)) == EXI_STEAL_ABORT) exi_pause();
         if (r == EXI_STEAL_OK) {
-            stat_inc(&me->stats.stolen);
+            exi_owner_add_u64(&me->stats.stolen, 1);
             /* More where that came from: let another sleeper help. */
             if (exi_deque_nonempty(&v->deque) && any_idle(p)) wake_one(p);
             return w;
@@ -217,7 +215,7 @@ static bool work_visible(ex_pool *p) {
 }
 
 static void run_item(exi_worker *me, ex_work *w) {
-    stat_inc(&me->stats.executed);
+    exi_owner_add_u64(&me->stats.executed, 1);
     if (tracing(me)) {
         uint64_t t0 = exi_now_ns();
         w->execute(w);
@@ -236,12 +234,12 @@ static void park(exi_worker *me) {
         idle_clear(p, me->index);
         return;
     }
-    stat_inc(&me->stats.parked);
+    exi_owner_add_u64(&me->stats.parked, 1);
     uint64_t t0 = tracing(me) ? exi_now_ns() : 0;
     exi_event_wait(&me->event, seen);
     if (tracing(me)) exi_trace_add(&me->trace, EXI_TRACE_PARK, t0, exi_now_ns());
     /* Bit already cleared: a publisher claimed this worker for its item. */
-    if (!idle_clear(p, me->index)) stat_inc(&me->stats.woken);
+    if (!idle_clear(p, me->index)) exi_owner_add_u64(&me->stats.woken, 1);
 }
 
 static void name_and_pin(exi_worker *me) {
@@ -411,7 +409,7 @@ static const ex_allocator *pool_allocator(void *self) { return ((ex_pool *)self)
 static void pool_retain(void *self) {
     ex_pool *p = self;
     exi_worker *w = tls_worker;
-    if (w && w->pool == p) exi_store_rlx_u64(&w->holds, w->holds + 1);
+    if (w && w->pool == p) exi_owner_add_u64(&w->holds, 1);
     else exi_faa_u32(&p->holders, 1);
 }
 
@@ -424,7 +422,7 @@ static void pool_release(void *self) {
     ex_pool *p = self;
     exi_worker *w = tls_worker;
     if (w && w->pool == p) {
-        exi_store_rlx_u64(&w->holds, w->holds - 1);
+        exi_owner_add_u64(&w->holds, (uint64_t)-1);
         return;
     }
     bool closing = exi_load_acq_u32(&p->closing);

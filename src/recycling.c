@@ -207,8 +207,6 @@ static bool refill(ex_recycling_allocator *r, tcache *t, unsigned c) {
     return true;
 }
 
-static void bump(uint64_t *field, uint64_t delta) { exi_store_rlx_u64(field, exi_load_rlx_u64(field) + delta); }
-
 __attribute__((noinline)) static void *allocate_slow(void *ctx, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
     tcache *t = my_cache(r);
@@ -229,8 +227,8 @@ __attribute__((noinline)) static void *allocate_slow(void *ctx, size_t size, siz
         return NULL;
     }
     if (t) {
-        bump(&t->allocations, 1);
-        bump(&t->bytes, size);
+        exi_owner_add_u64(&t->allocations, 1);
+        exi_owner_add_u64(&t->bytes, size);
     } else {
         pthread_mutex_lock(&r->mu);
         r->retired_allocations++;
@@ -252,8 +250,8 @@ static void *recycle_allocate(void *ctx, size_t size, size_t align) {
         if (__builtin_expect(n != 0, 1)) {
             void *b = t->items[c][n - 1];
             t->n[c] = n - 1;
-            bump(&t->allocations, 1);
-            bump(&t->bytes, size);
+            exi_owner_add_u64(&t->allocations, 1);
+            exi_owner_add_u64(&t->bytes, size);
             exi_unpoison(b, size);
             return b;
         }
@@ -277,8 +275,8 @@ __attribute__((noinline)) static void deallocate_slow(void *ctx, void *p, size_t
         r->under->deallocate(r->under->ctx, p, size, align);
     }
     if (t) {
-        bump(&t->frees, 1);
-        bump(&t->bytes, (uint64_t)0 - size);
+        exi_owner_add_u64(&t->frees, 1);
+        exi_owner_add_u64(&t->bytes, (uint64_t)0 - size);
     } else {
         /* No cache for this thread (out of memory): count on the allocator. */
         pthread_mutex_lock(&r->mu);
@@ -298,8 +296,8 @@ static void recycle_deallocate(void *ctx, void *p, size_t size, size_t align) {
             exi_poison(p, class_size(c));
             t->items[c][n] = p;
             t->n[c] = n + 1;
-            bump(&t->frees, 1);
-            bump(&t->bytes, (uint64_t)0 - size);
+            exi_owner_add_u64(&t->frees, 1);
+            exi_owner_add_u64(&t->bytes, (uint64_t)0 - size);
             return;
         }
     }

@@ -150,12 +150,10 @@ static tcache *cache(void) {
     return t;
 }
 
-static void bump(uint64_t *field, uint64_t delta) { exi_store_rlx_u64(field, exi_load_rlx_u64(field) + delta); }
-
 static void count(tcache *t, bool alloc, size_t size) {
     if (t) {
-        bump(alloc ? &t->allocations : &t->frees, 1);
-        bump(&t->bytes, alloc ? size : (uint64_t)0 - size);
+        exi_owner_add_u64(alloc ? &t->allocations : &t->frees, 1);
+        exi_owner_add_u64(&t->bytes, alloc ? size : (uint64_t)0 - size);
         return;
     }
     pthread_mutex_lock(&g.mu);
@@ -203,8 +201,8 @@ static void *stack_allocate(void *ctx, size_t size, size_t align) {
         if (__builtin_expect(n && t->s[n - 1].size == u && align <= page, 1)) {
             void *p = t->s[n - 1].p;
             t->n = n - 1;
-            bump(&t->allocations, 1);
-            bump(&t->bytes, u);
+            exi_owner_add_u64(&t->allocations, 1);
+            exi_owner_add_u64(&t->bytes, u);
             exi_unpoison(p, u);
             return p;
         }
@@ -238,8 +236,8 @@ static void stack_deallocate(void *ctx, void *p, size_t size, size_t align) {
         size_t u = (size + page - 1) & ~(page - 1);
         exi_poison(p, u);
         t->s[t->n++] = (slot){ p, u };
-        bump(&t->frees, 1);
-        bump(&t->bytes, (uint64_t)0 - u);
+        exi_owner_add_u64(&t->frees, 1);
+        exi_owner_add_u64(&t->bytes, (uint64_t)0 - u);
         return;
     }
     deallocate_slow(p, size);

@@ -168,19 +168,36 @@ static void on_receiver_stop(ex_stop_callback *cb) {
     exi_store_rlx_ptr((void **)&t->stop_thread, NULL);
 }
 
-/* After the body returned, on the resumer's stack: free the frame, then
- * complete (which may destroy the operation). */
-static void finish(ex_task *t) {
-    exi_fiber_destroy(&t->fiber);
-    if (t->stop_linked) ex_stop_callback_deregister(&t->on_stop);
-    ex_scheduler_release(t->sched);
+static void release_hop(ex_task *t) {
     if (t->hop_op) ex_operation_destroy(t->hop_op);
     t->hop_op = NULL;
     if (t->hop_block) ex_deallocate(t->alloc, t->hop_block, t->hop_block_size, alignof(max_align_t));
     t->hop_block = NULL;
-    /* The last await's operation goes now (it may live inside t, which the
-     * completion may free); the deep copies of its tuples, which the body
-     * may return, outlive the completion. */
+}
+
+/* What start took besides the stack: the fiber's tool state, the stop
+ * link, the scheduler handle, the hop's operation. */
+static void release_run(ex_task *t) {
+    exi_fiber_destroy(&t->fiber);
+    if (t->stop_linked) ex_stop_callback_deregister(&t->on_stop);
+    ex_scheduler_release(t->sched);
+    release_hop(t);
+}
+
+/* The stack and the frame area above it. */
+static void free_stack(ex_task *t) {
+    t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->block_size, 16);
+    t->stack = NULL;
+    t->area = NULL;
+}
+
+/* After the body returned, on the resumer's stack: free the frame, then
+ * complete (which may destroy the operation). */
+static void finish(ex_task *t) {
+    release_run(t);
+    /* The last await's operation goes now (it lives in the frame area,
+     * freed with the stack before the completion); the deep copies of its
+     * tuples, which the body may return, outlive the completion. */
     if (t->await_op) ex_operation_destroy(t->await_op);
     t->await_op = NULL;
     ex_sender_release(t->await_sender);
@@ -207,9 +224,7 @@ static void finish_tail(ex_task *t) {
     size_t n = kind == EX_TASK_VALUE ? res->n : 0;
     ex_value v[EX_MAX_ARITY];
     for (size_t i = 0; i < n; i++) v[i] = res->v[i];
-    t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->block_size, 16);
-    t->stack = NULL;
-    t->area = NULL;
+    free_stack(t);
     t->result = NULL;
     if (kind == EX_TASK_ERROR) ex_set_error(r, error);
     else if (kind == EX_TASK_STOPPED) ex_set_stopped(r);
@@ -273,16 +288,8 @@ static const ex_receiver_vtable hop_receiver_vt = { hop_value, hop_error, hop_st
 
 /* Releases what start took, for a task whose body never ran. */
 static void abort_start(ex_task *t, ex_error e, bool stopped) {
-    exi_fiber_destroy(&t->fiber);
-    if (t->stop_linked) ex_stop_callback_deregister(&t->on_stop);
-    ex_scheduler_release(t->sched);
-    if (t->hop_op) ex_operation_destroy(t->hop_op);
-    t->hop_op = NULL;
-    if (t->hop_block) ex_deallocate(t->alloc, t->hop_block, t->hop_block_size, alignof(max_align_t));
-    t->hop_block = NULL;
-    t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->block_size, 16);
-    t->stack = NULL;
-    t->area = NULL;
+    release_run(t);
+    free_stack(t);
     if (stopped) ex_set_stopped(t->r);
     else ex_set_error(t->r, e);
 }
@@ -605,13 +612,7 @@ static void task_start(ex_operation *op) {
     resume_on_scheduler(t);
 }
 
-static void task_destroy(ex_operation *op) {
-    ex_task *t = (ex_task *)op;
-    if (t->hop_op) ex_operation_destroy(t->hop_op);
-    t->hop_op = NULL;
-    if (t->hop_block) ex_deallocate(t->alloc, t->hop_block, t->hop_block_size, alignof(max_align_t));
-    t->hop_block = NULL;
-}
+static void task_destroy(ex_operation *op) { release_hop((ex_task *)op); }
 
 static const ex_operation_vtable task_op_vt = { task_start, task_destroy };
 

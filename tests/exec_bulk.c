@@ -24,15 +24,9 @@ TEST_SUITE(exec_bulk, 20);
 
 #define WAIT_LIMIT_S 10.0
 
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void spin_us(long us) {
-    double end = mono_s() + (double)us / 1e6;
-    while (mono_s() < end) {}
+    double end = test_now_s() + (double)us / 1e6;
+    while (test_now_s() < end) {}
 }
 
 static ex_pool *pool_new(unsigned threads) {
@@ -76,8 +70,8 @@ static ex_operation *arec_start(arec *r, const ex_sender *s) {
 }
 
 static void arec_wait(arec *r) {
-    double end = mono_s() + WAIT_LIMIT_S;
-    while (atomic_load(&r->total) < 1 && mono_s() < end) sched_yield();
+    double end = test_now_s() + WAIT_LIMIT_S;
+    while (atomic_load(&r->total) < 1 && test_now_s() < end) sched_yield();
     cr_assert_eq(atomic_load(&r->total), 1, "the operation did not complete exactly once (%d completions)",
                  atomic_load(&r->total));
 }
@@ -196,8 +190,8 @@ static bool other_agent_ran(par_ctx *c, int self) {
 
 /* Waits (bounded) until some index ran on another agent. */
 static bool wait_other_worker(par_ctx *c, int self) {
-    double end = mono_s() + WAIT_LIMIT_S / 2;
-    while (!other_agent_ran(c, self) && mono_s() < end) sched_yield();
+    double end = test_now_s() + WAIT_LIMIT_S / 2;
+    while (!other_agent_ran(c, self) && test_now_s() < end) sched_yield();
     return other_agent_ran(c, self);
 }
 
@@ -226,8 +220,8 @@ static ex_error par_body(par_ctx *c, size_t i) {
         /* One very slow index: it holds its agent until every other index
          * ran, which only happens if the other agents keep taking chunks. */
         if (i == c->block_index) {
-            double end = mono_s() + WAIT_LIMIT_S / 2;
-            while (atomic_load(&c->calls) < c->block_until && mono_s() < end) sched_yield();
+            double end = test_now_s() + WAIT_LIMIT_S / 2;
+            while (atomic_load(&c->calls) < c->block_until && test_now_s() < end) sched_yield();
             if (atomic_load(&c->calls) < c->block_until) atomic_store(&c->block_timed_out, 1);
         }
         break;

@@ -23,32 +23,21 @@ TEST_SUITE(exec_pool, 20);
 
 /* ================================================================ fixtures */
 
-static void sleep_ms(long ms) {
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {}
-}
-
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Bound for every wait on asynchronous work: far above what any of it
  * needs, below the suite timeout, so a lost item shows up as a message. */
 #define WAIT_LIMIT_S 10.0
 
 /* Waits until *c >= target (bounded); returns the last value seen. */
 static long wait_for(atomic_long *c, long target) {
-    double end = mono_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + WAIT_LIMIT_S;
     long v;
-    while ((v = atomic_load(c)) < target && mono_s() < end) sched_yield();
+    while ((v = atomic_load(c)) < target && test_now_s() < end) sched_yield();
     return v;
 }
 
 static void wait_for_int(atomic_int *c, int target) {
-    double end = mono_s() + WAIT_LIMIT_S;
-    while (atomic_load(c) < target && mono_s() < end) sched_yield();
+    double end = test_now_s() + WAIT_LIMIT_S;
+    while (atomic_load(c) < target && test_now_s() < end) sched_yield();
     cr_assert_geq(atomic_load(c), target, "timed out waiting: %d of %d", atomic_load(c), target);
 }
 
@@ -234,8 +223,8 @@ typedef struct hold {
 static void hold_exec(ex_work *w) {
     hold *h = (hold *)w;
     atomic_store(&h->started, 1);
-    double end = mono_s() + WAIT_LIMIT_S;
-    while (!atomic_load(h->release) && mono_s() < end) sched_yield();
+    double end = test_now_s() + WAIT_LIMIT_S;
+    while (!atomic_load(h->release) && test_now_s() < end) sched_yield();
     atomic_store(&h->done, 1);
 }
 
@@ -311,7 +300,7 @@ Test(exec_pool, create_destroy_explicit_thread_counts) {
 Test(exec_pool, create_destroy_repeatedly_without_work) {
     for (int i = 0; i < 25; i++) {
         ex_pool *p = pool_new((unsigned)(1 + i % 4), NULL);
-        if (i % 2) sleep_ms(1); /* sometimes destroy parked workers, sometimes spinning ones */
+        if (i % 2) test_sleep_ms(1); /* sometimes destroy parked workers, sometimes spinning ones */
         pool_free(p);
     }
     expect_no_leaks();
@@ -472,9 +461,9 @@ static void check_names(const char *prefix, unsigned threads) {
     enum { BATCH = 64 };
     slot *s = calloc(BATCH, sizeof *s);
     cr_assert_not_null(s);
-    double end = mono_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + WAIT_LIMIT_S;
     unsigned seen = 0;
-    while (seen < threads && mono_s() < end) {
+    while (seen < threads && test_now_s() < end) {
         atomic_store(&g_completed, 0);
         for (int i = 0; i < BATCH; i++) {
             slot_init(&s[i], p);
@@ -1619,9 +1608,9 @@ static void blocker_refusals(void) {
 /* Holds its worker until ex_post reports the shutdown. */
 static void blocker_exec(ex_work *w) {
     atomic_fetch_add(&D.started, 1);
-    double end = mono_s() + WAIT_LIMIT_S;
-    while (atomic_load(&D.started) < D.nblockers && mono_s() < end) sched_yield();
-    while (mono_s() < end) {
+    double end = test_now_s() + WAIT_LIMIT_S;
+    while (atomic_load(&D.started) < D.nblockers && test_now_s() < end) sched_yield();
+    while (test_now_s() < end) {
         probe *pr = ex_allocate(ex_default_allocator(), sizeof *pr, alignof(probe));
         if (!pr) {
             atomic_fetch_add(&D.other_errors, 1);
@@ -1633,7 +1622,7 @@ static void blocker_exec(ex_work *w) {
         ex_error e = ex_post(ex_pool_scheduler(D.pool), &pr->w);
         if (e.code == 0) {
             atomic_fetch_add(&D.probes_ok, 1);
-            sleep_ms(1);
+            test_sleep_ms(1);
             continue;
         }
         ex_deallocate(ex_default_allocator(), pr, sizeof *pr, alignof(probe));
@@ -1883,10 +1872,10 @@ Test(exec_pool, idle_workers_park_and_are_woken_for_new_work) {
     c.spin_rounds = 1;
     ex_pool *p = pool_new_cfg(&c);
     /* Every worker parks once it finds nothing (bounded wait). */
-    double end = mono_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + WAIT_LIMIT_S;
     bool all_parked = false;
-    while (!all_parked && mono_s() < end) {
-        sleep_ms(5);
+    while (!all_parked && test_now_s() < end) {
+        test_sleep_ms(5);
         all_parked = true;
         for (unsigned i = 0; i < 2; i++) {
             ex_pool_worker_stats st;
@@ -1898,9 +1887,9 @@ Test(exec_pool, idle_workers_park_and_are_woken_for_new_work) {
     /* Work for a parked pool wakes a worker. */
     uint64_t woken0 = stats_sum(p).woken;
     int items = 0;
-    end = mono_s() + WAIT_LIMIT_S;
-    while (stats_sum(p).woken == woken0 && mono_s() < end) {
-        sleep_ms(20);
+    end = test_now_s() + WAIT_LIMIT_S;
+    while (stats_sum(p).woken == woken0 && test_now_s() < end) {
+        test_sleep_ms(20);
         where w;
         run_where(p, &w);
         items++;
@@ -1925,9 +1914,9 @@ Test(exec_pool, idle_pool_uses_almost_no_cpu) {
         where w;
         run_where(p, &w);
     }
-    sleep_ms(20); /* let the workers finish spinning */
+    test_sleep_ms(20); /* let the workers finish spinning */
     double c0 = cpu_s();
-    sleep_ms(200);
+    test_sleep_ms(200);
     double used = cpu_s() - c0;
     /* Resource check, generous: spinning workers would use ~400 ms here. */
     cr_assert_lt(used, 0.050, "an idle 2-thread pool used %.1f ms of CPU in 200 ms", used * 1000);
@@ -2228,7 +2217,7 @@ Test(exec_pool, pool_with_more_than_64_workers) {
         cr_assert_eq(slots_expect_once(s, N), N);
         for (int i = 0; i < N; i++) cr_assert(s[i].worker >= 0 && s[i].worker < THREADS);
         slots_destroy(s, N);
-        sleep_ms(20); /* let workers park between rounds: wake-ups across idle-mask words */
+        test_sleep_ms(20); /* let workers park between rounds: wake-ups across idle-mask words */
     }
     cr_assert_eq(stats_sum(p).executed, 2u * N);
     ex_pool_worker_stats st;
@@ -2265,7 +2254,7 @@ static ex_error take_handles(void *ctx, const ex_value *in, size_t n, ex_value *
 
 static void *drop_handles_later(void *arg) {
     hold_ctx *h = arg;
-    sleep_ms(50);
+    test_sleep_ms(50);
     for (int i = 0; i < 4; i++) {
         atomic_fetch_add(&h->released, 1);
         ex_scheduler_release(h->held[i]);  /* outside the pool */

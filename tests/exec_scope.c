@@ -25,20 +25,9 @@ TEST_SUITE(exec_scope, 20);
 
 #define WAIT_LIMIT_S 8.0
 
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(long ms) {
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {}
-}
-
 static void wait_int(atomic_int *c, int target, const char *what) {
-    double end = mono_s() + WAIT_LIMIT_S;
-    while (atomic_load(c) < target && mono_s() < end) sched_yield();
+    double end = test_now_s() + WAIT_LIMIT_S;
+    while (atomic_load(c) < target && test_now_s() < end) sched_yield();
     cr_assert_geq(atomic_load(c), target, "timed out waiting for %s: %d of %d", what, atomic_load(c), target);
 }
 
@@ -136,8 +125,8 @@ static ex_operation *arec_start(arec *r, const ex_sender *s) {
 }
 
 static void arec_wait(arec *r, const char *what) {
-    double end = mono_s() + WAIT_LIMIT_S;
-    while (atomic_load(&r->total) < 1 && mono_s() < end) sched_yield();
+    double end = test_now_s() + WAIT_LIMIT_S;
+    while (atomic_load(&r->total) < 1 && test_now_s() < end) sched_yield();
     cr_assert_eq(atomic_load(&r->total), 1, "%s did not complete exactly once (%d completions)", what,
                  atomic_load(&r->total));
 }
@@ -174,8 +163,8 @@ static void gate_init(gate *g, ex_pool *p) {
 }
 
 static void gate_wait_open(gate *g) {
-    double end = mono_s() + WAIT_LIMIT_S;
-    while (!atomic_load(&g->open) && mono_s() < end) sched_yield();
+    double end = test_now_s() + WAIT_LIMIT_S;
+    while (!atomic_load(&g->open) && test_now_s() < end) sched_yield();
 }
 
 static ex_error gate_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
@@ -215,8 +204,8 @@ static ex_error poll_stop_fn(void *ctx, const ex_value *in, size_t n, ex_value *
     if (!ex_stop_token_stop_possible(t)) {
         atomic_fetch_add(&s->no_token, 1);
     } else {
-        double end = mono_s() + WAIT_LIMIT_S;
-        while (!(seen = ex_stop_token_stop_requested(t)) && mono_s() < end) sched_yield();
+        double end = test_now_s() + WAIT_LIMIT_S;
+        while (!(seen = ex_stop_token_stop_requested(t)) && test_now_s() < end) sched_yield();
     }
     if (seen) atomic_fetch_add(&s->observed, 1);
     out[0] = ex_bool(seen);
@@ -397,7 +386,7 @@ Test(exec_scope, join_started_before_the_work_finishes_completes_on_the_worker) 
         arec_init(&jr, p);
         ex_sender *j = sc_join(&s);
         ex_operation *op = arec_start(&jr, j);
-        sleep_ms(20);
+        test_sleep_ms(20);
         cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed while spawned work was running", kind_name(&s));
         ex_error e = sc_destroy(&s);
         cr_assert_eq(e.code, EX_EBUSY, "%s: destroy with a waiting join and outstanding work: %d", kind_name(&s),
@@ -463,7 +452,7 @@ Test(exec_scope, spawn_while_a_join_waits_is_accepted_and_awaited) {
         cr_assert_eq(e.code, 0, "%s: spawn while joining: %d (%s)", kind_name(&s), e.code, e.msg ? e.msg : "");
         atomic_store(&g1.open, 1);
         wait_int(&g1.finished, 1, "the first work");
-        sleep_ms(20);
+        test_sleep_ms(20);
         cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed while the second work was outstanding",
                      kind_name(&s));
         atomic_store(&g2.open, 1);
@@ -992,7 +981,7 @@ Test(exec_scope, future_started_before_completion_gets_the_value_on_the_worker) 
         ex_operation *fop = arec_start(&fr, f);
         ex_sender *j = sc_join(&s);
         ex_operation *jop = arec_start(&jr, j);
-        sleep_ms(20);
+        test_sleep_ms(20);
         cr_assert_eq(atomic_load(&fr.total), 0, "the future completed before its work");
         cr_assert_eq(atomic_load(&jr.total), 0, "the join completed before the future's work");
         atomic_store(&g.open, 1);
@@ -1139,7 +1128,7 @@ Test(exec_scope, stop_on_the_future_consumer_stops_the_work) {
         if (before) ex_stop_source_request_stop(&fr.stop);
         ex_operation *op = arec_start(&fr, f);
         if (!before) {
-            sleep_ms(10);
+            test_sleep_ms(10);
             cr_assert_eq(atomic_load(&fr.total), 0);
             ex_stop_source_request_stop(&fr.stop);
         }
@@ -1192,8 +1181,8 @@ static ex_error tgate_fn(void *ctx, const ex_value *in, size_t n, ex_value *out)
     tgate *g = ctx;
     (void)n;
     atomic_fetch_add(&g->started, 1);
-    double end = mono_s() + WAIT_LIMIT_S;
-    while (!atomic_load(&g->open) && mono_s() < end) sched_yield();
+    double end = test_now_s() + WAIT_LIMIT_S;
+    while (!atomic_load(&g->open) && test_now_s() < end) sched_yield();
     out[0] = ex_bool(ex_stop_token_stop_requested(in[0].as.token));
     return ex_ok();
 }

@@ -20,22 +20,11 @@ TEST_SUITE(exec_split, 20);
 
 #define WAIT_LIMIT_S 8.0
 
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(long ms) {
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {}
-}
-
 /* Waits (bounded) until *f >= target; returns whether it got there. */
 static bool wait_flag(atomic_int *f, int target) {
-    double end = mono_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + WAIT_LIMIT_S;
     while (atomic_load(f) < target) {
-        if (mono_s() > end) return false;
+        if (test_now_s() > end) return false;
         sched_yield();
     }
     return true;
@@ -132,9 +121,9 @@ static ex_sender *lv_spin_until_stop(void *ctx, const ex_value *in, size_t n) {
     ex_stop_token tok = in[0].as.token;
     if (!ex_stop_token_stop_possible(tok)) atomic_fetch_add(&sc->not_possible, 1);
     atomic_fetch_add(&sc->entered, 1);
-    double end = mono_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + WAIT_LIMIT_S;
     while (!ex_stop_token_stop_requested(tok)) {
-        if (mono_s() > end) {
+        if (test_now_s() > end) {
             atomic_fetch_add(&sc->timed_out, 1);
             return ex_just_error(ex_err(EX_EUSER + 99, "spinner: no stop request arrived"));
         }
@@ -238,7 +227,7 @@ Test(exec_split, consumers_arriving_while_the_child_runs_complete_where_it_compl
     ex_start(op[0]);
     cr_assert(wait_flag(&g.entered, 1), "the shared work did not start");
     for (int i = 1; i < N; i++) ex_start(op[i]);
-    sleep_ms(5); /* give a wrong implementation the chance to complete early */
+    test_sleep_ms(5); /* give a wrong implementation the chance to complete early */
     for (int i = 0; i < N; i++) cr_assert_eq(atomic_load(&a[i].done), 0, "consumer %d completed before the child", i);
     atomic_store(&g.open, 1);
     for (int i = 0; i < N; i++) arec_wait(&a[i], "a consumer");

@@ -31,22 +31,11 @@ TEST_SUITE(exec_strand, 30);
 
 #define WAIT_LIMIT_S 10.0
 
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(long ms) {
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {}
-}
-
 /* Waits (bounded) until *c >= target; returns the last value seen. */
 static int wait_int(atomic_int *c, int target) {
-    double end = mono_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + WAIT_LIMIT_S;
     int v;
-    while ((v = atomic_load(c)) < target && mono_s() < end) sched_yield();
+    while ((v = atomic_load(c)) < target && test_now_s() < end) sched_yield();
     return v;
 }
 
@@ -88,9 +77,9 @@ static ex_strand *strand_new(ex_scheduler under) {
  * (EX_EBUSY is then correct: its drain is running), so EX_EBUSY is retried
  * for a bounded time; anything else fails. */
 static void strand_free(ex_strand *s) {
-    double end = mono_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + WAIT_LIMIT_S;
     ex_error e;
-    while ((e = ex_strand_destroy(s)).code == EX_EBUSY && mono_s() < end) sched_yield();
+    while ((e = ex_strand_destroy(s)).code == EX_EBUSY && test_now_s() < end) sched_yield();
     cr_assert_eq(e.code, 0, "ex_strand_destroy of a strand with nothing queued: %d (%s)", e.code,
                  e.msg ? e.msg : "");
 }
@@ -318,8 +307,8 @@ typedef struct hold {
 static void hold_exec(ex_work *w) {
     hold *h = (hold *)(void *)w;
     atomic_store(&h->started, 1);
-    double end = mono_s() + WAIT_LIMIT_S;
-    while (!atomic_load(h->release) && mono_s() < end) sched_yield();
+    double end = test_now_s() + WAIT_LIMIT_S;
+    while (!atomic_load(h->release) && test_now_s() < end) sched_yield();
     atomic_store(&h->done, 1);
 }
 
@@ -361,8 +350,8 @@ static void refuser_exec(ex_work *w) {
     refuser *r = (refuser *)(void *)w;
     atomic_store(&r->started, 1);
     r->refusal = -1;
-    double end = mono_s() + WAIT_LIMIT_S;
-    for (int k = 0; k < PROBES && mono_s() < end; k++) {
+    double end = test_now_s() + WAIT_LIMIT_S;
+    for (int k = 0; k < PROBES && test_now_s() < end; k++) {
         ex_work *pr = &r->probes[k];
         pr->next = NULL;
         pr->execute = probe_exec;
@@ -373,7 +362,7 @@ static void refuser_exec(ex_work *w) {
             break;
         }
         r->accepted++;
-        sleep_ms(1);
+        test_sleep_ms(1);
     }
     atomic_store(&r->done, 1);
 }
@@ -574,8 +563,8 @@ Test(exec_strand, destroy_while_items_are_queued_is_ebusy_and_destroys_nothing) 
 static void wait_flag_action(item *it) {
     atomic_int *go = it->arg;
     atomic_store((atomic_int *)it->arg2, 1);
-    double end = mono_s() + WAIT_LIMIT_S;
-    while (!atomic_load(go) && mono_s() < end) sched_yield();
+    double end = test_now_s() + WAIT_LIMIT_S;
+    while (!atomic_load(go) && test_now_s() < end) sched_yield();
 }
 
 Test(exec_strand, destroy_while_an_item_runs_is_ebusy) {
@@ -1099,8 +1088,8 @@ Test(exec_strand, post_never_runs_inline_on_a_run_loop) {
     caller_init(&c, ex_strand_scheduler(s), &in, false);
     ex_run_loop_push(&loop, &c.w);
     cr_assert_eq(atomic_load(&in.runs), 0);
-    double end = mono_s() + WAIT_LIMIT_S;
-    while (atomic_load(&b->ran) < 2 && mono_s() < end) ex_run_loop_run_one(&loop);
+    double end = test_now_s() + WAIT_LIMIT_S;
+    while (atomic_load(&b->ran) < 2 && test_now_s() < end) ex_run_loop_run_one(&loop);
     cr_assert_eq(atomic_load(&a.runs), 1);
     cr_assert_eq(atomic_load(&in.runs), 1);
     cr_assert_eq(c.err.code, 0);
@@ -1615,7 +1604,7 @@ Test(exec_strand, strand_over_a_run_loop_runs_items_when_the_loop_runs) {
     ex_sender *snd = ex_schedule(ex_strand_scheduler(s));
     for (int i = 0; i < N; i++) post_ok(ex_strand_scheduler(s), &it[i]);
     for (int i = 0; i < M; i++) sop_start(&o[i], snd);
-    sleep_ms(5);
+    test_sleep_ms(5);
     cr_assert_eq(atomic_load(&b->ran), 0, "items ran although the loop does not run");
     cr_assert_eq(ex_strand_destroy(s).code, EX_EBUSY);
 

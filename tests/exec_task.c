@@ -66,17 +66,11 @@ static ex_pool *make_pool(unsigned threads) {
     return p;
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* Waits (bounded, 20 s) for *flag != 0. */
 static bool wait_int(atomic_int *flag) {
-    double deadline = now_s() + 20.0;
+    double deadline = test_now_s() + 20.0;
     while (!atomic_load(flag)) {
-        if (now_s() > deadline) return false;
+        if (test_now_s() > deadline) return false;
         sched_yield();
     }
     return true;
@@ -287,9 +281,9 @@ static ex_sender *gate_sender_new(gate *g) {
 
 /* Waits (bounded) until an operation of g was started; false on timeout. */
 static bool gate_wait(gate *g) {
-    double deadline = now_s() + 20.0;
+    double deadline = test_now_s() + 20.0;
     while (!atomic_load(&g->op)) {
-        if (now_s() > deadline) return false;
+        if (test_now_s() > deadline) return false;
         sched_yield();
     }
     return true;
@@ -1991,8 +1985,8 @@ static void stop_token_linkage(bool nested) {
     trec_setup(&tr, ex_single_thread_context_scheduler(&stc), true);
     ex_operation *op = start_with(ex_task_create(nested ? body_tok_outer : body_tok_leaf, &a, NULL), &tr);
     /* Wait until the (innermost) task's await is queued on the loop. */
-    double deadline = now_s() + 20.0;
-    while (ex_run_loop_count(&loop) == 0 && now_s() < deadline) sched_yield();
+    double deadline = test_now_s() + 20.0;
+    while (ex_run_loop_count(&loop) == 0 && test_now_s() < deadline) sched_yield();
     cr_assert_eq(ex_run_loop_count(&loop), 1);
     ex_stop_source *src = atomic_load(&a.tok_src);
     cr_assert_not_null(src);
@@ -2947,8 +2941,8 @@ Test(exec_task, launch_with_the_scope_stop_token) {
         cr_assert_eq(ex_task_launch(ex_counting_scope_token(&scope), ex_pool_scheduler(pool),
                                     ex_task_create(body_launched, &args[i], NULL), &hs[i]).code, 0);
     }
-    double deadline = now_s() + 20.0;
-    while (atomic_load(&c.started) < N && now_s() < deadline) sched_yield();
+    double deadline = test_now_s() + 20.0;
+    while (atomic_load(&c.started) < N && test_now_s() < deadline) sched_yield();
     cr_assert_eq(atomic_load(&c.started), N);
     ex_counting_scope_request_stop(&scope);
     ex_result r = run(ex_counting_scope_join(&scope));

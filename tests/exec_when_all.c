@@ -21,17 +21,11 @@ TEST_SUITE(exec_when_all, 20);
 /* Far above what any wait here needs, below the suite timeout. */
 #define WAIT_LIMIT_S 8.0
 
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Waits (bounded) until *f >= target; returns whether it got there. */
 static bool wait_flag(atomic_int *f, int target) {
-    double end = mono_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + WAIT_LIMIT_S;
     while (atomic_load(f) < target) {
-        if (mono_s() > end) return false;
+        if (test_now_s() > end) return false;
         sched_yield();
     }
     return true;
@@ -92,9 +86,9 @@ static ex_sender *lv_spin_until_stop(void *ctx, const ex_value *in, size_t n) {
     ex_stop_token tok = in[0].as.token;
     if (!ex_stop_token_stop_possible(tok)) atomic_fetch_add(&sc->not_possible, 1);
     atomic_fetch_add(&sc->entered, 1);
-    double end = mono_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + WAIT_LIMIT_S;
     while (!ex_stop_token_stop_requested(tok)) {
-        if (mono_s() > end) {
+        if (test_now_s() > end) {
             atomic_fetch_add(&sc->timed_out, 1);
             return ex_just_error(ex_err(EX_EUSER + 99, "spinner: no stop request arrived"));
         }

@@ -23,12 +23,6 @@ TEST_SUITE(frame_allocators, 30);
 
 /* ------------------------------------------------------------ utilities */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Bounded wait (not a timing assertion: the bound only turns a hang into a
  * failure with a message). */
 #define WAIT_LIMIT_S 20.0
@@ -1603,11 +1597,11 @@ static steady_result run_steady(const ex_sender *s, steady_rcv *rc, ex_run_loop 
         cr_assert_eq(e.code, 0, "run %ld: connect: %s", run, e.msg ? e.msg : "");
         ex_start(op);
         if (loop) {
-            double deadline = now_s() + WAIT_LIMIT_S;
+            double deadline = test_now_s() + WAIT_LIMIT_S;
             unsigned idle = 0;
             while (!atomic_load_explicit(&rc->done, memory_order_acquire)) {
                 if (ex_run_loop_run_one(loop)) continue;
-                if (++idle % 1024 == 0) cr_assert_lt(now_s(), deadline, "run %ld: the pipeline did not complete", run);
+                if (++idle % 1024 == 0) cr_assert_lt(test_now_s(), deadline, "run %ld: the pipeline did not complete", run);
             }
         } else {
             cr_assert(st_wait(rc), "run %ld: the pipeline did not complete", run);

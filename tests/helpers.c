@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -274,4 +275,15 @@ void expect_error(ex_result *r, int code) {
     cr_assert_eq(r->error.code, code, "expected error %d, got %d (%s)", code, r->error.code,
                  r->error.msg ? r->error.msg : "");
     cr_assert_not_null(r->error.msg);
+}
+
+double test_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void test_sleep_ms(long ms) {
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0) {}
 }

@@ -98,6 +98,11 @@ void arec_with_stop(arec *r);
 ex_operation *run_start(ex_sender *s, rec *r);
 void run_destroy(ex_operation *op);
 
+/* Monotonic clock in seconds, for bounded waits (never for timing asserts). */
+double test_now_s(void);
+/* Sleeps ms milliseconds (resumes after signals). */
+void test_sleep_ms(long ms);
+
 /* Assert helpers for results. */
 void expect_value_int(ex_result *r, int64_t v);
 void expect_error(ex_result *r, int code);

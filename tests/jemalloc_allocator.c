@@ -90,12 +90,6 @@ static bool arenas_observable(void) {
 
 /* ------------------------------------------------------------ utilities */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Bounded waits (not timing assertions: the bound only turns a hang into a
  * failure with a message). */
 #define WAIT_LIMIT_S 20.0
@@ -221,8 +215,8 @@ static void gang_execute(ex_work *w) {
     gang *g = ((gang_item *)(void *)w)->g;
     int idx = ex_pool_current_worker(g->p);
     atomic_fetch_add(&g->arrived, 1);
-    double deadline = now_s() + WAIT_LIMIT_S;
-    while (atomic_load(&g->arrived) < g->n && now_s() < deadline) sched_yield();
+    double deadline = test_now_s() + WAIT_LIMIT_S;
+    while (atomic_load(&g->arrived) < g->n && test_now_s() < deadline) sched_yield();
     if (idx < 0 || (unsigned)idx >= g->n || atomic_load(&g->arrived) < g->n ||
         atomic_fetch_add(&g->ran[idx], 1) != 0)
         atomic_fetch_add(&g->stray, 1);
@@ -260,8 +254,8 @@ static void on_each_worker(ex_pool *p, gang_fn fn, void *arg) {
         ex_error e = ex_post(ex_pool_scheduler(p), &g.items[i].work);
         cr_assert_eq(e.code, 0, "ex_post: %s", e.msg ? e.msg : "");
     }
-    double deadline = now_s() + 2 * WAIT_LIMIT_S;
-    while (atomic_load(&g.finished) < g.n && now_s() < deadline) sched_yield();
+    double deadline = test_now_s() + 2 * WAIT_LIMIT_S;
+    while (atomic_load(&g.finished) < g.n && test_now_s() < deadline) sched_yield();
     cr_assert_eq(atomic_load(&g.finished), g.n, "the gang items finished within the bound");
     cr_assert_eq(atomic_load(&g.stray), 0, "each gang item ran on its own worker of the pool");
     for (unsigned i = 0; i < g.n; i++) cr_assert_eq(atomic_load(&g.ran[i]), 1, "worker %u ran one item", i);
@@ -631,8 +625,8 @@ static void *linger_thread(void *v) {
         ex_deallocate(l->first, p, 200, 16);
     }
     atomic_store(&l->phase, 1);
-    double deadline = now_s() + WAIT_LIMIT_S;
-    while (atomic_load(&l->phase) != 2 && now_s() < deadline) sched_yield();
+    double deadline = test_now_s() + WAIT_LIMIT_S;
+    while (atomic_load(&l->phase) != 2 && test_now_s() < deadline) sched_yield();
     if (atomic_load(&l->phase) != 2) {
         terr_record(l->errs, "the test thread did not go on", 0, 0);
         return NULL;
@@ -663,8 +657,8 @@ Test(jemalloc_allocator, destroy_while_a_thread_that_used_it_lives_on) {
     l.errs = &errs;
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, linger_thread, &l), 0);
-    double deadline = now_s() + WAIT_LIMIT_S;
-    while (atomic_load(&l.phase) != 1 && now_s() < deadline) sched_yield();
+    double deadline = test_now_s() + WAIT_LIMIT_S;
+    while (atomic_load(&l.phase) != 1 && test_now_s() < deadline) sched_yield();
     cr_assert_eq(atomic_load(&l.phase), 1, "the thread used the first allocator");
     ex_alloc_stats s = stats_of(l.first);
     cr_expect_eq(s.allocations, 1u);
@@ -1140,8 +1134,8 @@ static void mt_check_free(mt_arg *m, const handed *h) {
 static void *mt_thread(void *v) {
     mt_arg *m = v;
     uint32_t rng = 0x9e37u + 7919u * (uint32_t)m->index;
-    double deadline = now_s() + WAIT_LIMIT_S;
-    while (!atomic_load(m->go) && now_s() < deadline) sched_yield();
+    double deadline = test_now_s() + WAIT_LIMIT_S;
+    while (!atomic_load(m->go) && test_now_s() < deadline) sched_yield();
     m->my_arena = NO_ARENA;
     int received = 0;
     for (int i = 0; i < MT_BLOCKS; i++) {
@@ -1173,8 +1167,8 @@ static void *mt_thread(void *v) {
         }
     }
     /* the rest, with a bound */
-    deadline = now_s() + WAIT_LIMIT_S;
-    while (received < MT_BLOCKS && now_s() < deadline) {
+    deadline = test_now_s() + WAIT_LIMIT_S;
+    while (received < MT_BLOCKS && test_now_s() < deadline) {
         handed got;
         if (mt_pop(m->in, &got)) {
             mt_check_free(m, &got);
