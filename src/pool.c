@@ -165,8 +165,11 @@ static ex_error submit(ex_pool *p, ex_work *w) {
         return ex_err(EX_ESHUTDOWN, "ex_pool: the pool is shutting down");
     }
     exi_inbox_push(q, w);
-    exi_faa_u32(&q->gate, (uint32_t)-1);
+    /* Still under the gate: once w is queued it may run and complete, and
+     * whoever waited for it may destroy the pool; destroy waits for the
+     * gate, so the wake-up below never touches a freed pool. */
     notify(p);
+    exi_faa_u32(&q->gate, (uint32_t)-1);
     return ex_ok();
 }
 
@@ -498,7 +501,7 @@ static void stop_workers(ex_pool *p) {
     for (unsigned i = 0; i < p->n; i++)
         if (p->workers[i].started) pthread_join(p->workers[i].thread, NULL);
     /* External submitters that passed the gate before `stopping` finish
-     * their push; later ones see `stopping` and are refused. */
+     * their push and wake-up; later ones see `stopping` and are refused. */
     for (unsigned i = 0; i < p->n; i++)
         while (exi_load_acq_u32(&p->workers[i].inbox.gate)) sched_yield();
 }

@@ -8,7 +8,11 @@
  *    queueing itself (freed by then: a race TSan reports, or a write to
  *    freed memory).
  * 2. senders: two threads retaining and releasing one sender at once (the
- *    reference count used to be read with a plain load). */
+ *    reference count used to be read with a plain load).
+ * 3. pool destroy right after work submitted from outside completed: the
+ *    submitter used to wake a worker after leaving the gate destroy waits
+ *    for, so it could read the freed pool (task_stress saw it as a task
+ *    resuming its parent on another pool). */
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -109,12 +113,71 @@ static int sender_churn(void) {
     return 1;
 }
 
+/* ----------------------------------------------------- destroy race */
+
+enum { DESTROY_ROUNDS = 300 };
+
+typedef struct outside {
+    ex_pool *pool;
+    uint32_t ran;     /* the item ran: main may destroy the pool */
+    uint32_t go;
+} outside;
+
+/* The completion: from here on the operation may go and the pool may be
+ * destroyed (1: value, 3: error or stopped). */
+static void ran_value(void *self, const ex_value *v, size_t n) {
+    (void)v, (void)n;
+    __atomic_store_n(&((outside *)self)->ran, 1, __ATOMIC_RELEASE);
+}
+static void ran_error(void *self, ex_error e) {
+    (void)e;
+    __atomic_store_n(&((outside *)self)->ran, 3, __ATOMIC_RELEASE);
+}
+static void ran_stopped(void *self) { __atomic_store_n(&((outside *)self)->ran, 3, __ATOMIC_RELEASE); }
+static const ex_receiver_vtable ran_vt = { ran_value, ran_error, ran_stopped, NULL, NULL };
+
+/* Submits from a thread that is no worker of the pool. */
+static void *submit_from_outside(void *arg) {
+    outside *o = arg;
+    while (!__atomic_load_n(&o->go, __ATOMIC_ACQUIRE)) sched_yield();
+    ex_operation *op = NULL;
+    ex_sender *s = ex_schedule(ex_pool_scheduler(o->pool));
+    if (ex_connect_alloc(s, (ex_receiver){ &ran_vt, o }, &op).code) __atomic_store_n(&o->ran, 2, __ATOMIC_RELEASE);
+    else ex_start(op);  /* main destroys the pool as soon as the item ran */
+    ex_sender_release(s);
+    while (__atomic_load_n(&o->ran, __ATOMIC_ACQUIRE) == 0) sched_yield();
+    if (op) ex_operation_free(op);
+    return NULL;
+}
+
+static int destroy_rounds(void) {
+    int checks = 0;
+    for (int i = 0; i < DESTROY_ROUNDS; i++) {
+        outside o = { NULL, 0, 0 };
+        ex_pool_config cfg = { .threads = 2 };
+        if (ex_pool_create(&cfg, &o.pool).code) {
+            CHECK(0, "pool create failed in round %d", i);
+            break;
+        }
+        pthread_t th;
+        pthread_create(&th, NULL, submit_from_outside, &o);
+        __atomic_store_n(&o.go, 1, __ATOMIC_RELEASE);
+        while (!__atomic_load_n(&o.ran, __ATOMIC_ACQUIRE)) sched_yield();
+        CHECK(ex_pool_destroy(o.pool).code == 0, "destroy in round %d", i);
+        pthread_join(th, NULL);
+        CHECK(o.ran == 1, "round %d: the item did not run", i);
+        checks += 2;
+    }
+    return checks;
+}
+
 int main(void) {
     ex_pool *pool = NULL;
     ex_pool_config cfg = { .threads = 2 };
     if (ex_pool_create(&cfg, &pool).code) return 2;
     int checks = split_rounds(pool);
     checks += sender_churn();
+    checks += destroy_rounds();
     ex_pool_destroy(pool);
     return stress_finish("regress_stress", checks);
 }
