@@ -17,6 +17,12 @@ int exi_pool_worker_index(void);
  * instead of blocking a worker. */
 bool exi_pool_help_one(void);
 
+/* On a pool worker: takes the newest item of its own deque when
+ * accept(item, ctx) says so, for the caller to run (counted as executed);
+ * otherwise leaves the deque as it was and returns NULL.  NULL elsewhere.
+ * Used by a task about to suspend to run its own children nested. */
+ex_work *exi_pool_take_own_if(bool (*accept)(ex_work *w, void *ctx), void *ctx);
+
 /* The worker count of the pool behind sch, or 0 when sch is not a pool's. */
 unsigned exi_pool_size_of(ex_scheduler sch);
 

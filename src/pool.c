@@ -295,6 +295,22 @@ bool exi_pool_help_one(void) {
     return true;
 }
 
+ex_work *exi_pool_take_own_if(bool (*accept)(ex_work *w, void *ctx), void *ctx) {
+    exi_worker *me = tls_worker;
+    if (!me) return NULL;
+    ex_work *w = exi_deque_take(&me->deque);
+    if (!w) return NULL;
+    if (accept(w, ctx)) {
+        exi_owner_add_u64(&me->stats.executed, 1);
+        return w;
+    }
+    /* Back where it was (the slot just freed: no growth); a worker that
+     * looked meanwhile may have gone to sleep, so notify. */
+    if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);
+    notify(me->pool);
+    return NULL;
+}
+
 /* -------------------------------------------------------------- scheduler */
 
 static void pool_start(ex_operation *op) {

@@ -14,14 +14,38 @@
  *   SUSPENDED --completion: hop to the scheduler, resume-> DONE
  * A completion that finds AWAITING only records its result: the fiber (or
  * its resumer, whose CAS then fails) sees DONE and carries on without a
- * round trip through any queue. */
+ * round trip through any queue.
+ *
+ * Nesting (TBB's "help while waiting", safe for stackful tasks): a task
+ * about to suspend in an await first takes back, from the bottom of its
+ * worker's deque, child tasks that this await's operation queued and that
+ * no thief took yet, and runs each as a plain call on its own stack
+ * (run_nested) instead of on a stack of the child's own.  Only children
+ * the awaiting task waits for anyway qualify (their receiver environment
+ * leads back to this await), so running them underneath delays nothing
+ * the parent could do; a child that suspends suspends the whole stack (the
+ * "carrier") and resumes it wherever it resumes.  The switch notes name
+ * the task that suspended, since it may be any task on the carrier. */
 #include "exi_core.h"
 #include "exi_fiber.h"
+#include "exi_pool.h"
 #include "exi_stack.h"
 
 enum { AWAITING, SUSPENDED, DONE };
 
-typedef enum note { NOTE_SUSPENDED = 1, NOTE_FINISHED } note;
+/* A switch away from a carrier says why: its owner's body returned, a
+ * nested child parked until its deferred completion, or (any other value)
+ * the ex_task that suspended in an await. */
+#define NOTE_FINISHED ((void *)(uintptr_t)1)
+#define NOTE_PARKED ((void *)(uintptr_t)2)
+
+/* Stack kept free under a nested child besides its stack_size: the
+ * nesting machinery's frames. */
+#define NEST_MARGIN 2048
+/* The default stacks map this many times the stack_size a task asks for
+ * (address space only: pages are committed when touched), so children
+ * can run nested on it with their whole stack_size still below them. */
+#define STACK_RESERVE_FACTOR 4
 
 /* What lives above the usable part of the task's stack, in the same block
  * (which is why the control block stays small enough for a when_all of
@@ -49,11 +73,13 @@ struct ex_task {
     ex_env user_env;                 /* the options' environment (node NULL: none) */
     const ex_allocator *alloc;       /* get_allocator inside the task */
     ex_scheduler sched;
-    size_t stack_size;               /* usable bytes, a multiple of 16 */
+    size_t stack_size;               /* usable bytes mapped, a multiple of 16 */
+    size_t stack_need;               /* the options' stack_size: what the body is promised */
     size_t block_size;               /* stack + area */
     size_t await_size;               /* bytes of area->await */
     const ex_allocator *stack_alloc;
     ex_env_node env_node;            /* the environment inside the task */
+    ex_env_node await_env_node;      /* the awaited operation's: env_node plus the nesting key */
     ex_stop_source stop;             /* the task's own, linked to the receiver's token */
     /* Zeroed by connect (ZERO_FROM .. ZERO_TO: a few vector stores). */
     bool inline_affinity;
@@ -62,6 +88,7 @@ struct ex_task {
     bool started;                    /* the body has begun */
     bool stop_linked;                /* on_stop registered (at the first need) */
     bool finish_deferred;            /* finish() ran inside on_receiver_stop, which completes */
+    ex_task *nest_parent;            /* running nested on this task's carrier, else NULL */
     uint32_t await_state;
     const void *stop_thread;         /* thread inside on_receiver_stop (relaxed), else NULL */
     void *nested;                    /* deep copies of the last await's tuples */
@@ -73,15 +100,16 @@ struct ex_task {
     ex_operation *hop_op;            /* the hop back to the scheduler */
     void *hop_block;                 /* schedule operations bigger than area->hop */
     size_t hop_block_size;
+    ex_task *carrier;                /* whose fiber runs this task: itself, or the task it is nested on */
+    void *stack;                     /* own stack (take_stack), else NULL */
+    task_area *area;                 /* at stack + stack_size, or in run_nested's frame */
     /* Initialised where first used. */
-    exi_fiber *resumer;              /* the context to go back to (run) */
+    exi_fiber *resumer;              /* the carrier's: the context to go back to (run) */
     const void *runner;              /* thread running the fiber, or that ran it last (relaxed; run) */
-    void *stack;                     /* start */
-    task_area *area;                 /* at stack + stack_size (start) */
     unsigned char *await_area;       /* area->await, kept for the await path */
     const ex_task_result *result;    /* the body's, on its finished fiber's stack */
     ex_await_result *await_out;      /* the awaiting body's result, on the fiber's stack */
-    exi_fiber fiber;
+    exi_fiber fiber;                 /* initialised with an own stack only */
     ex_stop_callback on_stop;
     ex_work hop;
     ex_work yield_work;              /* ex_task_yield's queued resumption */
@@ -111,6 +139,20 @@ static bool task_env_query(const ex_env_node *n, const ex_key *key, ex_value *ou
     }
     ex_env user = t->user_env.node ? t->user_env : ex_receiver_env(t->r);
     return ex_env_query(ex_env_forward(user), key, out);
+}
+
+/* Answered only by the environment of an await's receiver, and forwarded
+ * by the adaptors in between: a task whose receiver environment answers it
+ * with P is part of the operation P awaits, which P waits for anyway. */
+static const ex_key key_awaiting_task = { "cexec: awaiting task", true };
+
+static bool await_env_query(const ex_env_node *n, const ex_key *key, ex_value *out) {
+    const ex_task *t = EXI_CONTAINER_OF(n, ex_task, await_env_node);
+    if (key == &key_awaiting_task) {
+        *out = ex_ptr((void *)(uintptr_t)t);
+        return true;
+    }
+    return task_env_query(&t->env_node, key, out);
 }
 
 ex_env ex_task_env(const ex_task *t) {
@@ -162,7 +204,9 @@ static void on_receiver_stop(ex_stop_callback *cb) {
     exi_store_rlx_ptr((void **)&t->stop_thread, (void *)(uintptr_t)exi_thread_id());
     ex_stop_source_request_stop(&t->stop);
     if (t->finish_deferred) {
+        ex_task *parent = t->nest_parent;
         finish_tail(t);  /* may free t */
+        if (parent) run(parent);  /* the carrier parked in run_nested for this */
         return;
     }
     exi_store_rlx_ptr((void **)&t->stop_thread, NULL);
@@ -178,22 +222,38 @@ static void release_hop(ex_task *t) {
 /* What start took besides the stack: the fiber's tool state, the stop
  * link, the scheduler handle, the hop's operation. */
 static void release_run(ex_task *t) {
-    exi_fiber_destroy(&t->fiber);
+    if (t->stack) exi_fiber_destroy(&t->fiber);
     if (t->stop_linked) ex_stop_callback_deregister(&t->on_stop);
     ex_scheduler_release(t->sched);
     release_hop(t);
 }
 
-/* The stack and the frame area above it. */
+/* The stack and the frame area above it (a nested task has neither). */
 static void free_stack(ex_task *t) {
-    t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->block_size, 16);
+    if (t->stack) t->stack_alloc->deallocate(t->stack_alloc->ctx, t->stack, t->block_size, 16);
     t->stack = NULL;
     t->area = NULL;
 }
 
-/* After the body returned, on the resumer's stack: free the frame, then
- * complete (which may destroy the operation). */
-static void finish(ex_task *t) {
+static void fiber_entry(void *arg, void *user);
+
+/* The task's own stack, taken when it first runs on it (a task that runs
+ * nested never needs one).  False: no memory. */
+static bool take_stack(ex_task *t) {
+    t->stack = t->stack_alloc->allocate(t->stack_alloc->ctx, t->block_size, 16);
+    if (!t->stack) return false;
+    t->area = (task_area *)(void *)((unsigned char *)t->stack + t->stack_size);
+    t->await_area = t->area->await;
+    exi_fiber_init(&t->fiber, t->stack, t->stack_size, fiber_entry, t);
+    t->carrier = t;
+    return true;
+}
+
+/* After the body returned (on the resumer's stack, or on the carrier for a
+ * nested task): free the frame, then complete, which may destroy the
+ * operation.  Returns true when the completion was left to
+ * on_receiver_stop, running on this thread further up. */
+static bool finish(ex_task *t) {
     release_run(t);
     /* The last await's operation goes now (it lives in the frame area,
      * freed with the stack before the completion); the deep copies of its
@@ -206,9 +266,10 @@ static void finish(ex_task *t) {
     t->await_buf = NULL;
     if (exi_load_rlx_ptr((void *const *)&t->stop_thread) == exi_thread_id()) {
         t->finish_deferred = true;  /* inside on_receiver_stop, which completes */
-        return;
+        return true;
     }
     finish_tail(t);
+    return false;
 }
 
 /* Frees the stack and completes (which may destroy the operation). */
@@ -241,33 +302,105 @@ EXI_NO_ASAN static void fiber_entry(void *arg, void *user) {
     ex_task *t = user;
     ex_task_result res = t->fn(t, t->arg);
     t->result = &res;
-    exi_fiber_switch_final(&t->fiber, t->resumer, (void *)(uintptr_t)NOTE_FINISHED);
+    exi_fiber_switch_final(&t->fiber, t->resumer, NOTE_FINISHED);
 }
 
-/* Runs the task on the calling thread until it suspends or finishes. */
+static void abort_start(ex_task *t, ex_error e, bool stopped);
+
+/* Runs the task's carrier on the calling thread until it suspends or its
+ * owner finishes: the task's first run (on a stack of its own), or its
+ * resumption after an await. */
 static void run(ex_task *t) {
+    if (!t->carrier && !take_stack(t)) {
+        abort_start(t, ex_err(EX_ENOMEM, "ex_task: out of memory for the task's stack"), false);
+        return;
+    }
     for (;;) {
+        ex_task *k = t->carrier;
         exi_fiber self;
         exi_fiber_init_thread(&self);
-        t->resumer = &self;
+        k->resumer = &self;
         t->started = true;
         exi_store_rlx_ptr((void **)&t->runner, (void *)(uintptr_t)exi_thread_id());
-        note n = (note)(uintptr_t)exi_fiber_switch(&self, &t->fiber, NULL);
+        void *n = exi_fiber_switch(&self, &k->fiber, NULL);
         if (n == NOTE_FINISHED) {
-            finish(t);
+            (void)finish(k);
             return;
         }
-        /* Suspended: publish it, unless the completion came first. */
+        if (n == NOTE_PARKED) return;  /* on_receiver_stop completes the nested task, then resumes */
+        /* A task on the carrier suspended: publish it, unless the
+         * completion came first. */
+        ex_task *s = n;
         uint32_t expected = AWAITING;
-        if (exi_cas_u32(&t->await_state, &expected, SUSPENDED)) return;
+        if (exi_cas_u32(&s->await_state, &expected, SUSPENDED)) return;
         /* DONE already: the task carries on here (this thread runs on the
          * task's scheduler: it just ran the task), unless the scheduler
          * just changed. */
-        if (t->must_hop) {
-            resume_on_scheduler(t);
+        if (s->must_hop) {
+            resume_on_scheduler(s);
             return;
         }
+        t = s;
     }
+}
+
+/* ------------------------------------------------------------- nesting */
+
+static void hop_execute(ex_work *w);
+
+static bool same_scheduler(ex_scheduler a, ex_scheduler b) { return a.vt == b.vt && a.self == b.self; }
+
+/* Whether the queued item w may run nested under p, now, here: it is the
+ * start of a child task of p's await (see key_awaiting_task) on p's
+ * scheduler (the item came from this worker's deque, so this thread is
+ * one of its agents), and p's carrier has the child's whole stack_size
+ * left below this frame. */
+static bool nestable(ex_work *w, void *ctx) {
+    ex_task *p = ctx;
+    if (w->execute != hop_execute) return false;
+    ex_task *c = EXI_CONTAINER_OF(w, ex_task, hop);
+    if (c->started || c->carrier || c->inline_affinity || !same_scheduler(c->sched, p->sched)) return false;
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t lo = (uintptr_t)p->carrier->stack;
+    if (sp < lo || sp - lo < c->stack_need + sizeof(task_area) + EX_TASK_AWAIT_INLINE + NEST_MARGIN) return false;
+    ex_value v;
+    return ex_env_query(ex_receiver_env(c->r), &key_awaiting_task, &v) && v.type == EX_T_PTR && v.as.p == p;
+}
+
+/* Runs child c's body as a call on p's carrier, its frame area in this
+ * frame; completes c when the body returns.  c may suspend inside, which
+ * suspends the carrier (p beneath it stays AWAITING meanwhile, and its
+ * runner is cleared so a completion of p's await takes the CAS path).
+ * Returns whether p must hop back to its scheduler before going on (c
+ * changed scheduler and finished elsewhere).  Not ASan-instrumented, like
+ * fiber_entry: the area and the result stay on the carrier's real stack. */
+EXI_NO_ASAN static bool run_nested(ex_task *c, ex_task *p) {
+    alignas(max_align_t) unsigned char area[sizeof(task_area) + EX_TASK_AWAIT_INLINE];
+    ex_task *k = p->carrier;
+    c->carrier = k;
+    c->nest_parent = p;
+    c->area = (task_area *)(void *)area;
+    c->await_area = c->area->await;
+    c->started = true;
+    exi_store_rlx_ptr((void **)&p->runner, NULL);
+    exi_store_rlx_ptr((void **)&c->runner, (void *)(uintptr_t)exi_thread_id());
+    ex_task_result res = c->fn(c, c->arg);
+    c->result = &res;
+    bool hop = !same_scheduler(c->sched, p->sched);
+    if (finish(c)) (void)exi_fiber_switch(&k->fiber, k->resumer, NOTE_PARKED);
+    exi_store_rlx_ptr((void **)&p->runner, (void *)(uintptr_t)exi_thread_id());
+    return hop;
+}
+
+/* Before t suspends in an await: runs the children its operation queued
+ * here and no thief took, while the await is not done.  Returns whether t
+ * must hop back to its scheduler. */
+static bool help(ex_task *t) {
+    bool hop = false;
+    ex_work *w;
+    while (!hop && exi_load_acq_u32(&t->await_state) != DONE && (w = exi_pool_take_own_if(nestable, t)))
+        hop = run_nested(EXI_CONTAINER_OF(w, ex_task, hop), t);
+    return hop;
 }
 
 /* ----------------------------------------------- the hop to the scheduler */
@@ -344,7 +477,7 @@ static void resume_on_scheduler(ex_task *t) {
     if (t->hop_op) ex_operation_destroy(t->hop_op);
     t->hop_op = NULL;
     ex_receiver r = { &hop_receiver_vt, t };
-    void *storage = hop_storage_for(t, s);
+    void *storage = t->carrier || take_stack(t) ? hop_storage_for(t, s) : NULL;
     if (!storage) {
         hop_failed(t, ex_err(EX_ENOMEM, "ex_task: out of memory for the hop back to the task's scheduler"), false);
         return;
@@ -420,7 +553,11 @@ static void await_stopped(void *self) {
     await_complete(t);
 }
 
-static ex_env await_env(void *self) { return ex_task_env(self); }
+static ex_env await_env(void *self) {
+    ex_task *t = self;
+    ex_env e = { &t->await_env_node, 0 };
+    return e;
+}
 
 static const ex_receiver_vtable await_receiver_vt = { await_value, await_error, await_stopped, await_env, NULL };
 
@@ -482,8 +619,13 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
     t->await_out = out;
     exi_store_rlx_u32(&t->await_state, AWAITING);
     ex_start(op);
-    if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE)
-        (void)exi_fiber_switch(&t->fiber, t->resumer, (void *)(uintptr_t)NOTE_SUSPENDED);
+    if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
+        bool hop = !t->must_hop && help(t);
+        if (hop) t->must_hop = true;  /* run() then hops back even if the await is done */
+        if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE)
+            (void)exi_fiber_switch(&t->carrier->fiber, t->carrier->resumer, t);
+        if (hop) t->must_hop = false;
+    }
     /* DONE: *out was written by the completion (published by its CAS or
      * release store, or by this thread). */
     if (out->status == EX_AWAIT_STOPPED) t->stopped = true;
@@ -525,7 +667,7 @@ ex_error ex_task_yield(ex_task *t) {
         ex_error e = s.vt->yield(s.self, &t->yield_work);
         if (e.code) return e;
         if (exi_load_acq_u32(&t->await_state) != DONE)
-            (void)exi_fiber_switch(&t->fiber, t->resumer, (void *)(uintptr_t)NOTE_SUSPENDED);
+            (void)exi_fiber_switch(&t->carrier->fiber, t->carrier->resumer, t);
         if (out.status == EX_AWAIT_STOPPED) t->stopped = true;
     }
     if (out.status == EX_AWAIT_VALUE) return ex_ok();
@@ -588,16 +730,10 @@ ex_task_result ex_task_stopped(void) {
 
 /* --------------------------------------------------- operation and sender */
 
+/* The stack is taken when the task first runs on it (run), so a task that
+ * runs nested never has one. */
 static void task_start(ex_operation *op) {
     ex_task *t = (ex_task *)op;
-    t->stack = t->stack_alloc->allocate(t->stack_alloc->ctx, t->block_size, 16);
-    if (!t->stack) {
-        ex_set_error(t->r, ex_err(EX_ENOMEM, "ex_task: out of memory for the task's stack"));
-        return;
-    }
-    t->area = (task_area *)(void *)((unsigned char *)t->stack + t->stack_size);
-    t->await_area = t->area->await;
-    exi_fiber_init(&t->fiber, t->stack, t->stack_size, fiber_entry, t);
     ex_scheduler_retain(t->sched);  /* P3552's task_scheduler: the resource outlives the task */
     /* P3552: the body starts on an agent of the task's scheduler.  A task
      * awaited directly by another task starts at once (dispatch: no queue
@@ -640,11 +776,13 @@ static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
     t->alloc = ts->opt.allocator ? ts->opt.allocator : ex_get_allocator(env);
     t->stack_alloc = ts->opt.stack_allocator ? ts->opt.stack_allocator : exi_guarded_stack_allocator();
     size_t usable = ts->opt.stack_size ? ts->opt.stack_size : EX_TASK_STACK_DEFAULT;
-    t->stack_size = (usable + 15) & ~(size_t)15;
-    t->await_size = ex_task_await_inline_size(t->stack_size);
+    t->stack_need = (usable + 15) & ~(size_t)15;
+    t->stack_size = ts->opt.stack_allocator ? t->stack_need : t->stack_need * STACK_RESERVE_FACTOR;
+    t->await_size = ex_task_await_inline_size(t->stack_need);
     t->block_size = t->stack_size + sizeof(task_area) + t->await_size;
     ex_stop_source_init(&t->stop);
     t->env_node.query = task_env_query;
+    t->await_env_node.query = await_env_query;
     return ex_ok();
 }
 

@@ -48,7 +48,18 @@
  * awaited operation state and the schedule operation of the hop back, up to
  * a size, so steady-state awaits allocate nothing); its stack comes
  * from the options' stack allocator — by default pooled stacks with a guard
- * page below, so running off the end faults instead of corrupting memory.
+ * page below, so running off the end faults instead of corrupting memory —
+ * when the task first runs on it.
+ *
+ * Nesting: a task about to suspend in an await first runs, on its own
+ * stack and as plain calls, the child tasks that the awaited operation
+ * queued on its pool worker and no other worker took yet (the tasks that
+ * operation's completion waits for: those whose receiver environment leads
+ * back to the await; never a task spawned into a scope).  Such a child
+ * needs no stack of its own and no context switch; it runs only when its
+ * whole stack_size is left below, and if it suspends, the parent's stack
+ * waits with it.  The default stacks map 4 x stack_size of address space
+ * (pages are committed as they are touched) to leave that room.
  *
  * Threads: a task runs on one thread at a time, possibly a different one
  * after each await (its scheduler's agents).  Do not keep the address of a
@@ -86,13 +97,15 @@ typedef enum ex_task_affinity {
 } ex_task_affinity;
 
 typedef struct ex_task_options {
-    /* Usable stack bytes (rounded up to pages by the default stack
-     * allocator); 0: EX_TASK_STACK_DEFAULT. */
+    /* Usable stack bytes the body may use (rounded up to pages by the
+     * default stack allocator, which maps 4 times as much so children can
+     * run nested; see "Nesting"); 0: EX_TASK_STACK_DEFAULT. */
     size_t stack_size;
     /* Where the stack comes from (allocate(size, 16) must return its lowest
-     * address; size is the usable stack plus the task's frame area, at
-     * most 4.4 KiB more); NULL: pooled stacks with a guard page.  A frame allocator
-     * such as a per-worker jemalloc arena works too (no guard page). */
+     * address; size is stack_size plus the task's frame area, at most
+     * 4.4 KiB more; a task that runs nested takes none); NULL: pooled
+     * stacks with a guard page.  A frame allocator such as a per-worker
+     * jemalloc arena works too (no guard page). */
     const struct ex_allocator *stack_allocator;
     /* What get_allocator answers inside the task (and what ex_await gives
      * children); NULL: the receiver environment's allocator. */
@@ -124,8 +137,9 @@ typedef ex_task_result (*ex_task_fn)(ex_task *t, void *arg);
  * into the task's stack (it is gone when the task completes).  Never NULL:
  * bad options give an invalid sender (EX_EINVAL), allocation failure one
  * with EX_ENOMEM.  Connect errors: EX_EINVAL (connected before: a task is
- * single-shot; no scheduler in the receiver's environment).  Start
- * completes with set_error(EX_ENOMEM) when the stack cannot be had. */
+ * single-shot; no scheduler in the receiver's environment).  When its stack
+ * cannot be had (taken at the first run, on the task's scheduler) the task
+ * completes with set_error(EX_ENOMEM) without running its body. */
 ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt);
 
 /* ------------------------------------------------------- inside a task */
