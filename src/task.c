@@ -118,6 +118,18 @@ struct ex_task {
 #define ZERO_FROM offsetof(ex_task, inline_affinity)
 #define ZERO_TO offsetof(ex_task, resumer)
 
+/* Clears ZERO_FROM .. ZERO_TO with 16-byte stores: a memset of an
+ * operation state of unknown alignment became `rep stos`, whose start-up
+ * cost was a third of connect. */
+typedef unsigned long long zero_chunk __attribute__((vector_size(16), aligned(8), may_alias));
+_Static_assert(ZERO_TO - ZERO_FROM == 8 * sizeof(zero_chunk), "zero_fields stores 8 chunks");
+static inline void zero_fields(ex_task *t) {
+    /* Written out: GCC turns the loop back into memset. */
+    zero_chunk *z = (zero_chunk *)(void *)((char *)t + ZERO_FROM), zero = { 0, 0 };
+    z[0] = zero, z[1] = zero, z[2] = zero, z[3] = zero;
+    z[4] = zero, z[5] = zero, z[6] = zero, z[7] = zero;
+}
+
 static void run(ex_task *t);
 static void resume_on_scheduler(ex_task *t);
 
@@ -758,7 +770,7 @@ static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
     if (!exi_cas_u32(&ts->connected, &fresh, 1))
         return ex_err(EX_EINVAL, "ex_task: the task was connected before (a task is single-shot)");
     ex_task *t = storage;
-    memset((char *)t + ZERO_FROM, 0, ZERO_TO - ZERO_FROM);
+    zero_fields(t);
     ex_env env = ex_receiver_env(r);
     if (ts->opt.affinity == EX_TASK_INLINE) {
         t->sched = ex_inline_scheduler();
