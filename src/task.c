@@ -88,8 +88,11 @@ struct ex_task {
     bool started;                    /* the body has begun */
     bool stop_linked;                /* on_stop registered (at the first need) */
     bool finish_deferred;            /* finish() ran inside on_receiver_stop, which completes */
+    bool nest_hop;                   /* a child awaited directly ran nested and ended elsewhere */
+    bool suspended;                  /* has switched away in an await at least once */
     ex_task *nest_parent;            /* running nested on this task's carrier, else NULL */
     uint32_t await_state;
+    uint32_t direct_window;          /* starting a directly awaited child here (relaxed) */
     const void *stop_thread;         /* thread inside on_receiver_stop (relaxed), else NULL */
     void *nested;                    /* deep copies of the last await's tuples */
     size_t nested_size;
@@ -362,6 +365,14 @@ static void hop_execute(ex_work *w);
 
 static bool same_scheduler(ex_scheduler a, ex_scheduler b) { return a.vt == b.vt && a.self == b.self; }
 
+/* Whether p's carrier has c's whole stack_size left below this frame, and
+ * room for c's frame area and the nesting machinery. */
+static bool has_room(const ex_task *c, const ex_task *p) {
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t lo = (uintptr_t)p->carrier->stack;
+    return sp >= lo && sp - lo >= c->stack_need + sizeof(task_area) + EX_TASK_AWAIT_INLINE + NEST_MARGIN;
+}
+
 /* Whether the queued item w may run nested under p, now, here: it is the
  * start of a child task of p's await (see key_awaiting_task) on p's
  * scheduler (the item came from this worker's deque, so this thread is
@@ -372,9 +383,7 @@ static bool nestable(ex_work *w, void *ctx) {
     if (w->execute != hop_execute) return false;
     ex_task *c = EXI_CONTAINER_OF(w, ex_task, hop);
     if (c->started || c->carrier || c->inline_affinity || !same_scheduler(c->sched, p->sched)) return false;
-    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-    uintptr_t lo = (uintptr_t)p->carrier->stack;
-    if (sp < lo || sp - lo < c->stack_need + sizeof(task_area) + EX_TASK_AWAIT_INLINE + NEST_MARGIN) return false;
+    if (!has_room(c, p)) return false;
     ex_value v;
     return ex_env_query(ex_receiver_env(c->r), &key_awaiting_task, &v) && v.type == EX_T_PTR && v.as.p == p;
 }
@@ -384,7 +393,8 @@ static bool nestable(ex_work *w, void *ctx) {
  * suspends the carrier (p beneath it stays AWAITING meanwhile, and its
  * runner is cleared so a completion of p's await takes the CAS path).
  * Returns whether p must hop back to its scheduler before going on (c
- * changed scheduler and finished elsewhere).  Not ASan-instrumented, like
+ * suspended and finished on another scheduler: a scheduler change, or an
+ * EX_TASK_INLINE child resumed by a foreign completion).  Not ASan-instrumented, like
  * fiber_entry: the area and the result stay on the carrier's real stack. */
 EXI_NO_ASAN static bool run_nested(ex_task *c, ex_task *p) {
     alignas(max_align_t) unsigned char area[sizeof(task_area) + EX_TASK_AWAIT_INLINE];
@@ -398,7 +408,8 @@ EXI_NO_ASAN static bool run_nested(ex_task *c, ex_task *p) {
     exi_store_rlx_ptr((void **)&c->runner, (void *)(uintptr_t)exi_thread_id());
     ex_task_result res = c->fn(c, c->arg);
     c->result = &res;
-    bool hop = !same_scheduler(c->sched, p->sched);
+    /* A child that never suspended never left this thread. */
+    bool hop = c->suspended && !same_scheduler(c->sched, p->sched);
     if (finish(c)) (void)exi_fiber_switch(&k->fiber, k->resumer, NOTE_PARKED);
     exi_store_rlx_ptr((void **)&p->runner, (void *)(uintptr_t)exi_thread_id());
     return hop;
@@ -631,11 +642,15 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
     t->await_out = out;
     exi_store_rlx_u32(&t->await_state, AWAITING);
     ex_start(op);
-    if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
-        bool hop = !t->must_hop && help(t);
+    bool hop = t->nest_hop;  /* a directly awaited child ran nested and ended elsewhere */
+    t->nest_hop = false;
+    if (hop || t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
+        if (!hop && !t->must_hop) hop = help(t);
         if (hop) t->must_hop = true;  /* run() then hops back even if the await is done */
-        if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE)
+        if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
+            t->suspended = true;
             (void)exi_fiber_switch(&t->carrier->fiber, t->carrier->resumer, t);
+        }
         if (hop) t->must_hop = false;
     }
     /* DONE: *out was written by the completion (published by its CAS or
@@ -678,8 +693,10 @@ ex_error ex_task_yield(ex_task *t) {
         exi_store_rlx_u32(&t->await_state, AWAITING);
         ex_error e = s.vt->yield(s.self, &t->yield_work);
         if (e.code) return e;
-        if (exi_load_acq_u32(&t->await_state) != DONE)
+        if (exi_load_acq_u32(&t->await_state) != DONE) {
+            t->suspended = true;
             (void)exi_fiber_switch(&t->carrier->fiber, t->carrier->resumer, t);
+        }
         if (out.status == EX_AWAIT_STOPPED) t->stopped = true;
     }
     if (out.status == EX_AWAIT_VALUE) return ex_ok();
@@ -744,16 +761,51 @@ ex_task_result ex_task_stopped(void) {
 
 /* The stack is taken when the task first runs on it (run), so a task that
  * runs nested never has one. */
+/* A task awaited directly by task p, dispatched: when the dispatch runs
+ * it at once, inside p's start of the await (p's window open on this
+ * thread), it runs nested on p's stack; queued and run later, on its own.
+ * (Another thread never sees p's runner equal to itself, so a stale open
+ * window there is harmless.) */
+static void direct_execute(ex_work *w) {
+    ex_task *c = EXI_CONTAINER_OF(w, ex_task, hop);
+    ex_task *p = c->r.self;
+    if (exi_load_rlx_u32(&p->direct_window) && exi_load_rlx_ptr((void *const *)&p->runner) == exi_thread_id() &&
+        has_room(c, p)) {
+        if (run_nested(c, p)) p->nest_hop = true;
+        return;
+    }
+    run(c);
+}
+
 static void task_start(ex_operation *op) {
     ex_task *t = (ex_task *)op;
     ex_scheduler_retain(t->sched);  /* P3552's task_scheduler: the resource outlives the task */
     /* P3552: the body starts on an agent of the task's scheduler.  A task
      * awaited directly by another task starts at once (dispatch: no queue
-     * round trip, like symmetric transfer); one started by anything else
-     * (when_all, spawn) is queued where it can be stolen, so sibling tasks
-     * run in parallel. */
+     * round trip, like symmetric transfer), nested on the awaiting task's
+     * stack when it may; one started by anything else (when_all, spawn) is
+     * queued where it can be stolen, so sibling tasks run in parallel (and
+     * nest when their parent waits for them, see help). */
     exi_store_rlx_u32(&t->await_state, SUSPENDED);
-    if (!t->inline_affinity && t->r.vt != &await_receiver_vt && t->sched.vt->post) {
+    if (t->r.vt == &await_receiver_vt) {
+        ex_task *p = t->r.self;
+        if (t->inline_affinity) {  /* runs where it is started: here */
+            if (has_room(t, p)) {
+                if (run_nested(t, p)) p->nest_hop = true;
+            } else {
+                run(t);
+            }
+            return;
+        }
+        if (t->sched.vt->dispatch && same_scheduler(t->sched, p->sched)) {
+            t->hop = (ex_work){ NULL, direct_execute, hop_cancel };
+            exi_store_rlx_u32(&p->direct_window, 1);
+            ex_error e = ex_dispatch(t->sched, &t->hop);
+            exi_store_rlx_u32(&p->direct_window, 0);
+            if (e.code) hop_failed(t, e, false);
+            return;
+        }
+    } else if (!t->inline_affinity && t->sched.vt->post) {
         t->hop = (ex_work){ NULL, hop_execute, hop_cancel };
         if (!ex_post(t->sched, &t->hop).code) return;
     }

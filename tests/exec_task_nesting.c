@@ -256,3 +256,100 @@ Test(exec_task_nesting, nesting_stops_where_the_stack_runs_out) {
     EXPECT_PROBE();
     expect_no_leaks();
 }
+
+/* ------------------------------------------------ tasks awaited directly */
+
+static ex_task_result await_child_directly(ex_task *t, void *arg) {
+    ex_task_fn fn = (ex_task_fn)(uintptr_t)arg;
+    ex_await_result r = ex_await(t, ex_task_create(fn, (void *)1, &S.child));
+    if (S.pool) TCHECK(ex_pool_current_worker(S.pool) >= 0);
+    if (r.status != EX_AWAIT_VALUE) return ex_task_with_error(r.error);
+    return ex_task_i64(r.v[0].as.i + 1);
+}
+
+static ex_error pause_2ms(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)in, (void)n, (void)out;
+    test_sleep_ms(2);
+    return ex_ok();
+}
+
+/* An EX_TASK_INLINE child that suspends: it resumes on the other
+ * context's thread, where the completion runs (2 ms after the hop there,
+ * so the child has suspended by then). */
+static ex_task_result child_inline_suspends(ex_task *t, void *arg) {
+    intptr_t i = (intptr_t)arg;
+    atomic_store(&S.where[i], here());
+    ex_await_result r = ex_await(t, ex_then(ex_continues_on(ex_just(), S.other), pause_2ms, NULL, EX_SIG0, EX_SIG0));
+    TCHECK(r.status == EX_AWAIT_VALUE);
+    if (S.pool) TCHECK(ex_pool_current_worker(S.pool) < 0);  /* inline affinity: where it completed */
+    return ex_task_i64(10 * i);
+}
+
+Test(exec_task_nesting, a_task_awaited_directly_runs_nested) {
+    S.pool = make_pool(1);
+    setup_children(16384);
+    cnt_alloc parent_stacks;
+    cnt_alloc_init(&parent_stacks);
+    ex_task_options o;
+    memset(&o, 0, sizeof o);
+    o.stack_allocator = &parent_stacks.base;
+    o.stack_size = 256 * 1024;
+    for (int round = 0; round < 10; round++) {
+        ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(S.pool),
+                                                ex_task_create(await_child_directly, (void *)(uintptr_t)child_note, &o)));
+        expect_value_int(&r, 11);
+        cr_assert(inside(atomic_load(&S.where[1]), &parent_stacks), "the child did not run on its parent's stack");
+    }
+    cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0);
+    ex_pool_destroy(S.pool);
+    EXPECT_PROBE();
+    expect_no_leaks();
+}
+
+Test(exec_task_nesting, an_inline_child_resumed_elsewhere_leaves_an_affine_parent_on_its_scheduler) {
+    ex_single_thread_context ctx;
+    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    S.other = ex_single_thread_context_scheduler(&ctx);
+    S.pool = make_pool(1);
+    setup_children(16384);
+    S.child.affinity = EX_TASK_INLINE;
+    cnt_alloc parent_stacks;
+    cnt_alloc_init(&parent_stacks);
+    ex_task_options o;
+    memset(&o, 0, sizeof o);
+    o.stack_allocator = &parent_stacks.base;
+    o.stack_size = 256 * 1024;
+    for (int round = 0; round < 20; round++) {
+        ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(S.pool),
+                                                ex_task_create(await_child_directly, (void *)(uintptr_t)child_inline_suspends, &o)));
+        expect_value_int(&r, 11);
+        cr_assert(inside(atomic_load(&S.where[1]), &parent_stacks), "the child did not run on its parent's stack");
+    }
+    cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0);
+    ex_pool_destroy(S.pool);
+    ex_single_thread_context_destroy(&ctx);
+    EXPECT_PROBE();
+    expect_no_leaks();
+}
+
+Test(exec_task_nesting, inline_tasks_awaiting_inline_tasks_nest_without_a_scheduler) {
+    ex_single_thread_context ctx;
+    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    S.other = ex_single_thread_context_scheduler(&ctx);
+    setup_children(16384);
+    S.child.affinity = EX_TASK_INLINE;
+    cnt_alloc parent_stacks;
+    cnt_alloc_init(&parent_stacks);
+    ex_task_options o;
+    memset(&o, 0, sizeof o);
+    o.stack_allocator = &parent_stacks.base;
+    o.stack_size = 256 * 1024;
+    o.affinity = EX_TASK_INLINE;
+    ex_result r = ex_sync_wait(ex_task_create(await_child_directly, (void *)(uintptr_t)child_inline_suspends, &o));
+    expect_value_int(&r, 11);
+    cr_assert(inside(atomic_load(&S.where[1]), &parent_stacks));
+    cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0);
+    ex_single_thread_context_destroy(&ctx);
+    EXPECT_PROBE();
+    expect_no_leaks();
+}

@@ -55,7 +55,8 @@
  * stack and as plain calls, the child tasks that the awaited operation
  * queued on its pool worker and no other worker took yet (the tasks that
  * operation's completion waits for: those whose receiver environment leads
- * back to the await; never a task spawned into a scope).  Such a child
+ * back to the await; never a task spawned into a scope), and a task it
+ * awaits directly starts nested at once.  Such a child
  * needs no stack of its own and no context switch; it runs only when its
  * whole stack_size is left below, and if it suspends, the parent's stack
  * waits with it.  The default stacks map 4 x stack_size of address space
