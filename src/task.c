@@ -646,12 +646,13 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
     t->nest_hop = false;
     if (hop || t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
         if (!hop && !t->must_hop) hop = help(t);
+        bool must_hop = t->must_hop;
         if (hop) t->must_hop = true;  /* run() then hops back even if the await is done */
         if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
             t->suspended = true;
             (void)exi_fiber_switch(&t->carrier->fiber, t->carrier->resumer, t);
         }
-        if (hop) t->must_hop = false;
+        t->must_hop = must_hop;
     }
     /* DONE: *out was written by the completion (published by its CAS or
      * release store, or by this thread). */
@@ -759,8 +760,6 @@ ex_task_result ex_task_stopped(void) {
 
 /* --------------------------------------------------- operation and sender */
 
-/* The stack is taken when the task first runs on it (run), so a task that
- * runs nested never has one. */
 /* A task awaited directly by task p, dispatched: when the dispatch runs
  * it at once, inside p's start of the await (p's window open on this
  * thread), it runs nested on p's stack; queued and run later, on its own.
@@ -785,7 +784,8 @@ static void task_start(ex_operation *op) {
      * round trip, like symmetric transfer), nested on the awaiting task's
      * stack when it may; one started by anything else (when_all, spawn) is
      * queued where it can be stolen, so sibling tasks run in parallel (and
-     * nest when their parent waits for them, see help). */
+     * nest when their parent waits for them, see help).  The stack is
+     * taken at the first run on it (run): a task that nests never has one. */
     exi_store_rlx_u32(&t->await_state, SUSPENDED);
     if (t->r.vt == &await_receiver_vt) {
         ex_task *p = t->r.self;
