@@ -89,7 +89,6 @@ struct ex_task {
     bool stop_linked;                /* on_stop registered (at the first need) */
     bool finish_deferred;            /* finish() ran inside on_receiver_stop, which completes */
     bool nest_hop;                   /* a child awaited directly ran nested and ended elsewhere */
-    bool suspended;                  /* has switched away in an await at least once */
     ex_task *nest_parent;            /* running nested on this task's carrier, else NULL */
     uint32_t await_state;
     uint32_t direct_window;          /* starting a directly awaited child here (relaxed) */
@@ -113,6 +112,7 @@ struct ex_task {
     const ex_task_result *result;    /* the body's, on its finished fiber's stack */
     ex_await_result *await_out;      /* the awaiting body's result, on the fiber's stack */
     exi_fiber fiber;                 /* initialised with an own stack only */
+    uint32_t switches;               /* a carrier's: times any task on it switched away */
     ex_stop_callback on_stop;
     ex_work hop;
     ex_work yield_work;              /* ex_task_yield's queued resumption */
@@ -260,6 +260,7 @@ static bool take_stack(ex_task *t) {
     t->area = (task_area *)(void *)((unsigned char *)t->stack + t->stack_size);
     t->await_area = t->area->await;
     exi_fiber_init(&t->fiber, t->stack, t->stack_size, fiber_entry, t);
+    t->switches = 0;
     t->carrier = t;
     return true;
 }
@@ -392,9 +393,10 @@ static bool nestable(ex_work *w, void *ctx) {
  * frame; completes c when the body returns.  c may suspend inside, which
  * suspends the carrier (p beneath it stays AWAITING meanwhile, and its
  * runner is cleared so a completion of p's await takes the CAS path).
- * Returns whether p must hop back to its scheduler before going on (c
- * suspended and finished on another scheduler: a scheduler change, or an
- * EX_TASK_INLINE child resumed by a foreign completion).  Not ASan-instrumented, like
+ * Returns whether p must hop back to its scheduler before going on (the
+ * carrier suspended meanwhile and c finished on another scheduler: a
+ * scheduler change, or an EX_TASK_INLINE child resumed by a foreign
+ * completion, perhaps through a task nested under it).  Not ASan-instrumented, like
  * fiber_entry: the area and the result stay on the carrier's real stack. */
 EXI_NO_ASAN static bool run_nested(ex_task *c, ex_task *p) {
     alignas(max_align_t) unsigned char area[sizeof(task_area) + EX_TASK_AWAIT_INLINE];
@@ -406,10 +408,12 @@ EXI_NO_ASAN static bool run_nested(ex_task *c, ex_task *p) {
     c->started = true;
     exi_store_rlx_ptr((void **)&p->runner, NULL);
     exi_store_rlx_ptr((void **)&c->runner, (void *)(uintptr_t)exi_thread_id());
+    uint32_t switches = k->switches;
     ex_task_result res = c->fn(c, c->arg);
     c->result = &res;
-    /* A child that never suspended never left this thread. */
-    bool hop = c->suspended && !same_scheduler(c->sched, p->sched);
+    /* If nothing on the carrier switched away meanwhile (c or a task
+     * nested under it), the carrier never left this thread. */
+    bool hop = k->switches != switches && !same_scheduler(c->sched, p->sched);
     if (finish(c)) (void)exi_fiber_switch(&k->fiber, k->resumer, NOTE_PARKED);
     exi_store_rlx_ptr((void **)&p->runner, (void *)(uintptr_t)exi_thread_id());
     return hop;
@@ -649,7 +653,7 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
         bool must_hop = t->must_hop;
         if (hop) t->must_hop = true;  /* run() then hops back even if the await is done */
         if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
-            t->suspended = true;
+            t->carrier->switches++;
             (void)exi_fiber_switch(&t->carrier->fiber, t->carrier->resumer, t);
         }
         t->must_hop = must_hop;
@@ -695,7 +699,7 @@ ex_error ex_task_yield(ex_task *t) {
         ex_error e = s.vt->yield(s.self, &t->yield_work);
         if (e.code) return e;
         if (exi_load_acq_u32(&t->await_state) != DONE) {
-            t->suspended = true;
+            t->carrier->switches++;
             (void)exi_fiber_switch(&t->carrier->fiber, t->carrier->resumer, t);
         }
         if (out.status == EX_AWAIT_STOPPED) t->stopped = true;

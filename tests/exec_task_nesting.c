@@ -353,3 +353,40 @@ Test(exec_task_nesting, inline_tasks_awaiting_inline_tasks_nest_without_a_schedu
     EXPECT_PROBE();
     expect_no_leaks();
 }
+
+/* An affine task awaits an EX_TASK_INLINE child, which awaits an inline
+ * grandchild that resumes on the other context: both nest, the grandchild
+ * moves the whole stack there, and the affine task must still go on on its
+ * pool after its child returns (found by the soak: only the grandchild had
+ * suspended, so the child looked as if it had never left). */
+static ex_task_result inline_middle(ex_task *t, void *arg) {
+    (void)arg;
+    ex_await_result r = ex_await(t, ex_task_create(child_inline_suspends, (void *)2, &S.child));
+    return r.status == EX_AWAIT_VALUE ? ex_task_i64(r.v[0].as.i) : ex_task_with_error(r.error);
+}
+
+Test(exec_task_nesting, a_grandchild_resumed_elsewhere_leaves_an_affine_task_on_its_scheduler) {
+    ex_single_thread_context ctx;
+    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    S.other = ex_single_thread_context_scheduler(&ctx);
+    S.pool = make_pool(1);
+    setup_children(16384);
+    S.child.affinity = EX_TASK_INLINE;
+    cnt_alloc parent_stacks;
+    cnt_alloc_init(&parent_stacks);
+    ex_task_options o;
+    memset(&o, 0, sizeof o);
+    o.stack_allocator = &parent_stacks.base;
+    o.stack_size = 256 * 1024;
+    for (int round = 0; round < 20; round++) {
+        ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(S.pool),
+                                                ex_task_create(await_child_directly, (void *)(uintptr_t)inline_middle, &o)));
+        expect_value_int(&r, 21);
+        cr_assert(inside(atomic_load(&S.where[2]), &parent_stacks), "the grandchild did not run nested");
+    }
+    cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0);
+    ex_pool_destroy(S.pool);
+    ex_single_thread_context_destroy(&ctx);
+    EXPECT_PROBE();
+    expect_no_leaks();
+}
