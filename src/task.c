@@ -89,6 +89,7 @@ struct ex_task {
     bool stop_linked;                /* on_stop registered (at the first need) */
     bool finish_deferred;            /* finish() ran inside on_receiver_stop, which completes */
     bool nest_hop;                   /* a child awaited directly ran nested and ended elsewhere */
+    bool off_sched;                  /* has carried on off its scheduler after a failed hop */
     ex_task *nest_parent;            /* running nested on this task's carrier, else NULL */
     uint32_t await_state;
     uint32_t direct_window;          /* starting a directly awaited child here (relaxed) */
@@ -393,10 +394,10 @@ static bool nestable(ex_work *w, void *ctx) {
  * frame; completes c when the body returns.  c may suspend inside, which
  * suspends the carrier (p beneath it stays AWAITING meanwhile, and its
  * runner is cleared so a completion of p's await takes the CAS path).
- * Returns whether p must hop back to its scheduler before going on (the
- * carrier suspended meanwhile and c finished on another scheduler: a
- * scheduler change, or an EX_TASK_INLINE child resumed by a foreign
- * completion, perhaps through a task nested under it).  Not ASan-instrumented, like
+ * Returns whether p must hop back to its scheduler before going on: the
+ * carrier suspended meanwhile and c may have finished elsewhere (a
+ * scheduler change, an EX_TASK_INLINE child resumed by a foreign
+ * completion, a hop that failed, perhaps in a task nested under c).  Not ASan-instrumented, like
  * fiber_entry: the area and the result stay on the carrier's real stack. */
 EXI_NO_ASAN static bool run_nested(ex_task *c, ex_task *p) {
     alignas(max_align_t) unsigned char area[sizeof(task_area) + EX_TASK_AWAIT_INLINE];
@@ -412,8 +413,11 @@ EXI_NO_ASAN static bool run_nested(ex_task *c, ex_task *p) {
     ex_task_result res = c->fn(c, c->arg);
     c->result = &res;
     /* If nothing on the carrier switched away meanwhile (c or a task
-     * nested under it), the carrier never left this thread. */
-    bool hop = k->switches != switches && !same_scheduler(c->sched, p->sched);
+     * nested under it), the carrier never left this thread; if something
+     * did, c ended on p's scheduler only if it is affine to it and never
+     * carried on after a failed hop. */
+    bool hop = k->switches != switches && !p->inline_affinity &&
+               (c->inline_affinity || c->off_sched || !same_scheduler(c->sched, p->sched));
     if (finish(c)) (void)exi_fiber_switch(&k->fiber, k->resumer, NOTE_PARKED);
     exi_store_rlx_ptr((void **)&p->runner, (void *)(uintptr_t)exi_thread_id());
     return hop;
@@ -468,6 +472,7 @@ static void hop_failed(ex_task *t, ex_error e, bool stopped) {
     out->status = stopped ? EX_AWAIT_STOPPED : EX_AWAIT_ERROR;
     out->n = 0;
     out->error = stopped ? ex_ok() : e;
+    t->off_sched = true;  /* a parent it is nested on must hop back itself */
     run(t);
 }
 

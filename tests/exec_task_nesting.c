@@ -388,3 +388,40 @@ Test(exec_task_nesting, a_grandchild_resumed_elsewhere_leaves_an_affine_task_on_
     EXPECT_PROBE();
     expect_no_leaks();
 }
+
+/* An EX_TASK_INLINE child that moves to its parent's pool stays inline:
+ * its next await resumes it where the completion runs, so having the
+ * parent's scheduler does not mean it ended there (found in review). */
+static ex_task_result inline_child_moves_to_the_pool(ex_task *t, void *arg) {
+    intptr_t i = (intptr_t)arg;
+    atomic_store(&S.where[i], here());
+    (void)ex_change_coroutine_scheduler(t, ex_pool_scheduler(S.pool));
+    ex_await_result r = ex_await(t, ex_then(ex_continues_on(ex_just(), S.other), pause_2ms, NULL, EX_SIG0, EX_SIG0));
+    TCHECK(r.status == EX_AWAIT_VALUE);
+    return ex_task_i64(10 * i);
+}
+
+Test(exec_task_nesting, an_inline_child_on_its_parents_scheduler_still_makes_the_parent_hop) {
+    ex_single_thread_context ctx;
+    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    S.other = ex_single_thread_context_scheduler(&ctx);
+    S.pool = make_pool(1);
+    setup_children(16384);
+    S.child.affinity = EX_TASK_INLINE;
+    cnt_alloc parent_stacks;
+    cnt_alloc_init(&parent_stacks);
+    ex_task_options o;
+    memset(&o, 0, sizeof o);
+    o.stack_allocator = &parent_stacks.base;
+    o.stack_size = 256 * 1024;
+    for (int round = 0; round < 20; round++) {
+        ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(S.pool),
+                                                ex_task_create(await_child_directly, (void *)(uintptr_t)inline_child_moves_to_the_pool, &o)));
+        expect_value_int(&r, 11);
+        cr_assert(inside(atomic_load(&S.where[1]), &parent_stacks), "the child did not run nested");
+    }
+    ex_pool_destroy(S.pool);
+    ex_single_thread_context_destroy(&ctx);
+    EXPECT_PROBE();
+    expect_no_leaks();
+}

@@ -55,8 +55,9 @@
  * stack and as plain calls, the child tasks that the awaited operation
  * queued on its pool worker and no other worker took yet (the tasks that
  * operation's completion waits for: those whose receiver environment leads
- * back to the await; never a task spawned into a scope), and a task it
- * awaits directly starts nested at once.  Such a child
+ * back to the await; never a task spawned into a scope); a task it
+ * awaits directly starts nested at once when its scheduler's dispatch runs
+ * it inline (or it is EX_TASK_INLINE).  Such a child
  * needs no stack of its own and no context switch; it runs only when its
  * whole stack_size is left below, and if it suspends, the parent's stack
  * waits with it.  The default stacks map 4 x stack_size of address space
@@ -139,8 +140,10 @@ typedef ex_task_result (*ex_task_fn)(ex_task *t, void *arg);
  * bad options give an invalid sender (EX_EINVAL), allocation failure one
  * with EX_ENOMEM.  Connect errors: EX_EINVAL (connected before: a task is
  * single-shot; no scheduler in the receiver's environment).  When its stack
- * cannot be had (taken at the first run, on the task's scheduler) the task
- * completes with set_error(EX_ENOMEM) without running its body. */
+ * cannot be had (taken at its first run on it: on the task's scheduler, or
+ * at start for a scheduler with neither post nor dispatch, whose hop needs
+ * it) the task completes with set_error(EX_ENOMEM) without running its
+ * body. */
 ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt);
 
 /* ------------------------------------------------------- inside a task */
