@@ -1,7 +1,8 @@
 /* cexec/task.h - the coroutine task (P3552 in C): stackful tasks with
  * scheduler affinity.
  *
- * A task is a C function run on a stack of its own.  Inside it,
+ * A task is a C function run on a stack of its own (or, when its parent
+ * waits for it anyway, on the rest of its parent's: see "Nesting").  Inside it,
  * ex_await(t, sender) suspends the task until the sender completes and
  * gives back its value(s), or its error for the body to inspect:
  *
