@@ -304,8 +304,10 @@ ex_work *exi_pool_take_own_if(bool (*accept)(ex_work *w, void *ctx), void *ctx) 
         exi_owner_add_u64(&me->stats.executed, 1);
         return w;
     }
-    /* Back where it was (the slot just freed: no growth); a worker that
-     * looked meanwhile may have gone to sleep, so notify. */
+    /* Back where it was (the slot just freed: no growth).  A worker that
+     * looked in this window may have gone to sleep: notify, which wakes one
+     * only if some worker is idle (rare while this deque holds work: the
+     * first push woke it, and a thief steals before it parks). */
     if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);
     notify(me->pool);
     return NULL;
