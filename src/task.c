@@ -365,8 +365,6 @@ static void run(ex_task *t) {
 
 static void hop_execute(ex_work *w);
 
-static bool same_scheduler(ex_scheduler a, ex_scheduler b) { return a.vt == b.vt && a.self == b.self; }
-
 /* Whether p's carrier has c's whole stack_size left below this frame, and
  * room for c's frame area and the nesting machinery. */
 static bool has_room(const ex_task *c, const ex_task *p) {
@@ -384,7 +382,7 @@ static bool nestable(ex_work *w, void *ctx) {
     ex_task *p = ctx;
     if (w->execute != hop_execute) return false;
     ex_task *c = EXI_CONTAINER_OF(w, ex_task, hop);
-    if (c->started || c->carrier || c->inline_affinity || !same_scheduler(c->sched, p->sched)) return false;
+    if (c->started || c->carrier || c->inline_affinity || !ex_scheduler_equal(c->sched, p->sched)) return false;
     if (!has_room(c, p)) return false;
     ex_value v;
     return ex_env_query(ex_receiver_env(c->r), &key_awaiting_task, &v) && v.type == EX_T_PTR && v.as.p == p;
@@ -417,7 +415,7 @@ EXI_NO_ASAN static bool run_nested(ex_task *c, ex_task *p) {
      * did, c ended on p's scheduler only if it is affine to it and never
      * carried on after a failed hop. */
     bool hop = k->switches != switches && !p->inline_affinity &&
-               (c->inline_affinity || c->off_sched || !same_scheduler(c->sched, p->sched));
+               (c->inline_affinity || c->off_sched || !ex_scheduler_equal(c->sched, p->sched));
     if (finish(c)) (void)exi_fiber_switch(&k->fiber, k->resumer, NOTE_PARKED);
     exi_store_rlx_ptr((void **)&p->runner, (void *)(uintptr_t)exi_thread_id());
     return hop;
@@ -774,15 +772,23 @@ ex_task_result ex_task_stopped(void) {
  * thread), it runs nested on p's stack; queued and run later, on its own.
  * (Another thread never sees p's runner equal to itself, so a stale open
  * window there is harmless.) */
+/* Runs c, awaited directly by p and allowed to run here, nested on p's
+ * stack when the room is there, else on its own. */
+static void run_awaited_child(ex_task *c, ex_task *p) {
+    if (!has_room(c, p)) {
+        run(c);
+        return;
+    }
+    if (run_nested(c, p)) p->nest_hop = true;
+}
+
 static void direct_execute(ex_work *w) {
     ex_task *c = EXI_CONTAINER_OF(w, ex_task, hop);
     ex_task *p = c->r.self;
-    if (exi_load_rlx_u32(&p->direct_window) && exi_load_rlx_ptr((void *const *)&p->runner) == exi_thread_id() &&
-        has_room(c, p)) {
-        if (run_nested(c, p)) p->nest_hop = true;
-        return;
-    }
-    run(c);
+    if (exi_load_rlx_u32(&p->direct_window) && exi_load_rlx_ptr((void *const *)&p->runner) == exi_thread_id())
+        run_awaited_child(c, p);
+    else
+        run(c);
 }
 
 static void task_start(ex_operation *op) {
@@ -799,14 +805,10 @@ static void task_start(ex_operation *op) {
     if (t->r.vt == &await_receiver_vt) {
         ex_task *p = t->r.self;
         if (t->inline_affinity) {  /* runs where it is started: here */
-            if (has_room(t, p)) {
-                if (run_nested(t, p)) p->nest_hop = true;
-            } else {
-                run(t);
-            }
+            run_awaited_child(t, p);
             return;
         }
-        if (t->sched.vt->dispatch && same_scheduler(t->sched, p->sched)) {
+        if (t->sched.vt->dispatch && ex_scheduler_equal(t->sched, p->sched)) {
             t->hop = (ex_work){ NULL, direct_execute, hop_cancel };
             exi_store_rlx_u32(&p->direct_window, 1);
             ex_error e = ex_dispatch(t->sched, &t->hop);

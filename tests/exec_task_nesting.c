@@ -54,15 +54,27 @@ static ex_task_result parent_of_two(ex_task *t, void *arg) {
     return ex_task_i64(r.v[0].as.i + r.v[1].as.i);
 }
 
-/* Runs parent_of_two(fn) on the pool with a stack of parent_stack bytes
- * from `stacks`. */
-static ex_result run_parent(ex_task_fn fn, cnt_alloc *stacks, size_t parent_stack) {
+/* Runs parent(child) with a stack of parent_stack bytes from `stacks`: on
+ * the pool, or where sync_wait runs it for an EX_TASK_INLINE parent. */
+static ex_result run_task_with(ex_task_fn parent, ex_task_fn child, cnt_alloc *stacks, size_t parent_stack,
+                               bool inline_parent) {
     ex_task_options o;
     memset(&o, 0, sizeof o);
     o.stack_allocator = &stacks->base;
     o.stack_size = parent_stack;
-    return ex_sync_wait(ex_starts_on(ex_pool_scheduler(S.pool),
-                                     ex_task_create(parent_of_two, (void *)(uintptr_t)fn, &o)));
+    if (inline_parent) o.affinity = EX_TASK_INLINE;
+    ex_sender *task = ex_task_create(parent, (void *)(uintptr_t)child, &o);
+    return ex_sync_wait(inline_parent ? task : ex_starts_on(ex_pool_scheduler(S.pool), task));
+}
+
+/* parent_of_two(fn) on the pool. */
+static ex_result run_parent(ex_task_fn fn, cnt_alloc *stacks, size_t parent_stack) {
+    return run_task_with(parent_of_two, fn, stacks, parent_stack, false);
+}
+
+static void start_other(ex_single_thread_context *ctx) {
+    cr_assert_eq(ex_single_thread_context_init(ctx).code, 0);
+    S.other = ex_single_thread_context_scheduler(ctx);
 }
 
 static bool inside(uintptr_t p, const cnt_alloc *block) {
@@ -115,8 +127,7 @@ static ex_task_result child_suspends(ex_task *t, void *arg) {
 
 Test(exec_task_nesting, a_nested_child_that_suspends_keeps_every_tasks_affinity) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
-    S.other = ex_single_thread_context_scheduler(&ctx);
+    start_other(&ctx);
     S.pool = make_pool(1);
     setup_children(16384);
     cnt_alloc parent_stacks;
@@ -145,8 +156,7 @@ static ex_task_result child_leaves(ex_task *t, void *arg) {
 
 Test(exec_task_nesting, a_nested_child_ending_on_another_scheduler_leaves_its_parent_on_its_own) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
-    S.other = ex_single_thread_context_scheduler(&ctx);
+    start_other(&ctx);
     for (unsigned workers = 1; workers <= 2; workers++) {
         S.pool = make_pool(workers);
         setup_children(16384);
@@ -210,8 +220,7 @@ static ex_task_result spawner(ex_task *t, void *arg) {
 
 Test(exec_task_nesting, work_the_task_does_not_await_never_runs_nested) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
-    S.other = ex_single_thread_context_scheduler(&ctx);
+    start_other(&ctx);
     S.pool = make_pool(1);
     setup_children(16384);
     cr_assert_eq(ex_counting_scope_init(&S.scope).code, 0);
@@ -283,45 +292,22 @@ static ex_task_result child_inline_suspends(ex_task *t, void *arg) {
     return ex_task_i64(10 * i);
 }
 
-Test(exec_task_nesting, a_task_awaited_directly_runs_nested) {
-    S.pool = make_pool(1);
-    setup_children(16384);
-    cnt_alloc parent_stacks;
-    cnt_alloc_init(&parent_stacks);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_allocator = &parent_stacks.base;
-    o.stack_size = 256 * 1024;
-    for (int round = 0; round < 10; round++) {
-        ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(S.pool),
-                                                ex_task_create(await_child_directly, (void *)(uintptr_t)child_note, &o)));
-        expect_value_int(&r, 11);
-        cr_assert(inside(atomic_load(&S.where[1]), &parent_stacks), "the child did not run on its parent's stack");
-    }
-    cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0);
-    ex_pool_destroy(S.pool);
-    EXPECT_PROBE();
-    expect_no_leaks();
-}
-
-Test(exec_task_nesting, an_inline_child_resumed_elsewhere_leaves_an_affine_parent_on_its_scheduler) {
+/* `rounds` runs, on a one-worker pool, of an affine task (256 KiB stack)
+ * awaiting `child` directly (EX_TASK_INLINE children when asked): each
+ * gives `expect`, task number `nested` ran on the parent's stack, and no
+ * child took a stack (await_child_directly checks the parent's affinity). */
+static void expect_direct_nesting(ex_task_fn child, bool inline_children, int rounds, int64_t expect, int nested) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
-    S.other = ex_single_thread_context_scheduler(&ctx);
+    start_other(&ctx);
     S.pool = make_pool(1);
     setup_children(16384);
-    S.child.affinity = EX_TASK_INLINE;
+    if (inline_children) S.child.affinity = EX_TASK_INLINE;
     cnt_alloc parent_stacks;
     cnt_alloc_init(&parent_stacks);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_allocator = &parent_stacks.base;
-    o.stack_size = 256 * 1024;
-    for (int round = 0; round < 20; round++) {
-        ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(S.pool),
-                                                ex_task_create(await_child_directly, (void *)(uintptr_t)child_inline_suspends, &o)));
-        expect_value_int(&r, 11);
-        cr_assert(inside(atomic_load(&S.where[1]), &parent_stacks), "the child did not run on its parent's stack");
+    for (int round = 0; round < rounds; round++) {
+        ex_result r = run_task_with(await_child_directly, child, &parent_stacks, 256 * 1024, false);
+        expect_value_int(&r, expect);
+        cr_assert(inside(atomic_load(&S.where[nested]), &parent_stacks), "task %d did not run on its parent's stack", nested);
     }
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0);
     ex_pool_destroy(S.pool);
@@ -330,20 +316,22 @@ Test(exec_task_nesting, an_inline_child_resumed_elsewhere_leaves_an_affine_paren
     expect_no_leaks();
 }
 
+Test(exec_task_nesting, a_task_awaited_directly_runs_nested) {
+    expect_direct_nesting(child_note, false, 10, 11, 1);
+}
+
+Test(exec_task_nesting, an_inline_child_resumed_elsewhere_leaves_an_affine_parent_on_its_scheduler) {
+    expect_direct_nesting(child_inline_suspends, true, 20, 11, 1);
+}
+
 Test(exec_task_nesting, inline_tasks_awaiting_inline_tasks_nest_without_a_scheduler) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
-    S.other = ex_single_thread_context_scheduler(&ctx);
+    start_other(&ctx);
     setup_children(16384);
     S.child.affinity = EX_TASK_INLINE;
     cnt_alloc parent_stacks;
     cnt_alloc_init(&parent_stacks);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_allocator = &parent_stacks.base;
-    o.stack_size = 256 * 1024;
-    o.affinity = EX_TASK_INLINE;
-    ex_result r = ex_sync_wait(ex_task_create(await_child_directly, (void *)(uintptr_t)child_inline_suspends, &o));
+    ex_result r = run_task_with(await_child_directly, child_inline_suspends, &parent_stacks, 256 * 1024, true);
     expect_value_int(&r, 11);
     cr_assert(inside(atomic_load(&S.where[1]), &parent_stacks));
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0);
@@ -364,29 +352,7 @@ static ex_task_result inline_middle(ex_task *t, void *arg) {
 }
 
 Test(exec_task_nesting, a_grandchild_resumed_elsewhere_leaves_an_affine_task_on_its_scheduler) {
-    ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
-    S.other = ex_single_thread_context_scheduler(&ctx);
-    S.pool = make_pool(1);
-    setup_children(16384);
-    S.child.affinity = EX_TASK_INLINE;
-    cnt_alloc parent_stacks;
-    cnt_alloc_init(&parent_stacks);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_allocator = &parent_stacks.base;
-    o.stack_size = 256 * 1024;
-    for (int round = 0; round < 20; round++) {
-        ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(S.pool),
-                                                ex_task_create(await_child_directly, (void *)(uintptr_t)inline_middle, &o)));
-        expect_value_int(&r, 21);
-        cr_assert(inside(atomic_load(&S.where[2]), &parent_stacks), "the grandchild did not run nested");
-    }
-    cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0);
-    ex_pool_destroy(S.pool);
-    ex_single_thread_context_destroy(&ctx);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    expect_direct_nesting(inline_middle, true, 20, 21, 2);
 }
 
 /* An EX_TASK_INLINE child that moves to its parent's pool stays inline:
@@ -402,26 +368,5 @@ static ex_task_result inline_child_moves_to_the_pool(ex_task *t, void *arg) {
 }
 
 Test(exec_task_nesting, an_inline_child_on_its_parents_scheduler_still_makes_the_parent_hop) {
-    ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
-    S.other = ex_single_thread_context_scheduler(&ctx);
-    S.pool = make_pool(1);
-    setup_children(16384);
-    S.child.affinity = EX_TASK_INLINE;
-    cnt_alloc parent_stacks;
-    cnt_alloc_init(&parent_stacks);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_allocator = &parent_stacks.base;
-    o.stack_size = 256 * 1024;
-    for (int round = 0; round < 20; round++) {
-        ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(S.pool),
-                                                ex_task_create(await_child_directly, (void *)(uintptr_t)inline_child_moves_to_the_pool, &o)));
-        expect_value_int(&r, 11);
-        cr_assert(inside(atomic_load(&S.where[1]), &parent_stacks), "the child did not run nested");
-    }
-    ex_pool_destroy(S.pool);
-    ex_single_thread_context_destroy(&ctx);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    expect_direct_nesting(inline_child_moves_to_the_pool, true, 20, 11, 1);
 }
