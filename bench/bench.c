@@ -233,26 +233,42 @@ enum { ALLOC_PAIRS = 2000000, BATCH = 512, ALLOC_SIZE = 256 };
 
 static void *volatile alloc_sink;
 
-typedef struct alloc_arg { const ex_allocator *a; } alloc_arg;  /* a == NULL: raw malloc/free */
+/* a == NULL: raw malloc/free, or with rec the recycling allocator's inline
+ * entry points (ex_recycling_allocate). */
+typedef struct alloc_arg { const ex_allocator *a; ex_recycling_allocator *rec; } alloc_arg;
 
-static void *bench_alloc(const ex_allocator *a) { return a ? ex_allocate(a, ALLOC_SIZE, 16) : malloc(ALLOC_SIZE); }
-static void bench_free(const ex_allocator *a, void *p) {
-    if (a) ex_deallocate(a, p, ALLOC_SIZE, 16);
+static void *bench_alloc(const alloc_arg *x) {
+    if (x->a) return ex_allocate(x->a, ALLOC_SIZE, 16);
+    return x->rec ? ex_recycling_allocate(x->rec, ALLOC_SIZE, 16) : malloc(ALLOC_SIZE);
+}
+static void bench_free(const alloc_arg *x, void *p) {
+    if (x->a) ex_deallocate(x->a, p, ALLOC_SIZE, 16);
+    else if (x->rec) ex_recycling_deallocate(x->rec, p, ALLOC_SIZE, 16);
     else free(p);
 }
 
 static void alloc_same_thread(void *arg) {
-    const ex_allocator *a = ((alloc_arg *)arg)->a;
+    const alloc_arg x = *(alloc_arg *)arg;
     for (int i = 0; i < ALLOC_PAIRS; i++) {
-        void *p = bench_alloc(a);
+        void *p = bench_alloc(&x);
         alloc_sink = p;
-        bench_free(a, p);
+        bench_free(&x, p);
     }
 }
 
+/* The floor of the ex_allocator interface: an allocator that hands out one
+ * block and does nothing else costs the two indirect calls of a pair. */
+static unsigned char null_block[ALLOC_SIZE] __attribute__((aligned(64)));
+static void *null_allocate(void *ctx, size_t size, size_t align) {
+    (void)ctx, (void)size, (void)align;
+    return null_block;
+}
+static void null_deallocate(void *ctx, void *p, size_t size, size_t align) { (void)ctx, (void)p, (void)size, (void)align; }
+static const ex_allocator null_allocator = { null_allocate, null_deallocate, NULL, "null", NULL };
+
 /* Cross-thread: the caller allocates batches, a second thread frees them. */
 typedef struct xfer {
-    const ex_allocator *a;
+    alloc_arg a;
     void *blocks[BATCH];
     uint32_t full;   /* 1: batch ready for the freer; 0: freed */
     uint32_t stop;
@@ -263,18 +279,18 @@ static void *freer_main(void *arg) {
     for (;;) {
         while (!__atomic_load_n(&x->full, __ATOMIC_ACQUIRE))
             if (__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE)) return NULL;
-        for (int i = 0; i < BATCH; i++) bench_free(x->a, x->blocks[i]);
+        for (int i = 0; i < BATCH; i++) bench_free(&x->a, x->blocks[i]);
         __atomic_store_n(&x->full, 0, __ATOMIC_RELEASE);
     }
 }
 
 static void alloc_cross_thread(void *arg) {
-    xfer x = { .a = ((alloc_arg *)arg)->a };
+    xfer x = { .a = *(alloc_arg *)arg };
     pthread_t t;
     must(!pthread_create(&t, NULL, freer_main, &x), "alloc: cannot start a thread");
     for (int r = 0; r < ALLOC_PAIRS / BATCH; r++) {
         while (__atomic_load_n(&x.full, __ATOMIC_ACQUIRE)) { }
-        for (int i = 0; i < BATCH; i++) x.blocks[i] = bench_alloc(x.a);
+        for (int i = 0; i < BATCH; i++) x.blocks[i] = bench_alloc(&x.a);
         __atomic_store_n(&x.full, 1, __ATOMIC_RELEASE);
     }
     while (__atomic_load_n(&x.full, __ATOMIC_ACQUIRE)) { }
@@ -288,13 +304,19 @@ static void bench_alloc_group(bool quick) {
     ex_jemalloc_allocator *je;
     must(!ex_recycling_allocator_create(NULL, &rec).code, "alloc: recycling allocator");
     must(!ex_jemalloc_allocator_create(workers, &je).code, "alloc: jemalloc allocator");
-    alloc_arg args[] = { { NULL }, { ex_libc_allocator() }, { ex_recycling_allocator_get(rec) },
-                         { ex_jemalloc_allocator_get(je) } };
-    const char *names[] = { "malloc", "cexec-libc", "cexec-recycling", "cexec-jemalloc" };
-    for (int k = 0; k < 4; k++)
+    alloc_arg args[] = { { NULL, NULL },
+                         { ex_libc_allocator(), NULL },
+                         { ex_recycling_allocator_get(rec), NULL },
+                         { NULL, rec },
+                         { ex_jemalloc_allocator_get(je), NULL },
+                         { &null_allocator, NULL } };
+    const char *names[] = { "malloc", "cexec-libc", "cexec-recycling", "cexec-recycling-inline", "cexec-jemalloc",
+                            "interface-floor" };
+    enum { NALLOC = sizeof args / sizeof args[0] };
+    for (int k = 0; k < NALLOC; k++)
         bench_measure("alloc", "pair, same thread", names[k], ALLOC_PAIRS, 1, runs, alloc_same_thread, &args[k],
                       ns_per_index, "ns/pair");
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < NALLOC - 1; k++)  /* the floor's one block cannot be in flight twice */
         bench_measure("alloc", "pair, freed on another thread", names[k], ALLOC_PAIRS, 1, runs, alloc_cross_thread,
                       &args[k], ns_per_index, "ns/pair");
     ex_jemalloc_allocator_destroy(je);

@@ -14,7 +14,7 @@
 #include "exi_poison.h"
 
 #define MIN_SHIFT 5
-#define NCLASSES 8          /* 32 .. 4096 */
+#define NCLASSES EXI_RECYCLE_CLASSES  /* 32 .. 4096 */
 #define BLOCK_ALIGN 64
 
 /* A thread keeps free blocks in an array per class, so pushing or popping
@@ -35,16 +35,24 @@ typedef struct rnode {
 } rnode;
 _Static_assert(sizeof(rnode) < ((size_t)1 << MIN_SHIFT), "a node holds at least one address");
 
+/* The block freed last in each class waits in front.hot, ahead of the
+ * array: an allocation that follows a free (the common rhythm of operation
+ * states) then reads and writes one slot and no count, so the pair's
+ * critical path is one store-to-load forward instead of two, and the
+ * header's inline entry points need nothing else.  Likewise the byte
+ * counters are split (given out, given back): one counter changed by both
+ * halves of a pair chains them through memory.  The counters are written
+ * by this thread only and read by stats (relaxed). */
 typedef struct tcache {
+    exi_recycle_front front;      /* first: the header's inline paths use it */
     struct ex_recycling_allocator *owner;
     struct tcache *prev, *next;   /* registry, under owner->mu */
     uint32_t n[NCLASSES];
-    /* written by this thread only, read by stats (relaxed) */
-    uint64_t allocations, frees, bytes;  /* bytes: handed out minus returned; wraps */
     void *items[NCLASSES][EX_RECYCLE_MAX_CACHED];
 } tcache;
 
 struct ex_recycling_allocator {
+    uint64_t fast_id;            /* first: id, or UINT64_MAX when blocks are poisoned (exi_recycle_fast_id) */
     ex_allocator base;
     uint64_t id;                 /* unique: the thread-local shortcut's key */
     const ex_allocator *under;
@@ -60,18 +68,18 @@ struct ex_recycling_allocator {
     } depot[NCLASSES];
 };
 
-static unsigned class_of(size_t size) {
-    if (size <= ((size_t)1 << MIN_SHIFT)) return 0;
-    return (unsigned)(64 - __builtin_clzll((unsigned long long)size - 1)) - MIN_SHIFT;
-}
+static unsigned class_of(size_t size) { return exi_recycle_class(size); }
 static size_t class_size(unsigned c) { return (size_t)1 << (c + MIN_SHIFT); }
 static bool is_class(size_t size, size_t align) { return size <= EX_RECYCLE_MAX_BLOCK && align <= BLOCK_ALIGN; }
 static uint32_t node_cap(unsigned c) { return (uint32_t)((class_size(c) - sizeof(rnode)) / sizeof(rnode *)); }
 
 /* The cache this thread used last, by allocator id (ids never repeat, so a
  * later allocator at a recycled address is not mistaken for it): one
- * thread-local load on the fast path; the pthread key finds the others. */
-static EXI_TLS struct { uint64_t id; tcache *t; } last;
+ * thread-local load on the fast path; the pthread key finds the others.
+ * Public (allocators.h) for the inline entry points. */
+__thread exi_recycle_last_t exi_recycle_last __attribute__((tls_model("initial-exec")));
+#define last exi_recycle_last
+static inline tcache *last_cache(void) { return (tcache *)(void *)last.front; }
 static uint64_t next_id = 1;
 
 static void *under_alloc(ex_recycling_allocator *r, size_t size) {
@@ -98,11 +106,13 @@ static void free_batch(ex_recycling_allocator *r, rnode *node, unsigned c) {
 /* Returns a thread's cached blocks and folds its counters into the
  * allocator's.  Caller holds r->mu. */
 static void retire_locked(ex_recycling_allocator *r, tcache *t) {
-    for (unsigned c = 0; c < NCLASSES; c++)
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        if (t->front.hot[c]) under_free(r, t->front.hot[c], c);
         for (uint32_t k = 0; k < t->n[c]; k++) under_free(r, t->items[c][k], c);
-    r->retired_allocations += t->allocations;
-    r->retired_frees += t->frees;
-    r->retired_bytes += t->bytes;
+    }
+    r->retired_allocations += t->front.allocations;
+    r->retired_frees += t->front.frees;
+    r->retired_bytes += t->front.bytes_out - t->front.bytes_back;
     if (t->prev) t->prev->next = t->next;
     else r->caches = t->next;
     if (t->next) t->next->prev = t->prev;
@@ -112,9 +122,9 @@ static void retire_locked(ex_recycling_allocator *r, tcache *t) {
 static void thread_exit(void *arg) {
     tcache *t = arg;
     ex_recycling_allocator *r = t->owner;
-    if (last.t == t) {
+    if (last_cache() == t) {
         last.id = 0;
-        last.t = NULL;
+        last.front = NULL;
     }
     pthread_mutex_lock(&r->mu);
     retire_locked(r, t);
@@ -125,7 +135,7 @@ static tcache *new_cache(ex_recycling_allocator *r);
 
 /* Inline fast path; the pthread key and creation are out of line. */
 static inline tcache *my_cache(ex_recycling_allocator *r) {
-    if (__builtin_expect(last.id == r->id, 1)) return last.t;
+    if (__builtin_expect(last.id == r->id, 1)) return last_cache();
     return new_cache(r);
 }
 
@@ -133,7 +143,7 @@ static tcache *new_cache(ex_recycling_allocator *r) {
     tcache *t = pthread_getspecific(r->key);
     if (t) {
         last.id = r->id;
-        last.t = t;
+        last.front = &t->front;
         return t;
     }
     t = r->under->allocate(r->under->ctx, sizeof *t, alignof(tcache));
@@ -150,7 +160,7 @@ static tcache *new_cache(ex_recycling_allocator *r) {
     r->caches = t;
     pthread_mutex_unlock(&r->mu);
     last.id = r->id;
-    last.t = t;
+    last.front = &t->front;
     return t;
 }
 
@@ -213,7 +223,11 @@ __attribute__((noinline)) static void *allocate_slow(void *ctx, size_t size, siz
     void *p = NULL;
     if (is_class(size, align)) {
         unsigned c = class_of(size);
-        if (t && (t->n[c] || refill(r, t, c))) {
+        if (t && t->front.hot[c]) {
+            p = t->front.hot[c];
+            t->front.hot[c] = NULL;
+            exi_unpoison(p, size);
+        } else if (t && (t->n[c] || refill(r, t, c))) {
             p = t->items[c][--t->n[c]];
             exi_unpoison(p, size);
         } else {
@@ -227,8 +241,8 @@ __attribute__((noinline)) static void *allocate_slow(void *ctx, size_t size, siz
         return NULL;
     }
     if (t) {
-        exi_owner_add_u64(&t->allocations, 1);
-        exi_owner_add_u64(&t->bytes, size);
+        exi_owner_add_u64(&t->front.allocations, 1);
+        exi_owner_add_u64(&t->front.bytes_out, size);
     } else {
         pthread_mutex_lock(&r->mu);
         r->retired_allocations++;
@@ -244,17 +258,21 @@ __attribute__((noinline)) static void *allocate_slow(void *ctx, size_t size, siz
 static void *recycle_allocate(void *ctx, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
     if (__builtin_expect(last.id == r->id && is_class(size, align), 1)) {
-        tcache *t = last.t;
+        tcache *t = last_cache();
         unsigned c = class_of(size);
-        uint32_t n = t->n[c];
-        if (__builtin_expect(n != 0, 1)) {
-            void *b = t->items[c][n - 1];
+        void *b = t->front.hot[c];
+        if (__builtin_expect(b != NULL, 1)) {
+            t->front.hot[c] = NULL;
+        } else {
+            uint32_t n = t->n[c];
+            if (__builtin_expect(n == 0, 0)) return allocate_slow(ctx, size, align);
+            b = t->items[c][n - 1];
             t->n[c] = n - 1;
-            exi_owner_add_u64(&t->allocations, 1);
-            exi_owner_add_u64(&t->bytes, size);
-            exi_unpoison(b, size);
-            return b;
         }
+        exi_owner_add_u64(&t->front.allocations, 1);
+        exi_owner_add_u64(&t->front.bytes_out, size);
+        exi_unpoison(b, size);
+        return b;
     }
     return allocate_slow(ctx, size, align);
 }
@@ -265,7 +283,9 @@ __attribute__((noinline)) static void deallocate_slow(void *ctx, void *p, size_t
     if (is_class(size, align)) {
         unsigned c = class_of(size);
         exi_poison(p, class_size(c));
-        if (t) {
+        if (t && !t->front.hot[c]) {
+            t->front.hot[c] = p;
+        } else if (t) {
             if (t->n[c] == EX_RECYCLE_MAX_CACHED) spill(r, t, c);
             t->items[c][t->n[c]++] = p;
         } else {
@@ -275,8 +295,8 @@ __attribute__((noinline)) static void deallocate_slow(void *ctx, void *p, size_t
         r->under->deallocate(r->under->ctx, p, size, align);
     }
     if (t) {
-        exi_owner_add_u64(&t->frees, 1);
-        exi_owner_add_u64(&t->bytes, (uint64_t)0 - size);
+        exi_owner_add_u64(&t->front.frees, 1);
+        exi_owner_add_u64(&t->front.bytes_back, size);
     } else {
         /* No cache for this thread (out of memory): count on the allocator. */
         pthread_mutex_lock(&r->mu);
@@ -289,17 +309,23 @@ __attribute__((noinline)) static void deallocate_slow(void *ctx, void *p, size_t
 static void recycle_deallocate(void *ctx, void *p, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
     if (__builtin_expect(last.id == r->id && is_class(size, align), 1)) {
-        tcache *t = last.t;
+        tcache *t = last_cache();
         unsigned c = class_of(size);
-        uint32_t n = t->n[c];
-        if (__builtin_expect(n != EX_RECYCLE_MAX_CACHED, 1)) {
-            exi_poison(p, class_size(c));
+        if (__builtin_expect(t->front.hot[c] == NULL, 1)) {
+            t->front.hot[c] = p;
+        } else {
+            uint32_t n = t->n[c];
+            if (__builtin_expect(n == EX_RECYCLE_MAX_CACHED, 0)) {
+                deallocate_slow(ctx, p, size, align);
+                return;
+            }
             t->items[c][n] = p;
             t->n[c] = n + 1;
-            exi_owner_add_u64(&t->frees, 1);
-            exi_owner_add_u64(&t->bytes, (uint64_t)0 - size);
-            return;
         }
+        exi_poison(p, class_size(c));
+        exi_owner_add_u64(&t->front.frees, 1);
+        exi_owner_add_u64(&t->front.bytes_back, size);
+        return;
     }
     deallocate_slow(ctx, p, size, align);
 }
@@ -309,9 +335,9 @@ static void recycle_stats(void *ctx, ex_alloc_stats *out) {
     pthread_mutex_lock(&r->mu);
     uint64_t a = r->retired_allocations, f = r->retired_frees, b = r->retired_bytes;
     for (tcache *t = r->caches; t; t = t->next) {
-        a += exi_load_rlx_u64(&t->allocations);
-        f += exi_load_rlx_u64(&t->frees);
-        b += exi_load_rlx_u64(&t->bytes);
+        a += exi_load_rlx_u64(&t->front.allocations);
+        f += exi_load_rlx_u64(&t->front.frees);
+        b += exi_load_rlx_u64(&t->front.bytes_out) - exi_load_rlx_u64(&t->front.bytes_back);
     }
     pthread_mutex_unlock(&r->mu);
     out->allocations = a;
@@ -330,6 +356,11 @@ ex_error ex_recycling_allocator_create(const ex_allocator *under, ex_recycling_a
     memset(r, 0, sizeof *r);
     r->under = under;
     r->id = exi_faa_u64(&next_id, 1);
+#if defined(EXI_ASAN) || defined(EXI_MEMCHECK)
+    r->fast_id = UINT64_MAX;  /* the inline paths would skip the poisoning */
+#else
+    r->fast_id = r->id;
+#endif
     if (pthread_key_create(&r->key, thread_exit)) {
         under->deallocate(under->ctx, r, sizeof *r, alignof(ex_recycling_allocator));
         return ex_err(EX_EAGAIN, "ex_recycling_allocator_create: no thread-specific key left");
@@ -347,11 +378,19 @@ ex_error ex_recycling_allocator_create(const ex_allocator *under, ex_recycling_a
 
 const ex_allocator *ex_recycling_allocator_get(ex_recycling_allocator *r) { return &r->base; }
 
+void *exi_recycling_allocate_call(ex_recycling_allocator *r, size_t size, size_t align) {
+    return recycle_allocate(r, size, align);
+}
+
+void exi_recycling_deallocate_call(ex_recycling_allocator *r, void *p, size_t size, size_t align) {
+    if (p) recycle_deallocate(r, p, size, align);
+}
+
 void ex_recycling_allocator_destroy(ex_recycling_allocator *r) {
     if (!r) return;
     if (last.id == r->id) {
         last.id = 0;
-        last.t = NULL;
+        last.front = NULL;
     }
     /* Threads that exit later find no key: their destructor does not run. */
     pthread_key_delete(r->key);

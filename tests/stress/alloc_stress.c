@@ -1,6 +1,8 @@
 /* alloc_stress.c - the frame allocators under concurrency: threads pass
  * blocks to each other through a ring (so most frees happen on another
- * thread) through recycling(budget(libc)) and a monotonic allocator.  Every
+ * thread) through recycling(budget(libc)) (through the ex_allocator
+ * interface, then mixed with the inline entry points), a monotonic
+ * allocator and the jemalloc arenas.  Every
  * live block carries its owner's tag in every word: two owners of one block
  * at a time would overwrite each other's tags, and the check catches it. */
 #include <pthread.h>
@@ -16,6 +18,7 @@ typedef struct slot { void *p; size_t size; uint64_t tag; } slot;
 static slot ring[SLOTS];
 static uint32_t ring_lock[SLOTS];
 static const ex_allocator *alloc;
+static ex_recycling_allocator *inline_rec;  /* set: every other call goes through the inline entry points */
 static uint64_t corrupt;
 
 static void fill(void *p, size_t size, uint64_t tag) {
@@ -40,11 +43,12 @@ static void *worker(void *arg) {
         slot *s = &ring[k];
         if (s->p) {  /* take someone's block: check, then free it here */
             if (!intact(s->p, s->size, s->tag)) __atomic_fetch_add(&corrupt, 1, __ATOMIC_RELAXED);
-            ex_deallocate(alloc, s->p, s->size, 16);
+            if (inline_rec && (op & 1)) ex_recycling_deallocate(inline_rec, s->p, s->size, 16);
+            else ex_deallocate(alloc, s->p, s->size, 16);
             s->p = NULL;
         } else {
             size_t size = 16u << (seed >> 60 & 7);  /* 16 .. 2048 */
-            void *p = ex_allocate(alloc, size, 16);
+            void *p = inline_rec && (op & 2) ? ex_recycling_allocate(inline_rec, size, 16) : ex_allocate(alloc, size, 16);
             if (p) {
                 uint64_t tag = (id << 56) | op;
                 fill(p, size, tag);
@@ -84,6 +88,9 @@ int main(void) {
     ex_recycling_allocator *rec;
     CHECK(!ex_recycling_allocator_create(ex_budget_allocator_get(&budget), &rec).code, "recycling");
     run("recycling over budget", ex_recycling_allocator_get(rec), &checks);
+    inline_rec = rec;
+    run("recycling over budget, inline entry points", ex_recycling_allocator_get(rec), &checks);
+    inline_rec = NULL;
     ex_recycling_allocator_destroy(rec);
     ex_alloc_stats st;
     ex_allocator_stats(ex_budget_allocator_get(&budget), &st);
