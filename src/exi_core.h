@@ -49,6 +49,11 @@ ex_error exi_check_accepts(const ex_sender *s, ex_receiver r, const char *who);
  * every access. */
 #define EXI_TLS _Thread_local __attribute__((tls_model("initial-exec")))
 
+/* ex_recycling_allocator_create whose shared depot keeps at most
+ * depot_batches batches per size class (the public one keeps 64). */
+ex_error exi_recycling_allocator_create_bounded(const ex_allocator *under, uint32_t depot_batches,
+                                                ex_recycling_allocator **out);
+
 /* The allocator an environment gives work that runs on `sch` (NULL: the
  * environment's own scheduler): its allocator key, else sch's default, else
  * the process default.  For nodes that cache the answer for a child whose

@@ -25,7 +25,7 @@
  * batch.  In the depot a batch is a chain of nodes, each a free block of
  * the batch holding the addresses of others. */
 #define BATCH (EX_RECYCLE_MAX_CACHED / 2)
-#define DEPOT_MAX_BATCHES 64
+#define DEPOT_MAX_BATCHES 64   /* per class; the built-in default keeps fewer */
 
 typedef struct rnode {
     struct rnode *next_node;   /* within a batch */
@@ -61,6 +61,7 @@ struct ex_recycling_allocator {
     tcache *caches;
     uint64_t retired_allocations, retired_frees, retired_bytes, failures;  /* exited threads; under mu */
     uint64_t held, peak_held;    /* bytes taken from `under` (atomics; only on depot misses) */
+    uint32_t depot_max;          /* batches kept per class */
     struct {
         pthread_mutex_t mu;
         rnode *batches;
@@ -185,7 +186,7 @@ static void spill(ex_recycling_allocator *r, tcache *t, unsigned c) {
         node = fresh;
     }
     pthread_mutex_lock(&r->depot[c].mu);
-    bool keep = r->depot[c].n < DEPOT_MAX_BATCHES;
+    bool keep = r->depot[c].n < r->depot_max;
     if (keep) {
         first->next_batch = r->depot[c].batches;
         r->depot[c].batches = first;
@@ -348,6 +349,11 @@ static void recycle_stats(void *ctx, ex_alloc_stats *out) {
 }
 
 ex_error ex_recycling_allocator_create(const ex_allocator *under, ex_recycling_allocator **out) {
+    return exi_recycling_allocator_create_bounded(under, DEPOT_MAX_BATCHES, out);
+}
+
+ex_error exi_recycling_allocator_create_bounded(const ex_allocator *under, uint32_t depot_batches,
+                                                ex_recycling_allocator **out) {
     if (!out) return ex_err(EX_EINVAL, "ex_recycling_allocator_create: out is NULL");
     *out = NULL;
     if (!under) under = ex_libc_allocator();
@@ -355,6 +361,7 @@ ex_error ex_recycling_allocator_create(const ex_allocator *under, ex_recycling_a
     if (!r) return ex_err(EX_ENOMEM, "ex_recycling_allocator_create: out of memory");
     memset(r, 0, sizeof *r);
     r->under = under;
+    r->depot_max = depot_batches;
     r->id = exi_faa_u64(&next_id, 1);
 #if defined(EXI_ASAN) || defined(EXI_MEMCHECK)
     r->fast_id = UINT64_MAX;  /* the inline paths would skip the poisoning */

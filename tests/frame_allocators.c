@@ -278,7 +278,9 @@ Test(frame_allocators, stats_reject_null_and_allocators_without_counters) {
 Test(frame_allocators, default_allocator_set_and_restore) {
     cr_assert_eq(ex_default_allocator(), &test_allocator, "the fixture installs the test allocator");
     ex_set_default_allocator(NULL);
-    cr_expect_eq(ex_default_allocator(), ex_libc_allocator(), "NULL restores libc");
+    cr_expect_eq(ex_default_allocator(), ex_builtin_allocator(), "NULL restores the built-in default");
+    ex_set_default_allocator(ex_libc_allocator());
+    cr_expect_eq(ex_default_allocator(), ex_libc_allocator());
     ex_budget_allocator b;
     ex_budget_allocator_init(&b, &test_allocator, 1 << 20);
     ex_set_default_allocator(ex_budget_allocator_get(&b));
@@ -291,6 +293,41 @@ Test(frame_allocators, default_allocator_set_and_restore) {
     cr_expect_eq(bs.allocations, 1u);
     cr_expect_eq(bs.frees, 1u);
     cr_expect_eq(bs.bytes_in_use, 0u);
+    expect_no_leaks();
+}
+
+/* The built-in default recycles: a sender's block comes back for the next
+ * sender of its size class on this thread, the counters balance, and a
+ * thread that built and released senders leaves nothing in use. */
+static void *build_and_release(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 100; i++) ex_sender_release(ex_just(ex_int(i)));
+    return NULL;
+}
+
+Test(frame_allocators, the_builtin_default_recycles_sender_blocks) {
+    const ex_allocator *b = ex_builtin_allocator();
+    cr_assert_not_null(b);
+    cr_expect_eq(ex_builtin_allocator(), b, "made once");
+    cr_expect_str_eq(b->name, "recycling");
+    ex_set_default_allocator(NULL);
+    ex_alloc_stats s0 = stats_of(b);
+    ex_sender *s = ex_just(ex_int(1));
+    cr_assert_eq(s->alloc, b);
+    void *first = s;
+    ex_sender_release(s);
+    ex_sender *again = ex_just(ex_int(2));
+    cr_expect_eq((void *)again, first, "the freed block is handed out again");
+    ex_result r = ex_sync_wait(again);
+    cr_expect_eq(r.values[0].as.i, 2);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, build_and_release, NULL), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    ex_alloc_stats s1 = stats_of(b);
+    cr_expect_eq(s1.allocations - s0.allocations, 102u);
+    cr_expect_eq(s1.frees - s0.frees, 102u);
+    cr_expect_eq(s1.bytes_in_use, s0.bytes_in_use, "nothing left in use");
+    ex_set_default_allocator(&test_allocator);
     expect_no_leaks();
 }
 

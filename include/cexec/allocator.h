@@ -45,11 +45,23 @@ ex_error ex_allocator_stats(const ex_allocator *a, ex_alloc_stats *out);
 const ex_allocator *ex_libc_allocator(void);
 
 /* The allocator used for senders and for operations whose environment has
- * none.  Initially ex_libc_allocator().  ex_set_default_allocator(NULL)
- * restores libc.  Set it before building senders: a sender remembers the
- * allocator that made it and frees itself through that one. */
+ * none.  Initially ex_builtin_allocator(); ex_set_default_allocator(NULL)
+ * restores it, ex_set_default_allocator(ex_libc_allocator()) makes every
+ * such allocation a plain malloc.  Set it before building senders: a
+ * sender remembers the allocator that made it and frees itself through
+ * that one.  Thread-safe. */
 const ex_allocator *ex_default_allocator(void);
 void ex_set_default_allocator(const ex_allocator *a);
+
+/* The built-in process default: a recycling allocator (cexec/allocators.h)
+ * over ex_libc_allocator(), made at its first use and never destroyed.
+ * Each thread that allocates through it keeps a cache of freed blocks of
+ * up to 4 KiB (at most 256 per size class), returned to malloc when the
+ * thread exits; blocks freed beyond that wait in a shared depot of at most
+ * 512 blocks per class for threads that allocate, the rest go back to
+ * malloc.  Its statistics count the blocks users hold.  If it cannot be
+ * made (no memory, no thread-specific key left) it is ex_libc_allocator(). */
+const ex_allocator *ex_builtin_allocator(void);
 
 /* Convenience wrappers (a NULL allocator means the default one);
  * ex_allocate returns NULL on failure, ex_deallocate ignores NULL. */
