@@ -140,5 +140,9 @@ void bench_task_group(bool quick) {
     char name[48];
     snprintf(name, sizeof name, "fib(%d) tasks+when_all", (int)n);
     bench_measure("task", name, "cexec", (double)n, 1, runs, fib_cexec_tasks, &n, as_ms, "ms");
+    /* The same with plain malloc as the process default (the senders' allocator). */
+    ex_set_default_allocator(ex_libc_allocator());
+    bench_measure("task", name, "cexec-malloc-default", (double)n, 1, runs, fib_cexec_tasks, &n, as_ms, "ms");
+    ex_set_default_allocator(NULL);
     bench_measure("task", name, "tbb", (double)n, 1, runs, fib_tbb_tg, &n, as_ms, "ms");
 }
