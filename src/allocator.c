@@ -128,13 +128,31 @@ const ex_allocator *ex_libc_allocator(void) { return &libc_allocator; }
 #define BUILTIN_DEPOT 4
 
 static void *builtin_allocator;  /* const ex_allocator *, set once */
+static ex_recycling_allocator *builtin_recycling;
 static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
+
+/* fork() while another thread holds one of the default's locks would
+ * leave the child's copy locked for ever, and the child allocates senders
+ * through it.  The handlers hold every lock across the fork, as malloc
+ * does with its own; blocks cached by the parent's other threads stay
+ * unused in the child. */
+void exi_builtin_prefork(void) {
+    pthread_mutex_lock(&libc_mu);
+    if (builtin_recycling) exi_recycling_lock_all(builtin_recycling);
+}
+void exi_builtin_postfork(void) {
+    if (builtin_recycling) exi_recycling_unlock_all(builtin_recycling);
+    pthread_mutex_unlock(&libc_mu);
+}
 
 static void builtin_make(void) {
     ex_recycling_allocator *r;
     const ex_allocator *a = &libc_allocator;  /* no memory or no thread key left: plain libc */
-    if (exi_recycling_allocator_create_bounded(&libc_allocator, BUILTIN_DEPOT, &r).code == EX_OK)
-        a = ex_recycling_allocator_get(r);
+    if (exi_recycling_allocator_create_bounded(&libc_allocator, BUILTIN_DEPOT, &r).code == EX_OK) {
+        builtin_recycling = r;
+        if (pthread_atfork(exi_builtin_prefork, exi_builtin_postfork, exi_builtin_postfork) == 0) a = ex_recycling_allocator_get(r);
+        /* else (no memory for the handlers): plain libc; r stays unused */
+    }
     exi_store_rel_ptr(&builtin_allocator, (void *)(uintptr_t)a);
 }
 

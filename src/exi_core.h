@@ -53,6 +53,13 @@ ex_error exi_check_accepts(const ex_sender *s, ex_receiver r, const char *who);
  * depot_batches batches per size class (the public one keeps 64). */
 ex_error exi_recycling_allocator_create_bounded(const ex_allocator *under, uint32_t depot_batches,
                                                 ex_recycling_allocator **out);
+/* Take / give back every lock of r (around fork, for the built-in default). */
+void exi_recycling_lock_all(ex_recycling_allocator *r);
+void exi_recycling_unlock_all(ex_recycling_allocator *r);
+/* The built-in default's fork handlers: take / give back every lock of it
+ * (and of the libc allocator's registry).  Also called by a test. */
+void exi_builtin_prefork(void);
+void exi_builtin_postfork(void);
 
 /* The allocator an environment gives work that runs on `sch` (NULL: the
  * environment's own scheduler): its allocator key, else sch's default, else

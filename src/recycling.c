@@ -385,6 +385,16 @@ ex_error exi_recycling_allocator_create_bounded(const ex_allocator *under, uint3
 
 const ex_allocator *ex_recycling_allocator_get(ex_recycling_allocator *r) { return &r->base; }
 
+void exi_recycling_lock_all(ex_recycling_allocator *r) {
+    pthread_mutex_lock(&r->mu);  /* the order nothing else inverts: no path takes mu inside a depot lock */
+    for (unsigned c = 0; c < NCLASSES; c++) pthread_mutex_lock(&r->depot[c].mu);
+}
+
+void exi_recycling_unlock_all(ex_recycling_allocator *r) {
+    for (unsigned c = NCLASSES; c-- > 0;) pthread_mutex_unlock(&r->depot[c].mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
 void *exi_recycling_allocate_call(ex_recycling_allocator *r, size_t size, size_t align) {
     return recycle_allocate(r, size, align);
 }

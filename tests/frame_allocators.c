@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <cexec/allocators.h>
 
@@ -327,6 +329,67 @@ Test(frame_allocators, the_builtin_default_recycles_sender_blocks) {
     cr_expect_eq(s1.allocations - s0.allocations, 102u);
     cr_expect_eq(s1.frees - s0.frees, 102u);
     cr_expect_eq(s1.bytes_in_use, s0.bytes_in_use, "nothing left in use");
+    ex_set_default_allocator(&test_allocator);
+    expect_no_leaks();
+}
+
+/* fork() while another thread holds the built-in default's locks (as a
+ * thread inside a depot hand-over does): the child, which allocates
+ * senders through the same allocator, must not find them held by a thread
+ * it does not have.  The other thread here holds every lock for a while,
+ * deterministically, through the fork handlers' own entry points; the
+ * child then goes through the shared depot.  Without the handlers the
+ * child hangs on the depot's lock. */
+void exi_builtin_prefork(void);   /* src/exi_core.h: internal */
+void exi_builtin_postfork(void);
+
+enum { FORK_SENDERS = 600 };
+
+static void senders_through_the_depot(void) {
+    static ex_sender *held[FORK_SENDERS];
+    for (int i = 0; i < FORK_SENDERS; i++) held[i] = ex_just(ex_int(i));
+    for (int i = 0; i < FORK_SENDERS; i++) ex_sender_release(held[i]);  /* spills to the depot */
+    for (int i = 0; i < FORK_SENDERS; i++) held[i] = ex_just(ex_int(i));  /* refills from it */
+    for (int i = 0; i < FORK_SENDERS; i++) ex_sender_release(held[i]);
+}
+
+static atomic_int locks_held;
+
+static void *hold_the_locks(void *arg) {
+    (void)arg;
+    exi_builtin_prefork();
+    atomic_store(&locks_held, 1);
+    struct timespec d = { 0, 200 * 1000000 };
+    nanosleep(&d, NULL);  /* the main thread forks meanwhile */
+    exi_builtin_postfork();
+    return NULL;
+}
+
+Test(frame_allocators, fork_while_another_thread_holds_the_builtin_defaults_locks) {
+    ex_set_default_allocator(NULL);
+    ex_sender_release(ex_just(ex_int(0)));  /* the built-in default exists */
+    atomic_store(&locks_held, 0);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, hold_the_locks, NULL), 0);
+    while (!atomic_load(&locks_held)) sched_yield();
+    pid_t pid = fork();  /* the handlers wait for the other thread to let go */
+    cr_assert_geq(pid, 0, "fork failed");
+    if (pid == 0) {
+        senders_through_the_depot();
+        _exit(0);
+    }
+    int status = 0, waited = 0;
+    struct timespec nap = { 0, 1000000 };
+    while (waitpid(pid, &status, WNOHANG) == 0 && ++waited < 5000) nanosleep(&nap, NULL);
+    bool hung = waited >= 5000;
+    if (hung) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    pthread_join(t, NULL);
+    cr_expect(!hung, "the child hung on a lock of the default allocator held by a thread it does not have");
+    cr_expect(hung || (WIFEXITED(status) && WEXITSTATUS(status) == 0), "the child failed (status %d)", status);
+    senders_through_the_depot();  /* the parent's allocator works too */
     ex_set_default_allocator(&test_allocator);
     expect_no_leaks();
 }

@@ -59,8 +59,9 @@ void ex_set_default_allocator(const ex_allocator *a);
  * up to 4 KiB (at most 256 per size class), returned to malloc when the
  * thread exits; blocks freed beyond that wait in a shared depot of at most
  * 512 blocks per class for threads that allocate, the rest go back to
- * malloc.  Its statistics count the blocks users hold.  If it cannot be
- * made (no memory, no thread-specific key left) it is ex_libc_allocator(). */
+ * malloc.  Its statistics count the blocks users hold.  fork() is safe
+ * (handlers hold its locks across it).  If it cannot be made (no memory,
+ * no thread-specific key left) it is ex_libc_allocator(). */
 const ex_allocator *ex_builtin_allocator(void);
 
 /* Convenience wrappers (a NULL allocator means the default one);
