@@ -89,7 +89,7 @@ static void bench_fib(bool quick) {
     bench_measure("fib", name, "tbb", (double)n, 1, runs, fib_tbb, &nocut, as_ms, "ms");
     bench_measure("fib", name, "openmp", (double)n, 1, runs, fib_omp, &nocut, as_ms, "ms");
     /* The same recursion on pools whose frames come from the recycling
-     * allocator and from the process default, malloc (the pool's default,
+     * allocator and from the process default set to malloc (the pool's default,
      * measured as "cexec", is per-worker jemalloc arenas; the frame
      * allocator issue asks for the effect of each). */
     ex_recycling_allocator *rec;
@@ -103,7 +103,9 @@ static void bench_fib(bool quick) {
     on_je.sch = ex_pool_scheduler(jpool);
     must(fib_build(&on_rec.t, on_rec.sch, n, 0) && fib_build(&on_je.t, on_je.sch, n, 0), "fib: cannot build");
     bench_measure("fib", name, "cexec-recycle", (double)n, 1, runs, fib_cexec, &on_rec, as_ms, "ms");
+    ex_set_default_allocator(ex_libc_allocator());  /* the process default is malloc itself for this row */
     bench_measure("fib", name, "cexec-malloc", (double)n, 1, runs, fib_cexec, &on_je, as_ms, "ms");
+    ex_set_default_allocator(NULL);
     fib_release(&on_rec.t, n);
     fib_release(&on_je.t, n);
     must(!ex_pool_destroy(rpool).code && !ex_pool_destroy(jpool).code, "fib: pool destroy");
@@ -219,7 +221,9 @@ static void bench_when_all(bool quick) {
     const char *name = "2 let_value children";
     bench_measure("when_all", name, "cexec", repeat, 1, runs, when_all_runs, &def, us_per_launch, "us/run");
     bench_measure("when_all", name, "cexec-recycle", repeat, 1, runs, when_all_runs, &re, us_per_launch, "us/run");
+    ex_set_default_allocator(ex_libc_allocator());  /* frames from malloc itself */
     bench_measure("when_all", name, "cexec-malloc", repeat, 1, runs, when_all_runs, &je, us_per_launch, "us/run");
+    ex_set_default_allocator(NULL);
     ex_sender_release(def.s);
     ex_sender_release(re.s);
     ex_sender_release(je.s);
