@@ -42,7 +42,38 @@ static void libc_thread_exit(void *arg) {
     pthread_mutex_unlock(&libc_mu);
 }
 
-static void libc_key_make(void) { libc_key_ok = pthread_key_create(&libc_key, libc_thread_exit) == 0; }
+/* fork(): the registry's lock is held across it, so a child never finds it
+ * taken by a thread it does not have; and the child forgets the parent's
+ * other threads (their counters go to the retired ones), whose records
+ * live in thread-local storage that glibc hands to the threads the child
+ * creates: one listed twice would close the list into a cycle. */
+static void libc_prefork(void) { pthread_mutex_lock(&libc_mu); }
+static void libc_postfork_parent(void) { pthread_mutex_unlock(&libc_mu); }
+static void libc_postfork_child(void) {
+    libc_thread *mine = libc_mine.listed ? &libc_mine : NULL;
+    for (libc_thread *t = libc_threads, *next; t; t = next) {
+        next = t->next;
+        if (t == mine) continue;
+        libc_retired.allocations += t->allocations;
+        libc_retired.frees += t->frees;
+        libc_retired.failures += t->failures;
+        libc_retired.bytes += t->bytes;
+        libc_retired.peak += t->peak;
+    }
+    libc_threads = mine;
+    if (mine) mine->prev = mine->next = NULL;
+    pthread_mutex_unlock(&libc_mu);
+}
+
+/* Registered before any recycling allocator over libc registers its own
+ * (that allocator's creation allocates through libc), so fork takes the
+ * recycling locks first and libc_mu last: the order a thread's exit nests
+ * them in (it returns its cache to libc under the recycling registry lock).
+ * Without memory for the handlers the registry is not fork-safe. */
+static void libc_key_make(void) {
+    libc_key_ok = pthread_key_create(&libc_key, libc_thread_exit) == 0;
+    (void)pthread_atfork(libc_prefork, libc_postfork_parent, libc_postfork_child);
+}
 
 /* The calling thread's counters, listed at its first use.  Without a
  * thread key (none left) the thread's counts are still summed while it
@@ -120,7 +151,7 @@ const ex_allocator *ex_libc_allocator(void) { return &libc_allocator; }
  * use and kept for the life of the process (threads return their caches
  * when they exit).  Senders and the frames of operations whose environment
  * names no allocator come and go in the same few sizes on the same
- * threads; with plain malloc a fork-join of tasks spent 12-18 % more
+ * threads; with plain malloc a fork-join of tasks took 10-20 % longer
  * (docs/PERFORMANCE.md).  Its shared depot keeps at most BUILTIN_DEPOT
  * batches of 128 blocks per class (the public allocator's keeps 64): a
  * process default should not sit on much memory freed by threads that
@@ -133,16 +164,19 @@ static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
 
 /* fork() while another thread holds one of the default's locks would
  * leave the child's copy locked for ever, and the child allocates senders
- * through it.  The handlers hold every lock across the fork, as malloc
- * does with its own; blocks cached by the parent's other threads stay
- * unused in the child. */
+ * through it: its handlers hold every lock across the fork, as malloc
+ * does with its own (after libc's, see libc_key_make).  Blocks the
+ * parent's other threads cached stay unused in the child. */
+static void builtin_lock(void) { exi_recycling_lock_all(builtin_recycling); }
+static void builtin_unlock(void) { exi_recycling_unlock_all(builtin_recycling); }
+
 void exi_builtin_prefork(void) {
-    pthread_mutex_lock(&libc_mu);
-    if (builtin_recycling) exi_recycling_lock_all(builtin_recycling);
+    if (builtin_recycling) builtin_lock();
+    libc_prefork();
 }
 void exi_builtin_postfork(void) {
-    if (builtin_recycling) exi_recycling_unlock_all(builtin_recycling);
-    pthread_mutex_unlock(&libc_mu);
+    libc_postfork_parent();
+    if (builtin_recycling) builtin_unlock();
 }
 
 static void builtin_make(void) {
@@ -150,7 +184,7 @@ static void builtin_make(void) {
     const ex_allocator *a = &libc_allocator;  /* no memory or no thread key left: plain libc */
     if (exi_recycling_allocator_create_bounded(&libc_allocator, BUILTIN_DEPOT, &r).code == EX_OK) {
         builtin_recycling = r;
-        if (pthread_atfork(exi_builtin_prefork, exi_builtin_postfork, exi_builtin_postfork) == 0) a = ex_recycling_allocator_get(r);
+        if (pthread_atfork(builtin_lock, builtin_unlock, builtin_unlock) == 0) a = ex_recycling_allocator_get(r);
         /* else (no memory for the handlers): plain libc; r stays unused */
     }
     exi_store_rel_ptr(&builtin_allocator, (void *)(uintptr_t)a);

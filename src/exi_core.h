@@ -56,8 +56,9 @@ ex_error exi_recycling_allocator_create_bounded(const ex_allocator *under, uint3
 /* Take / give back every lock of r (around fork, for the built-in default). */
 void exi_recycling_lock_all(ex_recycling_allocator *r);
 void exi_recycling_unlock_all(ex_recycling_allocator *r);
-/* The built-in default's fork handlers: take / give back every lock of it
- * (and of the libc allocator's registry).  Also called by a test. */
+/* Take / give back every lock of the built-in default and of the libc
+ * allocator's registry, in the order the fork handlers take them (a test
+ * holds them from another thread across a fork). */
 void exi_builtin_prefork(void);
 void exi_builtin_postfork(void);
 

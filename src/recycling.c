@@ -37,7 +37,7 @@ _Static_assert(sizeof(rnode) < ((size_t)1 << MIN_SHIFT), "a node holds at least 
 
 /* The block freed last in each class waits in front.hot, ahead of the
  * array: an allocation that follows a free (the common rhythm of operation
- * states) then reads and writes one slot and no count, so the pair's
+ * states) then reads and writes one slot and no array count, so the pair's
  * critical path is one store-to-load forward instead of two, and the
  * header's inline entry points need nothing else.  Likewise the byte
  * counters are split (given out, given back): one counter changed by both
@@ -338,13 +338,17 @@ static void recycle_stats(void *ctx, ex_alloc_stats *out) {
     for (tcache *t = r->caches; t; t = t->next) {
         a += exi_load_rlx_u64(&t->front.allocations);
         f += exi_load_rlx_u64(&t->front.frees);
-        b += exi_load_rlx_u64(&t->front.bytes_out) - exi_load_rlx_u64(&t->front.bytes_back);
+        b -= exi_load_rlx_u64(&t->front.bytes_back);  /* given back first: see below */
+        b += exi_load_rlx_u64(&t->front.bytes_out);
     }
     pthread_mutex_unlock(&r->mu);
     out->allocations = a;
     out->frees = f;
     out->failures = exi_load_rlx_u64(&r->failures);
-    out->bytes_in_use = b;
+    /* The counters are read while threads run: a pair given out and back
+     * between two reads, or a block freed on another thread, can make the
+     * sum momentarily negative; in use is never below zero. */
+    out->bytes_in_use = (int64_t)b < 0 ? 0 : b;
     out->peak_bytes = exi_load_rlx_u64(&r->peak_held);
 }
 

@@ -322,9 +322,13 @@ Test(frame_allocators, the_builtin_default_recycles_sender_blocks) {
     cr_expect_eq((void *)again, first, "the freed block is handed out again");
     ex_result r = ex_sync_wait(again);
     cr_expect_eq(r.values[0].as.i, 2);
+    ex_alloc_stats l0 = stats_of(ex_libc_allocator());
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, build_and_release, NULL), 0);
     cr_assert_eq(pthread_join(t, NULL), 0);
+    ex_alloc_stats l1 = stats_of(ex_libc_allocator());
+    cr_expect_eq(l1.bytes_in_use, l0.bytes_in_use, "the exited thread's cache went back to malloc");
+    cr_expect_gt(l1.allocations, l0.allocations, "the thread's cache came from malloc");
     ex_alloc_stats s1 = stats_of(b);
     cr_expect_eq(s1.allocations - s0.allocations, 102u);
     cr_expect_eq(s1.frees - s0.frees, 102u);
@@ -353,6 +357,18 @@ static void senders_through_the_depot(void) {
     for (int i = 0; i < FORK_SENDERS; i++) ex_sender_release(held[i]);
 }
 
+/* Waits up to 5 s for a child; kills it and returns false if it is stuck. */
+static bool child_exits_in_time(pid_t pid, int *status) {
+    struct timespec nap = { 0, 1000000 };
+    for (int waited = 0; waited < 5000; waited++) {
+        if (waitpid(pid, status, WNOHANG) != 0) return true;
+        nanosleep(&nap, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, status, 0);
+    return false;
+}
+
 static atomic_int locks_held;
 
 static void *hold_the_locks(void *arg) {
@@ -378,19 +394,72 @@ Test(frame_allocators, fork_while_another_thread_holds_the_builtin_defaults_lock
         senders_through_the_depot();
         _exit(0);
     }
-    int status = 0, waited = 0;
-    struct timespec nap = { 0, 1000000 };
-    while (waitpid(pid, &status, WNOHANG) == 0 && ++waited < 5000) nanosleep(&nap, NULL);
-    bool hung = waited >= 5000;
-    if (hung) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-    }
+    int status = 0;
+    bool hung = !child_exits_in_time(pid, &status);
     pthread_join(t, NULL);
     cr_expect(!hung, "the child hung on a lock of the default allocator held by a thread it does not have");
     cr_expect(hung || (WIFEXITED(status) && WEXITSTATUS(status) == 0), "the child failed (status %d)", status);
     senders_through_the_depot();  /* the parent's allocator works too */
     ex_set_default_allocator(&test_allocator);
+    expect_no_leaks();
+}
+
+/* The libc allocator lists each thread's counters, which live in that
+ * thread's thread-local storage.  In a child of fork() the parent's other
+ * threads are gone and glibc hands their stacks (with that storage) to the
+ * threads the child creates: a listed record of a vanished thread must not
+ * be listed a second time by the new thread that reuses it (a cycle in the
+ * list would make the statistics loop for ever). */
+static pthread_mutex_t park_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t park_cv = PTHREAD_COND_INITIALIZER;
+static int park_state;  /* 1: the thread is listed and waits; 2: let it go */
+
+static void *listed_and_parked(void *arg) {
+    (void)arg;
+    ex_deallocate(ex_libc_allocator(), ex_allocate(ex_libc_allocator(), 64, 16), 64, 16);
+    pthread_mutex_lock(&park_mu);
+    park_state = 1;
+    pthread_cond_broadcast(&park_cv);
+    while (park_state != 2) pthread_cond_wait(&park_cv, &park_mu);
+    pthread_mutex_unlock(&park_mu);
+    return NULL;
+}
+
+/* Lists this thread, then sums the list while the thread still lives. */
+static void *allocate_through_libc(void *arg) {
+    (void)arg;
+    ex_deallocate(ex_libc_allocator(), ex_allocate(ex_libc_allocator(), 64, 16), 64, 16);
+    ex_alloc_stats st;
+    if (ex_allocator_stats(ex_libc_allocator(), &st).code) _exit(3);  /* loops for ever on a cycle */
+    return NULL;
+}
+
+Test(frame_allocators, a_forked_child_lists_only_its_own_threads) {
+    (void)ex_libc_allocator();  /* nothing to make: the handlers come with the first libc allocation */
+    park_state = 0;
+    pthread_t parked;
+    cr_assert_eq(pthread_create(&parked, NULL, listed_and_parked, NULL), 0);
+    pthread_mutex_lock(&park_mu);
+    while (park_state != 1) pthread_cond_wait(&park_cv, &park_mu);
+    pthread_mutex_unlock(&park_mu);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0, "fork failed");
+    if (pid == 0) {
+        for (int i = 0; i < 4; i++) {  /* new threads, on the vanished thread's stack */
+            pthread_t t;
+            if (pthread_create(&t, NULL, allocate_through_libc, NULL) || pthread_join(t, NULL)) _exit(2);
+        }
+        _exit(0);
+    }
+    int status = 0;
+    bool hung = !child_exits_in_time(pid, &status);
+    pthread_mutex_lock(&park_mu);
+    park_state = 2;
+    pthread_cond_broadcast(&park_cv);
+    pthread_mutex_unlock(&park_mu);
+    pthread_join(parked, NULL);
+    cr_expect(!hung, "the child's statistics never returned: its thread list has a cycle");
+    cr_expect(hung || (WIFEXITED(status) && WEXITSTATUS(status) == 0), "the child failed (status %d)", status);
     expect_no_leaks();
 }
 

@@ -49,6 +49,35 @@ Test(recycling_inline, a_freed_block_comes_back_through_either_entry) {
     expect_no_leaks();
 }
 
+/* In a build that does not poison cached blocks the inline entry points
+ * must actually serve this thread (the allocator's fast id is its id, and
+ * the thread's last cache is this allocator's); in ASan and valgrind builds
+ * they must never (fast id UINT64_MAX). */
+#if defined(__SANITIZE_ADDRESS__) || defined(CEXEC_JEMALLOC_VIA_MALLOC)
+#define POISONING_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POISONING_BUILD 1
+#endif
+#endif
+
+Test(recycling_inline, the_inline_path_serves_this_thread_unless_blocks_are_poisoned) {
+    ex_recycling_allocator *r = make();
+    void *p = ex_recycling_allocate(r, 64, 16);
+    cr_assert_not_null(p);
+    ex_recycling_deallocate(r, p, 64, 16);
+#ifdef POISONING_BUILD
+    /* valgrind builds poison only where memcheck.h exists: either id is right */
+    cr_expect(exi_recycle_fast_id(r) == UINT64_MAX || exi_recycle_last.id == exi_recycle_fast_id(r));
+#else
+    cr_expect_neq(exi_recycle_fast_id(r), UINT64_MAX, "a plain build takes the inline path");
+    cr_expect_eq(exi_recycle_last.id, exi_recycle_fast_id(r), "this thread's last cache is r's");
+    cr_expect_eq(exi_recycle_last.front->hot[exi_recycle_class(64)], p, "the freed block waits in front");
+#endif
+    ex_recycling_allocator_destroy(r);
+    expect_no_leaks();
+}
+
 Test(recycling_inline, bytes_in_use_are_the_bytes_requested) {
     ex_recycling_allocator *r = make();
     void *p = ex_recycling_allocate(r, 100, 16), *q = ex_recycling_allocate(r, 3000, 16);

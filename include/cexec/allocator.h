@@ -56,7 +56,7 @@ void ex_set_default_allocator(const ex_allocator *a);
 /* The built-in process default: a recycling allocator (cexec/allocators.h)
  * over ex_libc_allocator(), made at its first use and never destroyed.
  * Each thread that allocates through it keeps a cache of freed blocks of
- * up to 4 KiB (at most 256 per size class), returned to malloc when the
+ * up to 4 KiB (at most 257 per size class), returned to malloc when the
  * thread exits; blocks freed beyond that wait in a shared depot of at most
  * 512 blocks per class for threads that allocate, the rest go back to
  * malloc.  Its statistics count the blocks users hold.  fork() is safe

@@ -122,7 +122,10 @@ void ex_recycling_allocator_destroy(ex_recycling_allocator *r);
  * holds r itself: the common case, a block of the class this thread freed
  * last, is inline at the call site instead of two indirect calls (about
  * half the cost of a pair, see docs/PERFORMANCE.md).  The rest is an
- * ordinary call.  Freeing NULL does nothing.  In ASan and valgrind builds of cexec every call takes
+ * ordinary call.  Freeing NULL does nothing.  They read a thread-local of
+ * libcexec with the initial-exec model: a shared object of yours that
+ * calls them needs static TLS, as libcexec.so itself does (a dlopen late
+ * in a process can fail for lack of it; docs/allocators.md).  In ASan and valgrind builds of cexec every call takes
  * the ordinary path, which poisons cached blocks. */
 static inline void *ex_recycling_allocate(ex_recycling_allocator *r, size_t size, size_t align);
 static inline void ex_recycling_deallocate(ex_recycling_allocator *r, void *p, size_t size, size_t align);
