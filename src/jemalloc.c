@@ -437,6 +437,12 @@ static void j_deallocate(void *ctx, void *p, size_t size, size_t align) {
             count_free(t, size);
             return;
         }
+        if (b->arena != t->slot) {  /* freed by another arena's thread: batched home */
+            count_free(t, size);
+            cache_poison(b, c);
+            free_foreign(j, t, b, c);
+            return;
+        }
     }
     deallocate_slow(j, p, size, align);
 }
