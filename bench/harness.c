@@ -83,6 +83,21 @@ void bench_per_rep(bench_row *r, double reps, double (*metric_from_seconds)(doub
 }
 
 /* Median time of the same benchmark by another implementation, or 0. */
+/* Writes s as one CSV field (RFC 4180): quoted when it holds a comma or a
+ * quote, quotes doubled. */
+static void csv_field(FILE *f, const char *s) {
+    if (!strpbrk(s, ",\"")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
 static double baseline(const bench_row *r, const char *impl) {
     for (int i = 0; i < nrows; i++)
         if (!strcmp(rows[i].group, r->group) && !strcmp(rows[i].name, r->name) && !strcmp(rows[i].impl, impl))
@@ -120,11 +135,11 @@ static const char *const bases[] = { "serial", "tbb", "openmp", "malloc" };
 enum { NB = 4 };
 
 static void print_rows(void) {
-    printf("\n%-8s %-30s %-14s %10s %10s %10s %12s   %8s %8s %8s %8s\n", "group", "benchmark", "impl", "median",
+    printf("\n%-8s %-30s %-22s %10s %10s %10s %12s   %8s %8s %8s %8s\n", "group", "benchmark", "impl", "median",
            "min", "max", "metric", "xserial", "xtbb", "xopenmp", "xmalloc");
     for (int i = 0; i < nrows; i++) {
         bench_row *r = &rows[i];
-        printf("%-8s %-30s %-14s %9.3fms %9.3fms %9.3fms %8.3f %-9s", r->group, r->name, r->impl, r->median_s * 1e3,
+        printf("%-8s %-30s %-22s %9.3fms %9.3fms %9.3fms %8.3f %-9s", r->group, r->name, r->impl, r->median_s * 1e3,
                r->min_s * 1e3, r->max_s * 1e3, r->metric, r->unit);
         for (int b = 0; b < NB; b++) {
             double base = baseline(r, bases[b]);
@@ -154,8 +169,13 @@ const char *bench_report(const char *results_dir, bool print_table) {
     fprintf(f, "group,benchmark,impl,size,runs,median_s,min_s,max_s,metric,unit,vs_serial,vs_tbb,vs_openmp,vs_malloc\n");
     for (int i = 0; i < nrows; i++) {
         bench_row *r = &rows[i];
-        fprintf(f, "%s,%s,%s,%.0f,%d,%.9f,%.9f,%.9f,%.6f,%s", r->group, r->name, r->impl, r->size, r->runs, r->median_s,
-                r->min_s, r->max_s, r->metric, r->unit);
+        csv_field(f, r->group);
+        fputc(',', f);
+        csv_field(f, r->name);  /* names like "pair, same thread" need quotes */
+        fputc(',', f);
+        csv_field(f, r->impl);
+        fprintf(f, ",%.0f,%d,%.9f,%.9f,%.9f,%.6f,", r->size, r->runs, r->median_s, r->min_s, r->max_s, r->metric);
+        csv_field(f, r->unit);
         for (int b = 0; b < NB; b++) {
             double base = baseline(r, bases[b]);
             if (base > 0) fprintf(f, ",%.4f", base / r->median_s);

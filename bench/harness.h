@@ -11,7 +11,7 @@ typedef void (*bench_fn)(void *arg);
 typedef struct bench_row {
     char group[32];      /* "fib", "bulk", "scan" */
     char name[48];       /* what was measured, e.g. "fib(30) no cutoff" */
-    char impl[16];       /* "cexec", "serial", "tbb", "openmp" */
+    char impl[32];       /* "cexec", "serial", "tbb", "openmp", "cexec-recycling-inline" */
     double size;         /* problem size (n, indices, elements) */
     int runs;
     double median_s, min_s, max_s;
