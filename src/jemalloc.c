@@ -437,7 +437,10 @@ static void j_deallocate(void *ctx, void *p, size_t size, size_t align) {
             count_free(t, size);
             return;
         }
-        if (b->arena != t->slot) {  /* freed by another arena's thread: batched home */
+        /* Freed by another arena's thread: batched home from here (the slow
+         * path's copy of these lines stays: one shared inline helper for
+         * both paths measured 2-3 ns slower across threads). */
+        if (b->arena != t->slot) {
             count_free(t, size);
             cache_poison(b, c);
             free_foreign(j, t, b, c);

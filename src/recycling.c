@@ -79,8 +79,12 @@ static uint32_t node_cap(unsigned c) { return (uint32_t)((class_size(c) - sizeof
  * thread-local load on the fast path; the pthread key finds the others.
  * Public (allocators.h) for the inline entry points. */
 __thread exi_recycle_last_t exi_recycle_last __attribute__((tls_model("initial-exec")));
-#define last exi_recycle_last
-static inline tcache *last_cache(void) { return (tcache *)(void *)last.front; }
+static inline tcache *last_cache(void) { return (tcache *)(void *)exi_recycle_last.front; }
+/* Makes t (NULL: none) the cache this thread used last. */
+static inline void set_last(uint64_t id, tcache *t) {
+    exi_recycle_last.id = id;
+    exi_recycle_last.front = t ? &t->front : NULL;
+}
 static uint64_t next_id = 1;
 
 static void *under_alloc(ex_recycling_allocator *r, size_t size) {
@@ -124,8 +128,7 @@ static void thread_exit(void *arg) {
     tcache *t = arg;
     ex_recycling_allocator *r = t->owner;
     if (last_cache() == t) {
-        last.id = 0;
-        last.front = NULL;
+        set_last(0, NULL);
     }
     pthread_mutex_lock(&r->mu);
     retire_locked(r, t);
@@ -136,15 +139,14 @@ static tcache *new_cache(ex_recycling_allocator *r);
 
 /* Inline fast path; the pthread key and creation are out of line. */
 static inline tcache *my_cache(ex_recycling_allocator *r) {
-    if (__builtin_expect(last.id == r->id, 1)) return last_cache();
+    if (__builtin_expect(exi_recycle_last.id == r->id, 1)) return last_cache();
     return new_cache(r);
 }
 
 static tcache *new_cache(ex_recycling_allocator *r) {
     tcache *t = pthread_getspecific(r->key);
     if (t) {
-        last.id = r->id;
-        last.front = &t->front;
+        set_last(r->id, t);
         return t;
     }
     t = r->under->allocate(r->under->ctx, sizeof *t, alignof(tcache));
@@ -160,8 +162,7 @@ static tcache *new_cache(ex_recycling_allocator *r) {
     if (r->caches) r->caches->prev = t;
     r->caches = t;
     pthread_mutex_unlock(&r->mu);
-    last.id = r->id;
-    last.front = &t->front;
+    set_last(r->id, t);
     return t;
 }
 
@@ -258,7 +259,7 @@ __attribute__((noinline)) static void *allocate_slow(void *ctx, size_t size, siz
  * path needs no stack frame. */
 static void *recycle_allocate(void *ctx, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
-    if (__builtin_expect(last.id == r->id && is_class(size, align), 1)) {
+    if (__builtin_expect(exi_recycle_last.id == r->id && is_class(size, align), 1)) {
         tcache *t = last_cache();
         unsigned c = class_of(size);
         void *b = t->front.hot[c];
@@ -309,7 +310,7 @@ __attribute__((noinline)) static void deallocate_slow(void *ctx, void *p, size_t
 
 static void recycle_deallocate(void *ctx, void *p, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
-    if (__builtin_expect(last.id == r->id && is_class(size, align), 1)) {
+    if (__builtin_expect(exi_recycle_last.id == r->id && is_class(size, align), 1)) {
         tcache *t = last_cache();
         unsigned c = class_of(size);
         if (__builtin_expect(t->front.hot[c] == NULL, 1)) {
@@ -409,9 +410,8 @@ void exi_recycling_deallocate_call(ex_recycling_allocator *r, void *p, size_t si
 
 void ex_recycling_allocator_destroy(ex_recycling_allocator *r) {
     if (!r) return;
-    if (last.id == r->id) {
-        last.id = 0;
-        last.front = NULL;
+    if (exi_recycle_last.id == r->id) {
+        set_last(0, NULL);
     }
     /* Threads that exit later find no key: their destructor does not run. */
     pthread_key_delete(r->key);
