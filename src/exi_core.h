@@ -27,6 +27,12 @@ void exi_store_clear(exi_store *st);
 
 /* Deep copy of n values into a caller array plus a nested block (for
  * ex_result and just).  *nested is NULL when no tuple is present. */
+/* ex_when_all's sender vtable, and the parts of a sender that has it: its
+ * n children and how many values each may send (EX_MAX_ARITY when
+ * dynamic).  ex_await runs a when_all of tasks as a fork (task.c). */
+extern const ex_sender_vtable exi_when_all_vt;
+void exi_when_all_parts(const ex_sender *s, ex_sender *const **children, const uint8_t **cap, size_t *n);
+
 ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
                          void **nested, size_t *nested_size);
 

@@ -422,12 +422,12 @@ EXI_NO_ASAN static bool run_nested(ex_task *c, ex_task *p) {
 }
 
 /* Before t suspends in an await: runs the children its operation queued
- * here and no thief took, while the await is not done.  Returns whether t
- * must hop back to its scheduler. */
-static bool help(ex_task *t) {
+ * here and no thief took (those `accept(w, ctx)` recognises), while the
+ * await is not done.  Returns whether t must hop back to its scheduler. */
+static bool help(ex_task *t, bool (*accept)(ex_work *w, void *ctx), void *ctx) {
     bool hop = false;
     ex_work *w;
-    while (!hop && exi_load_acq_u32(&t->await_state) != DONE && (w = exi_pool_take_own_if(nestable, t)))
+    while (!hop && exi_load_acq_u32(&t->await_state) != DONE && (w = exi_pool_take_own_if(accept, ctx)))
         hop = run_nested(EXI_CONTAINER_OF(w, ex_task, hop), t);
     return hop;
 }
@@ -612,6 +612,10 @@ static void *await_storage(ex_task *t, size_t size, size_t align) {
     return (void *)ex_align_up((uintptr_t)t->await_buf, align);
 }
 
+typedef enum fork_outcome { FORK_NOT, FORK_STARTED_OK, FORK_FAILED } fork_outcome;
+static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out);
+static bool fork_nestable(ex_work *w, void *ctx);
+
 void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
     release_await(t);
     link_stop(t);
@@ -627,6 +631,17 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
         ex_sender_release(s);
         await_fail(out, e);
         return;
+    }
+    bool (*accept)(ex_work *w, void *ctx) = nestable;
+    void *ctx = t;
+    if (s->vt == &exi_when_all_vt) {
+        fork_outcome fo = fork_start(t, s, out);
+        if (fo == FORK_FAILED) return;
+        if (fo == FORK_STARTED_OK) {
+            accept = fork_nestable;
+            ctx = t->await_op;
+            goto started;
+        }
     }
     void *storage = await_storage(t, s->op_size, s->op_align);
     if (!storage) {
@@ -649,10 +664,11 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
     t->await_out = out;
     exi_store_rlx_u32(&t->await_state, AWAITING);
     ex_start(op);
+started:;
     bool hop = t->nest_hop;  /* a directly awaited child ran nested and ended elsewhere */
     t->nest_hop = false;
     if (hop || t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
-        if (!hop && !t->must_hop) hop = help(t);
+        if (!hop && !t->must_hop) hop = help(t, accept, ctx);
         bool must_hop = t->must_hop;
         if (hop) t->must_hop = true;  /* run() then hops back even if the await is done */
         if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
@@ -827,6 +843,8 @@ static void task_destroy(ex_operation *op) { release_hop((ex_task *)op); }
 
 static const ex_operation_vtable task_op_vt = { task_start, task_destroy };
 
+static void task_fill(ex_task *t, const task_sender *ts, ex_receiver r, const ex_allocator *alloc);
+
 static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
     task_sender *ts = (task_sender *)(uintptr_t)s;
     uint32_t fresh = 0;
@@ -843,12 +861,18 @@ static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
         return ex_err(EX_EINVAL, "ex_task: the receiver's environment has no scheduler (give one with "
                                  "ex_write_env or ex_starts_on, or create the task with EX_TASK_INLINE)");
     }
+    task_fill(t, ts, r, ts->opt.allocator ? ts->opt.allocator : ex_get_allocator(env));
+    return ex_ok();
+}
+
+/* What connect sets besides the scheduler (and the zeroed fields). */
+static void task_fill(ex_task *t, const task_sender *ts, ex_receiver r, const ex_allocator *alloc) {
     t->base.vt = &task_op_vt;
     t->r = r;
     t->fn = ts->fn;
     t->arg = ts->arg;
     t->user_env = ts->opt.env;
-    t->alloc = ts->opt.allocator ? ts->opt.allocator : ex_get_allocator(env);
+    t->alloc = alloc;
     t->stack_alloc = ts->opt.stack_allocator ? ts->opt.stack_allocator : exi_guarded_stack_allocator();
     size_t usable = ts->opt.stack_size ? ts->opt.stack_size : EX_TASK_STACK_DEFAULT;
     t->stack_need = (usable + 15) & ~(size_t)15;
@@ -858,7 +882,6 @@ static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
     ex_stop_source_init(&t->stop);
     t->env_node.query = task_env_query;
     t->await_env_node.query = await_env_query;
-    return ex_ok();
 }
 
 static const ex_sender_vtable task_vt = { "ex_task_create", task_connect, NULL, NULL };
@@ -885,4 +908,234 @@ ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt) 
     s->base.op_size = sizeof(ex_task);
     s->base.op_align = alignof(ex_task);
     return &s->base;
+}
+
+/* ------------------------------------------------ a when_all of tasks */
+
+/* ex_await of an ex_when_all whose children are all tasks affine to the
+ * awaiting task's scheduler runs as a fork instead of through when_all's
+ * operation: the children's control blocks go straight into the awaiting
+ * task's await area, they get the awaiting task's scheduler and allocator
+ * without asking the environment, all but the last are queued where
+ * thieves can take them, and the last starts at once, nested.  What the
+ * children and the body observe is what when_all gives (values in order;
+ * the first error or stopped wins and asks the others to stop; the
+ * receiver's stop request forwarded; nothing starts when stop was already
+ * requested); only the queueing differs. */
+enum { FORK_STARTED, FORK_ERROR, FORK_STOPPED };
+
+typedef struct fork_op fork_op;
+
+typedef struct fork_slot {
+    ex_task task;            /* the child's control block */
+    fork_op *f;
+    uint8_t cap;             /* values the child may send */
+    uint8_t n;               /* values it sent */
+    ex_value v[EX_MAX_ARITY];
+    void *nested;            /* its tuples' deep copies */
+    size_t nested_size;
+} fork_slot;
+
+struct fork_op {
+    ex_operation base;
+    ex_task *p;              /* the awaiting task */
+    size_t n;
+    uint32_t count;          /* children not yet completed */
+    uint32_t disposition;
+    ex_error err;            /* written by the first error only */
+    ex_stop_source stop;     /* the children's token */
+    ex_stop_callback on_stop;  /* on the awaiting task's token */
+    ex_env_node env_node;    /* the children's receiver environment */
+    fork_slot slots[];
+};
+
+static void fork_complete(fork_op *f) {
+    ex_stop_callback_deregister(&f->on_stop);
+    ex_task *p = f->p;
+    uint32_t d = exi_load_acq_u32(&f->disposition);
+    if (d == FORK_ERROR) {
+        await_error(p, f->err);
+        return;
+    }
+    if (d == FORK_STOPPED) {
+        await_stopped(p);
+        return;
+    }
+    ex_value all[EX_MAX_ARITY];
+    size_t k = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        const fork_slot *sl = &f->slots[i];
+        if (k + sl->n > EX_MAX_ARITY) {
+            await_error(p, ex_err(EX_EINVAL, "ex_when_all: the children sent more than EX_MAX_ARITY values"));
+            return;
+        }
+        for (size_t j = 0; j < sl->n; j++) all[k + j] = sl->v[j];
+        k += sl->n;
+    }
+    await_value(p, all, k);
+}
+
+static void fork_arrive(fork_op *f) {
+    if (exi_faa_u32(&f->count, (uint32_t)-1) == 1) fork_complete(f);
+}
+
+static void fork_fail(fork_op *f, ex_error e) {
+    if (exi_fas_u32(&f->disposition, FORK_ERROR) != FORK_ERROR) {
+        f->err = e;
+        ex_stop_source_request_stop(&f->stop);
+    }
+}
+
+static void fork_value(void *self, const ex_value *v, size_t n) {
+    fork_slot *sl = self;
+    fork_op *f = sl->f;
+    if (exi_load_acq_u32(&f->disposition) == FORK_STARTED) {
+        if (n > sl->cap) {
+            fork_fail(f, ex_err(EX_EINVAL, "ex_when_all: a child sent more values than its signature allows"));
+        } else {
+            ex_error e = exi_values_copy(sl->v, v, n, f->p->alloc, &sl->nested, &sl->nested_size);
+            if (e.code) fork_fail(f, e);
+            else sl->n = (uint8_t)n;
+        }
+    }
+    fork_arrive(f);
+}
+
+static void fork_error(void *self, ex_error e) {
+    fork_op *f = ((fork_slot *)self)->f;
+    fork_fail(f, e);
+    fork_arrive(f);
+}
+
+static void fork_stopped(void *self) {
+    fork_op *f = ((fork_slot *)self)->f;
+    uint32_t expected = FORK_STARTED;
+    if (exi_cas_u32(&f->disposition, &expected, FORK_STOPPED)) ex_stop_source_request_stop(&f->stop);
+    fork_arrive(f);
+}
+
+/* when_all's environment: its own stop token, the rest forwarded from the
+ * awaiting task's await (which answers key_awaiting_task with it). */
+static bool fork_env_query(const ex_env_node *n, const ex_key *key, ex_value *out) {
+    fork_op *f = EXI_CONTAINER_OF(n, fork_op, env_node);
+    if (key == &ex_key_get_stop_token) {
+        *out = ex_token_value(ex_stop_source_token(&f->stop));
+        return true;
+    }
+    ex_env e = { &f->p->await_env_node, 0 };
+    return ex_env_query(ex_env_forward(e), key, out);
+}
+
+static ex_env fork_env(void *self) {
+    ex_env e = { &((fork_slot *)self)->f->env_node, 0 };
+    return e;
+}
+
+static const ex_receiver_vtable fork_rcvr_vt = { fork_value, fork_error, fork_stopped, fork_env, NULL };
+
+/* The awaiting task's stop request, forwarded; holds an arrival around it
+ * as when_all does (a child completing inside must not complete the fork
+ * while request_stop still walks f->stop). */
+static void fork_stop_cb(ex_stop_callback *cb) {
+    fork_op *f = EXI_CONTAINER_OF(cb, fork_op, on_stop);
+    uint32_t c = exi_load_acq_u32(&f->count);
+    do {
+        if (c == 0) return;
+    } while (!exi_cas_u32(&f->count, &c, c + 1));
+    ex_stop_source_request_stop(&f->stop);
+    fork_arrive(f);
+}
+
+static void fork_destroy(ex_operation *op) {
+    fork_op *f = (fork_op *)op;
+    for (size_t i = 0; i < f->n; i++) {
+        fork_slot *sl = &f->slots[i];
+        release_hop(&sl->task);
+        if (sl->nested) ex_deallocate(f->p->alloc, sl->nested, sl->nested_size, alignof(ex_value));
+    }
+}
+
+static const ex_operation_vtable fork_op_vt = { NULL, fork_destroy };
+
+/* A queued child of fork f, taken back by f's task: run it nested. */
+static bool fork_nestable(ex_work *w, void *ctx) {
+    fork_op *f = ctx;
+    if (w->execute != hop_execute) return false;
+    ex_task *c = EXI_CONTAINER_OF(w, ex_task, hop);
+    return c->r.vt == &fork_rcvr_vt && ((fork_slot *)c->r.self)->f == f && has_room(c, f->p);
+}
+
+/* Whether s (a when_all) can be awaited by p as a fork: every child is a
+ * fresh task affine to its receiver's scheduler, p is affine and on its
+ * scheduler, which can queue work, and the fork fits p's await area. */
+static bool forkable(const ex_task *p, const ex_sender *s, ex_sender *const **ch, const uint8_t **cap, size_t *n) {
+    if (p->inline_affinity || p->off_sched || p->must_hop || !p->sched.vt->post) return false;
+    exi_when_all_parts(s, ch, cap, n);
+    if (sizeof(fork_op) + *n * sizeof(fork_slot) > p->await_size) return false;
+    for (size_t i = 0; i < *n; i++) {
+        const ex_sender *c = (*ch)[i];
+        if (c->vt != &task_vt || ((const task_sender *)c)->opt.affinity != EX_TASK_AFFINE) return false;
+    }
+    return true;
+}
+
+/* Connects and starts s's children as a fork in p's await area (see
+ * above).  FORK_NOT: s is not one, nothing done; FORK_FAILED: *out holds
+ * the connect error, s is released. */
+static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
+    ex_sender *const *ch;
+    const uint8_t *cap;
+    size_t n;
+    if (!forkable(p, s, &ch, &cap, &n)) return FORK_NOT;
+    fork_op *f = (fork_op *)(void *)p->await_area;
+    f->base.vt = &fork_op_vt;
+    f->p = p;
+    f->n = 0;
+    f->count = (uint32_t)n;
+    f->disposition = FORK_STARTED;
+    f->err = ex_ok();
+    f->env_node.query = fork_env_query;
+    for (size_t i = 0; i < n; i++) {
+        task_sender *ts = (task_sender *)(uintptr_t)ch[i];
+        uint32_t fresh = 0;
+        if (!exi_cas_u32(&ts->connected, &fresh, 1)) {
+            fork_destroy(&f->base);
+            ex_sender_release(s);
+            await_fail(out, ex_err(EX_EINVAL, "ex_task: the task was connected before (a task is single-shot)"));
+            return FORK_FAILED;
+        }
+        fork_slot *sl = &f->slots[i];
+        sl->f = f;
+        sl->cap = cap[i];
+        sl->n = 0;
+        sl->nested = NULL;
+        ex_task *c = &sl->task;
+        zero_fields(c);
+        c->sched = p->sched;
+        task_fill(c, ts, (ex_receiver){ &fork_rcvr_vt, sl }, ts->opt.allocator ? ts->opt.allocator : p->alloc);
+        f->n = i + 1;
+    }
+    ex_stop_source_init(&f->stop);
+    p->await_op = &f->base;
+    p->await_sender = s;
+    p->await_out = out;
+    exi_store_rlx_u32(&p->await_state, AWAITING);
+    if (ex_stop_callback_register(&f->on_stop, ex_stop_source_token(&p->stop), fork_stop_cb)) {
+        await_stopped(p);  /* stop was already requested: start no child */
+        return FORK_STARTED_OK;
+    }
+    /* All but the last queued, oldest first, where thieves take from: the
+     * first child (in a recursion, usually the biggest) is the one stolen. */
+    for (size_t i = 0; i + 1 < n; i++) {
+        ex_task *c = &f->slots[i].task;
+        ex_scheduler_retain(c->sched);
+        exi_store_rlx_u32(&c->await_state, SUSPENDED);
+        c->hop = (ex_work){ NULL, hop_execute, hop_cancel };
+        if (ex_post(c->sched, &c->hop).code) resume_on_scheduler(c);
+    }
+    ex_task *last = &f->slots[n - 1].task;
+    ex_scheduler_retain(last->sched);
+    exi_store_rlx_u32(&last->await_state, SUSPENDED);
+    run_awaited_child(last, p);
+    return FORK_STARTED_OK;
 }

@@ -195,7 +195,14 @@ static void wa_destroy(ex_sender *s) {
     for (size_t i = 0; i < ws->n; i++) ex_sender_release(ws->children[i]);
 }
 
-static const ex_sender_vtable when_all_vt = { "ex_when_all", wa_connect, NULL, wa_destroy };
+const ex_sender_vtable exi_when_all_vt = { "ex_when_all", wa_connect, NULL, wa_destroy };
+
+void exi_when_all_parts(const ex_sender *s, ex_sender *const **children, const uint8_t **cap, size_t *n) {
+    const when_all_sender *ws = (const when_all_sender *)s;
+    *children = ws->children;
+    *cap = ws->cap;
+    *n = ws->n;
+}
 
 ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     if (!children || n == 0) return ex_invalid_sender(EX_EINVAL, "ex_when_all: needs at least one sender");
@@ -234,7 +241,7 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
 
     size_t head = sizeof(when_all_sender);
     size_t arrays = n * (sizeof(ex_sender *) + sizeof(size_t) + 1);
-    ex_sender *s = ex_sender_alloc(&when_all_vt, head + arrays);
+    ex_sender *s = ex_sender_alloc(&exi_when_all_vt, head + arrays);
     if (!s) return ex_reject(EX_ENOMEM, NULL, n, children);
     when_all_sender *ws = (when_all_sender *)s;
     ws->n = n;
