@@ -33,11 +33,9 @@
 
 enum { AWAITING, SUSPENDED, DONE };
 
-/* A switch away from a carrier says why: its owner's body returned, a
- * nested child parked until its deferred completion, or (any other value)
- * the ex_task that suspended in an await. */
+/* A switch away from a carrier says why: its owner's body returned, or
+ * (any other value) the ex_task that suspended in an await. */
 #define NOTE_FINISHED ((void *)(uintptr_t)1)
-#define NOTE_PARKED ((void *)(uintptr_t)2)
 
 /* Stack kept free under a nested child besides its stack_size: the
  * nesting machinery's frames. */
@@ -80,20 +78,15 @@ struct ex_task {
     const ex_allocator *stack_alloc;
     ex_env_node env_node;            /* the environment inside the task */
     ex_env_node await_env_node;      /* the awaited operation's: env_node plus the nesting key */
-    ex_stop_source stop;             /* the task's own, linked to the receiver's token */
     /* Zeroed by connect (ZERO_FROM .. ZERO_TO: a few vector stores). */
     bool inline_affinity;
     bool stopped;                    /* an await completed stopped */
     bool must_hop;                   /* this await must end on sched (a scheduler change) */
     bool started;                    /* the body has begun */
-    bool stop_linked;                /* on_stop registered (at the first need) */
-    bool finish_deferred;            /* finish() ran inside on_receiver_stop, which completes */
     bool nest_hop;                   /* a child awaited directly ran nested and ended elsewhere */
     bool off_sched;                  /* has carried on off its scheduler after a failed hop */
-    ex_task *nest_parent;            /* running nested on this task's carrier, else NULL */
     uint32_t await_state;
     uint32_t direct_window;          /* starting a directly awaited child here (relaxed) */
-    const void *stop_thread;         /* thread inside on_receiver_stop (relaxed), else NULL */
     void *nested;                    /* deep copies of the last await's tuples */
     size_t nested_size;
     ex_operation *await_op;          /* kept until the next await (borrowed values) */
@@ -114,7 +107,6 @@ struct ex_task {
     ex_await_result *await_out;      /* the awaiting body's result, on the fiber's stack */
     exi_fiber fiber;                 /* initialised with an own stack only */
     uint32_t switches;               /* a carrier's: times any task on it switched away */
-    ex_stop_callback on_stop;
     ex_work hop;
     ex_work yield_work;              /* ex_task_yield's queued resumption */
 };
@@ -126,12 +118,12 @@ struct ex_task {
  * operation state of unknown alignment became `rep stos`, whose start-up
  * cost was a third of connect. */
 typedef unsigned long long zero_chunk __attribute__((vector_size(16), aligned(8), may_alias));
-_Static_assert(ZERO_TO - ZERO_FROM == 8 * sizeof(zero_chunk), "zero_fields stores 8 chunks");
+_Static_assert(ZERO_TO - ZERO_FROM == 7 * sizeof(zero_chunk), "zero_fields stores 7 chunks");
 static inline void zero_fields(ex_task *t) {
     /* Written out: GCC turns the loop back into memset. */
     zero_chunk *z = (zero_chunk *)(void *)((char *)t + ZERO_FROM), zero = { 0, 0 };
     z[0] = zero, z[1] = zero, z[2] = zero, z[3] = zero;
-    z[4] = zero, z[5] = zero, z[6] = zero, z[7] = zero;
+    z[4] = zero, z[5] = zero, z[6] = zero;
 }
 
 static void run(ex_task *t);
@@ -177,22 +169,11 @@ ex_env ex_task_env(const ex_task *t) {
 }
 
 ex_scheduler ex_task_scheduler(const ex_task *t) { return t->sched; }
-static void on_receiver_stop(ex_stop_callback *cb);
 
-/* The task's source follows the receiver's token from the first moment
- * anyone can see it (an await, a query): a task that never looks, like a
- * leaf of a recursion, never registers.  Runs on the task's own thread. */
-static void link_stop(ex_task *t) {
-    if (t->stop_linked) return;
-    t->stop_linked = true;
-    ex_stop_callback_register(&t->on_stop, ex_get_stop_token(ex_receiver_env(t->r)), on_receiver_stop);
-}
-
-ex_stop_token ex_task_stop_token(const ex_task *t) {
-    ex_task *mt = (ex_task *)(uintptr_t)t;
-    link_stop(mt);
-    return ex_stop_source_token(&mt->stop);
-}
+/* The receiver's token itself: every token is an in-place one in C, so the
+ * task needs no source of its own and no callback forwarding to it (which
+ * P3552's task registers only when the receiver's token type differs). */
+ex_stop_token ex_task_stop_token(const ex_task *t) { return ex_get_stop_token(ex_receiver_env(t->r)); }
 bool ex_task_is_stopped(const ex_task *t) { return t->stopped; }
 
 /* ------------------------------------------------------ running the fiber */
@@ -206,28 +187,6 @@ static inline __attribute__((always_inline)) void release_await(ex_task *t) {
     t->nested = NULL;
 }
 
-static void finish_tail(ex_task *t);
-
-/* Forwards the receiver's stop request to the task's own source.  A
- * callback on that source may complete the awaited sender, the task may
- * resume and finish on this thread, inside the request, and its
- * completion may free the operation while request_stop still walks
- * t->stop: finish() then leaves the completion to this function, after the
- * request.  (A finish on another thread cannot overtake: deregistering
- * on_stop waits for this callback to return.) */
-static void on_receiver_stop(ex_stop_callback *cb) {
-    ex_task *t = EXI_CONTAINER_OF(cb, ex_task, on_stop);
-    exi_store_rlx_ptr((void **)&t->stop_thread, (void *)(uintptr_t)exi_thread_id());
-    ex_stop_source_request_stop(&t->stop);
-    if (t->finish_deferred) {
-        ex_task *parent = t->nest_parent;
-        finish_tail(t);  /* may free t */
-        if (parent) run(parent);  /* the carrier parked in run_nested for this */
-        return;
-    }
-    exi_store_rlx_ptr((void **)&t->stop_thread, NULL);
-}
-
 static void release_hop(ex_task *t) {
     if (t->hop_op) ex_operation_destroy(t->hop_op);
     t->hop_op = NULL;
@@ -239,7 +198,6 @@ static void release_hop(ex_task *t) {
  * link, the scheduler handle, the hop's operation. */
 static void release_run(ex_task *t) {
     if (t->stack) exi_fiber_destroy(&t->fiber);
-    if (t->stop_linked) ex_stop_callback_deregister(&t->on_stop);
     ex_scheduler_release(t->sched);
     release_hop(t);
 }
@@ -267,10 +225,9 @@ static bool take_stack(ex_task *t) {
 }
 
 /* After the body returned (on the resumer's stack, or on the carrier for a
- * nested task): free the frame, then complete, which may destroy the
- * operation.  Returns true when the completion was left to
- * on_receiver_stop, running on this thread further up. */
-static bool finish(ex_task *t) {
+ * nested task): free the frame and the stack, then complete, which may
+ * destroy the operation. */
+static void finish(ex_task *t) {
     release_run(t);
     /* The last await's operation goes now (it lives in the frame area,
      * freed with the stack before the completion); the deep copies of its
@@ -281,16 +238,6 @@ static bool finish(ex_task *t) {
     t->await_sender = NULL;
     if (t->await_buf) ex_deallocate(t->alloc, t->await_buf, t->await_cap, alignof(max_align_t));
     t->await_buf = NULL;
-    if (exi_load_rlx_ptr((void *const *)&t->stop_thread) == exi_thread_id()) {
-        t->finish_deferred = true;  /* inside on_receiver_stop, which completes */
-        return true;
-    }
-    finish_tail(t);
-    return false;
-}
-
-/* Frees the stack and completes (which may destroy the operation). */
-static void finish_tail(ex_task *t) {
     void *nested = t->nested;
     size_t nested_size = t->nested_size;
     const ex_allocator *alloc = t->alloc;
@@ -341,10 +288,9 @@ static void run(ex_task *t) {
         exi_store_rlx_ptr((void **)&t->runner, (void *)(uintptr_t)exi_thread_id());
         void *n = exi_fiber_switch(&self, &k->fiber, NULL);
         if (n == NOTE_FINISHED) {
-            (void)finish(k);
+            finish(k);
             return;
         }
-        if (n == NOTE_PARKED) return;  /* on_receiver_stop completes the nested task, then resumes */
         /* A task on the carrier suspended: publish it, unless the
          * completion came first. */
         ex_task *s = n;
@@ -401,7 +347,6 @@ EXI_NO_ASAN static bool run_nested(ex_task *c, ex_task *p) {
     alignas(max_align_t) unsigned char area[sizeof(task_area) + EX_TASK_AWAIT_INLINE];
     ex_task *k = p->carrier;
     c->carrier = k;
-    c->nest_parent = p;
     c->area = (task_area *)(void *)area;
     c->await_area = c->area->await;
     c->started = true;
@@ -416,7 +361,7 @@ EXI_NO_ASAN static bool run_nested(ex_task *c, ex_task *p) {
      * carried on after a failed hop. */
     bool hop = k->switches != switches && !p->inline_affinity &&
                (c->inline_affinity || c->off_sched || !ex_scheduler_equal(c->sched, p->sched));
-    if (finish(c)) (void)exi_fiber_switch(&k->fiber, k->resumer, NOTE_PARKED);
+    finish(c);
     exi_store_rlx_ptr((void **)&p->runner, (void *)(uintptr_t)exi_thread_id());
     return hop;
 }
@@ -618,7 +563,6 @@ static bool fork_nestable(ex_work *w, void *ctx);
 
 void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
     release_await(t);
-    link_stop(t);
     if (t->stopped) {
         ex_sender_release(s);
         out->status = EX_AWAIT_STOPPED;
@@ -879,7 +823,6 @@ static void task_fill(ex_task *t, const task_sender *ts, ex_receiver r, const ex
     t->stack_size = ts->opt.stack_allocator ? t->stack_need : t->stack_need * STACK_RESERVE_FACTOR;
     t->await_size = ex_task_await_inline_size(t->stack_need);
     t->block_size = t->stack_size + sizeof(task_area) + t->await_size;
-    ex_stop_source_init(&t->stop);
     t->env_node.query = task_env_query;
     t->await_env_node.query = await_env_query;
 }
@@ -1120,7 +1063,7 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
     p->await_sender = s;
     p->await_out = out;
     exi_store_rlx_u32(&p->await_state, AWAITING);
-    if (ex_stop_callback_register(&f->on_stop, ex_stop_source_token(&p->stop), fork_stop_cb)) {
+    if (ex_stop_callback_register(&f->on_stop, ex_task_stop_token(p), fork_stop_cb)) {
         await_stopped(p);  /* stop was already requested: start no child */
         return FORK_STARTED_OK;
     }
