@@ -161,6 +161,8 @@ const ex_allocator *ex_libc_allocator(void) { return &libc_allocator; }
 static void *builtin_allocator;  /* const ex_allocator *, set once */
 static ex_recycling_allocator *builtin_recycling;
 static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
+ex_recycling_allocator *exi_builtin_recycler;  /* written before exi_builtin_fast */
+void *exi_builtin_fast;                          /* const ex_allocator *: its interface */
 
 /* fork() while another thread holds one of the default's locks would
  * leave the child's copy locked for ever, and the child allocates senders
@@ -184,7 +186,11 @@ static void builtin_make(void) {
     const ex_allocator *a = &libc_allocator;  /* no memory or no thread key left: plain libc */
     if (exi_recycling_allocator_create_bounded(&libc_allocator, BUILTIN_DEPOT, &r).code == EX_OK) {
         builtin_recycling = r;
-        if (pthread_atfork(builtin_lock, builtin_unlock, builtin_unlock) == 0) a = ex_recycling_allocator_get(r);
+        if (pthread_atfork(builtin_lock, builtin_unlock, builtin_unlock) == 0) {
+            a = ex_recycling_allocator_get(r);
+            exi_builtin_recycler = r;
+            exi_store_rel_ptr(&exi_builtin_fast, (void *)(uintptr_t)a);
+        }
         /* else (no memory for the handlers): plain libc; r stays unused */
     }
     exi_store_rel_ptr(&builtin_allocator, (void *)(uintptr_t)a);

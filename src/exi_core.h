@@ -7,6 +7,8 @@
 
 #include <cexec/cexec.h>
 
+#include "exi_atomic.h"
+
 #define EXI_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
 /* Value storage with deep-copied tuples: the inline array covers the
@@ -66,6 +68,18 @@ void exi_recycling_unlock_all(ex_recycling_allocator *r);
  * allocator's registry, in the order the fork handlers take them (a test
  * holds them from another thread across a fork). */
 void exi_builtin_prefork(void);
+/* The built-in default's recycling allocator (NULL until it exists, or if
+ * the default fell back to plain libc).  exi_builtin_of(a): it, when a is
+ * it, else NULL, so hot paths can use its inline entry points. */
+/* ex_sender_alloc without zeroing the block past the ex_sender header: for
+ * hot senders that set every field of their own. */
+ex_sender *exi_sender_alloc_bare(const ex_sender_vtable *vt, size_t size);
+
+extern ex_recycling_allocator *exi_builtin_recycler;
+extern void *exi_builtin_fast;
+static inline ex_recycling_allocator *exi_builtin_of(const ex_allocator *a) {
+    return a == exi_load_acq_ptr(&exi_builtin_fast) ? exi_builtin_recycler : NULL;
+}
 void exi_builtin_postfork(void);
 
 /* The allocator an environment gives work that runs on `sch` (NULL: the

@@ -79,20 +79,44 @@ ex_error ex_check_input(const ex_sender *s, const char *null_msg) {
 
 /* ------------------------------------------------------------------ lifetime */
 
-ex_sender *ex_sender_alloc(const ex_sender_vtable *vt, size_t size) {
-    const ex_allocator *a = ex_default_allocator();
-    if (size < sizeof(ex_sender) || size > UINT32_MAX) return NULL;
-    ex_sender *s = ex_allocate(a, size, alignof(max_align_t));
-    if (!s) return NULL;
-    memset(s, 0, size);
+/* The sender's block: through the built-in default's inline entry points
+ * when it is the default (no interface call), else through `a`. */
+static inline void *sender_block(const ex_allocator *a, size_t size) {
+    ex_recycling_allocator *r = exi_builtin_of(a);
+    return r ? ex_recycling_allocate(r, size, alignof(max_align_t)) : ex_allocate(a, size, alignof(max_align_t));
+}
+
+/* The header fields every sender needs set; sigs: none, status: EX_OK. */
+static inline void sender_header(ex_sender *s, const ex_sender_vtable *vt, size_t size, const ex_allocator *a) {
     s->vt = vt;
     s->refs = 1;
     s->size = (uint32_t)size;
     s->alloc = a;
     s->op_size = sizeof(ex_operation);
     s->op_align = alignof(ex_operation);
-    /* sigs: none, status: EX_OK, by the memset (whole-struct assignments
-     * here cost store-forwarding stalls on every sender). */
+}
+
+ex_sender *ex_sender_alloc(const ex_sender_vtable *vt, size_t size) {
+    const ex_allocator *a = ex_default_allocator();
+    if (size < sizeof(ex_sender) || size > UINT32_MAX) return NULL;
+    ex_sender *s = sender_block(a, size);
+    if (!s) return NULL;
+    memset(s, 0, size);
+    /* sigs and status by the memset (whole-struct assignments here cost
+     * store-forwarding stalls on every sender). */
+    sender_header(s, vt, size, a);
+    return s;
+}
+
+ex_sender *exi_sender_alloc_bare(const ex_sender_vtable *vt, size_t size) {
+    const ex_allocator *a = ex_default_allocator();
+    if (size > UINT32_MAX) return NULL;
+    ex_sender *s = sender_block(a, size);
+    if (!s) return NULL;
+    sender_header(s, vt, size, a);
+    s->sigs.nvalues = 0;
+    s->sigs.flags = 0;
+    s->status = ex_ok();
     return s;
 }
 
@@ -105,7 +129,9 @@ void ex_sender_release(ex_sender *s) {
     if (!s || !exi_load_rlx_u32(&s->refs)) return;  /* refs 0: a static sender */
     if (exi_faa_u32(&s->refs, (uint32_t)-1) != 1) return;
     if (s->vt->destroy) s->vt->destroy(s);
-    ex_deallocate(s->alloc, s, s->size, alignof(max_align_t));
+    ex_recycling_allocator *r = exi_builtin_of(s->alloc);
+    if (r) ex_recycling_deallocate(r, s, s->size, alignof(max_align_t));
+    else ex_deallocate(s->alloc, s, s->size, alignof(max_align_t));
 }
 
 ex_error ex_sender_status(const ex_sender *s) {

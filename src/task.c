@@ -835,11 +835,13 @@ ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt) 
         return ex_invalid_sender(EX_EINVAL, "ex_task_create: bad affinity");
     if (opt && opt->stack_size && opt->stack_size < 4096)
         return ex_invalid_sender(EX_EINVAL, "ex_task_create: stack_size below 4096 bytes");
-    task_sender *s = (task_sender *)ex_sender_alloc(&task_vt, sizeof(task_sender));
+    task_sender *s = (task_sender *)exi_sender_alloc_bare(&task_vt, sizeof(task_sender));
     if (!s) return ex_invalid_sender(EX_ENOMEM, "ex_task_create: out of memory");
     s->fn = fn;
     s->arg = arg;
-    if (opt) s->opt = *opt;  /* else zero, as the whole sender */
+    s->connected = 0;
+    if (opt) s->opt = *opt;
+    else memset(&s->opt, 0, sizeof s->opt);
     /* Field by field: building an ex_sigs aside and copying it stalls. */
     s->base.sigs.flags = EX_SIGS_ERROR | EX_SIGS_STOPPED;
     if (s->opt.value_sig) {
@@ -867,6 +869,20 @@ ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt) 
  * requested); only the queueing differs. */
 enum { FORK_STARTED, FORK_ERROR, FORK_STOPPED };
 
+/* Stop linking.  A fork forwards its task's stop requests to its own
+ * source, as when_all does, but a fork awaited by a child of another fork
+ * (the recursion case) registers on that fork's source only when someone
+ * asks for its token (every token handed out is a linked one; linking goes
+ * up the chain first).  What it must still know at start, whether stop was
+ * requested on its task's token, it learns from fork_stop_epoch: it counts
+ * requests on forks' sources, bumped after each request has set its flag,
+ * so while it still reads what the parent fork saw at its own start no
+ * token in the chain can have been stopped since; otherwise the start
+ * walks up the unlinked forks, checking their flags, to the first linked
+ * one.  A fork with no stop request anywhere costs one shared load. */
+enum { UNLINKED, LINKING, LINKED };
+static uint64_t fork_stop_epoch;
+
 typedef struct fork_op fork_op;
 
 typedef struct fork_slot {
@@ -887,13 +903,16 @@ struct fork_op {
     uint32_t disposition;
     ex_error err;            /* written by the first error only */
     ex_stop_source stop;     /* the children's token */
-    ex_stop_callback on_stop;  /* on the awaiting task's token */
+    ex_stop_callback on_stop;  /* on the awaiting task's token, once linked */
+    fork_op *up;             /* the fork the awaiting task is a child of, if linking lazily */
+    uint32_t link;           /* UNLINKED, LINKING, LINKED */
+    uint64_t epoch;          /* fork_stop_epoch when its start found no stop */
     ex_env_node env_node;    /* the children's receiver environment */
     fork_slot slots[];
 };
 
 static void fork_complete(fork_op *f) {
-    ex_stop_callback_deregister(&f->on_stop);
+    if (exi_load_acq_u32(&f->link) == LINKED) ex_stop_callback_deregister(&f->on_stop);
     ex_task *p = f->p;
     uint32_t d = exi_load_acq_u32(&f->disposition);
     if (d == FORK_ERROR) {
@@ -904,28 +923,47 @@ static void fork_complete(fork_op *f) {
         await_stopped(p);
         return;
     }
-    ex_value all[EX_MAX_ARITY];
+    /* Straight into the body's result; tuples (deep copies in the slots,
+     * freed with the fork) are copied again into the task's own, as any
+     * await's are, to outlive the fork when the body returns them. */
+    ex_await_result *out = p->await_out;
     size_t k = 0;
+    bool tuples = false;
     for (size_t i = 0; i < f->n; i++) {
         const fork_slot *sl = &f->slots[i];
         if (k + sl->n > EX_MAX_ARITY) {
             await_error(p, ex_err(EX_EINVAL, "ex_when_all: the children sent more than EX_MAX_ARITY values"));
             return;
         }
-        for (size_t j = 0; j < sl->n; j++) all[k + j] = sl->v[j];
+        for (size_t j = 0; j < sl->n; j++) out->v[k + j] = sl->v[j];
         k += sl->n;
+        tuples |= sl->nested != NULL;
     }
-    await_value(p, all, k);
+    if (tuples) {
+        ex_value all[EX_MAX_ARITY];
+        memcpy(all, out->v, k * sizeof(ex_value));
+        await_value(p, all, k);
+        return;
+    }
+    out->status = EX_AWAIT_VALUE;
+    out->n = (uint8_t)k;
+    out->error = ex_ok();
+    await_complete(p);
 }
 
 static void fork_arrive(fork_op *f) {
     if (exi_faa_u32(&f->count, (uint32_t)-1) == 1) fork_complete(f);
 }
 
+/* Every request on a fork's source; the epoch moves after the flag is set. */
+static void fork_request_stop(fork_op *f) {
+    if (ex_stop_source_request_stop(&f->stop)) exi_faa_u64(&fork_stop_epoch, 1);
+}
+
 static void fork_fail(fork_op *f, ex_error e) {
     if (exi_fas_u32(&f->disposition, FORK_ERROR) != FORK_ERROR) {
         f->err = e;
-        ex_stop_source_request_stop(&f->stop);
+        fork_request_stop(f);
     }
 }
 
@@ -933,12 +971,19 @@ static void fork_value(void *self, const ex_value *v, size_t n) {
     fork_slot *sl = self;
     fork_op *f = sl->f;
     if (exi_load_acq_u32(&f->disposition) == FORK_STARTED) {
+        bool tuples = false;
+        for (size_t i = 0; i < n && i < sl->cap; i++) {
+            sl->v[i] = v[i];
+            tuples |= v[i].type == EX_T_TUPLE;
+        }
         if (n > sl->cap) {
             fork_fail(f, ex_err(EX_EINVAL, "ex_when_all: a child sent more values than its signature allows"));
-        } else {
+        } else if (tuples) {
             ex_error e = exi_values_copy(sl->v, v, n, f->p->alloc, &sl->nested, &sl->nested_size);
             if (e.code) fork_fail(f, e);
             else sl->n = (uint8_t)n;
+        } else {
+            sl->n = (uint8_t)n;
         }
     }
     fork_arrive(f);
@@ -953,15 +998,46 @@ static void fork_error(void *self, ex_error e) {
 static void fork_stopped(void *self) {
     fork_op *f = ((fork_slot *)self)->f;
     uint32_t expected = FORK_STARTED;
-    if (exi_cas_u32(&f->disposition, &expected, FORK_STOPPED)) ex_stop_source_request_stop(&f->stop);
+    if (exi_cas_u32(&f->disposition, &expected, FORK_STOPPED)) fork_request_stop(f);
     fork_arrive(f);
 }
 
-/* when_all's environment: its own stop token, the rest forwarded from the
- * awaiting task's await (which answers key_awaiting_task with it). */
+static void fork_stop_cb(ex_stop_callback *cb);
+
+/* Links f's source to its task's token (the fork above's source, linked
+ * first) unless that is done; any thread, once: a second caller waits for
+ * the first. */
+static void fork_link(fork_op *f) {
+    uint32_t st = exi_load_acq_u32(&f->link);
+    if (st == LINKED) return;
+    if (st == UNLINKED && exi_cas_u32(&f->link, &st, LINKING)) {
+        fork_link(f->up);
+        (void)ex_stop_callback_register(&f->on_stop, ex_stop_source_token(&f->up->stop), fork_stop_cb);
+        exi_store_rel_u32(&f->link, LINKED);
+        return;
+    }
+    while (exi_load_acq_u32(&f->link) != LINKED) exi_pause();
+}
+
+/* Whether stop was requested on the token of a fork awaited by a child of
+ * `up` (see "Stop linking"); sets *epoch to the epoch that answer holds for. */
+static bool fork_up_stopped(const fork_op *up, uint64_t *epoch) {
+    *epoch = exi_load_acq_u64(&fork_stop_epoch);
+    if (*epoch == up->epoch) return false;
+    for (const fork_op *x = up; x; x = x->up) {
+        if (ex_stop_source_stop_requested(&x->stop)) return true;
+        if (exi_load_acq_u32(&x->link) == LINKED) return false;  /* follows everything above */
+    }
+    return false;
+}
+
+/* when_all's environment: its own stop token (linked on demand), the rest
+ * forwarded from the awaiting task's await (which answers
+ * key_awaiting_task with it). */
 static bool fork_env_query(const ex_env_node *n, const ex_key *key, ex_value *out) {
     fork_op *f = EXI_CONTAINER_OF(n, fork_op, env_node);
     if (key == &ex_key_get_stop_token) {
+        fork_link(f);
         *out = ex_token_value(ex_stop_source_token(&f->stop));
         return true;
     }
@@ -985,7 +1061,7 @@ static void fork_stop_cb(ex_stop_callback *cb) {
     do {
         if (c == 0) return;
     } while (!exi_cas_u32(&f->count, &c, c + 1));
-    ex_stop_source_request_stop(&f->stop);
+    fork_request_stop(f);
     fork_arrive(f);
 }
 
@@ -1038,10 +1114,15 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
     f->disposition = FORK_STARTED;
     f->err = ex_ok();
     f->env_node.query = fork_env_query;
+    /* A child only the when_all holds, which only this await holds, cannot
+     * be connected by anyone else meanwhile: no read-modify-write. */
+    bool sole = exi_load_rlx_u32(&s->refs) == 1;
     for (size_t i = 0; i < n; i++) {
         task_sender *ts = (task_sender *)(uintptr_t)ch[i];
         uint32_t fresh = 0;
-        if (!exi_cas_u32(&ts->connected, &fresh, 1)) {
+        if (sole && exi_load_rlx_u32(&ts->base.refs) == 1 && !exi_load_rlx_u32(&ts->connected))
+            exi_store_rlx_u32(&ts->connected, 1);
+        else if (!exi_cas_u32(&ts->connected, &fresh, 1)) {
             fork_destroy(&f->base);
             ex_sender_release(s);
             await_fail(out, ex_err(EX_EINVAL, "ex_task: the task was connected before (a task is single-shot)"));
@@ -1063,7 +1144,18 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
     p->await_sender = s;
     p->await_out = out;
     exi_store_rlx_u32(&p->await_state, AWAITING);
-    if (ex_stop_callback_register(&f->on_stop, ex_task_stop_token(p), fork_stop_cb)) {
+    bool stopped;
+    if (p->r.vt == &fork_rcvr_vt) {
+        f->up = ((fork_slot *)p->r.self)->f;
+        f->link = UNLINKED;
+        stopped = fork_up_stopped(f->up, &f->epoch);
+    } else {
+        f->up = NULL;
+        f->link = LINKED;
+        f->epoch = exi_load_acq_u64(&fork_stop_epoch);  /* before: a request after it moves it */
+        stopped = ex_stop_callback_register(&f->on_stop, ex_task_stop_token(p), fork_stop_cb);
+    }
+    if (stopped) {
         await_stopped(p);  /* stop was already requested: start no child */
         return FORK_STARTED_OK;
     }

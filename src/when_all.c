@@ -241,7 +241,7 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
 
     size_t head = sizeof(when_all_sender);
     size_t arrays = n * (sizeof(ex_sender *) + sizeof(size_t) + 1);
-    ex_sender *s = ex_sender_alloc(&exi_when_all_vt, head + arrays);
+    ex_sender *s = exi_sender_alloc_bare(&exi_when_all_vt, head + arrays);
     if (!s) return ex_reject(EX_ENOMEM, NULL, n, children);
     when_all_sender *ws = (when_all_sender *)s;
     ws->n = n;
