@@ -38,8 +38,10 @@ _Static_assert(sizeof(rnode) < ((size_t)1 << MIN_SHIFT), "a node holds at least 
 /* The block freed last in each class waits in front.hot, ahead of the
  * array: an allocation that follows a free (the common rhythm of operation
  * states) then reads and writes one slot and no array count, so the pair's
- * critical path is one store-to-load forward instead of two, and the
- * header's inline entry points need nothing else.  Likewise the byte
+ * critical path is one store-to-load forward instead of two.  The arrays
+ * are in the front too, so the header's inline entry points also serve a
+ * few blocks in a row (a fork-join step allocates three senders) until a
+ * class runs empty or full.  Likewise the byte
  * counters are split (given out, given back): one counter changed by both
  * halves of a pair chains them through memory.  The counters are written
  * by this thread only and read by stats (relaxed). */
@@ -47,8 +49,6 @@ typedef struct tcache {
     exi_recycle_front front;      /* first: the header's inline paths use it */
     struct ex_recycling_allocator *owner;
     struct tcache *prev, *next;   /* registry, under owner->mu */
-    uint32_t n[NCLASSES];
-    void *items[NCLASSES][EX_RECYCLE_MAX_CACHED];
 } tcache;
 
 struct ex_recycling_allocator {
@@ -113,7 +113,7 @@ static void free_batch(ex_recycling_allocator *r, rnode *node, unsigned c) {
 static void retire_locked(ex_recycling_allocator *r, tcache *t) {
     for (unsigned c = 0; c < NCLASSES; c++) {
         if (t->front.hot[c]) under_free(r, t->front.hot[c], c);
-        for (uint32_t k = 0; k < t->n[c]; k++) under_free(r, t->items[c][k], c);
+        for (uint32_t k = 0; k < t->front.n[c]; k++) under_free(r, t->front.items[c][k], c);
     }
     r->retired_allocations += t->front.allocations;
     r->retired_frees += t->front.frees;
@@ -151,7 +151,8 @@ static tcache *new_cache(ex_recycling_allocator *r) {
     }
     t = r->under->allocate(r->under->ctx, sizeof *t, alignof(tcache));
     if (!t) return NULL;
-    memset(t, 0, offsetof(tcache, items));
+    memset(&t->front, 0, offsetof(exi_recycle_front, items));
+    memset((char *)t + sizeof t->front, 0, sizeof *t - sizeof t->front);
     t->owner = r;
     if (pthread_setspecific(r->key, t)) {
         r->under->deallocate(r->under->ctx, t, sizeof *t, alignof(tcache));
@@ -169,8 +170,8 @@ static tcache *new_cache(ex_recycling_allocator *r) {
 /* Moves the top BATCH blocks of a full stack to the depot as a chain of
  * nodes (or back to `under` when the depot is full). */
 static void spill(ex_recycling_allocator *r, tcache *t, unsigned c) {
-    void **top = &t->items[c][t->n[c] - BATCH];
-    t->n[c] -= BATCH;
+    void **top = &t->front.items[c][t->front.n[c] - BATCH];
+    t->front.n[c] -= BATCH;
     rnode *first = NULL, *node = NULL;
     uint32_t cap = node_cap(c);
     for (unsigned k = 0; k < BATCH; k++) {
@@ -211,11 +212,11 @@ static bool refill(ex_recycling_allocator *r, tcache *t, unsigned c) {
     uint32_t n = 0;
     for (rnode *nn; node; node = nn) {
         nn = node->next_node;
-        for (uint32_t k = 0; k < node->n; k++) t->items[c][n++] = node->items[k];
+        for (uint32_t k = 0; k < node->n; k++) t->front.items[c][n++] = node->items[k];
         exi_poison(node, class_size(c));
-        t->items[c][n++] = node;
+        t->front.items[c][n++] = node;
     }
-    t->n[c] = n;
+    t->front.n[c] = n;
     return true;
 }
 
@@ -229,8 +230,8 @@ __attribute__((noinline)) static void *allocate_slow(void *ctx, size_t size, siz
             p = t->front.hot[c];
             t->front.hot[c] = NULL;
             exi_unpoison(p, size);
-        } else if (t && (t->n[c] || refill(r, t, c))) {
-            p = t->items[c][--t->n[c]];
+        } else if (t && (t->front.n[c] || refill(r, t, c))) {
+            p = t->front.items[c][--t->front.n[c]];
             exi_unpoison(p, size);
         } else {
             p = under_alloc(r, class_size(c));
@@ -266,10 +267,10 @@ static void *recycle_allocate(void *ctx, size_t size, size_t align) {
         if (__builtin_expect(b != NULL, 1)) {
             t->front.hot[c] = NULL;
         } else {
-            uint32_t n = t->n[c];
+            uint32_t n = t->front.n[c];
             if (__builtin_expect(n == 0, 0)) return allocate_slow(ctx, size, align);
-            b = t->items[c][n - 1];
-            t->n[c] = n - 1;
+            b = t->front.items[c][n - 1];
+            t->front.n[c] = n - 1;
         }
         exi_owner_add_u64(&t->front.allocations, 1);
         exi_owner_add_u64(&t->front.bytes_out, size);
@@ -288,8 +289,8 @@ __attribute__((noinline)) static void deallocate_slow(void *ctx, void *p, size_t
         if (t && !t->front.hot[c]) {
             t->front.hot[c] = p;
         } else if (t) {
-            if (t->n[c] == EX_RECYCLE_MAX_CACHED) spill(r, t, c);
-            t->items[c][t->n[c]++] = p;
+            if (t->front.n[c] == EX_RECYCLE_MAX_CACHED) spill(r, t, c);
+            t->front.items[c][t->front.n[c]++] = p;
         } else {
             under_free(r, p, c);
         }
@@ -316,13 +317,13 @@ static void recycle_deallocate(void *ctx, void *p, size_t size, size_t align) {
         if (__builtin_expect(t->front.hot[c] == NULL, 1)) {
             t->front.hot[c] = p;
         } else {
-            uint32_t n = t->n[c];
+            uint32_t n = t->front.n[c];
             if (__builtin_expect(n == EX_RECYCLE_MAX_CACHED, 0)) {
                 deallocate_slow(ctx, p, size, align);
                 return;
             }
-            t->items[c][n] = p;
-            t->n[c] = n + 1;
+            t->front.items[c][n] = p;
+            t->front.n[c] = n + 1;
         }
         exi_poison(p, class_size(c));
         exi_owner_add_u64(&t->front.frees, 1);

@@ -126,8 +126,13 @@ ex_sender *ex_sender_retain(ex_sender *s) {
 }
 
 void ex_sender_release(ex_sender *s) {
-    if (!s || !exi_load_rlx_u32(&s->refs)) return;  /* refs 0: a static sender */
-    if (exi_faa_u32(&s->refs, (uint32_t)-1) != 1) return;
+    if (!s) return;
+    /* Acquire: a release that left ours the last reference happened before. */
+    uint32_t refs = exi_load_acq_u32(&s->refs);
+    if (!refs) return;  /* a static sender */
+    /* The last reference, ours: nobody else can retain or release it, so
+     * no read-modify-write (most senders are released by their only user). */
+    if (refs != 1 && exi_faa_u32(&s->refs, (uint32_t)-1) != 1) return;
     if (s->vt->destroy) s->vt->destroy(s);
     ex_recycling_allocator *r = exi_builtin_of(s->alloc);
     if (r) ex_recycling_deallocate(r, s, s->size, alignof(max_align_t));

@@ -85,6 +85,7 @@ struct ex_task {
     bool started;                    /* the body has begun */
     bool nest_hop;                   /* a child awaited directly ran nested and ended elsewhere */
     bool off_sched;                  /* has carried on off its scheduler after a failed hop */
+    bool sched_borrowed;             /* sched held by the awaiting task of its fork, not by it */
     uint32_t await_state;
     uint32_t direct_window;          /* starting a directly awaited child here (relaxed) */
     void *nested;                    /* deep copies of the last await's tuples */
@@ -187,7 +188,7 @@ static inline __attribute__((always_inline)) void release_await(ex_task *t) {
     t->nested = NULL;
 }
 
-static void release_hop(ex_task *t) {
+static inline void release_hop(ex_task *t) {
     if (t->hop_op) ex_operation_destroy(t->hop_op);
     t->hop_op = NULL;
     if (t->hop_block) ex_deallocate(t->alloc, t->hop_block, t->hop_block_size, alignof(max_align_t));
@@ -198,7 +199,7 @@ static void release_hop(ex_task *t) {
  * link, the scheduler handle, the hop's operation. */
 static void release_run(ex_task *t) {
     if (t->stack) exi_fiber_destroy(&t->fiber);
-    ex_scheduler_release(t->sched);
+    if (!t->sched_borrowed) ex_scheduler_release(t->sched);
     release_hop(t);
 }
 
@@ -689,7 +690,8 @@ ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {
         ex_scheduler_release(sch);
         return prev;
     }
-    ex_scheduler_release(prev);
+    if (t->sched_borrowed) t->sched_borrowed = false;  /* prev was its fork's; sch is its own */
+    else ex_scheduler_release(prev);
     return prev;
 }
 
@@ -951,7 +953,16 @@ static void fork_complete(fork_op *f) {
     await_complete(p);
 }
 
+/* The last child to arrive completes the fork.  Only children and the
+ * stop callback (registered once linked) change the count: unlinked, a
+ * child that reads 1 is the last, every other arrival is behind it, and
+ * no read-modify-write is needed. */
 static void fork_arrive(fork_op *f) {
+    if (exi_load_acq_u32(&f->link) != LINKED && exi_load_acq_u32(&f->count) == 1) {
+        exi_store_rlx_u32(&f->count, 0);
+        fork_complete(f);
+        return;
+    }
     if (exi_faa_u32(&f->count, (uint32_t)-1) == 1) fork_complete(f);
 }
 
@@ -1135,11 +1146,14 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
         sl->nested = NULL;
         ex_task *c = &sl->task;
         zero_fields(c);
+        /* The awaiting task holds the scheduler until every child has
+         * completed (each releases what it holds before): children borrow it. */
         c->sched = p->sched;
+        c->sched_borrowed = true;
         task_fill(c, ts, (ex_receiver){ &fork_rcvr_vt, sl }, ts->opt.allocator ? ts->opt.allocator : p->alloc);
         f->n = i + 1;
     }
-    ex_stop_source_init(&f->stop);
+    f->stop = (ex_stop_source)EX_STOP_SOURCE_INIT;
     p->await_op = &f->base;
     p->await_sender = s;
     p->await_out = out;
@@ -1163,13 +1177,11 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
      * first child (in a recursion, usually the biggest) is the one stolen. */
     for (size_t i = 0; i + 1 < n; i++) {
         ex_task *c = &f->slots[i].task;
-        ex_scheduler_retain(c->sched);
         exi_store_rlx_u32(&c->await_state, SUSPENDED);
         c->hop = (ex_work){ NULL, hop_execute, hop_cancel };
         if (ex_post(c->sched, &c->hop).code) resume_on_scheduler(c);
     }
     ex_task *last = &f->slots[n - 1].task;
-    ex_scheduler_retain(last->sched);
     exi_store_rlx_u32(&last->await_state, SUSPENDED);
     run_awaited_child(last, p);
     return FORK_STARTED_OK;

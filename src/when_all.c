@@ -211,8 +211,12 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     ex_sig out = { 0, { 0 } };
     bool dynamic = false;
     for (size_t i = 0; i < n; i++) {
-        ex_error e = ex_check_input(children[i], "ex_when_all: NULL input sender");
-        if (e.code) return ex_reject(e.code, e.msg, n, children);
+        if (__builtin_expect(!children[i] || children[i]->status.code != EX_OK, 0)) {
+            /* (ex_check_input only here: its result, returned through memory,
+             * stalled every when_all on store forwarding) */
+            ex_error e = ex_check_input(children[i], "ex_when_all: NULL input sender");
+            return ex_reject(e.code, e.msg, n, children);
+        }
         const ex_sigs *cs = &children[i]->sigs;
         if (cs->nvalues > 1)
             return ex_reject(EX_EINVAL, "ex_when_all: a child has more than one value signature; use ex_when_all_with_variant", n, children);

@@ -137,6 +137,8 @@ void exi_recycling_deallocate_call(ex_recycling_allocator *r, void *p, size_t si
 typedef struct exi_recycle_front {      /* a thread's cache begins with this */
     void *hot[EXI_RECYCLE_CLASSES];     /* per class, the block freed last, else NULL */
     uint64_t allocations, frees, bytes_out, bytes_back;  /* this thread's writes only */
+    uint32_t n[EXI_RECYCLE_CLASSES];    /* per class, blocks in items */
+    void *items[EXI_RECYCLE_CLASSES][EX_RECYCLE_MAX_CACHED];
 } exi_recycle_front;
 typedef struct exi_recycle_last {       /* the cache this thread used last */
     uint64_t id;                        /* of its allocator, 0: none */
@@ -160,12 +162,18 @@ static inline void *ex_recycling_allocate(ex_recycling_allocator *r, size_t size
         exi_recycle_front *f = l->front;
         unsigned c = exi_recycle_class(size);
         void *b = f->hot[c];
+        uint32_t n = f->n[c];
         if (__builtin_expect(b != NULL, 1)) {
             f->hot[c] = NULL;
-            exi_recycle_count(&f->allocations, 1);
-            exi_recycle_count(&f->bytes_out, size);
-            return b;
+        } else if (__builtin_expect(n != 0, 1)) {
+            b = f->items[c][n - 1];  /* a few blocks in a row: the array, still inline */
+            f->n[c] = n - 1;
+        } else {
+            return exi_recycling_allocate_call(r, size, align);
         }
+        exi_recycle_count(&f->allocations, 1);
+        exi_recycle_count(&f->bytes_out, size);
+        return b;
     }
     return exi_recycling_allocate_call(r, size, align);
 }
@@ -175,12 +183,19 @@ static inline void ex_recycling_deallocate(ex_recycling_allocator *r, void *p, s
     if (__builtin_expect(p && l->id == exi_recycle_fast_id(r) && size <= EX_RECYCLE_MAX_BLOCK && align <= 64, 1)) {
         exi_recycle_front *f = l->front;
         unsigned c = exi_recycle_class(size);
+        uint32_t n = f->n[c];
         if (__builtin_expect(f->hot[c] == NULL, 1)) {
             f->hot[c] = p;
-            exi_recycle_count(&f->frees, 1);
-            exi_recycle_count(&f->bytes_back, size);
+        } else if (__builtin_expect(n != EX_RECYCLE_MAX_CACHED, 1)) {
+            f->items[c][n] = p;
+            f->n[c] = n + 1;
+        } else {
+            exi_recycling_deallocate_call(r, p, size, align);  /* spills half to the depot */
             return;
         }
+        exi_recycle_count(&f->frees, 1);
+        exi_recycle_count(&f->bytes_back, size);
+        return;
     }
     exi_recycling_deallocate_call(r, p, size, align);
 }
