@@ -203,13 +203,13 @@ const ex_allocator *ex_builtin_allocator(void) {
     return exi_load_acq_ptr(&builtin_allocator);
 }
 
-static void *default_allocator; /* const ex_allocator *, NULL = the built-in one */
+void *exi_default_set; /* const ex_allocator *, NULL = the built-in one */
 
 const ex_allocator *ex_default_allocator(void) {
-    const ex_allocator *a = exi_load_acq_ptr(&default_allocator);
+    const ex_allocator *a = exi_load_acq_ptr(&exi_default_set);
     return a ? a : ex_builtin_allocator();
 }
 
 void ex_set_default_allocator(const ex_allocator *a) {
-    exi_store_rel_ptr(&default_allocator, (void *)(uintptr_t)a);
+    exi_store_rel_ptr(&exi_default_set, (void *)(uintptr_t)a);
 }

@@ -71,6 +71,12 @@ void exi_builtin_prefork(void);
 /* The built-in default's recycling allocator (NULL until it exists, or if
  * the default fell back to plain libc).  exi_builtin_of(a): it, when a is
  * it, else NULL, so hot paths can use its inline entry points. */
+/* ex_stop_source_request_stop that, when it is the request that stops s,
+ * increments *count (if not NULL) once the flag is set and before any
+ * callback runs: code that a callback runs, and anything after it, sees
+ * the new count together with the flag. */
+bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *count);
+
 /* ex_sender_alloc without zeroing the block past the ex_sender header: for
  * hot senders that set every field of their own. */
 ex_sender *exi_sender_alloc_bare(const ex_sender_vtable *vt, size_t size);
@@ -79,6 +85,14 @@ extern ex_recycling_allocator *exi_builtin_recycler;
 extern void *exi_builtin_fast;
 static inline ex_recycling_allocator *exi_builtin_of(const ex_allocator *a) {
     return a == exi_load_acq_ptr(&exi_builtin_fast) ? exi_builtin_recycler : NULL;
+}
+/* ex_default_allocator() without the calls, once the built-in one exists. */
+extern void *exi_default_set;  /* what ex_set_default_allocator set */
+static inline const ex_allocator *exi_default_allocator(void) {
+    const ex_allocator *a = exi_load_acq_ptr(&exi_default_set);
+    if (a) return a;
+    a = exi_load_acq_ptr(&exi_builtin_fast);
+    return a ? a : ex_builtin_allocator();
 }
 void exi_builtin_postfork(void);
 
@@ -89,7 +103,7 @@ void exi_builtin_postfork(void);
 const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch);
 
 /* The identity of the calling thread (an address unique per live thread). */
-const void *exi_thread_id(void);
+const void *exi_thread_id(void);  /* out of line: a task that migrates must not reuse a cached TLS address */
 
 /* Finishes a builder: sets op layout for a one-child adaptor whose own part
  * of the operation is `own` bytes with alignment `own_align` and child

@@ -23,6 +23,11 @@ bool exi_pool_help_one(void);
  * Used by a task about to suspend to run its own children nested. */
 ex_work *exi_pool_take_own_if(bool (*accept)(ex_work *w, void *ctx), void *ctx);
 
+/* On a worker of the pool behind sch: queues w on its own deque, as
+ * ex_post would, and returns true.  False, with nothing done, anywhere
+ * else or once the pool is shutting down (ex_post then gives the error). */
+bool exi_pool_post_here(ex_scheduler sch, ex_work *w);
+
 /* The worker count of the pool behind sch, or 0 when sch is not a pool's. */
 unsigned exi_pool_size_of(ex_scheduler sch);
 

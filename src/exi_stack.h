@@ -38,7 +38,8 @@
 enum { EXI_STACK_CACHE = 16, EXI_STACK_DEPOT = 64 };
 
 /* The process's guarded stack allocator (thread-safe). */
-const ex_allocator *exi_guarded_stack_allocator(void);
+extern const ex_allocator exi_guarded_stack;
+static inline const ex_allocator *exi_guarded_stack_allocator(void) { return &exi_guarded_stack; }
 
 /* The system page size (cached). */
 size_t exi_page_size(void);

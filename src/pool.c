@@ -479,6 +479,12 @@ unsigned ex_pool_size(const ex_pool *p) { return p ? p->n : 0; }
 
 unsigned exi_pool_size_of(ex_scheduler sch) { return sch.vt == &pool_vt ? ex_pool_size(sch.self) : 0; }
 
+bool exi_pool_post_here(ex_scheduler sch, ex_work *w) {
+    exi_worker *me = tls_worker;
+    if (sch.vt != &pool_vt || !me || me->pool != sch.self) return false;
+    return submit(me->pool, w).code == EX_OK;
+}
+
 int ex_pool_current_worker(const ex_pool *p) {
     exi_worker *me = tls_worker;
     return me && me->pool == p ? (int)me->index : -1;

@@ -97,7 +97,7 @@ static inline void sender_header(ex_sender *s, const ex_sender_vtable *vt, size_
 }
 
 ex_sender *ex_sender_alloc(const ex_sender_vtable *vt, size_t size) {
-    const ex_allocator *a = ex_default_allocator();
+    const ex_allocator *a = exi_default_allocator();
     if (size < sizeof(ex_sender) || size > UINT32_MAX) return NULL;
     ex_sender *s = sender_block(a, size);
     if (!s) return NULL;
@@ -109,7 +109,7 @@ ex_sender *ex_sender_alloc(const ex_sender_vtable *vt, size_t size) {
 }
 
 ex_sender *exi_sender_alloc_bare(const ex_sender_vtable *vt, size_t size) {
-    const ex_allocator *a = ex_default_allocator();
+    const ex_allocator *a = exi_default_allocator();
     if (size > UINT32_MAX) return NULL;
     ex_sender *s = sender_block(a, size);
     if (!s) return NULL;

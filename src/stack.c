@@ -260,9 +260,7 @@ static void stack_stats(void *ctx, ex_alloc_stats *out) {
     out->peak_bytes = exi_load_rlx_u64(&g.peak_mapped);
 }
 
-static const ex_allocator guarded = { stack_allocate, stack_deallocate, NULL, "guarded_stack", stack_stats };
-
-const ex_allocator *exi_guarded_stack_allocator(void) { return &guarded; }
+const ex_allocator exi_guarded_stack = { stack_allocate, stack_deallocate, NULL, "guarded_stack", stack_stats };
 
 void exi_stack_trim(void) {
     tcache *t = my;

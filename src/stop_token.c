@@ -44,7 +44,9 @@ bool ex_stop_token_stop_requested(ex_stop_token t) {
     return t.src && ex_stop_source_stop_requested(t.src);
 }
 
-bool ex_stop_source_request_stop(ex_stop_source *s) {
+bool ex_stop_source_request_stop(ex_stop_source *s) { return exi_stop_source_request_stop_counted(s, NULL); }
+
+bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *count) {
     uint32_t old = exi_load_rlx_u32(&s->state);
     for (;;) {
         if (old & STOP) return false;
@@ -55,6 +57,7 @@ bool ex_stop_source_request_stop(ex_stop_source *s) {
         }
         if (exi_cas_u32(&s->state, &old, STOP | LOCK)) break;
     }
+    if (count) exi_faa_u64(count, 1);  /* after the flag, before any callback */
     s->stopping_thread = exi_thread_id();
     while (s->head) {
         ex_stop_callback *cb = s->head;

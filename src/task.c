@@ -60,6 +60,7 @@ typedef struct task_sender {
     void *arg;
     ex_task_options opt;
     uint32_t connected;     /* single shot */
+    bool plain;             /* opt asks for nothing but (at most) a value signature */
 } task_sender;
 
 struct ex_task {
@@ -246,15 +247,19 @@ static void finish(ex_task *t) {
     /* Only what the completion reads leaves the stack before it goes. */
     const ex_task_result *res = t->result;
     ex_task_result_kind kind = t->stopped ? EX_TASK_STOPPED : res->kind;
-    ex_error error = res->error;
+    ex_error error = kind == EX_TASK_ERROR ? res->error : ex_ok();
     size_t n = kind == EX_TASK_VALUE ? res->n : 0;
     ex_value v[EX_MAX_ARITY];
-    for (size_t i = 0; i < n; i++) v[i] = res->v[i];
+    const ex_value *values = res->v;  /* a nested task's result outlives its completion */
+    if (t->stack) {
+        for (size_t i = 0; i < n; i++) v[i] = res->v[i];
+        values = v;
+    }
     free_stack(t);
     t->result = NULL;
     if (kind == EX_TASK_ERROR) ex_set_error(r, error);
     else if (kind == EX_TASK_STOPPED) ex_set_stopped(r);
-    else ex_set_value(r, v, n);
+    else ex_set_value(r, values, n);
     if (nested) ex_deallocate(alloc, nested, nested_size, alignof(ex_value));
 }
 
@@ -790,6 +795,7 @@ static void task_destroy(ex_operation *op) { release_hop((ex_task *)op); }
 static const ex_operation_vtable task_op_vt = { task_start, task_destroy };
 
 static void task_fill(ex_task *t, const task_sender *ts, ex_receiver r, const ex_allocator *alloc);
+static inline void task_fill_plain(ex_task *t, const task_sender *ts, ex_receiver r, const ex_allocator *alloc);
 
 static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
     task_sender *ts = (task_sender *)(uintptr_t)s;
@@ -807,7 +813,8 @@ static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
         return ex_err(EX_EINVAL, "ex_task: the receiver's environment has no scheduler (give one with "
                                  "ex_write_env or ex_starts_on, or create the task with EX_TASK_INLINE)");
     }
-    task_fill(t, ts, r, ts->opt.allocator ? ts->opt.allocator : ex_get_allocator(env));
+    if (ts->plain) task_fill_plain(t, ts, r, ex_get_allocator(env));
+    else task_fill(t, ts, r, ts->opt.allocator ? ts->opt.allocator : ex_get_allocator(env));
     return ex_ok();
 }
 
@@ -829,6 +836,27 @@ static void task_fill(ex_task *t, const task_sender *ts, ex_receiver r, const ex
     t->await_env_node.query = await_env_query;
 }
 
+/* task_fill for a plain task (see task_sender) with allocator alloc: the
+ * sizes are constants. */
+#define PLAIN_NEED EX_TASK_STACK_DEFAULT
+#define PLAIN_AWAIT (PLAIN_NEED / 16 > EX_TASK_AWAIT_INLINE ? EX_TASK_AWAIT_INLINE : PLAIN_NEED / 16)
+static inline void task_fill_plain(ex_task *t, const task_sender *ts, ex_receiver r, const ex_allocator *alloc) {
+    t->base.vt = &task_op_vt;
+    t->r = r;
+    t->fn = ts->fn;
+    t->arg = ts->arg;
+    t->user_env = (ex_env){ 0 };
+    t->alloc = alloc;
+    t->stack_alloc = exi_guarded_stack_allocator();
+    t->stack_need = PLAIN_NEED;
+    t->stack_size = PLAIN_NEED * STACK_RESERVE_FACTOR;
+    t->await_size = PLAIN_AWAIT;
+    t->block_size = PLAIN_NEED * STACK_RESERVE_FACTOR + sizeof(task_area) + PLAIN_AWAIT;
+    t->env_node.query = task_env_query;
+    t->await_env_node.query = await_env_query;
+}
+_Static_assert(PLAIN_AWAIT >= 256 && PLAIN_NEED % 16 == 0, "ex_task_await_inline_size of the default stack");
+
 static const ex_sender_vtable task_vt = { "ex_task_create", task_connect, NULL, NULL };
 
 ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt) {
@@ -844,6 +872,8 @@ ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt) 
     s->connected = 0;
     if (opt) s->opt = *opt;
     else memset(&s->opt, 0, sizeof s->opt);
+    s->plain = !s->opt.stack_size && !s->opt.stack_allocator && !s->opt.allocator && !s->opt.env.node &&
+               s->opt.affinity == EX_TASK_AFFINE;
     /* Field by field: building an ex_sigs aside and copying it stalls. */
     s->base.sigs.flags = EX_SIGS_ERROR | EX_SIGS_STOPPED;
     if (s->opt.value_sig) {
@@ -877,8 +907,8 @@ enum { FORK_STARTED, FORK_ERROR, FORK_STOPPED };
  * asks for its token (every token handed out is a linked one; linking goes
  * up the chain first).  What it must still know at start, whether stop was
  * requested on its task's token, it learns from fork_stop_epoch: it counts
- * requests on forks' sources, bumped after each request has set its flag,
- * so while it still reads what the parent fork saw at its own start no
+ * requests on forks' sources, bumped when a request has set its flag and
+ * before its callbacks run, so while it still reads what the parent fork saw at its own start no
  * token in the chain can have been stopped since; otherwise the start
  * walks up the unlinked forks, checking their flags, to the first linked
  * one.  A fork with no stop request anywhere costs one shared load. */
@@ -966,10 +996,9 @@ static void fork_arrive(fork_op *f) {
     if (exi_faa_u32(&f->count, (uint32_t)-1) == 1) fork_complete(f);
 }
 
-/* Every request on a fork's source; the epoch moves after the flag is set. */
-static void fork_request_stop(fork_op *f) {
-    if (ex_stop_source_request_stop(&f->stop)) exi_faa_u64(&fork_stop_epoch, 1);
-}
+/* Every request on a fork's source; the epoch moves once the flag is set,
+ * before the callbacks run (a fork started inside one must see it). */
+static void fork_request_stop(fork_op *f) { (void)exi_stop_source_request_stop_counted(&f->stop, &fork_stop_epoch); }
 
 static void fork_fail(fork_op *f, ex_error e) {
     if (exi_fas_u32(&f->disposition, FORK_ERROR) != FORK_ERROR) {
@@ -1078,9 +1107,10 @@ static void fork_stop_cb(ex_stop_callback *cb) {
 
 static void fork_destroy(ex_operation *op) {
     fork_op *f = (fork_op *)op;
+    /* A child's hop resources went when it completed (release_run), and a
+     * child that never started has none: only the values' copies are left. */
     for (size_t i = 0; i < f->n; i++) {
         fork_slot *sl = &f->slots[i];
-        release_hop(&sl->task);
         if (sl->nested) ex_deallocate(f->p->alloc, sl->nested, sl->nested_size, alignof(ex_value));
     }
 }
@@ -1150,7 +1180,8 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
          * completed (each releases what it holds before): children borrow it. */
         c->sched = p->sched;
         c->sched_borrowed = true;
-        task_fill(c, ts, (ex_receiver){ &fork_rcvr_vt, sl }, ts->opt.allocator ? ts->opt.allocator : p->alloc);
+        if (ts->plain) task_fill_plain(c, ts, (ex_receiver){ &fork_rcvr_vt, sl }, p->alloc);
+        else task_fill(c, ts, (ex_receiver){ &fork_rcvr_vt, sl }, ts->opt.allocator ? ts->opt.allocator : p->alloc);
         f->n = i + 1;
     }
     f->stop = (ex_stop_source)EX_STOP_SOURCE_INIT;
@@ -1179,7 +1210,7 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
         ex_task *c = &f->slots[i].task;
         exi_store_rlx_u32(&c->await_state, SUSPENDED);
         c->hop = (ex_work){ NULL, hop_execute, hop_cancel };
-        if (ex_post(c->sched, &c->hop).code) resume_on_scheduler(c);
+        if (!exi_pool_post_here(c->sched, &c->hop) && ex_post(c->sched, &c->hop).code) resume_on_scheduler(c);
     }
     ex_task *last = &f->slots[n - 1].task;
     exi_store_rlx_u32(&last->await_state, SUSPENDED);

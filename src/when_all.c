@@ -204,12 +204,22 @@ void exi_when_all_parts(const ex_sender *s, ex_sender *const **children, const u
     *n = ws->n;
 }
 
+/* How many values child signature set cs may send: all a dynamic one may. */
+static inline uint8_t value_cap(const ex_sigs *cs) {
+    return (cs->flags & EX_SIGS_DYNAMIC) ? EX_MAX_ARITY : cs->nvalues ? cs->values[0].arity : 0;
+}
+
 ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     if (!children || n == 0) return ex_invalid_sender(EX_EINVAL, "ex_when_all: needs at least one sender");
-    ex_sigs sigs = ex_sigs_none();
-    sigs.flags = EX_SIGS_STOPPED;
-    ex_sig out = { 0, { 0 } };
+    /* One pass over the children for the signatures and the sizes, one to
+     * fill the sender in (a when_all of two tasks is a fork-join step:
+     * every instruction here is paid per step). */
+    uint8_t flags = EX_SIGS_STOPPED;
+    ex_sig out;
+    out.arity = 0;
     bool dynamic = false;
+    bool can_value = true;   /* a child that never sends a value rules one out */
+    size_t nvalues = 0;
     for (size_t i = 0; i < n; i++) {
         if (__builtin_expect(!children[i] || children[i]->status.code != EX_OK, 0)) {
             /* (ex_check_input only here: its result, returned through memory,
@@ -220,10 +230,11 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
         const ex_sigs *cs = &children[i]->sigs;
         if (cs->nvalues > 1)
             return ex_reject(EX_EINVAL, "ex_when_all: a child has more than one value signature; use ex_when_all_with_variant", n, children);
-        sigs.flags |= (uint8_t)(cs->flags & EX_SIGS_ERROR);
+        flags |= (uint8_t)(cs->flags & EX_SIGS_ERROR);
+        nvalues += value_cap(cs);
         if (cs->flags & EX_SIGS_DYNAMIC) {
             dynamic = true;
-            sigs.flags |= EX_SIGS_ERROR;  /* checked at run time */
+            flags |= EX_SIGS_ERROR;  /* checked at run time */
         } else if (cs->nvalues == 1) {
             const ex_sig *v = &cs->values[0];
             if (out.arity + v->arity > EX_MAX_ARITY)
@@ -231,17 +242,13 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
             memcpy(&out.types[out.arity], v->types, v->arity);
             out.arity = (uint8_t)(out.arity + v->arity);
             for (unsigned k = 0; k < v->arity; k++)
-                if (v->types[k] == EX_T_TUPLE || v->types[k] == EX_T_ANY) sigs.flags |= EX_SIGS_ERROR;  /* copy may fail */
+                if (v->types[k] == EX_T_TUPLE || v->types[k] == EX_T_ANY) flags |= EX_SIGS_ERROR;  /* copy may fail */
+        } else {
+            can_value = false;
         }
     }
-    /* A child that never sends a value makes a value completion impossible. */
-    bool can_value = true;
-    for (size_t i = 0; i < n; i++)
-        if (children[i]->sigs.nvalues == 0 && !(children[i]->sigs.flags & EX_SIGS_DYNAMIC)) can_value = false;
-    if (can_value) {
-        if (dynamic) sigs.flags |= EX_SIGS_DYNAMIC;
-        else sigs.values[sigs.nvalues++] = out;
-    }
+    bool one_sig = can_value && !dynamic;
+    if (can_value && dynamic) flags |= EX_SIGS_DYNAMIC;
 
     size_t head = sizeof(when_all_sender);
     size_t arrays = n * (sizeof(ex_sender *) + sizeof(size_t) + 1);
@@ -252,31 +259,26 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     ws->children = (ex_sender **)(void *)((char *)s + head);
     ws->child_off = (size_t *)(void *)(ws->children + n);
     ws->cap = (uint8_t *)(ws->child_off + n);
-    size_t nvalues = 0;
-    for (size_t i = 0; i < n; i++) {
-        ws->children[i] = children[i];
-        const ex_sigs *cs = &children[i]->sigs;
-        ws->cap[i] = (cs->flags & EX_SIGS_DYNAMIC) ? EX_MAX_ARITY : cs->nvalues ? cs->values[0].arity : 0;
-        nvalues += ws->cap[i];
-    }
-    size_t off = sizeof(when_all_op) + n * sizeof(wa_slot);
-    off = ex_align_up(off, alignof(ex_value));
+    size_t off = ex_align_up(sizeof(when_all_op) + n * sizeof(wa_slot), alignof(ex_value));
     ws->values_off = off;
     off += nvalues * sizeof(ex_value);
     size_t align = alignof(when_all_op);
     for (size_t i = 0; i < n; i++) {
-        off = ex_align_up(off, children[i]->op_align);
+        ex_sender *c = children[i];
+        ws->children[i] = c;
+        ws->cap[i] = value_cap(&c->sigs);
+        off = ex_align_up(off, c->op_align);
         ws->child_off[i] = off;
-        off += children[i]->op_size;
-        align = ex_max_size(align, children[i]->op_align);
+        off += c->op_size;
+        align = ex_max_size(align, c->op_align);
     }
     s->op_size = off;
     s->op_align = align;
-    /* Only the used part (at most one value signature): copying the whole
+    /* Only the used part (at most one value signature): copying a whole
      * ex_sigs built aside stalls on store forwarding. */
-    s->sigs.flags = sigs.flags;
-    s->sigs.nvalues = sigs.nvalues;
-    if (sigs.nvalues) s->sigs.values[0] = sigs.values[0];
+    s->sigs.flags = flags;
+    s->sigs.nvalues = one_sig ? 1 : 0;
+    if (one_sig) s->sigs.values[0] = out;
     return s;
 }
 
