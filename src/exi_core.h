@@ -77,9 +77,6 @@ void exi_builtin_prefork(void);
  * the new count together with the flag. */
 bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *count);
 
-/* ex_sender_alloc without zeroing the block past the ex_sender header: for
- * hot senders that set every field of their own. */
-ex_sender *exi_sender_alloc_bare(const ex_sender_vtable *vt, size_t size);
 
 extern ex_recycling_allocator *exi_builtin_recycler;
 extern void *exi_builtin_fast;
@@ -93,6 +90,54 @@ static inline const ex_allocator *exi_default_allocator(void) {
     if (a) return a;
     a = exi_load_acq_ptr(&exi_builtin_fast);
     return a ? a : ex_builtin_allocator();
+}
+
+/* A sender's block: through the built-in default's inline entry points
+ * when it is `a` (no interface call), else through `a`. */
+static inline void *exi_sender_block(const ex_allocator *a, size_t size) {
+    ex_recycling_allocator *r = exi_builtin_of(a);
+    return r ? ex_recycling_allocate(r, size, alignof(max_align_t)) : ex_allocate(a, size, alignof(max_align_t));
+}
+
+/* The header fields every sender needs set (not sigs and status). */
+static inline void exi_sender_header(ex_sender *s, const ex_sender_vtable *vt, size_t size, const ex_allocator *a) {
+    s->vt = vt;
+    s->refs = 1;
+    s->size = (uint32_t)size;
+    s->alloc = a;
+    s->op_size = sizeof(ex_operation);
+    s->op_align = alignof(ex_operation);
+}
+
+/* ex_sender_release, inline for the hot paths (a when_all's children, a
+ * task's awaited sender). */
+static inline void exi_sender_release(ex_sender *s) {
+    if (!s) return;
+    /* Acquire: a release that left ours the last reference happened before. */
+    uint32_t refs = exi_load_acq_u32(&s->refs);
+    if (!refs) return;  /* a static sender */
+    /* The last reference, ours: nobody else can retain or release it, so
+     * no read-modify-write (most senders are released by their only user). */
+    if (refs != 1 && exi_faa_u32(&s->refs, (uint32_t)-1) != 1) return;
+    if (s->vt->destroy) s->vt->destroy(s);
+    ex_recycling_allocator *r = exi_builtin_of(s->alloc);
+    if (r) ex_recycling_deallocate(r, s, s->size, alignof(max_align_t));
+    else ex_deallocate(s->alloc, s, s->size, alignof(max_align_t));
+}
+
+/* ex_sender_alloc without zeroing the block past the ex_sender header
+ * (sigs: none, status: EX_OK): for hot senders that set every field of
+ * their own.  Inline: a fork-join step builds three senders. */
+static inline ex_sender *exi_sender_alloc_bare(const ex_sender_vtable *vt, size_t size) {
+    const ex_allocator *a = exi_default_allocator();
+    if (size > UINT32_MAX) return NULL;
+    ex_sender *s = exi_sender_block(a, size);
+    if (!s) return NULL;
+    exi_sender_header(s, vt, size, a);
+    s->sigs.nvalues = 0;
+    s->sigs.flags = 0;
+    s->status = ex_ok();
+    return s;
 }
 void exi_builtin_postfork(void);
 

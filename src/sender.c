@@ -79,44 +79,15 @@ ex_error ex_check_input(const ex_sender *s, const char *null_msg) {
 
 /* ------------------------------------------------------------------ lifetime */
 
-/* The sender's block: through the built-in default's inline entry points
- * when it is the default (no interface call), else through `a`. */
-static inline void *sender_block(const ex_allocator *a, size_t size) {
-    ex_recycling_allocator *r = exi_builtin_of(a);
-    return r ? ex_recycling_allocate(r, size, alignof(max_align_t)) : ex_allocate(a, size, alignof(max_align_t));
-}
-
-/* The header fields every sender needs set; sigs: none, status: EX_OK. */
-static inline void sender_header(ex_sender *s, const ex_sender_vtable *vt, size_t size, const ex_allocator *a) {
-    s->vt = vt;
-    s->refs = 1;
-    s->size = (uint32_t)size;
-    s->alloc = a;
-    s->op_size = sizeof(ex_operation);
-    s->op_align = alignof(ex_operation);
-}
-
 ex_sender *ex_sender_alloc(const ex_sender_vtable *vt, size_t size) {
     const ex_allocator *a = exi_default_allocator();
     if (size < sizeof(ex_sender) || size > UINT32_MAX) return NULL;
-    ex_sender *s = sender_block(a, size);
+    ex_sender *s = exi_sender_block(a, size);
     if (!s) return NULL;
     memset(s, 0, size);
     /* sigs and status by the memset (whole-struct assignments here cost
      * store-forwarding stalls on every sender). */
-    sender_header(s, vt, size, a);
-    return s;
-}
-
-ex_sender *exi_sender_alloc_bare(const ex_sender_vtable *vt, size_t size) {
-    const ex_allocator *a = exi_default_allocator();
-    if (size > UINT32_MAX) return NULL;
-    ex_sender *s = sender_block(a, size);
-    if (!s) return NULL;
-    sender_header(s, vt, size, a);
-    s->sigs.nvalues = 0;
-    s->sigs.flags = 0;
-    s->status = ex_ok();
+    exi_sender_header(s, vt, size, a);
     return s;
 }
 
@@ -125,19 +96,7 @@ ex_sender *ex_sender_retain(ex_sender *s) {
     return s;
 }
 
-void ex_sender_release(ex_sender *s) {
-    if (!s) return;
-    /* Acquire: a release that left ours the last reference happened before. */
-    uint32_t refs = exi_load_acq_u32(&s->refs);
-    if (!refs) return;  /* a static sender */
-    /* The last reference, ours: nobody else can retain or release it, so
-     * no read-modify-write (most senders are released by their only user). */
-    if (refs != 1 && exi_faa_u32(&s->refs, (uint32_t)-1) != 1) return;
-    if (s->vt->destroy) s->vt->destroy(s);
-    ex_recycling_allocator *r = exi_builtin_of(s->alloc);
-    if (r) ex_recycling_deallocate(r, s, s->size, alignof(max_align_t));
-    else ex_deallocate(s->alloc, s, s->size, alignof(max_align_t));
-}
+void ex_sender_release(ex_sender *s) { exi_sender_release(s); }
 
 ex_error ex_sender_status(const ex_sender *s) {
     if (!s) return ex_err(EX_EINVAL, "ex_sender_status: NULL sender");

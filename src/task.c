@@ -183,7 +183,7 @@ bool ex_task_is_stopped(const ex_task *t) { return t->stopped; }
 static inline __attribute__((always_inline)) void release_await(ex_task *t) {
     if (t->await_op) ex_operation_destroy(t->await_op);
     t->await_op = NULL;
-    ex_sender_release(t->await_sender);
+    exi_sender_release(t->await_sender);
     t->await_sender = NULL;
     if (t->nested) ex_deallocate(t->alloc, t->nested, t->nested_size, alignof(ex_value));
     t->nested = NULL;
@@ -236,7 +236,7 @@ static void finish(ex_task *t) {
      * tuples, which the body may return, outlive the completion. */
     if (t->await_op) ex_operation_destroy(t->await_op);
     t->await_op = NULL;
-    ex_sender_release(t->await_sender);
+    exi_sender_release(t->await_sender);
     t->await_sender = NULL;
     if (t->await_buf) ex_deallocate(t->alloc, t->await_buf, t->await_cap, alignof(max_align_t));
     t->await_buf = NULL;
@@ -870,10 +870,14 @@ ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt) 
     s->fn = fn;
     s->arg = arg;
     s->connected = 0;
-    if (opt) s->opt = *opt;
-    else memset(&s->opt, 0, sizeof s->opt);
-    s->plain = !s->opt.stack_size && !s->opt.stack_allocator && !s->opt.allocator && !s->opt.env.node &&
-               s->opt.affinity == EX_TASK_AFFINE;
+    if (opt) {
+        s->opt = *opt;
+        s->plain = !opt->stack_size && !opt->stack_allocator && !opt->allocator && !opt->env.node &&
+                   opt->affinity == EX_TASK_AFFINE;
+    } else {
+        s->opt = (ex_task_options){ 0 };
+        s->plain = true;
+    }
     /* Field by field: building an ex_sigs aside and copying it stalls. */
     s->base.sigs.flags = EX_SIGS_ERROR | EX_SIGS_STOPPED;
     if (s->opt.value_sig) {

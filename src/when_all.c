@@ -192,7 +192,7 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
 
 static void wa_destroy(ex_sender *s) {
     when_all_sender *ws = (when_all_sender *)s;
-    for (size_t i = 0; i < ws->n; i++) ex_sender_release(ws->children[i]);
+    for (size_t i = 0; i < ws->n; i++) exi_sender_release(ws->children[i]);
 }
 
 const ex_sender_vtable exi_when_all_vt = { "ex_when_all", wa_connect, NULL, wa_destroy };
