@@ -29,11 +29,21 @@ void exi_store_clear(exi_store *st);
 
 /* Deep copy of n values into a caller array plus a nested block (for
  * ex_result and just).  *nested is NULL when no tuple is present. */
-/* ex_when_all's sender vtable, and the parts of a sender that has it: its
- * n children and how many values each may send (EX_MAX_ARITY when
- * dynamic).  ex_await runs a when_all of tasks as a fork (task.c). */
+/* ex_when_all's sender (vtable exi_when_all_vt): ex_await runs a when_all
+ * of tasks as a fork (task.c) from its children. */
 extern const ex_sender_vtable exi_when_all_vt;
-void exi_when_all_parts(const ex_sender *s, ex_sender *const **children, const uint8_t **cap, size_t *n);
+typedef struct exi_when_all_sender {
+    ex_sender base;
+    size_t n;
+    size_t values_off;     /* in the operation: the value arrays ... */
+    size_t ops_off;        /* ... then the children's operations (aligned each) */
+    ex_sender *children[];
+} exi_when_all_sender;
+
+/* How many values a sender of signatures cs may send (all a dynamic one may). */
+static inline uint8_t exi_value_cap(const ex_sigs *cs) {
+    return (cs->flags & EX_SIGS_DYNAMIC) ? EX_MAX_ARITY : cs->nvalues ? cs->values[0].arity : 0;
+}
 
 ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
                          void **nested, size_t *nested_size);

@@ -229,7 +229,10 @@ static bool take_stack(ex_task *t) {
 /* After the body returned (on the resumer's stack, or on the carrier for a
  * nested task): free the frame and the stack, then complete, which may
  * destroy the operation. */
-static void finish(ex_task *t) {
+static void fork_value(void *self, const ex_value *v, size_t n);
+static const ex_receiver_vtable fork_rcvr_vt;
+
+static inline __attribute__((always_inline)) void finish(ex_task *t) {
     release_run(t);
     /* The last await's operation goes now (it lives in the frame area,
      * freed with the stack before the completion); the deep copies of its
@@ -259,6 +262,7 @@ static void finish(ex_task *t) {
     t->result = NULL;
     if (kind == EX_TASK_ERROR) ex_set_error(r, error);
     else if (kind == EX_TASK_STOPPED) ex_set_stopped(r);
+    else if (r.vt == &fork_rcvr_vt) fork_value(r.self, values, n);  /* a direct call for the fork-join step */
     else ex_set_value(r, values, n);
     if (nested) ex_deallocate(alloc, nested, nested_size, alignof(ex_value));
 }
@@ -1132,9 +1136,11 @@ static bool fork_nestable(ex_work *w, void *ctx) {
 /* Whether s (a when_all) can be awaited by p as a fork: every child is a
  * fresh task affine to its receiver's scheduler, p is affine and on its
  * scheduler, which can queue work, and the fork fits p's await area. */
-static bool forkable(const ex_task *p, const ex_sender *s, ex_sender *const **ch, const uint8_t **cap, size_t *n) {
+static bool forkable(const ex_task *p, const ex_sender *s, ex_sender *const **ch, size_t *n) {
     if (p->inline_affinity || p->off_sched || p->must_hop || !p->sched.vt->post) return false;
-    exi_when_all_parts(s, ch, cap, n);
+    const exi_when_all_sender *ws = (const exi_when_all_sender *)s;
+    *ch = ws->children;
+    *n = ws->n;
     if (sizeof(fork_op) + *n * sizeof(fork_slot) > p->await_size) return false;
     for (size_t i = 0; i < *n; i++) {
         const ex_sender *c = (*ch)[i];
@@ -1148,9 +1154,8 @@ static bool forkable(const ex_task *p, const ex_sender *s, ex_sender *const **ch
  * the connect error, s is released. */
 static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
     ex_sender *const *ch;
-    const uint8_t *cap;
     size_t n;
-    if (!forkable(p, s, &ch, &cap, &n)) return FORK_NOT;
+    if (!forkable(p, s, &ch, &n)) return FORK_NOT;
     fork_op *f = (fork_op *)(void *)p->await_area;
     f->base.vt = &fork_op_vt;
     f->p = p;
@@ -1175,7 +1180,7 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
         }
         fork_slot *sl = &f->slots[i];
         sl->f = f;
-        sl->cap = cap[i];
+        sl->cap = exi_value_cap(&ts->base.sigs);
         sl->n = 0;
         sl->nested = NULL;
         ex_task *c = &sl->task;

@@ -35,14 +35,7 @@ typedef struct when_all_op {
     wa_slot slots[];
 } when_all_op;
 
-typedef struct when_all_sender {
-    ex_sender base;
-    size_t n;
-    size_t values_off;     /* offset of the value arrays in the block */
-    ex_sender **children;  /* n, after this struct */
-    size_t *child_off;     /* n */
-    uint8_t *cap;          /* n */
-} when_all_sender;
+typedef exi_when_all_sender when_all_sender;  /* exi_core.h: the fork in task.c reads it */
 
 /* The receiver asked for stop: forward it to the children.  Children may
  * complete inside that request, and the last one would complete (and let
@@ -170,16 +163,22 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
                      ex_env_forward(env));
     o->child_env.key2 = &ex_key_get_allocator;  /* a shortcut for deep nesting */
     o->child_env.value2 = ex_alloc_value(o->alloc);
+    /* The layout ex_when_all_n sized: value arrays, then the children's
+     * operations at their alignments. */
     ex_value *values = (ex_value *)(void *)((char *)storage + ws->values_off);
+    size_t off = ws->ops_off;
     for (size_t i = 0; i < ws->n; i++) {
+        const ex_sender *c = ws->children[i];
         wa_slot *sl = &o->slots[i];
         sl->op = o;
-        sl->cap = ws->cap[i];
+        sl->cap = exi_value_cap(&c->sigs);
         sl->n = 0;
         sl->v = values;
         values += sl->cap;
         sl->nested = NULL;
-        sl->child = (ex_operation *)(void *)((char *)storage + ws->child_off[i]);
+        off = ex_align_up(off, c->op_align);
+        sl->child = (ex_operation *)(void *)((char *)storage + off);
+        off += c->op_size;
         ex_receiver cr = { &wa_rcvr_vt, sl };
         ex_error e = ex_connect_child(ws->children[i], cr, sl->child);
         if (e.code) {
@@ -196,18 +195,6 @@ static void wa_destroy(ex_sender *s) {
 }
 
 const ex_sender_vtable exi_when_all_vt = { "ex_when_all", wa_connect, NULL, wa_destroy };
-
-void exi_when_all_parts(const ex_sender *s, ex_sender *const **children, const uint8_t **cap, size_t *n) {
-    const when_all_sender *ws = (const when_all_sender *)s;
-    *children = ws->children;
-    *cap = ws->cap;
-    *n = ws->n;
-}
-
-/* How many values child signature set cs may send: all a dynamic one may. */
-static inline uint8_t value_cap(const ex_sigs *cs) {
-    return (cs->flags & EX_SIGS_DYNAMIC) ? EX_MAX_ARITY : cs->nvalues ? cs->values[0].arity : 0;
-}
 
 ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     if (!children || n == 0) return ex_invalid_sender(EX_EINVAL, "ex_when_all: needs at least one sender");
@@ -231,7 +218,7 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
         if (cs->nvalues > 1)
             return ex_reject(EX_EINVAL, "ex_when_all: a child has more than one value signature; use ex_when_all_with_variant", n, children);
         flags |= (uint8_t)(cs->flags & EX_SIGS_ERROR);
-        nvalues += value_cap(cs);
+        nvalues += exi_value_cap(cs);
         if (cs->flags & EX_SIGS_DYNAMIC) {
             dynamic = true;
             flags |= EX_SIGS_ERROR;  /* checked at run time */
@@ -250,26 +237,19 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     bool one_sig = can_value && !dynamic;
     if (can_value && dynamic) flags |= EX_SIGS_DYNAMIC;
 
-    size_t head = sizeof(when_all_sender);
-    size_t arrays = n * (sizeof(ex_sender *) + sizeof(size_t) + 1);
-    ex_sender *s = exi_sender_alloc_bare(&exi_when_all_vt, head + arrays);
+    ex_sender *s = exi_sender_alloc_bare(&exi_when_all_vt, sizeof(when_all_sender) + n * sizeof(ex_sender *));
     if (!s) return ex_reject(EX_ENOMEM, NULL, n, children);
     when_all_sender *ws = (when_all_sender *)s;
     ws->n = n;
-    ws->children = (ex_sender **)(void *)((char *)s + head);
-    ws->child_off = (size_t *)(void *)(ws->children + n);
-    ws->cap = (uint8_t *)(ws->child_off + n);
     size_t off = ex_align_up(sizeof(when_all_op) + n * sizeof(wa_slot), alignof(ex_value));
     ws->values_off = off;
     off += nvalues * sizeof(ex_value);
+    ws->ops_off = off;
     size_t align = alignof(when_all_op);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {  /* (wa_connect walks the same layout) */
         ex_sender *c = children[i];
         ws->children[i] = c;
-        ws->cap[i] = value_cap(&c->sigs);
-        off = ex_align_up(off, c->op_align);
-        ws->child_off[i] = off;
-        off += c->op_size;
+        off = ex_align_up(off, c->op_align) + c->op_size;
         align = ex_max_size(align, c->op_align);
     }
     s->op_size = off;
