@@ -232,7 +232,7 @@ static bool take_stack(ex_task *t) {
 static void fork_value(void *self, const ex_value *v, size_t n);
 static const ex_receiver_vtable fork_rcvr_vt;
 
-static inline __attribute__((always_inline)) void finish(ex_task *t) {
+static void finish(ex_task *t) {
     release_run(t);
     /* The last await's operation goes now (it lives in the frame area,
      * freed with the stack before the completion); the deep copies of its
@@ -950,6 +950,8 @@ struct fork_op {
     ex_env_node env_node;    /* the children's receiver environment */
     fork_slot slots[];
 };
+
+_Static_assert(alignof(fork_op) <= alignof(max_align_t), "a fork goes at the start of a task's await area");
 
 static void fork_complete(fork_op *f) {
     if (exi_load_acq_u32(&f->link) == LINKED) ex_stop_callback_deregister(&f->on_stop);

@@ -119,10 +119,11 @@ void ex_recycling_allocator_destroy(ex_recycling_allocator *r);
 /* The same allocation and free as through ex_recycling_allocator_get(r)
  * (same blocks, rules, statistics; thread-safe alike; NULL on failure,
  * which is out of memory in the underlying allocator), for a caller that
- * holds r itself: the common case, a block of the class this thread freed
- * last, is inline at the call site instead of two indirect calls (about
- * half the cost of a pair, see docs/PERFORMANCE.md).  The rest is an
- * ordinary call.  Freeing NULL does nothing.  They read a thread-local of
+ * holds r itself: the common case, a block this thread's cache holds for
+ * the class (and a free while that cache has room), is inline at the call
+ * site instead of two indirect calls (about half the cost of a pair, see
+ * docs/PERFORMANCE.md).  The rest (refilling from the shared depot,
+ * spilling to it, a first use on a thread) is an ordinary call.  Freeing NULL does nothing.  They read a thread-local of
  * libcexec with the initial-exec model: a shared object of yours that
  * calls them needs static TLS, as libcexec.so itself does (a dlopen late
  * in a process can fail for lack of it; docs/allocators.md).  In ASan and valgrind builds of cexec every call takes

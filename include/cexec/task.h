@@ -64,6 +64,19 @@
  * waits with it.  The default stacks map 4 x stack_size of address space
  * (pages are committed as they are touched) to leave that room.
  *
+ * Fork-join: ex_await of an ex_when_all whose children are all tasks
+ * (created affine, the default) from an affine task runs as a fork: the
+ * children's control blocks go into the awaiting task's await area (no
+ * when_all operation, no environment queries), all but the last child are
+ * queued on the worker for thieves and the last starts at once, nested.
+ * The result and everything the children observe are when_all's: values
+ * in order, the first error or stopped wins and asks the others to stop
+ * (their stop token is the when_all's own), the awaiting task's stop
+ * request reaches them, and no child starts when stop was already
+ * requested.  A when_all too big for the await area (640 bytes a
+ * child; 4 KiB with the default stack), or with another kind of child,
+ * runs as any sender does.
+ *
  * Threads: a task runs on one thread at a time, possibly a different one
  * after each await (its scheduler's agents).  Do not keep the address of a
  * thread-local variable across an ex_await. */
@@ -204,10 +217,10 @@ ex_error ex_task_yield(ex_task *t);
  * task that is already stopped does not move. */
 ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch);
 
-/* The task's stop token: stop is requested when the receiver's token is
- * (P3552 §4.7), and children awaited by the task see it.  Call from t's
- * body (the link to the receiver's token is made at the first await or
- * query, on the task's thread). */
+/* The task's stop token: its receiver's (P3552 §4.7 links a token of the
+ * task's own to it only when the receiver's token has another type; in C
+ * every token has the same type), which children awaited by the task see.
+ * Call from t's body or from work it awaits. */
 ex_stop_token ex_task_stop_token(const ex_task *t);
 
 /* The environment inside the task (read_env): get_scheduler (the task's),
