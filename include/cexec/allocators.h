@@ -163,10 +163,10 @@ static inline void *ex_recycling_allocate(ex_recycling_allocator *r, size_t size
         exi_recycle_front *f = l->front;
         unsigned c = exi_recycle_class(size);
         void *b = f->hot[c];
-        uint32_t n = f->n[c];
         if (__builtin_expect(b != NULL, 1)) {
             f->hot[c] = NULL;
-        } else if (__builtin_expect(n != 0, 1)) {
+        } else if (__builtin_expect(f->n[c] != 0, 1)) {
+            uint32_t n = f->n[c];
             b = f->items[c][n - 1];  /* a few blocks in a row: the array, still inline */
             f->n[c] = n - 1;
         } else {
@@ -184,10 +184,10 @@ static inline void ex_recycling_deallocate(ex_recycling_allocator *r, void *p, s
     if (__builtin_expect(p && l->id == exi_recycle_fast_id(r) && size <= EX_RECYCLE_MAX_BLOCK && align <= 64, 1)) {
         exi_recycle_front *f = l->front;
         unsigned c = exi_recycle_class(size);
-        uint32_t n = f->n[c];
         if (__builtin_expect(f->hot[c] == NULL, 1)) {
             f->hot[c] = p;
-        } else if (__builtin_expect(n != EX_RECYCLE_MAX_CACHED, 1)) {
+        } else if (__builtin_expect(f->n[c] != EX_RECYCLE_MAX_CACHED, 1)) {
+            uint32_t n = f->n[c];
             f->items[c][n] = p;
             f->n[c] = n + 1;
         } else {
