@@ -66,7 +66,8 @@ DEFAULT_SUITES="
     stop_forwarding     stoptoken_inplace   exec_sender         exec_into_variant
     exec_let            exec_transfer       exec_when_all       exec_split
     exec_scope          exec_bulk           exec_pool           exec_strand
-    exec_context        exec_task           exec_task_nesting   algo_reduce"
+    exec_context        exec_task           exec_task_nesting   exec_task_fork
+    algo_reduce"
 # alloc_caches        per-thread caches of the recycling / jemalloc allocators, cross-thread frees
 # frame_allocators    libc, budget, monotonic, fault, recycling allocators; allocator lookup; OOM sweeps
 # jemalloc_allocator  the jemalloc allocator (here on malloc), per-worker arenas of a pool
@@ -86,6 +87,7 @@ DEFAULT_SUITES="
 # exec_context        context switch, fibers and their stacks
 # exec_task           coroutine tasks: awaits, affinity, stop, launch, stacks
 # exec_task_nesting   tasks running on their parent's stack: suspending, migrating, stop inside, hops back
+# exec_task_fork      a when_all of tasks awaited as a fork: order, errors, stops (lazily linked), stealing
 # algo_reduce         reductions on every scheduler: tiled runs and kernels
 # The examples add just, then, run_loop, single_thread_context, the scans,
 # for_each_index and transform, fib on the pool, a user-written adaptor and
