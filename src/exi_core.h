@@ -27,8 +27,6 @@ static inline void exi_store_init(exi_store *st) { st->n = 0; st->nested = NULL;
 ex_error exi_store_set(exi_store *st, const ex_value *v, size_t n, const ex_allocator *alloc);
 void exi_store_clear(exi_store *st);
 
-/* Deep copy of n values into a caller array plus a nested block (for
- * ex_result and just).  *nested is NULL when no tuple is present. */
 /* ex_when_all's sender (vtable exi_when_all_vt): ex_await runs a when_all
  * of tasks as a fork (task.c) from its children. */
 extern const ex_sender_vtable exi_when_all_vt;
@@ -45,6 +43,8 @@ static inline uint8_t exi_value_cap(const ex_sigs *cs) {
     return (cs->flags & EX_SIGS_DYNAMIC) ? EX_MAX_ARITY : cs->nvalues ? cs->values[0].arity : 0;
 }
 
+/* Deep copy of n values into a caller array plus a nested block (for
+ * ex_result and just).  *nested is NULL when no tuple is present. */
 ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
                          void **nested, size_t *nested_size);
 
@@ -78,16 +78,22 @@ void exi_recycling_unlock_all(ex_recycling_allocator *r);
  * allocator's registry, in the order the fork handlers take them (a test
  * holds them from another thread across a fork). */
 void exi_builtin_prefork(void);
+void exi_builtin_postfork(void);
+
+/* ex_stop_source_request_stop that counts requests: *begun (if not NULL)
+ * is incremented before the stop flag can be set, *done once it is set (or
+ * found set) and before any callback runs.  begun == done means no request
+ * counted here is half way; anyone who saw the flag of a counted request
+ * reads a begun that includes it, and anyone who reads a done that
+ * includes it sees its flag.  (The fork's start check, task.c.) */
+bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *begun, uint64_t *done);
+/* Test hook: when set, called by a counted request between setting the
+ * flag and incrementing *done (a test widens that window with it). */
+extern void (*exi_stop_counted_hook)(void);
+
 /* The built-in default's recycling allocator (NULL until it exists, or if
  * the default fell back to plain libc).  exi_builtin_of(a): it, when a is
  * it, else NULL, so hot paths can use its inline entry points. */
-/* ex_stop_source_request_stop that, when it is the request that stops s,
- * increments *count (if not NULL) once the flag is set and before any
- * callback runs: code that a callback runs, and anything after it, sees
- * the new count together with the flag. */
-bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *count);
-
-
 extern ex_recycling_allocator *exi_builtin_recycler;
 extern void *exi_builtin_fast;
 static inline ex_recycling_allocator *exi_builtin_of(const ex_allocator *a) {
@@ -149,7 +155,6 @@ static inline ex_sender *exi_sender_alloc_bare(const ex_sender_vtable *vt, size_
     s->status = ex_ok();
     return s;
 }
-void exi_builtin_postfork(void);
 
 /* The allocator an environment gives work that runs on `sch` (NULL: the
  * environment's own scheduler): its allocator key, else sch's default, else

@@ -44,12 +44,18 @@ bool ex_stop_token_stop_requested(ex_stop_token t) {
     return t.src && ex_stop_source_stop_requested(t.src);
 }
 
-bool ex_stop_source_request_stop(ex_stop_source *s) { return exi_stop_source_request_stop_counted(s, NULL); }
+bool ex_stop_source_request_stop(ex_stop_source *s) { return exi_stop_source_request_stop_counted(s, NULL, NULL); }
 
-bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *count) {
+void (*exi_stop_counted_hook)(void);
+
+bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *begun, uint64_t *done) {
+    if (begun) exi_faa_u64(begun, 1);  /* before anyone can see the flag */
     uint32_t old = exi_load_rlx_u32(&s->state);
     for (;;) {
-        if (old & STOP) return false;
+        if (old & STOP) {
+            if (done) exi_faa_u64(done, 1);  /* keeps begun - done the requests half way */
+            return false;
+        }
         if (old & LOCK) {
             exi_pause();
             old = exi_load_rlx_u32(&s->state);
@@ -57,7 +63,11 @@ bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *count) {
         }
         if (exi_cas_u32(&s->state, &old, STOP | LOCK)) break;
     }
-    if (count) exi_faa_u64(count, 1);  /* after the flag, before any callback */
+    if (done) {
+        void (*hook)(void) = exi_load_rlx_ptr((void *const *)&exi_stop_counted_hook);
+        if (hook) hook();
+        exi_faa_u64(done, 1);  /* after the flag, before any callback */
+    }
     s->stopping_thread = exi_thread_id();
     while (s->head) {
         ex_stop_callback *cb = s->head;

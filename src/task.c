@@ -26,6 +26,8 @@
  * the parent could do; a child that suspends suspends the whole stack (the
  * "carrier") and resumes it wherever it resumes.  The switch notes name
  * the task that suspended, since it may be any task on the carrier. */
+#include <sched.h>
+
 #include "exi_core.h"
 #include "exi_fiber.h"
 #include "exi_pool.h"
@@ -914,14 +916,19 @@ enum { FORK_STARTED, FORK_ERROR, FORK_STOPPED };
  * (the recursion case) registers on that fork's source only when someone
  * asks for its token (every token handed out is a linked one; linking goes
  * up the chain first).  What it must still know at start, whether stop was
- * requested on its task's token, it learns from fork_stop_epoch: it counts
- * requests on forks' sources, bumped when a request has set its flag and
- * before its callbacks run, so while it still reads what the parent fork saw at its own start no
- * token in the chain can have been stopped since; otherwise the start
+ * requested on its task's token, it learns from two process-wide counts
+ * of requests on forks' sources (exi_stop_source_request_stop_counted):
+ * fork_stops_begun, moved before a request's flag can be seen, and
+ * fork_stops_done, moved once it is set.  A fork's start that finds no
+ * stop keeps, as its epoch, a count of done requests read before its
+ * check.  A fork below it that reads begun equal to that epoch knows that
+ * every request ever begun had set its flag before that check, which saw
+ * it: nothing in the chain can be stopped.  Otherwise it reads done, then
  * walks up the unlinked forks, checking their flags, to the first linked
- * one.  A fork with no stop request anywhere costs one shared load. */
+ * one, and keeps that done.  A recursion without stop requests costs one
+ * shared load per fork. */
 enum { UNLINKED, LINKING, LINKED };
-static uint64_t fork_stop_epoch;
+static uint64_t fork_stops_begun, fork_stops_done;
 
 typedef struct fork_op fork_op;
 
@@ -946,7 +953,7 @@ struct fork_op {
     ex_stop_callback on_stop;  /* on the awaiting task's token, once linked */
     fork_op *up;             /* the fork the awaiting task is a child of, if linking lazily */
     uint32_t link;           /* UNLINKED, LINKING, LINKED */
-    uint64_t epoch;          /* fork_stop_epoch when its start found no stop */
+    uint64_t epoch;          /* fork_stops_done read before its start found no stop */
     ex_env_node env_node;    /* the children's receiver environment */
     fork_slot slots[];
 };
@@ -1006,9 +1013,10 @@ static void fork_arrive(fork_op *f) {
     if (exi_faa_u32(&f->count, (uint32_t)-1) == 1) fork_complete(f);
 }
 
-/* Every request on a fork's source; the epoch moves once the flag is set,
- * before the callbacks run (a fork started inside one must see it). */
-static void fork_request_stop(fork_op *f) { (void)exi_stop_source_request_stop_counted(&f->stop, &fork_stop_epoch); }
+/* Every request on a fork's source is counted (see "Stop linking"). */
+static void fork_request_stop(fork_op *f) {
+    (void)exi_stop_source_request_stop_counted(&f->stop, &fork_stops_begun, &fork_stops_done);
+}
 
 static void fork_fail(fork_op *f, ex_error e) {
     if (exi_fas_u32(&f->disposition, FORK_ERROR) != FORK_ERROR) {
@@ -1066,14 +1074,21 @@ static void fork_link(fork_op *f) {
         exi_store_rel_u32(&f->link, LINKED);
         return;
     }
-    while (exi_load_acq_u32(&f->link) != LINKED) exi_pause();
+    for (unsigned spins = 0; exi_load_acq_u32(&f->link) != LINKED; spins++) {
+        if (spins < 64) exi_pause();
+        else sched_yield();  /* the linking thread was preempted */
+    }
 }
 
 /* Whether stop was requested on the token of a fork awaited by a child of
  * `up` (see "Stop linking"); sets *epoch to the epoch that answer holds for. */
 static bool fork_up_stopped(const fork_op *up, uint64_t *epoch) {
-    *epoch = exi_load_acq_u64(&fork_stop_epoch);
-    if (*epoch == up->epoch) return false;
+    uint64_t begun = exi_load_acq_u64(&fork_stops_begun);
+    if (begun == up->epoch) {
+        *epoch = begun;  /* = done now: nothing began since */
+        return false;
+    }
+    *epoch = exi_load_acq_u64(&fork_stops_done);  /* before the walk */
     for (const fork_op *x = up; x; x = x->up) {
         if (ex_stop_source_stop_requested(&x->stop)) return true;
         if (exi_load_acq_u32(&x->link) == LINKED) return false;  /* follows everything above */
@@ -1132,6 +1147,9 @@ static bool fork_nestable(ex_work *w, void *ctx) {
     fork_op *f = ctx;
     if (w->execute != hop_execute) return false;
     ex_task *c = EXI_CONTAINER_OF(w, ex_task, hop);
+    /* Not a child's resumption (a scheduler whose dispatch queues puts one
+     * here): only a start runs nested. */
+    if (c->started || c->carrier) return false;
     return c->r.vt == &fork_rcvr_vt && ((fork_slot *)c->r.self)->f == f && has_room(c, f->p);
 }
 
@@ -1168,11 +1186,11 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
     f->env_node.query = fork_env_query;
     /* A child only the when_all holds, which only this await holds, cannot
      * be connected by anyone else meanwhile: no read-modify-write. */
-    bool sole = exi_load_rlx_u32(&s->refs) == 1;
+    bool sole = exi_load_acq_u32(&s->refs) == 1;
     for (size_t i = 0; i < n; i++) {
         task_sender *ts = (task_sender *)(uintptr_t)ch[i];
         uint32_t fresh = 0;
-        if (sole && exi_load_rlx_u32(&ts->base.refs) == 1 && !exi_load_rlx_u32(&ts->connected))
+        if (sole && exi_load_acq_u32(&ts->base.refs) == 1 && !exi_load_rlx_u32(&ts->connected))
             exi_store_rlx_u32(&ts->connected, 1);
         else if (!exi_cas_u32(&ts->connected, &fresh, 1)) {
             fork_destroy(&f->base);
@@ -1208,7 +1226,7 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
     } else {
         f->up = NULL;
         f->link = LINKED;
-        f->epoch = exi_load_acq_u64(&fork_stop_epoch);  /* before: a request after it moves it */
+        f->epoch = exi_load_acq_u64(&fork_stops_done);  /* before the check the registration makes */
         stopped = ex_stop_callback_register(&f->on_stop, ex_task_stop_token(p), fork_stop_cb);
     }
     if (stopped) {

@@ -202,8 +202,7 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
      * fill the sender in (a when_all of two tasks is a fork-join step:
      * every instruction here is paid per step). */
     uint8_t flags = EX_SIGS_STOPPED;
-    ex_sig out;
-    out.arity = 0;
+    ex_sig out = { 0, { 0 } };
     bool dynamic = false;
     bool can_value = true;   /* a child that never sends a value rules one out */
     size_t nvalues = 0;

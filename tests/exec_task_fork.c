@@ -15,6 +15,7 @@
  * Bodies never assert (TCHECK into the probe; EXPECT_PROBE at the end). */
 #include <pthread.h>
 #include <sched.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -965,6 +966,163 @@ Test(exec_task_fork, a_queued_child_is_stolen_and_the_parent_resumes_on_the_pool
         cr_assert_neq(w0, w1, "child 0 was not stolen: both ran on worker %d", w0);
         cr_assert_eq(w1, atomic_load(&S.worker[2]), "the last child did not run where its parent started the fork");
         cr_assert_geq(atomic_load(&S.worker[3]), 0, "the parent resumed off the pool");
+        ex_result_destroy(&r);
+    }
+    ex_pool_destroy(S.pool);
+    EXPECT_PROBE();
+    expect_no_leaks();
+}
+
+/* ------------------- a child that saw its token stopped, then forks */
+
+/* The stop flag of a fork's source becomes visible before the request's
+ * count of completed requests moves (exi_stop_source_request_stop_counted):
+ * a child that sees the flag in that window and forks must still find the
+ * stop (task.c, "Stop linking").  The hook widens the window: the
+ * requesting thread waits there until the child's fork has given its
+ * result. */
+static atomic_int k_forked;
+extern void (*exi_stop_counted_hook)(void);  /* src/stop_token.c, for tests */
+
+static void k_widen(void) {
+    double deadline = test_now_s() + 5.0;
+    while (!atomic_load(&k_forked) && test_now_s() < deadline) sched_yield();
+}
+
+/* Child 0: stolen by the other worker, fails once the last child runs. */
+static ex_task_result k_failing(ex_task *t, void *arg) {
+    (void)t, (void)arg;
+    atomic_store(&S.started0, 1);
+    return ex_task_with_error(ex_err(EX_EUSER + 11, "k: child 0 fails"));
+}
+
+/* The last child: waits until child 0 started elsewhere and its error has
+ * set the fork's stop flag, then forks. */
+static ex_task_result k_watching(ex_task *t, void *arg) {
+    (void)arg;
+    double deadline = test_now_s() + 5.0;
+    while (!atomic_load(&S.started0) && test_now_s() < deadline) sched_yield();
+    TCHECK(atomic_load(&S.started0));
+    ex_stop_token tok = ex_task_stop_token(t);
+    while (!ex_stop_token_stop_requested(tok) && test_now_s() < deadline) sched_yield();
+    TCHECK(ex_stop_token_stop_requested(tok));
+    ex_await_result r = ex_await(t, ex_when_all(ex_task_create(child_value, (void *)2, NULL),
+                                                ex_task_create(child_value, (void *)3, NULL)));
+    atomic_store(&S.status, (int)r.status);
+    atomic_store(&k_forked, 1);
+    return pass_on(r);
+}
+
+static ex_task_result k_parent(ex_task *t, void *arg) {
+    (void)arg;
+    return pass_on(ex_await(t, ex_when_all(ex_task_create(k_failing, NULL, NULL),
+                                           ex_task_create(k_watching, NULL, NULL))));
+}
+
+Test(exec_task_fork, a_child_that_saw_its_token_stopped_forks_no_child) {
+    S.pool = make_pool(2);
+    exi_stop_counted_hook = k_widen;
+    for (int round = 0; round < 5; round++) {
+        reset_state();
+        atomic_store(&k_forked, 0);
+        ex_result r = run_on_pool(ex_task_create(k_parent, NULL, NULL));
+        expect_disp(&r, EX_DISP_ERROR);
+        cr_assert_eq(r.error.code, EX_EUSER + 11);
+        cr_assert_eq(atomic_load(&S.status), EX_AWAIT_STOPPED, "round %d: the fork after the stop gave %d", round,
+                     atomic_load(&S.status));
+        cr_assert_eq(atomic_load(&S.runs[2]) + atomic_load(&S.runs[3]), 0, "round %d: its children ran", round);
+        ex_result_destroy(&r);
+    }
+    exi_stop_counted_hook = NULL;
+    ex_pool_destroy(S.pool);
+    EXPECT_PROBE();
+    expect_no_leaks();
+}
+
+/* ---------------------- a resumption queued by a dispatch that posts */
+
+/* A scheduler may implement dispatch as post (it is allowed never to run
+ * inline).  A child suspended in an await is then resumed through the
+ * worker's deque, where its parent, helping before it suspends, finds the
+ * item: only children that have not started may run nested there. */
+static ex_scheduler_vtable posting_vt;
+static ex_error posting_dispatch(void *self, ex_work *w) { return posting_vt.post(self, w); }
+
+typedef struct q_gate_op {
+    ex_operation base;
+    ex_receiver r;
+} q_gate_op;
+static _Atomic(q_gate_op *) q_the_gate;
+static void q_gate_start(ex_operation *op) { atomic_store(&q_the_gate, (q_gate_op *)op); }
+static const ex_operation_vtable q_gate_op_vt = { q_gate_start, NULL };
+static ex_error q_gate_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    (void)s;
+    q_gate_op *o = storage;
+    o->base.vt = &q_gate_op_vt;
+    o->r = r;
+    return ex_ok();
+}
+static const ex_sender_vtable q_gate_vt = { "gate", q_gate_connect, NULL, NULL };
+
+/* Completes with set_value() when the test's other child opens it. */
+static ex_sender *q_gate(void) {
+    ex_sender *s = ex_sender_alloc(&q_gate_vt, sizeof(ex_sender));
+    if (!s) return ex_invalid_sender(EX_ENOMEM, "gate: no memory");
+    s->sigs.nvalues = 1;
+    s->sigs.values[0].arity = 0;
+    s->op_size = sizeof(q_gate_op);
+    s->op_align = alignof(q_gate_op);
+    return s;
+}
+
+/* Child 0 (stolen): suspends on the gate. */
+static ex_task_result q_waiting(ex_task *t, void *arg) {
+    (void)arg;
+    atomic_fetch_add(&S.runs[0], 1);
+    ex_await_result r = ex_await(t, q_gate());
+    TCHECK(r.status == EX_AWAIT_VALUE);
+    return ex_task_i64(1);
+}
+
+/* The last child, on the parent's worker: opens the gate once child 0 is
+ * suspended on it, which queues child 0's resumption on this worker. */
+static ex_task_result q_opening(ex_task *t, void *arg) {
+    (void)t, (void)arg;
+    double deadline = test_now_s() + 5.0;
+    q_gate_op *o;
+    while (!(o = atomic_load(&q_the_gate)) && test_now_s() < deadline) sched_yield();
+    TCHECK(o != NULL);
+    if (!o) return ex_task_i64(-1);
+    /* Child 0's carrier publishes SUSPENDED after its switch; opening
+     * before that resumes it without the queue (also correct, no check). */
+    for (int i = 0; i < 2000; i++) sched_yield();
+    ex_set_value(o->r, NULL, 0);
+    return ex_task_i64(2);
+}
+
+static ex_task_result q_parent(ex_task *t, void *arg) {
+    (void)arg;
+    return pass_on(ex_await(t, ex_when_all(ex_task_create(q_waiting, NULL, NULL),
+                                           ex_task_create(q_opening, NULL, NULL))));
+}
+
+Test(exec_task_fork, a_childs_queued_resumption_is_never_run_nested_as_a_new_start) {
+    S.pool = make_pool(2);
+    ex_scheduler ps = ex_pool_scheduler(S.pool);
+    posting_vt = *ps.vt;
+    posting_vt.name = "pool, dispatch posts";
+    posting_vt.dispatch = posting_dispatch;
+    ex_scheduler posting = { &posting_vt, ps.self };
+    for (int round = 0; round < 10; round++) {
+        reset_state();
+        atomic_store(&q_the_gate, NULL);
+        ex_result r = ex_sync_wait(ex_starts_on(posting, ex_task_create(q_parent, NULL, NULL)));
+        expect_disp(&r, EX_DISP_VALUE);
+        cr_assert_eq(r.n, 2);
+        cr_assert_eq(r.values[0].as.i, 1);
+        cr_assert_eq(r.values[1].as.i, 2);
+        cr_assert_eq(atomic_load(&S.runs[0]), 1, "round %d: child 0's body ran %d times", round,
+                     atomic_load(&S.runs[0]));
         ex_result_destroy(&r);
     }
     ex_pool_destroy(S.pool);
