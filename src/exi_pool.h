@@ -28,6 +28,10 @@ ex_work *exi_pool_take_own_if(bool (*accept)(ex_work *w, void *ctx), void *ctx);
  * else or once the pool is shutting down (ex_post then gives the error). */
 bool exi_pool_post_here(ex_scheduler sch, ex_work *w);
 
+/* On a worker of the pool behind sch: about how many items its own deque
+ * holds (thieves may be taking some).  0 anywhere else. */
+uint64_t exi_pool_backlog_here(ex_scheduler sch);
+
 /* The worker count of the pool behind sch, or 0 when sch is not a pool's. */
 unsigned exi_pool_size_of(ex_scheduler sch);
 

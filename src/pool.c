@@ -485,6 +485,13 @@ bool exi_pool_post_here(ex_scheduler sch, ex_work *w) {
     return submit(me->pool, w).code == EX_OK;
 }
 
+uint64_t exi_pool_backlog_here(ex_scheduler sch) {
+    exi_worker *me = tls_worker;
+    if (sch.vt != &pool_vt || !me || me->pool != sch.self) return 0;
+    int64_t n = (int64_t)exi_load_rlx_u64(&me->deque.bottom) - (int64_t)exi_load_rlx_u64(&me->deque.top);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
 int ex_pool_current_worker(const ex_pool *p) {
     exi_worker *me = tls_worker;
     return me && me->pool == p ? (int)me->index : -1;

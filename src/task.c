@@ -111,6 +111,7 @@ struct ex_task {
     ex_await_result *await_out;      /* the awaiting body's result, on the fiber's stack */
     exi_fiber fiber;                 /* initialised with an own stack only */
     uint32_t switches;               /* a carrier's: times any task on it switched away */
+    struct fork_op *deferred;        /* a carrier's: forks on it holding children back (lazy) */
     ex_work hop;
     ex_work yield_work;              /* ex_task_yield's queued resumption */
 };
@@ -225,6 +226,7 @@ static bool take_stack(ex_task *t) {
     exi_fiber_init(&t->fiber, t->stack, t->stack_size, fiber_entry, t);
     t->switches = 0;
     t->carrier = t;
+    t->deferred = NULL;
     return true;
 }
 
@@ -571,6 +573,7 @@ static void *await_storage(ex_task *t, size_t size, size_t align) {
 
 typedef enum fork_outcome { FORK_NOT, FORK_STARTED_OK, FORK_FAILED } fork_outcome;
 static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out);
+static void flush_deferred(ex_task *k);
 static bool fork_nestable(ex_work *w, void *ctx);
 
 void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
@@ -628,6 +631,7 @@ started:;
         bool must_hop = t->must_hop;
         if (hop) t->must_hop = true;  /* run() then hops back even if the await is done */
         if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
+            flush_deferred(t->carrier);
             t->carrier->switches++;
             (void)exi_fiber_switch(&t->carrier->fiber, t->carrier->resumer, t);
         }
@@ -674,6 +678,7 @@ ex_error ex_task_yield(ex_task *t) {
         ex_error e = s.vt->yield(s.self, &t->yield_work);
         if (e.code) return e;
         if (exi_load_acq_u32(&t->await_state) != DONE) {
+            flush_deferred(t->carrier);
             t->carrier->switches++;
             (void)exi_fiber_switch(&t->carrier->fiber, t->carrier->resumer, t);
         }
@@ -955,6 +960,8 @@ struct fork_op {
     uint32_t link;           /* UNLINKED, LINKING, LINKED */
     uint64_t epoch;          /* fork_stops_done read before its start found no stop */
     ex_env_node env_node;    /* the children's receiver environment */
+    uint32_t deferred;       /* lazy: children [0, deferred) neither started nor queued */
+    fork_op *deferred_next;  /* the next fork holding children back on the same carrier */
     fork_slot slots[];
 };
 
@@ -1169,6 +1176,27 @@ static bool forkable(const ex_task *p, const ex_sender *s, ex_sender *const **ch
     return true;
 }
 
+/* Queue items on the worker at and above which a fork runs its children
+ * nested without queueing them (see fork_start). */
+#define FORK_LAZY 2
+
+/* Queues fork child c (initialised, not started) on its scheduler. */
+static void queue_child(ex_task *c) {
+    if (!exi_pool_post_here(c->sched, &c->hop) && ex_post(c->sched, &c->hop).code) resume_on_scheduler(c);
+}
+
+/* Carrier k is about to switch away: queue every child a fork on it holds
+ * back, so that no child waits for the carrier to come back (a sibling
+ * may be what the suspended task waits for). */
+static void flush_deferred(ex_task *k) {
+    for (fork_op *f = k->deferred; f; f = f->deferred_next) {
+        uint32_t d = f->deferred;
+        f->deferred = 0;
+        for (uint32_t i = 0; i < d; i++) queue_child(&f->slots[i].task);
+    }
+    k->deferred = NULL;
+}
+
 /* Connects and starts s's children as a fork in p's await area (see
  * above).  FORK_NOT: s is not one, nothing done; FORK_FAILED: *out holds
  * the connect error, s is released. */
@@ -1234,15 +1262,40 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
         return FORK_STARTED_OK;
     }
     /* All but the last queued, oldest first, where thieves take from: the
-     * first child (in a recursion, usually the biggest) is the one stolen. */
+     * first child (in a recursion, usually the biggest) is the one stolen.
+     * Unless the worker already holds FORK_LAZY items for thieves: then
+     * they are held back and run nested after the last (lazy splitting:
+     * in a recursion the items already queued are the bigger ones), and
+     * queued after all if the carrier switches away meanwhile
+     * (flush_deferred). */
+    ex_task *k = p->carrier;
+    bool lazy = exi_pool_backlog_here(p->sched) >= FORK_LAZY;
     for (size_t i = 0; i + 1 < n; i++) {
         ex_task *c = &f->slots[i].task;
         exi_store_rlx_u32(&c->await_state, SUSPENDED);
         c->hop = (ex_work){ NULL, hop_execute, hop_cancel };
-        if (!exi_pool_post_here(c->sched, &c->hop) && ex_post(c->sched, &c->hop).code) resume_on_scheduler(c);
+        if (!lazy) queue_child(c);
+    }
+    f->deferred = lazy ? (uint32_t)(n - 1) : 0;
+    if (lazy) {
+        f->deferred_next = k->deferred;
+        k->deferred = f;
     }
     ex_task *last = &f->slots[n - 1].task;
     exi_store_rlx_u32(&last->await_state, SUSPENDED);
     run_awaited_child(last, p);
+    if (lazy) {
+        while (f->deferred) {  /* 0 once flushed */
+            ex_task *c = &f->slots[--f->deferred].task;
+            /* Nested while it may (room below; no hop back pending, so
+             * this thread still runs on the scheduler), else queued. */
+            if (!p->nest_hop && has_room(c, p)) {
+                if (run_nested(c, p)) p->nest_hop = true;
+            } else {
+                queue_child(c);
+            }
+        }
+        if (k->deferred == f) k->deferred = f->deferred_next;  /* else a flush emptied the list */
+    }
     return FORK_STARTED_OK;
 }

@@ -1048,38 +1048,48 @@ Test(exec_task_fork, a_child_that_saw_its_token_stopped_forks_no_child) {
 static ex_scheduler_vtable posting_vt;
 static ex_error posting_dispatch(void *self, ex_work *w) { return posting_vt.post(self, w); }
 
-typedef struct q_gate_op {
+typedef struct gate_op_t {
     ex_operation base;
     ex_receiver r;
-} q_gate_op;
-static _Atomic(q_gate_op *) q_the_gate;
-static void q_gate_start(ex_operation *op) { atomic_store(&q_the_gate, (q_gate_op *)op); }
-static const ex_operation_vtable q_gate_op_vt = { q_gate_start, NULL };
-static ex_error q_gate_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    (void)s;
-    q_gate_op *o = storage;
-    o->base.vt = &q_gate_op_vt;
+    _Atomic(struct gate_op_t *) *slot;  /* where start publishes the operation */
+} gate_op_t;
+static void gate_start(ex_operation *op) {
+    gate_op_t *o = (gate_op_t *)op;
+    atomic_store(o->slot, o);
+}
+static const ex_operation_vtable gate_op_vt = { gate_start, NULL };
+typedef struct gate_sender_t {
+    ex_sender base;
+    _Atomic(gate_op_t *) *slot;
+} gate_sender_t;
+static ex_error gate_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    gate_op_t *o = storage;
+    o->base.vt = &gate_op_vt;
     o->r = r;
+    o->slot = ((const gate_sender_t *)s)->slot;
     return ex_ok();
 }
-static const ex_sender_vtable q_gate_vt = { "gate", q_gate_connect, NULL, NULL };
+static const ex_sender_vtable gate_vt = { "gate", gate_connect, NULL, NULL };
 
-/* Completes with set_value() when the test's other child opens it. */
-static ex_sender *q_gate(void) {
-    ex_sender *s = ex_sender_alloc(&q_gate_vt, sizeof(ex_sender));
+/* Completes with set_value() when someone calls ex_set_value on the
+ * operation its start publishes in *slot. */
+static ex_sender *gate_sender(_Atomic(gate_op_t *) *slot) {
+    ex_sender *s = ex_sender_alloc(&gate_vt, sizeof(gate_sender_t));
     if (!s) return ex_invalid_sender(EX_ENOMEM, "gate: no memory");
+    ((gate_sender_t *)s)->slot = slot;
     s->sigs.nvalues = 1;
     s->sigs.values[0].arity = 0;
-    s->op_size = sizeof(q_gate_op);
-    s->op_align = alignof(q_gate_op);
+    s->op_size = sizeof(gate_op_t);
+    s->op_align = alignof(gate_op_t);
     return s;
 }
+static _Atomic(gate_op_t *) q_the_gate;
 
 /* Child 0 (stolen): suspends on the gate. */
 static ex_task_result q_waiting(ex_task *t, void *arg) {
     (void)arg;
     atomic_fetch_add(&S.runs[0], 1);
-    ex_await_result r = ex_await(t, q_gate());
+    ex_await_result r = ex_await(t, gate_sender(&q_the_gate));
     TCHECK(r.status == EX_AWAIT_VALUE);
     return ex_task_i64(1);
 }
@@ -1089,7 +1099,7 @@ static ex_task_result q_waiting(ex_task *t, void *arg) {
 static ex_task_result q_opening(ex_task *t, void *arg) {
     (void)t, (void)arg;
     double deadline = test_now_s() + 5.0;
-    q_gate_op *o;
+    gate_op_t *o;
     while (!(o = atomic_load(&q_the_gate)) && test_now_s() < deadline) sched_yield();
     TCHECK(o != NULL);
     if (!o) return ex_task_i64(-1);
@@ -1126,6 +1136,77 @@ Test(exec_task_fork, a_childs_queued_resumption_is_never_run_nested_as_a_new_sta
         ex_result_destroy(&r);
     }
     ex_pool_destroy(S.pool);
+    EXPECT_PROBE();
+    expect_no_leaks();
+}
+
+/* --------------- children held back by a fork and a sibling that waits */
+
+/* A fork whose worker already holds queued work runs its children nested
+ * one after the other instead of queueing them (lazy splitting).  A child
+ * that waits for a sibling (here: the last child, which runs first, waits
+ * on a gate child 0 opens) must not stop that sibling from starting: when
+ * the stack switches away, the children held back are queued. */
+static _Atomic(gate_op_t *) lz_gate;
+
+static ex_task_result lz_filler(ex_task *t, void *arg) {
+    (void)t;
+    atomic_fetch_add(&S.runs[(intptr_t)arg & 15], 1);
+    return ex_task_void();
+}
+
+/* Child 0 of the inner fork: opens the gate its sibling waits on. */
+static ex_task_result lz_opener(ex_task *t, void *arg) {
+    (void)t, (void)arg;
+    atomic_fetch_add(&S.runs[4], 1);
+    double deadline = test_now_s() + 5.0;
+    gate_op_t *o;
+    while (!(o = atomic_load(&lz_gate)) && test_now_s() < deadline) sched_yield();
+    TCHECK(o != NULL);
+    if (o) ex_set_value(o->r, NULL, 0);
+    return ex_task_i64(4);
+}
+
+/* The inner fork's last child (runs first): waits on the gate. */
+static ex_task_result lz_waiter(ex_task *t, void *arg) {
+    (void)arg;
+    atomic_fetch_add(&S.runs[5], 1);
+    ex_await_result r = ex_await(t, gate_sender(&lz_gate));
+    TCHECK(r.status == EX_AWAIT_VALUE);
+    return ex_task_i64(5);
+}
+
+/* Runs after the outer fork queued two fillers on this worker. */
+static ex_task_result lz_middle(ex_task *t, void *arg) {
+    (void)arg;
+    return pass_on(ex_await(t, ex_when_all(ex_task_create(lz_opener, NULL, NULL),
+                                           ex_task_create(lz_waiter, NULL, NULL))));
+}
+
+static ex_task_result lz_root(ex_task *t, void *arg) {
+    (void)arg;
+    return pass_on(ex_await(t, ex_when_all(ex_task_create(lz_filler, (void *)1, NULL),
+                                           ex_task_create(lz_filler, (void *)2, NULL),
+                                           ex_task_create(lz_middle, NULL, NULL))));
+}
+
+Test(exec_task_fork, a_child_held_back_starts_when_its_sibling_waits_for_it) {
+    for (unsigned workers = 1; workers <= 2; workers++) {
+        S.pool = make_pool(workers);
+        for (int round = 0; round < 20; round++) {
+            reset_state();
+            atomic_store(&lz_gate, NULL);
+            ex_result r = run_on_pool(ex_task_create(lz_root, NULL, NULL));
+            expect_disp(&r, EX_DISP_VALUE);
+            cr_assert_eq(r.n, 2, "%u workers, round %d: %zu values", workers, round, r.n);
+            cr_assert_eq(r.values[0].as.i, 4);
+            cr_assert_eq(r.values[1].as.i, 5);
+            for (int i = 1; i <= 5; i++)
+                if (i != 3) cr_assert_eq(atomic_load(&S.runs[i]), 1, "child %d ran %d times", i, atomic_load(&S.runs[i]));
+            ex_result_destroy(&r);
+        }
+        ex_pool_destroy(S.pool);
+    }
     EXPECT_PROBE();
     expect_no_leaks();
 }
