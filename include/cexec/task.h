@@ -68,7 +68,9 @@
  * (created affine, the default) from an affine task runs as a fork: the
  * children's control blocks go into the awaiting task's await area (no
  * when_all operation, no environment queries), all but the last child are
- * queued on the worker for thieves and the last starts at once, nested.
+ * queued on the worker for thieves (unless the worker already has work
+ * queued: then they run nested after the last, and are queued only if the
+ * stack suspends first) and the last starts at once, nested.
  * The result and everything the children observe are when_all's: values
  * in order, the first error or stopped wins and asks the others to stop
  * (their stop token is the when_all's own), the awaiting task's stop
