@@ -184,8 +184,6 @@ static inline ex_sender *exi_reject1(int code, const char *msg, ex_sender *in) {
 /* Starts an allocated block where the allocation-free path has none. */
 ex_sender *exi_oom_sender(void);
 
-#endif
-
 /* ------------------------------------------ schedule ops of queued resources */
 
 /* The schedule operation of a resource with a queue (run_loop, pool): its
@@ -215,3 +213,5 @@ ex_sender *exi_write_env(ex_sender *child, const ex_key *key, ex_value value, co
 
 /* continues_on to the scheduler found under exi_key_on_orig at connect. */
 ex_sender *exi_continues_on_orig(ex_sender *child);
+
+#endif

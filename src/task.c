@@ -30,6 +30,7 @@
 
 #include "exi_core.h"
 #include "exi_fiber.h"
+#include "exi_join.h"
 #include "exi_pool.h"
 #include "exi_stack.h"
 
@@ -805,8 +806,7 @@ static void task_destroy(ex_operation *op) { release_hop((ex_task *)op); }
 
 static const ex_operation_vtable task_op_vt = { task_start, task_destroy };
 
-static void task_fill(ex_task *t, const task_sender *ts, ex_receiver r, const ex_allocator *alloc);
-static inline void task_fill_plain(ex_task *t, const task_sender *ts, ex_receiver r, const ex_allocator *alloc);
+static inline void task_fill(ex_task *t, const task_sender *ts, ex_receiver r, const ex_allocator *alloc);
 
 static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
     task_sender *ts = (task_sender *)(uintptr_t)s;
@@ -824,49 +824,37 @@ static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
         return ex_err(EX_EINVAL, "ex_task: the receiver's environment has no scheduler (give one with "
                                  "ex_write_env or ex_starts_on, or create the task with EX_TASK_INLINE)");
     }
-    if (ts->plain) task_fill_plain(t, ts, r, ex_get_allocator(env));
-    else task_fill(t, ts, r, ts->opt.allocator ? ts->opt.allocator : ex_get_allocator(env));
+    task_fill(t, ts, r, ts->opt.allocator ? ts->opt.allocator : ex_get_allocator(env));
     return ex_ok();
 }
 
-/* What connect sets besides the scheduler (and the zeroed fields). */
-static void task_fill(ex_task *t, const task_sender *ts, ex_receiver r, const ex_allocator *alloc) {
+/* What connect sets besides the scheduler (and the zeroed fields); plain
+ * (ts->plain, a constant at each call of task_fill below) makes a plain
+ * task's sizes constants. */
+static inline __attribute__((always_inline)) void task_fill_as(ex_task *t, const task_sender *ts, ex_receiver r,
+                                                               const ex_allocator *alloc, bool plain) {
+    const ex_task_options *o = &ts->opt;
     t->base.vt = &task_op_vt;
     t->r = r;
     t->fn = ts->fn;
     t->arg = ts->arg;
-    t->user_env = ts->opt.env;
+    t->user_env = plain ? (ex_env){ 0 } : o->env;
     t->alloc = alloc;
-    t->stack_alloc = ts->opt.stack_allocator ? ts->opt.stack_allocator : exi_guarded_stack_allocator();
-    size_t usable = ts->opt.stack_size ? ts->opt.stack_size : EX_TASK_STACK_DEFAULT;
+    bool own_stacks = !plain && o->stack_allocator;
+    t->stack_alloc = own_stacks ? o->stack_allocator : exi_guarded_stack_allocator();
+    size_t usable = !plain && o->stack_size ? o->stack_size : EX_TASK_STACK_DEFAULT;
     t->stack_need = (usable + 15) & ~(size_t)15;
-    t->stack_size = ts->opt.stack_allocator ? t->stack_need : t->stack_need * STACK_RESERVE_FACTOR;
+    t->stack_size = own_stacks ? t->stack_need : t->stack_need * STACK_RESERVE_FACTOR;
     t->await_size = ex_task_await_inline_size(t->stack_need);
     t->block_size = t->stack_size + sizeof(task_area) + t->await_size;
     t->env_node.query = task_env_query;
     t->await_env_node.query = await_env_query;
 }
 
-/* task_fill for a plain task (see task_sender) with allocator alloc: the
- * sizes are constants. */
-#define PLAIN_NEED EX_TASK_STACK_DEFAULT
-#define PLAIN_AWAIT (PLAIN_NEED / 16 > EX_TASK_AWAIT_INLINE ? EX_TASK_AWAIT_INLINE : PLAIN_NEED / 16)
-static inline void task_fill_plain(ex_task *t, const task_sender *ts, ex_receiver r, const ex_allocator *alloc) {
-    t->base.vt = &task_op_vt;
-    t->r = r;
-    t->fn = ts->fn;
-    t->arg = ts->arg;
-    t->user_env = (ex_env){ 0 };
-    t->alloc = alloc;
-    t->stack_alloc = exi_guarded_stack_allocator();
-    t->stack_need = PLAIN_NEED;
-    t->stack_size = PLAIN_NEED * STACK_RESERVE_FACTOR;
-    t->await_size = PLAIN_AWAIT;
-    t->block_size = PLAIN_NEED * STACK_RESERVE_FACTOR + sizeof(task_area) + PLAIN_AWAIT;
-    t->env_node.query = task_env_query;
-    t->await_env_node.query = await_env_query;
+static inline void task_fill(ex_task *t, const task_sender *ts, ex_receiver r, const ex_allocator *alloc) {
+    if (ts->plain) task_fill_as(t, ts, r, alloc, true);
+    else task_fill_as(t, ts, r, alloc, false);
 }
-_Static_assert(PLAIN_AWAIT >= 256 && PLAIN_NEED % 16 == 0, "ex_task_await_inline_size of the default stack");
 
 static const ex_sender_vtable task_vt = { "ex_task_create", task_connect, NULL, NULL };
 
@@ -914,7 +902,6 @@ ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt) 
  * the first error or stopped wins and asks the others to stop; the
  * receiver's stop request forwarded; nothing starts when stop was already
  * requested); only the queueing differs. */
-enum { FORK_STARTED, FORK_ERROR, FORK_STOPPED };
 
 /* Stop linking.  A fork forwards its task's stop requests to its own
  * source, as when_all does, but a fork awaited by a child of another fork
@@ -951,10 +938,7 @@ struct fork_op {
     ex_operation base;
     ex_task *p;              /* the awaiting task */
     size_t n;
-    uint32_t count;          /* children not yet completed */
-    uint32_t disposition;
-    ex_error err;            /* written by the first error only */
-    ex_stop_source stop;     /* the children's token */
+    exi_join join;           /* count, disposition, the children's stop source (when_all's rule) */
     ex_stop_callback on_stop;  /* on the awaiting task's token, once linked */
     fork_op *up;             /* the fork the awaiting task is a child of, if linking lazily */
     uint32_t link;           /* UNLINKED, LINKING, LINKED */
@@ -970,12 +954,12 @@ _Static_assert(alignof(fork_op) <= alignof(max_align_t), "a fork goes at the sta
 static void fork_complete(fork_op *f) {
     if (exi_load_acq_u32(&f->link) == LINKED) ex_stop_callback_deregister(&f->on_stop);
     ex_task *p = f->p;
-    uint32_t d = exi_load_acq_u32(&f->disposition);
-    if (d == FORK_ERROR) {
-        await_error(p, f->err);
+    uint32_t d = exi_load_acq_u32(&f->join.disposition);
+    if (d == EXI_JOIN_ERROR) {
+        await_error(p, f->join.err);
         return;
     }
-    if (d == FORK_STOPPED) {
+    if (d == EXI_JOIN_STOPPED) {
         await_stopped(p);
         return;
     }
@@ -1012,30 +996,21 @@ static void fork_complete(fork_op *f) {
  * child that reads 1 is the last, every other arrival is behind it, and
  * no read-modify-write is needed. */
 static void fork_arrive(fork_op *f) {
-    if (exi_load_acq_u32(&f->link) != LINKED && exi_load_acq_u32(&f->count) == 1) {
-        exi_store_rlx_u32(&f->count, 0);
+    if (exi_load_acq_u32(&f->link) != LINKED && exi_load_acq_u32(&f->join.count) == 1) {
+        exi_store_rlx_u32(&f->join.count, 0);
         fork_complete(f);
         return;
     }
-    if (exi_faa_u32(&f->count, (uint32_t)-1) == 1) fork_complete(f);
+    if (exi_join_arrive(&f->join)) fork_complete(f);
 }
 
 /* Every request on a fork's source is counted (see "Stop linking"). */
-static void fork_request_stop(fork_op *f) {
-    (void)exi_stop_source_request_stop_counted(&f->stop, &fork_stops_begun, &fork_stops_done);
-}
-
-static void fork_fail(fork_op *f, ex_error e) {
-    if (exi_fas_u32(&f->disposition, FORK_ERROR) != FORK_ERROR) {
-        f->err = e;
-        fork_request_stop(f);
-    }
-}
+static void fork_fail(fork_op *f, ex_error e) { exi_join_fail(&f->join, e, &fork_stops_begun, &fork_stops_done); }
 
 static void fork_value(void *self, const ex_value *v, size_t n) {
     fork_slot *sl = self;
     fork_op *f = sl->f;
-    if (exi_load_acq_u32(&f->disposition) == FORK_STARTED) {
+    if (exi_load_acq_u32(&f->join.disposition) == EXI_JOIN_VALUE) {
         bool tuples = false;
         for (size_t i = 0; i < n && i < sl->cap; i++) {
             sl->v[i] = v[i];
@@ -1062,8 +1037,7 @@ static void fork_error(void *self, ex_error e) {
 
 static void fork_stopped(void *self) {
     fork_op *f = ((fork_slot *)self)->f;
-    uint32_t expected = FORK_STARTED;
-    if (exi_cas_u32(&f->disposition, &expected, FORK_STOPPED)) fork_request_stop(f);
+    exi_join_stopped(&f->join, &fork_stops_begun, &fork_stops_done);
     fork_arrive(f);
 }
 
@@ -1077,7 +1051,7 @@ static void fork_link(fork_op *f) {
     if (st == LINKED) return;
     if (st == UNLINKED && exi_cas_u32(&f->link, &st, LINKING)) {
         fork_link(f->up);
-        (void)ex_stop_callback_register(&f->on_stop, ex_stop_source_token(&f->up->stop), fork_stop_cb);
+        (void)ex_stop_callback_register(&f->on_stop, ex_stop_source_token(&f->up->join.stop), fork_stop_cb);
         exi_store_rel_u32(&f->link, LINKED);
         return;
     }
@@ -1097,7 +1071,7 @@ static bool fork_up_stopped(const fork_op *up, uint64_t *epoch) {
     }
     *epoch = exi_load_acq_u64(&fork_stops_done);  /* before the walk */
     for (const fork_op *x = up; x; x = x->up) {
-        if (ex_stop_source_stop_requested(&x->stop)) return true;
+        if (ex_stop_source_stop_requested(&x->join.stop)) return true;
         if (exi_load_acq_u32(&x->link) == LINKED) return false;  /* follows everything above */
     }
     return false;
@@ -1110,7 +1084,7 @@ static bool fork_env_query(const ex_env_node *n, const ex_key *key, ex_value *ou
     fork_op *f = EXI_CONTAINER_OF(n, fork_op, env_node);
     if (key == &ex_key_get_stop_token) {
         fork_link(f);
-        *out = ex_token_value(ex_stop_source_token(&f->stop));
+        *out = ex_token_value(ex_stop_source_token(&f->join.stop));
         return true;
     }
     ex_env e = { &f->p->await_env_node, 0 };
@@ -1124,16 +1098,11 @@ static ex_env fork_env(void *self) {
 
 static const ex_receiver_vtable fork_rcvr_vt = { fork_value, fork_error, fork_stopped, fork_env, NULL };
 
-/* The awaiting task's stop request, forwarded; holds an arrival around it
- * as when_all does (a child completing inside must not complete the fork
- * while request_stop still walks f->stop). */
+/* The awaiting task's stop request, forwarded (exi_join.h). */
 static void fork_stop_cb(ex_stop_callback *cb) {
     fork_op *f = EXI_CONTAINER_OF(cb, fork_op, on_stop);
-    uint32_t c = exi_load_acq_u32(&f->count);
-    do {
-        if (c == 0) return;
-    } while (!exi_cas_u32(&f->count, &c, c + 1));
-    fork_request_stop(f);
+    if (!exi_join_hold(&f->join)) return;
+    exi_join_request_stop(&f->join, &fork_stops_begun, &fork_stops_done);
     fork_arrive(f);
 }
 
@@ -1208,9 +1177,7 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
     f->base.vt = &fork_op_vt;
     f->p = p;
     f->n = 0;
-    f->count = (uint32_t)n;
-    f->disposition = FORK_STARTED;
-    f->err = ex_ok();
+    exi_join_init(&f->join, (uint32_t)n);
     f->env_node.query = fork_env_query;
     /* A child only the when_all holds, which only this await holds, cannot
      * be connected by anyone else meanwhile: no read-modify-write. */
@@ -1237,11 +1204,9 @@ static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
          * completed (each releases what it holds before): children borrow it. */
         c->sched = p->sched;
         c->sched_borrowed = true;
-        if (ts->plain) task_fill_plain(c, ts, (ex_receiver){ &fork_rcvr_vt, sl }, p->alloc);
-        else task_fill(c, ts, (ex_receiver){ &fork_rcvr_vt, sl }, ts->opt.allocator ? ts->opt.allocator : p->alloc);
+        task_fill(c, ts, (ex_receiver){ &fork_rcvr_vt, sl }, ts->opt.allocator ? ts->opt.allocator : p->alloc);
         f->n = i + 1;
     }
-    f->stop = (ex_stop_source)EX_STOP_SOURCE_INIT;
     p->await_op = &f->base;
     p->await_sender = s;
     p->await_out = out;

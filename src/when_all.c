@@ -1,13 +1,11 @@
 /* when_all.c - [exec.when.all].
  *
  * One block: the header, one slot per child (its values, borrowed tuple
- * storage, its receiver identity), then the children's operations.  An
- * atomic count of children still running decides who completes; an atomic
- * disposition (started / error / stopped) decides with what. */
+ * storage, its receiver identity), then the children's operations.  Who
+ * completes, and with what, is exi_join's rule (shared with the task fork). */
 #include "exi_atomic.h"
 #include "exi_core.h"
-
-enum { DISP_STARTED, DISP_ERROR, DISP_STOPPED };
+#include "exi_join.h"
 
 struct when_all_op;
 
@@ -25,10 +23,7 @@ typedef struct when_all_op {
     ex_operation base;
     ex_receiver r;
     size_t n;
-    uint32_t count;        /* children not yet completed */
-    uint32_t disposition;
-    ex_error err;          /* written by the first error only */
-    ex_stop_source stop;   /* children's stop token */
+    exi_join join;         /* count, disposition, the children's stop source */
     ex_stop_callback on_stop;  /* on the receiver's token */
     ex_env_pair child_env;
     const ex_allocator *alloc;
@@ -37,30 +32,22 @@ typedef struct when_all_op {
 
 typedef exi_when_all_sender when_all_sender;  /* exi_core.h: the fork in task.c reads it */
 
-/* The receiver asked for stop: forward it to the children.  Children may
- * complete inside that request, and the last one would complete (and let
- * the receiver free) this operation while request_stop still walks o->stop;
- * so the callback holds one arrival of its own around the request.  If the
- * count is already zero the operation is completing on another thread
- * (which waits for this callback in its deregistration): nothing to do. */
 static void arrive(when_all_op *o);
 
+/* The receiver asked for stop: forward it to the children (exi_join.h). */
 static void request_stop_cb(ex_stop_callback *cb) {
     when_all_op *o = EXI_CONTAINER_OF(cb, when_all_op, on_stop);
-    uint32_t c = exi_load_acq_u32(&o->count);
-    do {
-        if (c == 0) return;
-    } while (!exi_cas_u32(&o->count, &c, c + 1));
-    ex_stop_source_request_stop(&o->stop);
+    if (!exi_join_hold(&o->join)) return;
+    exi_join_request_stop(&o->join, NULL, NULL);
     arrive(o);
 }
 
 static void complete(when_all_op *o) {
     ex_stop_callback_deregister(&o->on_stop);
-    uint32_t d = exi_load_acq_u32(&o->disposition);
-    if (d == DISP_ERROR) {
-        ex_set_error(o->r, o->err);
-    } else if (d == DISP_STOPPED) {
+    uint32_t d = exi_load_acq_u32(&o->join.disposition);
+    if (d == EXI_JOIN_ERROR) {
+        ex_set_error(o->r, o->join.err);
+    } else if (d == EXI_JOIN_STOPPED) {
         ex_set_stopped(o->r);
     } else {
         ex_value all[EX_MAX_ARITY];
@@ -78,20 +65,15 @@ static void complete(when_all_op *o) {
 }
 
 static void arrive(when_all_op *o) {
-    if (exi_faa_u32(&o->count, (uint32_t)-1) == 1) complete(o);
+    if (exi_join_arrive(&o->join)) complete(o);
 }
 
-static void fail(when_all_op *o, ex_error e) {
-    if (exi_fas_u32(&o->disposition, DISP_ERROR) != DISP_ERROR) {
-        o->err = e;
-        ex_stop_source_request_stop(&o->stop);
-    }
-}
+static void fail(when_all_op *o, ex_error e) { exi_join_fail(&o->join, e, NULL, NULL); }
 
 static void wa_set_value(void *self, const ex_value *v, size_t n) {
     wa_slot *s = self;
     when_all_op *o = s->op;
-    if (exi_load_acq_u32(&o->disposition) == DISP_STARTED) {
+    if (exi_load_acq_u32(&o->join.disposition) == EXI_JOIN_VALUE) {
         if (n > s->cap) {
             fail(o, ex_err(EX_EINVAL, "ex_when_all: a child sent more values than its signature allows"));
         } else {
@@ -111,8 +93,7 @@ static void wa_set_error(void *self, ex_error e) {
 
 static void wa_set_stopped(void *self) {
     when_all_op *o = ((wa_slot *)self)->op;
-    uint32_t expected = DISP_STARTED;
-    if (exi_cas_u32(&o->disposition, &expected, DISP_STOPPED)) ex_stop_source_request_stop(&o->stop);
+    exi_join_stopped(&o->join, NULL, NULL);
     arrive(o);
 }
 
@@ -153,13 +134,10 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->base.vt = &wa_op_vt;
     o->r = r;
     o->n = ws->n;
-    o->count = (uint32_t)ws->n;
-    o->disposition = DISP_STARTED;
-    o->err = ex_ok();
-    ex_stop_source_init(&o->stop);
+    exi_join_init(&o->join, (uint32_t)ws->n);
     ex_env env = ex_receiver_env(r);
     o->alloc = ex_get_allocator(env);
-    ex_env_pair_init(&o->child_env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&o->stop)),
+    ex_env_pair_init(&o->child_env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&o->join.stop)),
                      ex_env_forward(env));
     o->child_env.key2 = &ex_key_get_allocator;  /* a shortcut for deep nesting */
     o->child_env.value2 = ex_alloc_value(o->alloc);
