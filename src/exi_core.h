@@ -91,6 +91,12 @@ bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *begun, ui
  * flag and incrementing *done (a test widens that window with it). */
 extern void (*exi_stop_counted_hook)(void);
 
+/* A pool's jemalloc allocator: a parked one with at least `arenas` arenas
+ * (stats counted from now), else a new one; and parking it again when the
+ * pool goes (never freed: blocks from it stay valid; jemalloc.c). */
+ex_error exi_jemalloc_acquire(unsigned arenas, ex_jemalloc_allocator **out);
+void exi_jemalloc_park(ex_jemalloc_allocator *j);
+
 /* The built-in default's recycling allocator (NULL until it exists, or if
  * the default fell back to plain libc).  exi_builtin_of(a): it, when a is
  * it, else NULL, so hot paths can use its inline entry points. */

@@ -23,6 +23,7 @@ static int je_arena_create(unsigned *out) { static unsigned n; *out = n++; retur
 static int je_tcache_create(unsigned *out) { *out = 0; return 0; }
 static void je_tcache_destroy(unsigned tc) { (void)tc; }
 static void je_arena_destroy(unsigned a) { (void)a; }
+static void je_arena_purge(unsigned a) { (void)a; }
 static void *je_alloc(size_t size, size_t align, unsigned arena, unsigned tc) {
     (void)arena, (void)tc;
     void *p = NULL;
@@ -54,6 +55,13 @@ static void je_tcache_destroy(unsigned tc) { (void)exi_je_mallctl("tcache.destro
 static void je_arena_destroy(unsigned a) {
     char name[64];
     snprintf(name, sizeof name, "arena.%u.destroy", a);
+    (void)exi_je_mallctl(name, NULL, NULL, NULL, 0);
+}
+/* Gives the arena's unused dirty pages back to the system now; its
+ * allocations stay valid. */
+static void je_arena_purge(unsigned a) {
+    char name[64];
+    snprintf(name, sizeof name, "arena.%u.purge", a);
     (void)exi_je_mallctl(name, NULL, NULL, NULL, 0);
 }
 /* jemalloc's size classes are 16-byte aligned already: asking for an
@@ -145,6 +153,10 @@ struct ex_jemalloc_allocator {
     uint32_t next_slot;
     uint64_t failures;
     uint64_t retired_allocations, retired_frees, retired_bytes, retired_peak;  /* under mu */
+    /* A pool's allocator is never destroyed but parked for the next pool
+     * (exi_jemalloc_acquire): its stats then start from this baseline. */
+    ex_alloc_stats baseline;
+    struct ex_jemalloc_allocator *idle_next;
 };
 
 static EXI_TLS struct { uint64_t id; jthread *t; } last;
@@ -464,12 +476,13 @@ static void j_stats(void *ctx, ex_alloc_stats *out) {
         b += exi_load_rlx_u64(&t->bytes);
         pk += exi_load_rlx_u64(&t->peak);
     }
+    ex_alloc_stats base = j->baseline;
     pthread_mutex_unlock(&j->mu);
-    out->allocations = a;
-    out->frees = f;
-    out->failures = exi_load_rlx_u64(&j->failures);
-    out->bytes_in_use = b;
-    out->peak_bytes = pk;
+    out->allocations = a - base.allocations;
+    out->frees = f - base.frees;
+    out->failures = exi_load_rlx_u64(&j->failures) - base.failures;
+    out->bytes_in_use = b - base.bytes_in_use;
+    out->peak_bytes = pk - base.peak_bytes;
 }
 
 ex_error ex_jemalloc_allocator_create(unsigned arenas, ex_jemalloc_allocator **out) {
@@ -528,4 +541,57 @@ void ex_jemalloc_allocator_destroy(ex_jemalloc_allocator *j) {
     for (unsigned a = 0; a < j->narenas; a++) je_arena_destroy(j->arenas[a]);
     free(j->remotes);
     free(j);
+}
+
+/* ------------------------------------------------------- a pool's arenas
+ *
+ * A pool's allocator outlives the pool: a task or an operation that got
+ * frames from it may return them after the pool is gone (a task finishing
+ * away from its pool, an operation freed after ex_pool_destroy), and
+ * jemalloc's arena.destroy would take those blocks with it.  So destroy
+ * parks the allocator here instead, with its arenas' dirty pages purged,
+ * and the next pool takes it back: arenas are created only when no parked
+ * allocator has enough (a process that creates and destroys pools keeps
+ * the address space of its largest set of live pools, not of every pool
+ * it ever made).  Parked allocators are never freed. */
+static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
+static ex_jemalloc_allocator *idle_list;
+
+ex_error exi_jemalloc_acquire(unsigned arenas, ex_jemalloc_allocator **out) {
+    pthread_mutex_lock(&idle_mu);
+    ex_jemalloc_allocator **best = NULL;
+    for (ex_jemalloc_allocator **it = &idle_list; *it; it = &(*it)->idle_next)
+        if ((*it)->narenas >= arenas && (!best || (*it)->narenas < (*best)->narenas)) best = it;
+    ex_jemalloc_allocator *j = best ? *best : NULL;
+    if (j) *best = j->idle_next;
+    pthread_mutex_unlock(&idle_mu);
+    if (!j) return ex_jemalloc_allocator_create(arenas, out);
+    j->idle_next = NULL;
+    ex_alloc_stats now;
+    j->baseline = (ex_alloc_stats){ 0 };
+    j_stats(j, &now);
+    pthread_mutex_lock(&j->mu);
+    j->baseline = now;
+    pthread_mutex_unlock(&j->mu);
+    *out = j;
+    return ex_ok();
+}
+
+void exi_jemalloc_park(ex_jemalloc_allocator *j) {
+    if (!j) return;
+    /* The calling thread's cached blocks and batches go back first, so
+     * the purge below can return their pages. */
+    pthread_mutex_lock(&j->mu);
+    jthread *t = last.id == j->id ? last.t : NULL;
+    if (t) {
+        for (unsigned c = 0; c < NCLASSES; c++) {
+            while (t->cache[c].n) release(j, t, t->slot, c, t->cache[c].items[--t->cache[c].n]);
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    for (unsigned a = 0; a < j->narenas; a++) je_arena_purge(j->arenas[a]);
+    pthread_mutex_lock(&idle_mu);
+    j->idle_next = idle_list;
+    idle_list = j;
+    pthread_mutex_unlock(&idle_mu);
 }

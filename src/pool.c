@@ -63,6 +63,9 @@ struct ex_pool {
     uint32_t stopping;
     pthread_mutex_t shutdown_mu;  /* serialises shutdown; `shut` under it */
     bool shut;
+    const void *shutting_thread;  /* exi_thread_id() of the thread inside shutdown, else NULL */
+    uint32_t forked;          /* this process is a fork() child of the one that created the pool */
+    struct ex_pool *reg_prev, *reg_next;  /* the registry of live pools (fork handling) */
     uint32_t next_home;       /* round-robin inbox choice for new submitting threads */
     uint32_t holders;         /* handles taken minus dropped off the workers (int32); a futex word */
     uint32_t closing;         /* destroy is waiting for the handles */
@@ -140,6 +143,13 @@ static void notify(ex_pool *p) {
 
 static bool stopping(ex_pool *p) { return exi_load_acq_u32(&p->stopping) != 0; }
 
+/* Why p refuses work (it is stopping). */
+static ex_error refused(ex_pool *p) {
+    if (exi_load_rlx_u32(&p->forked))
+        return ex_err(EX_ESHUTDOWN, "ex_pool: the pool was created before fork(); it has no workers in this process");
+    return ex_err(EX_ESHUTDOWN, "ex_pool: the pool is shutting down");
+}
+
 static unsigned home_inbox(ex_pool *p) {
     if (tls_home.pool_id != p->id) {
         tls_home.pool_id = p->id;
@@ -152,7 +162,7 @@ static unsigned home_inbox(ex_pool *p) {
 static ex_error submit(ex_pool *p, ex_work *w) {
     exi_worker *me = tls_worker;
     if (me && me->pool == p) {
-        if (stopping(p)) return ex_err(EX_ESHUTDOWN, "ex_pool: the pool is shutting down");
+        if (stopping(p)) return refused(p);
         if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);  /* growth failed: never lose work */
         notify(p);
         return ex_ok();
@@ -162,7 +172,7 @@ static ex_error submit(ex_pool *p, ex_work *w) {
     exi_faa_u32(&q->gate, 1);
     if (stopping(p)) {
         exi_faa_u32(&q->gate, (uint32_t)-1);
-        return ex_err(EX_ESHUTDOWN, "ex_pool: the pool is shutting down");
+        return refused(p);
     }
     exi_inbox_push(q, w);
     /* Still under the gate: once w is queued it may run and complete, and
@@ -336,7 +346,7 @@ static ex_error pool_yield(void *self, ex_work *w) {
     ex_pool *p = self;
     exi_worker *me = tls_worker;
     if (!me || me->pool != p) return submit(p, w);
-    if (stopping(p)) return ex_err(EX_ESHUTDOWN, "ex_pool: the pool is shutting down");
+    if (stopping(p)) return refused(p);
     exi_inbox_push(&me->inbox, w);
     notify(p);
     return ex_ok();
@@ -473,6 +483,50 @@ ex_scheduler ex_pool_scheduler(ex_pool *p) {
     return s;
 }
 
+/* ------------------------------------------------------------------- fork
+ *
+ * fork() copies only the calling thread: in the child, a pool of the
+ * parent has no workers, and work queued on it would wait for ever.  Every
+ * live pool is in a registry; the child's fork handler marks each one
+ * stopping and forked, so using it is the clear EX_ESHUTDOWN of a stopped
+ * pool, and shutdown and destroy refuse it (EX_EINVAL): they would join
+ * threads that are not there and cancel the parent's operations.  The
+ * child may create pools of its own. */
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static ex_pool *registry;
+static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+
+static void registry_prefork(void) { pthread_mutex_lock(&registry_mu); }
+static void registry_postfork_parent(void) { pthread_mutex_unlock(&registry_mu); }
+static void registry_postfork_child(void) {
+    for (ex_pool *p = registry; p; p = p->reg_next) {
+        exi_store_rlx_u32(&p->forked, 1);
+        exi_store_rel_u32(&p->stopping, 1);
+    }
+    pthread_mutex_unlock(&registry_mu);
+}
+static void install_fork_handlers(void) {
+    (void)pthread_atfork(registry_prefork, registry_postfork_parent, registry_postfork_child);
+}
+
+static void registry_add(ex_pool *p) {
+    (void)pthread_once(&fork_handlers_once, install_fork_handlers);
+    pthread_mutex_lock(&registry_mu);
+    p->reg_prev = NULL;
+    p->reg_next = registry;
+    if (registry) registry->reg_prev = p;
+    registry = p;
+    pthread_mutex_unlock(&registry_mu);
+}
+
+static void registry_remove(ex_pool *p) {
+    pthread_mutex_lock(&registry_mu);
+    if (p->reg_prev) p->reg_prev->reg_next = p->reg_next;
+    else registry = p->reg_next;
+    if (p->reg_next) p->reg_next->reg_prev = p->reg_prev;
+    pthread_mutex_unlock(&registry_mu);
+}
+
 /* ------------------------------------------------------- create / destroy */
 
 unsigned ex_pool_size(const ex_pool *p) { return p ? p->n : 0; }
@@ -521,7 +575,7 @@ static void free_pool(ex_pool *p) {
     if (p->idle) ex_deallocate(a, p->idle, p->idle_words * sizeof(uint64_t), alignof(uint64_t));
     if (p->trace_path) ex_deallocate(a, p->trace_path, strlen(p->trace_path) + 1, 1);
     pthread_mutex_destroy(&p->shutdown_mu);
-    ex_jemalloc_allocator_destroy(p->arenas);
+    exi_jemalloc_park(p->arenas);
     ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
 }
 
@@ -616,7 +670,7 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
     p->frame_alloc = c.allocator;
     if (!c.allocator && c.frames == EX_POOL_FRAMES_ARENAS) {
         /* Workers beyond the allocator's 1024 arenas share them (index modulo). */
-        ex_error e = ex_jemalloc_allocator_create(n < 1024 ? n : 1024, &p->arenas);
+        ex_error e = exi_jemalloc_acquire(n < 1024 ? n : 1024, &p->arenas);
         if (e.code) {
             pthread_mutex_destroy(&p->shutdown_mu);
             ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
@@ -672,20 +726,35 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
         }
         w->started = true;
     }
+    registry_add(p);
     *out = p;
+    return ex_ok();
+}
+
+/* EX_EINVAL when p may not be shut down or destroyed from here. */
+static ex_error check_owner_call(ex_pool *p, const char *forked_msg, const char *worker_msg) {
+    if (exi_load_rlx_u32(&p->forked)) return ex_err(EX_EINVAL, forked_msg);
+    if (tls_worker && tls_worker->pool == p) return ex_err(EX_EINVAL, worker_msg);
     return ex_ok();
 }
 
 ex_error ex_pool_shutdown(ex_pool *p) {
     if (!p) return ex_err(EX_EINVAL, "ex_pool_shutdown: NULL pool");
-    if (tls_worker && tls_worker->pool == p)
-        return ex_err(EX_EINVAL, "ex_pool_shutdown: called on one of the pool's own workers");
+    ex_error e = check_owner_call(p, "ex_pool_shutdown: the pool was created before fork(), in another process",
+                                  "ex_pool_shutdown: called on one of the pool's own workers");
+    if (e.code) return e;
+    /* A cancellation this shutdown runs, calling it again: it is under way
+     * here, and ends when the outer call returns (the lock is not
+     * recursive; waiting for it here would wait for ever). */
+    if (exi_load_rlx_ptr((void *const *)&p->shutting_thread) == exi_thread_id()) return ex_ok();
     pthread_mutex_lock(&p->shutdown_mu);
     if (!p->shut) {
+        exi_store_rlx_ptr((void **)&p->shutting_thread, (void *)(uintptr_t)exi_thread_id());
         stop_workers(p);
         drain(p);
         write_trace(p);
         p->shut = true;
+        exi_store_rlx_ptr((void **)&p->shutting_thread, NULL);
     }
     pthread_mutex_unlock(&p->shutdown_mu);
     return ex_ok();
@@ -693,9 +762,12 @@ ex_error ex_pool_shutdown(ex_pool *p) {
 
 ex_error ex_pool_destroy(ex_pool *p) {
     if (!p) return ex_err(EX_EINVAL, "ex_pool_destroy: NULL pool");
-    if (tls_worker && tls_worker->pool == p)
-        return ex_err(EX_EINVAL, "ex_pool_destroy: called on one of the pool's own workers");
-    ex_error e = ex_pool_shutdown(p);
+    ex_error e = check_owner_call(p, "ex_pool_destroy: the pool was created before fork(), in another process",
+                                  "ex_pool_destroy: called on one of the pool's own workers");
+    if (e.code) return e;
+    if (exi_load_rlx_ptr((void *const *)&p->shutting_thread) == exi_thread_id())
+        return ex_err(EX_EBUSY, "ex_pool_destroy: called from a cancellation the pool's own shutdown runs");
+    e = ex_pool_shutdown(p);
     if (e.code) return e;
     /* Owning handles keep the memory: wait for the last one.  The workers
      * are joined, so their counts are final; only outside drops move. */
@@ -708,7 +780,7 @@ ex_error ex_pool_destroy(ex_pool *p) {
         struct timespec poll = { 0, 10 * 1000 * 1000 };  /* a drop that read `closing` too early */
         syscall(SYS_futex, &p->holders, FUTEX_WAIT_PRIVATE, h, &poll, NULL, 0);
     }
+    registry_remove(p);
     free_pool(p);
     return ex_ok();
 }
-

@@ -27,6 +27,7 @@
  * "carrier") and resumes it wherever it resumes.  The switch notes name
  * the task that suspended, since it may be any task on the carrier. */
 #include <sched.h>
+#include <stdlib.h>
 
 #include "exi_core.h"
 #include "exi_fiber.h"
@@ -80,6 +81,8 @@ struct ex_task {
     size_t block_size;               /* stack + area */
     size_t await_size;               /* bytes of area->await */
     const ex_allocator *stack_alloc;
+    struct held_schedulers *left;    /* holds on schedulers the task moved away from (see take_holds) */
+    ex_sig value_sig;                /* the declared value signature, when check_sig */
     ex_env_node env_node;            /* the environment inside the task */
     ex_env_node await_env_node;      /* the awaited operation's: env_node plus the nesting key */
     /* Zeroed by connect (ZERO_FROM .. ZERO_TO: a few vector stores). */
@@ -90,6 +93,7 @@ struct ex_task {
     bool nest_hop;                   /* a child awaited directly ran nested and ended elsewhere */
     bool off_sched;                  /* has carried on off its scheduler after a failed hop */
     bool sched_borrowed;             /* sched held by the awaiting task of its fork, not by it */
+    bool check_sig;                  /* the options declared a value signature: values must match it */
     uint32_t await_state;
     uint32_t direct_window;          /* starting a directly awaited child here (relaxed) */
     void *nested;                    /* deep copies of the last await's tuples */
@@ -200,11 +204,65 @@ static inline void release_hop(ex_task *t) {
     t->hop_block = NULL;
 }
 
-/* What start took besides the stack: the fiber's tool state, the stop
- * link, the scheduler handle, the hop's operation. */
+/* Holds.  A task holds every scheduler it has run on, from its start (or
+ * from its move there) until its completion has been delivered: the
+ * handle ex_change_coroutine_scheduler returns stays valid for the task's
+ * whole life, and a resource whose allocator served the task's frames
+ * cannot go away under the task's last frees (docs/design.md, "What keeps
+ * a resource alive").  The current scheduler's hold is t->sched's (unless
+ * borrowed from the awaiting task of a fork); the others live in `left`,
+ * a libc block: it is freed after the resources' allocators are done with,
+ * so it must not come from one of them. */
+typedef struct held_schedulers {
+    size_t n, cap;
+    ex_scheduler s[];
+} held_schedulers;
+
+/* What finish() and abort_start() release after the completion, copied
+ * out of the task, which the completion may destroy. */
+typedef struct holds {
+    ex_scheduler current;  /* vt NULL: none (borrowed) */
+    held_schedulers *left;
+} holds;
+
+static holds take_holds(ex_task *t) {
+    holds h = { t->sched_borrowed ? (ex_scheduler){ 0 } : t->sched, t->left };
+    t->left = NULL;
+    return h;
+}
+
+static void release_holds(holds h) {
+    if (h.current.vt) ex_scheduler_release(h.current);
+    if (!h.left) return;
+    for (size_t i = 0; i < h.left->n; i++) ex_scheduler_release(h.left->s[i]);
+    free(h.left);
+}
+
+/* Index of sch among the holds in `left`, or -1. */
+static ptrdiff_t left_find(const ex_task *t, ex_scheduler sch) {
+    if (!t->left) return -1;
+    for (size_t i = 0; i < t->left->n; i++)
+        if (ex_scheduler_equal(t->left->s[i], sch)) return (ptrdiff_t)i;
+    return -1;
+}
+
+/* Room in `left` for one more hold.  False: no memory. */
+static bool left_reserve(ex_task *t) {
+    held_schedulers *l = t->left;
+    if (l && l->n < l->cap) return true;
+    size_t cap = l ? l->cap * 2 : 4;
+    held_schedulers *g = realloc(l, sizeof *g + cap * sizeof g->s[0]);
+    if (!g) return false;
+    if (!l) g->n = 0;
+    g->cap = cap;
+    t->left = g;
+    return true;
+}
+
+/* What start took besides the stack and the holds: the fiber's tool
+ * state, the hop's operation and block (from the task's allocator). */
 static void release_run(ex_task *t) {
     if (t->stack) exi_fiber_destroy(&t->fiber);
-    if (!t->sched_borrowed) ex_scheduler_release(t->sched);
     release_hop(t);
 }
 
@@ -257,6 +315,12 @@ static void finish(ex_task *t) {
     ex_task_result_kind kind = t->stopped ? EX_TASK_STOPPED : res->kind;
     ex_error error = kind == EX_TASK_ERROR ? res->error : ex_ok();
     size_t n = kind == EX_TASK_VALUE ? res->n : 0;
+    if (kind == EX_TASK_VALUE && t->check_sig && !ex_sig_matches(&t->value_sig, res->v, n)) {
+        /* The sender promised its receiver only the declared signature. */
+        kind = EX_TASK_ERROR;
+        error = ex_err(EX_EINVAL, "ex_task: the body returned values that do not match the task's value_sig");
+        n = 0;
+    }
     ex_value v[EX_MAX_ARITY];
     const ex_value *values = res->v;  /* a nested task's result outlives its completion */
     if (t->stack) {
@@ -265,11 +329,15 @@ static void finish(ex_task *t) {
     }
     free_stack(t);
     t->result = NULL;
+    /* The holds go last: the completion and the frees above and below may
+     * use a resource's allocator (see take_holds). */
+    holds h = take_holds(t);
     if (kind == EX_TASK_ERROR) ex_set_error(r, error);
     else if (kind == EX_TASK_STOPPED) ex_set_stopped(r);
     else if (r.vt == &fork_rcvr_vt) fork_value(r.self, values, n);  /* a direct call for the fork-join step */
     else ex_set_value(r, values, n);
     if (nested) ex_deallocate(alloc, nested, nested_size, alignof(ex_value));
+    release_holds(h);
 }
 
 /* The body returns straight into `res`, read by finish() from the other
@@ -412,8 +480,10 @@ static const ex_receiver_vtable hop_receiver_vt = { hop_value, hop_error, hop_st
 static void abort_start(ex_task *t, ex_error e, bool stopped) {
     release_run(t);
     free_stack(t);
+    holds h = take_holds(t);
     if (stopped) ex_set_stopped(t->r);
     else ex_set_error(t->r, e);
+    release_holds(h);
 }
 
 /* The hop to the task's scheduler could not be made (no memory for it, the
@@ -693,7 +763,13 @@ ex_error ex_task_yield(ex_task *t) {
 ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {
     ex_scheduler prev = t->sched;
     if (!sch.vt || t->stopped) return prev;  /* a stopped task stays where it is */
-    t->sched = ex_scheduler_retain(sch);
+    /* The task keeps its hold on prev until it completes (see take_holds),
+     * so the handle returned stays valid: room for it first. */
+    bool same = ex_scheduler_equal(sch, prev);
+    if (!same && !t->sched_borrowed && !left_reserve(t)) return prev;
+    ptrdiff_t found = same ? -1 : left_find(t, sch);  /* sch held already: that hold moves to current */
+    if (!same && found < 0) ex_scheduler_retain(sch);
+    t->sched = sch;
     bool was_inline = t->inline_affinity;
     t->inline_affinity = false;
     t->must_hop = true;  /* even if the schedule completes at once, end on sch */
@@ -701,14 +777,18 @@ ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {
     ex_await_into(t, ex_schedule(sch), &moved);
     t->must_hop = false;
     t->inline_affinity = was_inline;
+    if (same) return prev;
     if (moved.status == EX_AWAIT_ERROR) {
         /* The task did not get there: it stays with its scheduler. */
         t->sched = prev;
-        ex_scheduler_release(sch);
+        if (found < 0) ex_scheduler_release(sch);
         return prev;
     }
-    if (t->sched_borrowed) t->sched_borrowed = false;  /* prev was its fork's; sch is its own */
-    else ex_scheduler_release(prev);
+    held_schedulers *l = t->left;
+    if (found >= 0) l->s[found] = l->s[--l->n];
+    if (t->sched_borrowed) t->sched_borrowed = false;  /* prev is its fork's, held until the fork ends */
+    else if (left_find(t, prev) >= 0) ex_scheduler_release(prev);  /* held there already */
+    else l->s[l->n++] = prev;
     return prev;
 }
 
@@ -840,6 +920,9 @@ static inline __attribute__((always_inline)) void task_fill_as(ex_task *t, const
     t->arg = ts->arg;
     t->user_env = plain ? (ex_env){ 0 } : o->env;
     t->alloc = alloc;
+    t->left = NULL;
+    t->check_sig = o->value_sig != NULL;
+    if (o->value_sig) t->value_sig = *o->value_sig;
     bool own_stacks = !plain && o->stack_allocator;
     t->stack_alloc = own_stacks ? o->stack_allocator : exi_guarded_stack_allocator();
     size_t usable = !plain && o->stack_size ? o->stack_size : EX_TASK_STACK_DEFAULT;

@@ -2701,7 +2701,9 @@ Test(exec_task, a_running_task_holds_its_scheduler) {
     expect_no_leaks();
 }
 
-Test(exec_task, change_coroutine_scheduler_moves_the_hold) {
+/* The task holds the scheduler it moved to and, until it completes, the one
+ * it left (the handle ex_change_coroutine_scheduler returned stays valid). */
+Test(exec_task, change_coroutine_scheduler_keeps_the_hold_it_left) {
     ex_single_thread_context stc, stc2;
     cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
     cr_assert_eq(ex_single_thread_context_init(&stc2).code, 0);
@@ -2723,7 +2725,7 @@ Test(exec_task, change_coroutine_scheduler_moves_the_hold) {
     strand_barrier(ex_strand_scheduler(from));
     strand_barrier(ex_strand_scheduler(to));
     cr_assert_eq(ex_strand_destroy(to).code, EX_EBUSY, "the task holds the scheduler it changed to");
-    cr_assert_eq(ex_strand_destroy(from).code, 0, "the task released the scheduler it left");
+    cr_assert_eq(ex_strand_destroy(from).code, EX_EBUSY, "the task holds the scheduler it left until it completes");
     gate_open(&g, 6);
     cr_assert(wait_int(&tr.done));
     cr_assert_eq(tr.r.values, 1);
@@ -2731,7 +2733,9 @@ Test(exec_task, change_coroutine_scheduler_moves_the_hold) {
     cr_assert(a.moved);
     ex_operation_free(op);
     strand_barrier(ex_strand_scheduler(to));
+    strand_barrier(ex_strand_scheduler(from));
     cr_assert_eq(ex_strand_destroy(to).code, 0);
+    cr_assert_eq(ex_strand_destroy(from).code, 0, "a completed task released the scheduler it left");
     cr_assert_eq(ex_single_thread_context_destroy(&stc2).code, 0);
     cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
     expect_no_leaks();

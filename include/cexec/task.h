@@ -134,7 +134,10 @@ typedef struct ex_task_options {
      * environment's forwarding queries.  Must outlive the task. */
     ex_env env;
     /* The value signature the body returns, for the sender's completion
-     * signatures; NULL: dynamic (checked when the values arrive). */
+     * signatures; NULL: dynamic (checked when the values arrive).  A body
+     * that returns values of another signature completes the task with
+     * set_error(EX_EINVAL) instead: the receiver gets only what the sender
+     * declared. */
     const ex_sig *value_sig;
 } ex_task_options;
 
@@ -212,7 +215,12 @@ ex_scheduler ex_task_scheduler(const ex_task *t);
 ex_error ex_task_yield(ex_task *t);
 
 /* Moves t to sch: returns the previous scheduler; when it returns, the task
- * runs on sch, and later awaits resume there.  EX_TASK_INLINE tasks switch
+ * runs on sch, and later awaits resume there.  The task keeps its hold on
+ * the previous scheduler's resource (and on every one it ran on) until it
+ * completes, so the handle returned stays valid for the task's life, and
+ * moving back to it is safe even while the resource is being destroyed
+ * (that move is refused: EX_ESHUTDOWN).  No memory to record the hold:
+ * the task does not move.  EX_TASK_INLINE tasks switch
  * too (they hop once).  If the move fails (sch refuses work, no memory for
  * the hop) the task stays with its scheduler (ex_task_scheduler tells); a
  * stop request that stops the move stops the task (ex_task_is_stopped); a

@@ -1,0 +1,349 @@
+/* lifetimes.c - what keeps an execution resource alive (docs/design.md,
+ * "What keeps a resource alive"): a pool destroyed while a task is away
+ * from it, a pool shut down from inside its own shutdown, a pool used in a
+ * fork() child, and a task whose body breaks its declared signature. */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "task_fixtures.h"
+
+TEST_SUITE(lifetimes, 60);
+
+/* ------------------------------------------- a pool destroyed under a task */
+
+/* What a task away from its pool and the thread destroying that pool share. */
+typedef struct away {
+    ex_scheduler pool_sched, other;
+    ex_pool *pool;
+    atomic_int away;             /* the task is off the pool */
+    atomic_int destroy_started;
+    atomic_int completed;        /* the task's completion has returned */
+    atomic_int completed_at_destroy_return;
+    atomic_int destroy_code;
+    atomic_int destroy_done;
+    atomic_int values;
+    atomic_int errors;
+    int slow_ms;                 /* the value handler's delay */
+    ex_env_pair env;             /* get_scheduler: the pool */
+} away;
+
+static void away_value(void *self, const ex_value *v, size_t n) {
+    away *a = self;
+    test_sleep_ms(a->slow_ms);   /* a slow handler: destroy must still wait for it */
+    bool ok = n == 1 && v[0].type == EX_T_TUPLE && v[0].as.tuple->n == 2 && v[0].as.tuple->v[1].as.i == 2;
+    atomic_fetch_add(&a->values, ok ? 1 : 100);
+    atomic_store(&a->completed, 1);
+}
+static void away_error(void *self, ex_error e) {
+    away *a = self;
+    (void)e;
+    atomic_fetch_add(&a->errors, 1);
+    atomic_store(&a->completed, 1);
+}
+static void away_stopped(void *self) { away_error(self, ex_ok()); }
+
+static ex_env away_env(void *self) { return ex_env_of_pair(&((away *)self)->env); }
+
+static const ex_receiver_vtable away_vt = { away_value, away_error, away_stopped, away_env, NULL };
+
+static void *destroy_thread(void *arg) {
+    away *a = arg;
+    if (!wait_int(&a->away)) return NULL;
+    atomic_store(&a->destroy_started, 1);
+    ex_error e = ex_pool_destroy(a->pool);
+    atomic_store(&a->completed_at_destroy_return, atomic_load(&a->completed));
+    atomic_store(&a->destroy_code, e.code);
+    atomic_store(&a->destroy_done, 1);
+    return NULL;
+}
+
+/* Waits until destroy began, then a little longer, so that a destroy that
+ * does not wait for the task would have freed the pool by now. */
+static void wait_for_destroy(away *a) {
+    TCHECK(wait_int(&a->destroy_started));
+    test_sleep_ms(50);
+}
+
+static ex_task_result body_change_back(ex_task *t, void *arg) {
+    away *a = arg;
+    ex_scheduler prev = ex_change_coroutine_scheduler(t, a->other);
+    TCHECK(ex_scheduler_equal(prev, a->pool_sched));
+    TCHECK(ex_scheduler_equal(ex_task_scheduler(t), a->other));
+    atomic_store(&a->away, 1);
+    wait_for_destroy(a);
+    /* The pool is shutting down but still held by this task: the move is
+     * refused, the task stays where it is. */
+    (void)ex_change_coroutine_scheduler(t, prev);
+    TCHECK(ex_scheduler_equal(ex_task_scheduler(t), a->other));
+    ex_await_result r = ex_await(t, ex_into_variant(ex_just(ex_int(1), ex_int(2))));
+    TCHECK(r.status == EX_AWAIT_VALUE);
+    return ex_task_values(r.n, r.v);
+}
+
+static ex_error wait_destroy_then(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    away *a = ctx;
+    atomic_store(&a->away, 1);
+    wait_for_destroy(a);
+    return ex_ok();
+}
+
+static ex_task_result body_away_in_await(ex_task *t, void *arg) {
+    away *a = arg;
+    ex_sig none = { 0, { 0 } };
+    ex_await_result r = ex_await(t, ex_then(ex_schedule(a->other), wait_destroy_then, a, none, none));
+    /* The hop back to the pool was refused: the task carries on here. */
+    TCHECK(r.status == EX_AWAIT_ERROR && r.error.code == EX_ESHUTDOWN);
+    /* The tuple's deep copy comes from the pool's allocator and is freed
+     * after the (slow) completion. */
+    r = ex_await(t, ex_into_variant(ex_just(ex_int(1), ex_int(2))));
+    TCHECK(r.status == EX_AWAIT_VALUE);
+    return ex_task_values(r.n, r.v);
+}
+
+/* Runs body as a task on a fresh pool, destroys the pool while the task is
+ * away on a single-thread context, and checks that destroy returned only
+ * after the task's completion had. */
+static void run_away(ex_task_fn body, int slow_ms) {
+    ex_single_thread_context ctx;
+    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    static away a;
+    memset(&a, 0, sizeof a);
+    a.pool = make_pool(2);
+    a.pool_sched = ex_pool_scheduler(a.pool);
+    a.other = ex_single_thread_context_scheduler(&ctx);
+    a.slow_ms = slow_ms;
+    ex_env_pair_init(&a.env, &ex_key_get_scheduler, ex_sched_value(a.pool_sched), ex_env_empty());
+    ex_sender *s = ex_task_create(body, &a, NULL);
+    ex_receiver r = { &away_vt, &a };
+    ex_operation *op = NULL;
+    cr_assert_eq(ex_connect_alloc(s, r, &op).code, 0);
+    ex_sender_release(s);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, destroy_thread, &a), 0);
+    ex_start(op);
+    cr_assert(wait_int(&a.destroy_done), "ex_pool_destroy did not return");
+    pthread_join(th, NULL);
+    cr_assert_eq(atomic_load(&a.destroy_code), 0);
+    cr_assert_eq(atomic_load(&a.completed_at_destroy_return), 1,
+                 "ex_pool_destroy returned before the task that held the pool completed");
+    cr_assert_eq(atomic_load(&a.values), 1);
+    cr_assert_eq(atomic_load(&a.errors), 0);
+    ex_operation_free(op);
+    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    EXPECT_PROBE();
+    expect_no_leaks();
+}
+
+Test(lifetimes, destroy_waits_for_a_task_that_changed_scheduler) { run_away(body_change_back, 0); }
+
+Test(lifetimes, destroy_waits_for_a_task_finishing_away_with_a_slow_handler) { run_away(body_away_in_await, 50); }
+
+Test(lifetimes, destroy_waits_for_a_task_finishing_away) { run_away(body_away_in_await, 0); }
+
+/* ---------------------------------- the returned handle outlives its moves */
+
+typedef struct moves {
+    ex_scheduler pool, s1, s2;
+    atomic_int moved;            /* the task is on s2, having left s1 */
+    atomic_int release;          /* main has checked the holds */
+} moves;
+
+/* pool -> s1 -> s2 -> s1 -> s2: every handle returned names a resource the
+ * task still holds; s1 cannot be destroyed before the task completes. */
+static ex_task_result body_many_moves(ex_task *t, void *arg) {
+    moves *m = arg;
+    ex_scheduler p1 = ex_change_coroutine_scheduler(t, m->s1);
+    ex_scheduler p2 = ex_change_coroutine_scheduler(t, m->s2);
+    ex_scheduler p3 = ex_change_coroutine_scheduler(t, p2);
+    ex_scheduler p4 = ex_change_coroutine_scheduler(t, p3);
+    TCHECK(ex_scheduler_equal(p1, m->pool));
+    TCHECK(ex_scheduler_equal(p2, m->s1));
+    TCHECK(ex_scheduler_equal(p3, m->s2));
+    TCHECK(ex_scheduler_equal(p4, m->s1));
+    TCHECK(ex_scheduler_equal(ex_task_scheduler(t), m->s2));
+    atomic_store(&m->moved, 1);
+    TCHECK(wait_int(&m->release));
+    return ex_task_values(0, NULL);
+}
+
+Test(lifetimes, a_task_holds_every_scheduler_it_left_until_it_completes) {
+    ex_pool *pool = make_pool(2);
+    ex_strand *s1, *s2;
+    cr_assert_eq(ex_strand_create(ex_pool_scheduler(pool), NULL, &s1).code, 0);
+    cr_assert_eq(ex_strand_create(ex_pool_scheduler(pool), NULL, &s2).code, 0);
+    static moves m;
+    memset(&m, 0, sizeof m);
+    m.pool = ex_pool_scheduler(pool);
+    m.s1 = ex_strand_scheduler(s1);
+    m.s2 = ex_strand_scheduler(s2);
+    static trec tr;
+    trec_init(&tr);
+    rec_with_scheduler(&tr.r, m.pool);
+    ex_receiver r = trec_receiver(&tr);
+    ex_sender *s = ex_task_create(body_many_moves, &m, NULL);
+    ex_operation *op = NULL;
+    cr_assert_eq(ex_connect_alloc(s, r, &op).code, 0);
+    ex_sender_release(s);
+    ex_start(op);
+    cr_assert(wait_int(&m.moved));
+    cr_assert_eq(ex_strand_destroy(s1).code, EX_EBUSY, "s1 was left, but the task still holds it");
+    atomic_store(&m.release, 1);
+    cr_assert(wait_int(&tr.done));
+    cr_assert_eq(tr.r.values, 1);
+    ex_operation_free(op);
+    ex_error e;
+    double deadline = test_now_s() + 20;
+    while ((e = ex_strand_destroy(s1)).code == EX_EBUSY && test_now_s() < deadline) sched_yield();
+    cr_assert_eq(e.code, 0);
+    while ((e = ex_strand_destroy(s2)).code == EX_EBUSY && test_now_s() < deadline) sched_yield();
+    cr_assert_eq(e.code, 0);
+    cr_assert_eq(ex_pool_destroy(pool).code, 0);
+    EXPECT_PROBE();
+    expect_no_leaks();
+}
+
+/* ------------------------------------------- shutdown inside its own drain */
+
+typedef struct reentry {
+    ex_pool *pool;
+    atomic_int blocker_running, release_blocker;
+    atomic_int cancelled, shutdown_code, destroy_code;
+    atomic_int outer_done;
+} reentry;
+
+static reentry R;
+
+static void blocker_run(ex_work *w) {
+    (void)w;
+    atomic_store(&R.blocker_running, 1);
+    (void)wait_int(&R.release_blocker);
+}
+
+static void reentrant_run(ex_work *w) { (void)w; }
+
+/* Cancelled by the pool's own shutdown: calls shutdown and destroy again. */
+static void reentrant_cancel(ex_work *w) {
+    (void)w;
+    if (atomic_fetch_add(&R.cancelled, 1) == 0) {
+        atomic_store(&R.shutdown_code, ex_pool_shutdown(R.pool).code);
+        atomic_store(&R.destroy_code, ex_pool_destroy(R.pool).code);
+    }
+}
+
+static void *outer_shutdown(void *arg) {
+    (void)arg;
+    (void)ex_pool_shutdown(R.pool);
+    atomic_store(&R.outer_done, 1);
+    return NULL;
+}
+
+Test(lifetimes, shutdown_called_from_a_cancellation_it_runs_returns) {
+    memset(&R, 0, sizeof R);
+    R.pool = make_pool(1);
+    ex_work blocker = { NULL, blocker_run, NULL };
+    cr_assert_eq(ex_post(ex_pool_scheduler(R.pool), &blocker).code, 0);
+    cr_assert(wait_int(&R.blocker_running));
+    enum { N = 4 };
+    ex_work items[N];
+    for (int i = 0; i < N; i++) {
+        items[i] = (ex_work){ NULL, reentrant_run, reentrant_cancel };
+        cr_assert_eq(ex_post(ex_pool_scheduler(R.pool), &items[i]).code, 0);
+    }
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, outer_shutdown, NULL), 0);
+    test_sleep_ms(20);  /* lets shutdown reach the join (not required for the checks) */
+    atomic_store(&R.release_blocker, 1);
+    cr_assert(wait_int(&R.outer_done), "ex_pool_shutdown called from its own cancellation deadlocked");
+    pthread_join(th, NULL);
+    cr_assert_eq(atomic_load(&R.cancelled), N);
+    cr_assert_eq(atomic_load(&R.shutdown_code), 0, "shutdown is idempotent, also from inside itself");
+    cr_assert_eq(atomic_load(&R.destroy_code), EX_EBUSY, "destroy from inside the shutdown is refused");
+    cr_assert_eq(ex_pool_destroy(R.pool).code, 0);
+    expect_no_leaks();
+}
+
+/* ------------------------------------------------ the declared signature */
+
+static ex_task_result body_returns_double(ex_task *t, void *arg) {
+    (void)t, (void)arg;
+    ex_value v = ex_double(1.5);
+    return ex_task_values(1, &v);
+}
+
+static ex_task_result body_returns_int(ex_task *t, void *arg) {
+    (void)t, (void)arg;
+    ex_value v = ex_int(7);
+    return ex_task_values(1, &v);
+}
+
+static ex_result run_declared_int(ex_task_fn body) {
+    ex_sig int_sig = { 1, { EX_T_INT } };
+    ex_task_options o = { 0 };
+    o.affinity = EX_TASK_INLINE;
+    o.value_sig = &int_sig;
+    return ex_sync_wait(ex_task_create(body, NULL, &o));
+}
+
+Test(lifetimes, a_task_body_breaking_its_declared_signature_is_an_error) {
+    ex_result r = run_declared_int(body_returns_double);
+    expect_error(&r, EX_EINVAL);
+    ex_result_destroy(&r);
+    r = run_declared_int(body_returns_int);
+    expect_value_int(&r, 7);
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
+
+/* --------------------------------------------------------------- fork() */
+
+/* In the child: the parent's pool refuses work at once (no hang), refuses
+ * shutdown and destroy, and a pool of the child's own works. */
+static int child_uses_pools(ex_pool *parents) {
+    ex_result r = ex_sync_wait(ex_schedule(ex_pool_scheduler(parents)));
+    bool refused = r.disposition == EX_DISP_ERROR && r.error.code == EX_ESHUTDOWN;
+    ex_result_destroy(&r);
+    if (!refused) return 1;
+    ex_work w = { NULL, reentrant_run, NULL };
+    if (ex_post(ex_pool_scheduler(parents), &w).code != EX_ESHUTDOWN) return 2;
+    if (ex_pool_shutdown(parents).code != EX_EINVAL) return 3;
+    if (ex_pool_destroy(parents).code != EX_EINVAL) return 4;
+    ex_pool *own = NULL;
+    ex_pool_config c = { 0 };
+    c.threads = 2;
+    if (ex_pool_create(&c, &own).code) return 5;
+    r = ex_sync_wait(ex_schedule(ex_pool_scheduler(own)));
+    bool ran = r.disposition == EX_DISP_VALUE;
+    ex_result_destroy(&r);
+    if (!ran) return 6;
+    if (ex_pool_destroy(own).code) return 7;
+    return 0;
+}
+
+Test(lifetimes, a_pool_of_the_parent_is_a_clear_error_in_a_fork_child) {
+    ex_pool *p = make_pool(2);
+    ex_result warm = ex_sync_wait(ex_schedule(ex_pool_scheduler(p)));  /* workers running */
+    ex_result_destroy(&warm);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) _exit(child_uses_pools(p));
+    int status = 0;
+    double deadline = test_now_s() + 20;
+    pid_t got;
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && test_now_s() < deadline) test_sleep_ms(5);
+    if (got == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        cr_assert_fail("the fork child hung using the parent's pool");
+    }
+    cr_assert(WIFEXITED(status), "the fork child died");
+    cr_assert_eq(WEXITSTATUS(status), 0, "the fork child failed check %d", WEXITSTATUS(status));
+    /* The parent's pool is untouched. */
+    ex_result r = ex_sync_wait(ex_schedule(ex_pool_scheduler(p)));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    ex_result_destroy(&r);
+    cr_assert_eq(ex_pool_destroy(p).code, 0);
+    expect_no_leaks();
+}
