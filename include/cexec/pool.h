@@ -97,12 +97,29 @@ int ex_pool_current_worker(const ex_pool *p);
  * An item still running when shutdown begins may be blocked in ex_sync_wait;
  * that wait keeps running queued items of the pool (it may be waiting for
  * one of them), so items can still run, rather than be cancelled, until the
- * last worker has finished its current item. */
+ * last worker has finished its current item.  Called again from inside a
+ * cancellation this shutdown runs (on the same thread), it returns EX_OK at
+ * once: the shutdown is under way and ends when the outer call returns.
+ * Other threads calling it meanwhile wait for it to end.
+ *
+ * fork(): in a child process, a pool created before the fork has no
+ * workers.  Its work is refused with EX_ESHUTDOWN (ex_post, schedule
+ * operations: set_error), and ex_pool_shutdown / ex_pool_destroy return
+ * EX_EINVAL and do nothing (the parent's queued work is neither run nor
+ * cancelled in the child; the child's copy of the pool is not freed).  The
+ * child may create and use pools of its own. */
 ex_error ex_pool_shutdown(ex_pool *p);
 
 /* ex_pool_shutdown, then waits until no owning scheduler handle holds the
- * pool (ex_scheduler_retain: a task running on it holds one until it
- * completes), then frees p.  No other thread may use p once this returns. */
+ * pool (ex_scheduler_retain: a task holds every scheduler it ran on until
+ * its completion has been delivered, even while it is away on another
+ * resource), then frees p.  No other thread may use p once this returns.
+ * The pool's default frame allocator (EX_POOL_FRAMES_ARENAS) is not freed
+ * but kept for the next pool: blocks allocated from it (operation states
+ * from ex_connect_alloc, say) may still be freed after this returns.
+ * Errors: EX_EINVAL (NULL; called on one of the pool's workers; a pool of
+ * the parent process after fork), EX_EBUSY (called from a cancellation the
+ * pool's own shutdown runs; nothing done). */
 ex_error ex_pool_destroy(ex_pool *p);
 
 #ifdef __cplusplus
