@@ -306,6 +306,76 @@ Test(exec_run_loop, destroy_while_running_is_ebusy) {
     expect_no_leaks();
 }
 
+/* An item that finishes its loop, then holds run() inside it until the test
+ * lets it go. */
+typedef struct rl_holder {
+    ex_work work;   /* first member */
+    ex_run_loop *loop;
+    atomic_int finished, release;
+} rl_holder;
+
+static void rl_holder_execute(ex_work *w) {
+    rl_holder *h = (rl_holder *)(void *)w;
+    ex_run_loop_finish(h->loop);
+    atomic_store(&h->finished, 1);
+    while (!atomic_load(&h->release)) sched_yield();
+}
+
+/* Issue 17 item 3: after finish() the state says finishing, but run() is
+ * still executing an item on another thread; destroy used to return EX_OK
+ * there (and destroy the mutex run() was about to lock). */
+Test(exec_run_loop, destroy_after_finish_while_run_executes_is_ebusy) {
+    ex_run_loop loop;
+    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    rl_holder h = { .loop = &loop };
+    h.work.execute = rl_holder_execute;
+    atomic_init(&h.finished, 0);
+    atomic_init(&h.release, 0);
+    ex_run_loop_push(&loop, &h.work);
+    rl_runner rn;
+    pthread_t th;
+    rl_runner_start(&rn, &loop, &th);
+    while (!atomic_load(&h.finished)) sched_yield();
+    ex_error e = ex_run_loop_destroy(&loop);
+    cr_assert_eq(e.code, EX_EBUSY, "destroy while run() executes its last item: got %d", e.code);
+    atomic_store(&h.release, 1);
+    pthread_join(th, NULL);
+    cr_assert_eq(rn.result.code, 0);
+    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    expect_no_leaks();
+}
+
+/* An item that finishes its loop and returns a moment later. */
+static void rl_finish_then_nap(ex_work *w) {
+    rl_item *it = (rl_item *)(void *)w;
+    ex_run_loop_finish(it->loop);
+    rl_nap(it->id);
+}
+
+/* The same misuse from the side of the memory: the loop lives on the heap
+ * and is freed as soon as destroy says EX_OK, so ASan reports any later
+ * touch by run(), whether while the last item still executes (even
+ * rounds) or on run()'s way out (odd rounds: no nap). */
+Test(exec_run_loop, destroy_ok_means_run_no_longer_touches_the_loop) {
+    for (int round = 0; round < 40; round++) {
+        ex_run_loop *loop = malloc(sizeof *loop);
+        cr_assert_not_null(loop);
+        cr_assert_eq(ex_run_loop_init(loop).code, 0);
+        rl_item fin;
+        rl_item_init(&fin, round % 2 ? 0 : 500, NULL, loop);
+        fin.work.execute = rl_finish_then_nap;
+        rl_runner rn;
+        pthread_t th;
+        rl_runner_start(&rn, loop, &th);
+        ex_run_loop_push(loop, &fin.work);
+        while (ex_run_loop_destroy(loop).code == EX_EBUSY) sched_yield();
+        free(loop);
+        pthread_join(th, NULL);
+        cr_assert_eq(rn.result.code, 0);
+    }
+    expect_no_leaks();
+}
+
 Test(exec_run_loop, run_one) {
     ex_run_loop loop;
     cr_assert_eq(ex_run_loop_init(&loop).code, 0);
