@@ -68,7 +68,7 @@ typedef struct owned {
 
 static ex_stop_source self_src;
 static owned *owned_cbs[OWNERS][PER_OWNER];
-static uint32_t self_go, owners_done;
+static uint32_t self_go, owners_ready, owners_done;
 static uint32_t owner_first, callback_first;  /* overlaps seen, by who deregistered first */
 
 static void owned_fn(ex_stop_callback *cb) {
@@ -87,12 +87,13 @@ static void owned_fn(ex_stop_callback *cb) {
 
 static void *owner(void *arg) {
     owned **mine = owned_cbs[(uintptr_t)arg];
-    while (!__atomic_load_n(&self_go, __ATOMIC_ACQUIRE)) sched_yield();
+    __atomic_fetch_add(&owners_ready, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&self_go, __ATOMIC_ACQUIRE)) exi_pause();
     for (int i = 0; i < PER_OWNER; i++) {
         owned *o = mine[i];
         if (o->chase)
             while (!__atomic_load_n(&o->entered, __ATOMIC_ACQUIRE)) exi_pause();
-        spin_delay(rnd(o->spin + 1));
+        spin_delay(rnd(2 * o->spin + 1));  /* before or after the self-deregistration */
         __atomic_store_n(&o->owner_began, 1, __ATOMIC_RELEASE);
         ex_stop_callback_deregister(&o->cb);
         __atomic_store_n(&o->owner_done, 1, __ATOMIC_RELEASE);
@@ -121,12 +122,14 @@ static int self_deregistration_rounds(void) {
     for (int r = 0; r < SELF_ROUNDS; r++) {
         ex_stop_source_init(&self_src);
         self_go = 0;
+        owners_ready = 0;
         owners_done = 0;
         make_owned();
         pthread_t t[OWNERS];
         for (uintptr_t i = 0; i < OWNERS; i++) pthread_create(&t[i], NULL, owner, (void *)i);
-        spin_delay(rnd(3000));
+        while (__atomic_load_n(&owners_ready, __ATOMIC_ACQUIRE) < OWNERS) sched_yield();  /* on a core, for overlaps */
         __atomic_store_n(&self_go, 1, __ATOMIC_RELEASE);
+        spin_delay(rnd(3000));
         ex_stop_source_request_stop(&self_src);
         /* A hang (the bug: an owner waiting for ever) fails the check
          * instead of blocking the run. */
