@@ -12,6 +12,7 @@ ex_error ex_run_loop_init(ex_run_loop *loop) {
     loop->count = 0;
     loop->state = EX_RUN_LOOP_STARTING;
     loop->runner = NULL;
+    loop->in_run = false;
     return ex_ok();
 }
 
@@ -46,16 +47,20 @@ static ex_work *pop_front(ex_run_loop *loop) {
 
 ex_error ex_run_loop_run(ex_run_loop *loop) {
     pthread_mutex_lock(&loop->mu);
-    if (loop->state == EX_RUN_LOOP_RUNNING) {
+    if (loop->in_run) {
         pthread_mutex_unlock(&loop->mu);
         return ex_err(EX_EINVAL, "ex_run_loop_run: the loop is already running");
     }
     if (loop->state == EX_RUN_LOOP_STARTING) loop->state = EX_RUN_LOOP_RUNNING;
     loop->runner = exi_thread_id();
+    loop->in_run = true;
     pthread_mutex_unlock(&loop->mu);
     for (ex_work *w; (w = pop_front(loop));) w->execute(w);
+    /* The last touch of the loop: once in_run is false and the mutex is
+     * released, destroy may succeed and the storage may go away. */
     pthread_mutex_lock(&loop->mu);
     loop->runner = NULL;
+    loop->in_run = false;
     pthread_mutex_unlock(&loop->mu);
     return ex_ok();
 }
@@ -84,7 +89,9 @@ size_t ex_run_loop_count(ex_run_loop *loop) {
 
 ex_error ex_run_loop_destroy(ex_run_loop *loop) {
     pthread_mutex_lock(&loop->mu);
-    bool busy = loop->count != 0 || (loop->state == EX_RUN_LOOP_RUNNING);
+    /* in_run, not state: after finish() the state says finishing while
+     * run() may still execute an item and then lock the mutex. */
+    bool busy = loop->count != 0 || loop->in_run;
     pthread_mutex_unlock(&loop->mu);
     if (busy) return ex_err(EX_EBUSY, "ex_run_loop_destroy: work is queued or the loop is running");
     pthread_cond_destroy(&loop->cv);

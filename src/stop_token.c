@@ -2,10 +2,14 @@
  *
  * The state word holds STOP (stop requested) and LOCK (the callback list is
  * being changed).  request_stop runs callbacks one at a time with the lock
- * released, so a callback may deregister itself or others.  A deregistration
- * that finds its callback already taken from the list either waits for it
- * to finish (it runs on another thread) or, when it runs on this thread,
- * tells request_stop not to touch the callback again. */
+ * released, so a callback may deregister itself or others, and it names the
+ * one it runs in the source (`running`), never in the callback: once a
+ * callback returned, request_stop does not touch it again (it may have been
+ * freed).  A deregistration that finds its callback taken from the list
+ * waits while the source still names it as running on another thread; on
+ * the requesting thread (from inside the callback) it returns at once and
+ * writes nothing to the callback, so the callback's own deregistration and
+ * its owner's, on another thread, may overlap. */
 #include <sched.h>
 
 #include "exi_atomic.h"
@@ -17,6 +21,7 @@ void ex_stop_source_init(ex_stop_source *s) {
     s->state = 0;
     s->head = NULL;
     s->stopping_thread = NULL;
+    s->running = NULL;
 }
 
 /* Takes LOCK; returns the state seen (with or without STOP). */
@@ -74,15 +79,12 @@ bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *begun, ui
         s->head = cb->next;
         if (s->head) s->head->prev = NULL;
         cb->queued = 0;
-        bool removed = false;
-        cb->removed_during_run = &removed;
+        exi_store_rel_ptr(&s->running, cb);
         unlock_list(s, STOP);
-        cb->fn(cb);
-        if (!removed) {
-            cb->removed_during_run = NULL;
-            exi_store_rel_u32(&cb->done, 1);
-        }
+        cb->fn(cb);  /* cb may be gone after this: not touched again */
         lock_list(s);
+        /* Releases the deregistrations waiting for cb (they load acquire). */
+        exi_store_rel_ptr(&s->running, NULL);
     }
     unlock_list(s, STOP);
     return true;
@@ -91,8 +93,6 @@ bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *begun, ui
 bool ex_stop_callback_register(ex_stop_callback *cb, ex_stop_token t, ex_stop_fn fn) {
     cb->fn = fn;
     cb->next = cb->prev = NULL;
-    cb->removed_during_run = NULL;
-    cb->done = 0;
     cb->queued = 0;
     cb->src = NULL;
     ex_stop_source *s = t.src;
@@ -116,29 +116,33 @@ bool ex_stop_callback_register(ex_stop_callback *cb, ex_stop_token t, ex_stop_fn
     return false;
 }
 
+/* Waits until request_stop, on another thread, has returned from cb. */
+static void wait_until_returned(ex_stop_source *s, ex_stop_callback *cb) {
+    for (unsigned spins = 0; exi_load_acq_ptr(&s->running) == cb; spins++) {
+        if (spins < 64) exi_pause();
+        else sched_yield();
+    }
+}
+
 void ex_stop_callback_deregister(ex_stop_callback *cb) {
     ex_stop_source *s = cb->src;
-    if (!s) return;
+    if (!s) return;  /* never in a list, or deregistered for good already */
     uint32_t st = lock_list(s);
     if (cb->queued) {
         if (cb->prev) cb->prev->next = cb->next;
         else s->head = cb->next;
         if (cb->next) cb->next->prev = cb->prev;
         cb->queued = 0;
-        unlock_list(s, st & STOP);
-        cb->src = NULL;
-        return;
     }
-    /* Taken by request_stop: running now or finished. */
-    bool same_thread = s->stopping_thread == exi_thread_id();
+    /* Not queued and not running means returned: no callback runs twice. */
+    bool running = exi_load_rlx_ptr(&s->running) == cb;
+    bool inside = running && s->stopping_thread == exi_thread_id();
     unlock_list(s, st & STOP);
-    if (same_thread) {
-        if (cb->removed_during_run) *cb->removed_during_run = true;
-    } else {
-        for (unsigned spins = 0; !exi_load_acq_u32(&cb->done); spins++) {
-            if (spins < 64) exi_pause();
-            else sched_yield();
-        }
-    }
+    /* From inside fn: its owner may be deregistering cb right now on another
+     * thread (reading cb->src), so leave cb alone. */
+    if (inside) return;
+    if (running) wait_until_returned(s, cb);
+    /* fn has returned or will never run, and any call from inside it
+     * happened before: later calls need not touch the source. */
     cb->src = NULL;
 }

@@ -306,6 +306,76 @@ Test(exec_run_loop, destroy_while_running_is_ebusy) {
     expect_no_leaks();
 }
 
+/* An item that finishes its loop (if any), then holds its thread inside it
+ * until the test lets it go. */
+typedef struct rl_holder {
+    ex_work work;   /* first member */
+    ex_run_loop *loop;
+    atomic_int finished, release;
+} rl_holder;
+
+static void rl_holder_execute(ex_work *w) {
+    rl_holder *h = (rl_holder *)(void *)w;
+    if (h->loop) ex_run_loop_finish(h->loop);
+    atomic_store(&h->finished, 1);
+    while (!atomic_load(&h->release)) sched_yield();
+}
+
+/* Issue 17 item 3: after finish() the state says finishing, but run() is
+ * still executing an item on another thread; destroy used to return EX_OK
+ * there (and destroy the mutex run() was about to lock). */
+Test(exec_run_loop, destroy_after_finish_while_run_executes_is_ebusy) {
+    ex_run_loop loop;
+    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    rl_holder h = { .loop = &loop };
+    h.work.execute = rl_holder_execute;
+    atomic_init(&h.finished, 0);
+    atomic_init(&h.release, 0);
+    ex_run_loop_push(&loop, &h.work);
+    rl_runner rn;
+    pthread_t th;
+    rl_runner_start(&rn, &loop, &th);
+    while (!atomic_load(&h.finished)) sched_yield();
+    ex_error e = ex_run_loop_destroy(&loop);
+    cr_assert_eq(e.code, EX_EBUSY, "destroy while run() executes its last item: got %d", e.code);
+    atomic_store(&h.release, 1);
+    pthread_join(th, NULL);
+    cr_assert_eq(rn.result.code, 0);
+    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    expect_no_leaks();
+}
+
+/* An item that finishes its loop and returns a moment later. */
+static void rl_finish_then_nap(ex_work *w) {
+    rl_item *it = (rl_item *)(void *)w;
+    ex_run_loop_finish(it->loop);
+    rl_nap(it->id);
+}
+
+/* The same misuse from the side of the memory: the loop lives on the heap
+ * and is freed as soon as destroy says EX_OK, so ASan reports any later
+ * touch by run(), whether while the last item still executes (even
+ * rounds) or on run()'s way out (odd rounds: no nap). */
+Test(exec_run_loop, destroy_ok_means_run_no_longer_touches_the_loop) {
+    for (int round = 0; round < 40; round++) {
+        ex_run_loop *loop = malloc(sizeof *loop);
+        cr_assert_not_null(loop);
+        cr_assert_eq(ex_run_loop_init(loop).code, 0);
+        rl_item fin;
+        rl_item_init(&fin, round % 2 ? 0 : 500, NULL, loop);
+        fin.work.execute = rl_finish_then_nap;
+        rl_runner rn;
+        pthread_t th;
+        rl_runner_start(&rn, loop, &th);
+        ex_run_loop_push(loop, &fin.work);
+        while (ex_run_loop_destroy(loop).code == EX_EBUSY) sched_yield();
+        free(loop);
+        pthread_join(th, NULL);
+        cr_assert_eq(rn.result.code, 0);
+    }
+    expect_no_leaks();
+}
+
 Test(exec_run_loop, run_one) {
     ex_run_loop loop;
     cr_assert_eq(ex_run_loop_init(&loop).code, 0);
@@ -769,5 +839,163 @@ Test(exec_run_loop, single_thread_context_destroy_from_its_own_thread_is_einval)
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
     cr_assert(pthread_equal(w.thread, ex_single_thread_context_thread_id(&ctx)));
     cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    expect_no_leaks();
+}
+
+/* --------------------------- single_thread_context shutdown (issue 17, 8) */
+
+/* A posted item that counts its runs; optionally posts a follow-up to its
+ * own context when it runs (during destroy: must be refused). */
+typedef struct rl_counted {
+    ex_work work;   /* first member */
+    atomic_int runs;
+    ex_single_thread_context *repost_to;
+    struct rl_counted *follow_up;
+    int repost_code;
+} rl_counted;
+
+static void rl_counted_execute(ex_work *w) {
+    rl_counted *c = (rl_counted *)(void *)w;
+    atomic_fetch_add(&c->runs, 1);
+    if (c->repost_to)
+        c->repost_code = ex_post(ex_single_thread_context_scheduler(c->repost_to), &c->follow_up->work).code;
+}
+
+static void rl_counted_init(rl_counted *c) {
+    memset(c, 0, sizeof *c);
+    c->work.execute = rl_counted_execute;
+    atomic_init(&c->runs, 0);
+}
+
+typedef struct rl_destroyer {
+    ex_single_thread_context *ctx;
+    ex_error result;
+    atomic_int done;
+} rl_destroyer;
+
+static void *rl_destroyer_main(void *arg) {
+    rl_destroyer *d = arg;
+    d->result = ex_single_thread_context_destroy(d->ctx);
+    atomic_store(&d->done, 1);
+    return NULL;
+}
+
+/* Destroy has begun while the context's thread is held in an item: from
+ * then on post, dispatch and schedule are refused with EX_ESHUTDOWN, and
+ * everything accepted before still runs exactly once.  The old destroy
+ * accepted every post (and lost those that came after run() returned). */
+Test(exec_run_loop, single_thread_context_refuses_work_once_destroy_began) {
+    enum { MAX_TRIES = 2000 };
+    ex_single_thread_context ctx;
+    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    ex_scheduler sch = ex_single_thread_context_scheduler(&ctx);
+    rl_holder h = { .loop = NULL };
+    h.work.execute = rl_holder_execute;
+    atomic_init(&h.finished, 0);
+    atomic_init(&h.release, 0);
+    cr_assert_eq(ex_post(sch, &h.work).code, 0);
+    while (!atomic_load(&h.finished)) sched_yield();
+
+    rl_counted *items = calloc(MAX_TRIES, sizeof *items);
+    cr_assert_not_null(items);
+    rl_counted reposter, follow_up;
+    rl_counted_init(&reposter);
+    rl_counted_init(&follow_up);
+    reposter.repost_to = &ctx;
+    reposter.follow_up = &follow_up;
+    cr_assert_eq(ex_post(sch, &reposter.work).code, 0);
+
+    rl_destroyer d = { .ctx = &ctx };
+    atomic_init(&d.done, 0);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, rl_destroyer_main, &d), 0);
+    int accepted = 0, code = 0;
+    while (accepted < MAX_TRIES) {
+        rl_counted_init(&items[accepted]);
+        if ((code = ex_post(sch, &items[accepted].work).code)) break;
+        accepted++;
+        rl_nap(1000);  /* let the destroyer start */
+    }
+    cr_assert_eq(code, EX_ESHUTDOWN, "post after destroy began: got %d after %d accepted", code, accepted);
+    rl_counted late;
+    rl_counted_init(&late);
+    cr_assert_eq(ex_dispatch(sch, &late.work).code, EX_ESHUTDOWN);
+    rec sr;
+    rec_init(&sr);
+    ex_sender *s = ex_schedule(sch);
+    ex_operation *op = run_start(s, &sr);
+    cr_assert_eq(sr.errors, 1, "schedule started after destroy began completes at once with an error");
+    cr_assert_eq(sr.err.code, EX_ESHUTDOWN);
+    cr_assert_eq(rec_total(&sr), 1);
+    cr_assert_eq(atomic_load(&d.done), 0, "destroy waits for the held item");
+
+    atomic_store(&h.release, 1);
+    pthread_join(th, NULL);
+    cr_assert_eq(d.result.code, 0);
+    for (int i = 0; i < accepted; i++) cr_assert_eq(atomic_load(&items[i].runs), 1, "accepted item %d", i);
+    cr_assert_eq(atomic_load(&items[accepted].runs), 0, "the refused item never runs");
+    cr_assert_eq(atomic_load(&late.runs), 0);
+    cr_assert_eq(atomic_load(&reposter.runs), 1);
+    cr_assert_eq(reposter.repost_code, EX_ESHUTDOWN, "work submitted by the drain is refused");
+    cr_assert_eq(atomic_load(&follow_up.runs), 0);
+    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, EX_EINVAL, "a second destroy does nothing");
+    run_destroy(op);
+    ex_sender_release(s);
+    free(items);
+    expect_no_leaks();
+}
+
+/* Submitters post as fast as they can while destroy runs: destroy returns
+ * EX_OK every round and every accepted item ran exactly once (the old
+ * destroy returned EX_EBUSY in about one round in five and never ran the
+ * items pushed after its thread's run() returned). */
+enum { RL_RACE_ROUNDS = 60, RL_RACE_SUBMITTERS = 2, RL_RACE_MAX = 20000 };
+
+typedef struct rl_submitter {
+    ex_single_thread_context *ctx;
+    rl_counted *items;
+    int accepted;
+    int last_code;
+} rl_submitter;
+
+static void *rl_submitter_main(void *arg) {
+    rl_submitter *s = arg;
+    ex_scheduler sch = ex_single_thread_context_scheduler(s->ctx);
+    for (s->accepted = 0; s->accepted < RL_RACE_MAX; s->accepted++) {
+        rl_counted_init(&s->items[s->accepted]);
+        if ((s->last_code = ex_post(sch, &s->items[s->accepted].work).code)) break;
+    }
+    return NULL;
+}
+
+Test(exec_run_loop, single_thread_context_destroy_racing_submitters_loses_nothing) {
+    rl_submitter sub[RL_RACE_SUBMITTERS];
+    for (int i = 0; i < RL_RACE_SUBMITTERS; i++) {
+        sub[i].items = calloc(RL_RACE_MAX, sizeof(rl_counted));
+        cr_assert_not_null(sub[i].items);
+    }
+    for (int round = 0; round < RL_RACE_ROUNDS; round++) {
+        ex_single_thread_context ctx;
+        cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+        pthread_t th[RL_RACE_SUBMITTERS];
+        for (int i = 0; i < RL_RACE_SUBMITTERS; i++) {
+            sub[i].ctx = &ctx;
+            cr_assert_eq(pthread_create(&th[i], NULL, rl_submitter_main, &sub[i]), 0);
+        }
+        for (int k = 0; k < round % 8; k++) sched_yield();
+        ex_error e = ex_single_thread_context_destroy(&ctx);
+        for (int i = 0; i < RL_RACE_SUBMITTERS; i++) pthread_join(th[i], NULL);  /* ctx's storage outlives them */
+        cr_assert_eq(e.code, 0, "round %d: destroy returned %d", round, e.code);
+        for (int i = 0; i < RL_RACE_SUBMITTERS; i++) {
+            rl_submitter *s = &sub[i];
+            cr_assert(s->accepted == RL_RACE_MAX || s->last_code == EX_ESHUTDOWN, "round %d: refused with %d", round,
+                      s->last_code);
+            for (int j = 0; j < s->accepted; j++)
+                cr_assert_eq(atomic_load(&s->items[j].runs), 1, "round %d: accepted item %d of submitter %d ran %d times",
+                             round, j, i, atomic_load(&s->items[j].runs));
+            if (s->accepted < RL_RACE_MAX) cr_assert_eq(atomic_load(&s->items[s->accepted].runs), 0);
+        }
+    }
+    for (int i = 0; i < RL_RACE_SUBMITTERS; i++) free(sub[i].items);
     expect_no_leaks();
 }

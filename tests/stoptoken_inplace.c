@@ -478,6 +478,87 @@ Test(stoptoken_inplace, deregistration_from_another_thread_waits_for_running_cal
     expect_no_leaks();
 }
 
+/* Issue 17 item 11: the callback deregisters itself (on the requesting
+ * thread: returns at once) while its owner deregisters it from another
+ * thread (waits until the callback returned).  Either may come first.  The
+ * owner's deregistration used to wait for ever for a "done" mark that the
+ * callback's own deregistration had switched off. */
+typedef struct st_selfdrop {
+    st_block blk;
+    bool owner_first;           /* the owner starts deregistering before the callback does */
+    st_dereg_thread *owner;
+    atomic_int self_dropped;    /* the callback's own deregistration returned */
+} st_selfdrop;
+
+static void st_selfdrop_fn(ex_stop_callback *cb) {
+    st_selfdrop *x = (st_selfdrop *)(void *)st_of(cb);
+    st_count(cb);
+    atomic_store(&x->blk.entered, 1);
+    if (x->owner_first) {
+        st_wait_flag(&x->owner->started);
+        st_nap(10000); /* let the owner reach its wait */
+    }
+    ex_stop_callback_deregister(cb); /* on the running thread: must not wait */
+    atomic_store(&x->self_dropped, 1);
+    st_wait_flag(&x->blk.release);
+    atomic_store(&x->blk.finished, 1);
+}
+
+/* Waits for *f with a generous deadline: a liveness check (a hang fails the
+ * test instead of blocking the suite), not a timing assertion. */
+static bool st_wait_flag_bounded(atomic_int *f) {
+    double deadline = test_now_s() + 10.0;
+    while (!atomic_load(f)) {
+        if (test_now_s() > deadline) return false;
+        st_nap(200);
+    }
+    return true;
+}
+
+static void st_selfdrop_round(bool owner_first) {
+    ex_stop_source s;
+    ex_stop_source_init(&s);
+    st_selfdrop x;
+    memset(&x, 0, sizeof x);
+    st_block_init(&x.blk, &s);
+    atomic_init(&x.self_dropped, 0);
+    st_dereg_thread d;
+    memset(&d, 0, sizeof d);
+    d.cb = &x.blk.base.cb;
+    d.watch = &x.blk.finished;
+    atomic_init(&d.started, 0);
+    atomic_init(&d.returned, 0);
+    x.owner_first = owner_first;
+    x.owner = &d;
+    cr_assert_not(ex_stop_callback_register(&x.blk.base.cb, ex_stop_source_token(&s), st_selfdrop_fn));
+
+    st_req_thread rt = { &s, false, pthread_self() };
+    pthread_t requester, owner;
+    cr_assert_eq(pthread_create(&requester, NULL, st_request_main, &rt), 0);
+    cr_assert(st_wait_flag_bounded(owner_first ? &x.blk.entered : &x.self_dropped));
+    cr_assert_eq(pthread_create(&owner, NULL, st_dereg_main, &d), 0);
+    cr_assert(st_wait_flag_bounded(&x.self_dropped), "the callback's own deregistration must not wait");
+    st_nap(10000); /* let the owner reach its wait */
+    int returned_early = atomic_load(&d.returned);
+    atomic_store(&x.blk.release, 1);
+    cr_assert(st_wait_flag_bounded(&d.returned), "the owner's deregistration hangs (owner_first=%d)", owner_first);
+    pthread_join(owner, NULL);
+    pthread_join(requester, NULL);
+
+    cr_assert_eq(returned_early, 0, "the owner's deregistration returned while the callback still ran");
+    cr_assert_eq(d.watch_at_return, 1, "the owner's deregistration returned before the callback did");
+    cr_assert(rt.result);
+    cr_assert_eq(atomic_load(&x.blk.base.calls), 1);
+    ex_stop_callback_deregister(&x.blk.base.cb); /* once more, afterwards: nothing */
+    cr_assert_eq(atomic_load(&x.blk.base.calls), 1);
+}
+
+Test(stoptoken_inplace, callback_deregistering_itself_while_its_owner_deregisters_it) {
+    st_selfdrop_round(false); /* the callback first */
+    st_selfdrop_round(true);  /* the owner first */
+    expect_no_leaks();
+}
+
 Test(stoptoken_inplace, deregistration_does_not_wait_for_other_callbacks) {
     /* Two blocking callbacks; whichever runs first blocks the requester.
      * Deregistering the other one (still queued) must return at once and

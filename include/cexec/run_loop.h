@@ -26,6 +26,7 @@ typedef struct ex_run_loop {
     size_t count;
     ex_run_loop_state state;
     const void *runner;   /* thread inside run(), for dispatch */
+    bool in_run;          /* run() has not returned: destroy is EX_EBUSY */
 } ex_run_loop;
 
 /* Initialises an empty loop in the starting state.  EX_EAGAIN if the
@@ -33,9 +34,10 @@ typedef struct ex_run_loop {
 ex_error ex_run_loop_init(ex_run_loop *loop);
 
 /* Runs items in FIFO order on the calling thread until finish() was called
- * and the queue is empty.  Returns EX_EINVAL when the loop is already
- * running (the wording's precondition: state is starting).  A loop that was
- * finished before run() drains its queue and returns. */
+ * and the queue is empty.  Returns EX_EINVAL when run() is already under way
+ * on any thread, finished or not (the wording's precondition: state is
+ * starting).  A loop that was finished before run() drains its queue and
+ * returns. */
 ex_error ex_run_loop_run(ex_run_loop *loop);
 
 /* Moves the loop to finishing; run() returns once the queue is empty.
@@ -60,8 +62,13 @@ ex_scheduler ex_run_loop_scheduler(ex_run_loop *loop);
 size_t ex_run_loop_count(ex_run_loop *loop);
 
 /* Destroys the loop.  EX_EBUSY (and nothing is destroyed) when items are
- * still queued or the loop is running: where C++ calls terminate(), cexec
- * reports the misuse. */
+ * still queued or run() has not returned yet: where C++ calls terminate(),
+ * cexec reports the misuse.  "Not returned" includes the time after
+ * finish() while run() executes its last items and leaves: destroy returns
+ * EX_OK only once run() no longer touches the loop, so a thread that
+ * finished the loop may retry on EX_EBUSY (or join the thread in run())
+ * and then free the loop's storage.  push, run_one and dispatch calls still
+ * under way on other threads are the caller's to end before destroying. */
 ex_error ex_run_loop_destroy(ex_run_loop *loop);
 
 #ifdef __cplusplus

@@ -13,18 +13,34 @@ typedef struct ex_single_thread_context {
     /* private */
     ex_run_loop loop;
     pthread_t thread;
+    uint32_t gate;   /* submissions under way; top bit: destroy has begun */
 } ex_single_thread_context;
 
 /* Starts the thread.  EX_EAGAIN when it cannot be created. */
 ex_error ex_single_thread_context_init(ex_single_thread_context *ctx);
 
-/* Schedules onto the context's thread; allocation-free. */
+/* Schedules onto the context's thread; allocation-free.  schedule()
+ * completes with set_value on the context's thread (set_stopped when the
+ * receiver's stop token has stop requested by then), or with
+ * set_error(EX_ESHUTDOWN) on the starting thread when started after destroy
+ * began.  ex_post and ex_dispatch from another thread return EX_ESHUTDOWN
+ * from then on; ex_dispatch on the context's own thread runs the item
+ * inline.  Every accepted submission runs exactly once before destroy
+ * returns. */
 ex_scheduler ex_single_thread_context_scheduler(ex_single_thread_context *ctx);
 
 pthread_t ex_single_thread_context_thread_id(ex_single_thread_context *ctx);
 
-/* Finishes the loop, runs what is queued, and joins the thread.  Must not be
- * called from the context's own thread (EX_EINVAL). */
+/* Refuses new work (EX_ESHUTDOWN, see above), waits for submissions
+ * already admitted to be queued, finishes the loop, runs what is queued
+ * (work it submits is refused) and joins the thread.  Returns:
+ *   EX_OK      everything accepted ran, the thread is joined and the
+ *              context's resources are released;
+ *   EX_EINVAL  called on the context's own thread, or destroy has already
+ *              begun (another or an earlier call): nothing is done.
+ * Never EX_EBUSY: no accepted work is left behind.  Submissions that race
+ * destroy are refused as long as ctx's storage is still there; the caller
+ * frees it only once no thread submits any more. */
 ex_error ex_single_thread_context_destroy(ex_single_thread_context *ctx);
 
 #ifdef __cplusplus

@@ -21,6 +21,7 @@ typedef struct ex_stop_source {
     uint32_t state;                  /* bit 0: stop requested, bit 1: list locked */
     struct ex_stop_callback *head;   /* registered, not yet invoked callbacks */
     const void *stopping_thread;     /* thread that ran request_stop */
+    void *running;                   /* the callback request_stop is running */
 } ex_stop_source;
 
 typedef void (*ex_stop_fn)(struct ex_stop_callback *cb);
@@ -30,12 +31,10 @@ typedef struct ex_stop_callback {
     struct ex_stop_callback *next, *prev;
     ex_stop_fn fn;
     ex_stop_source *src;
-    bool *removed_during_run;   /* set by deregistration from inside fn */
-    uint32_t done;              /* fn has returned (read by deregistration) */
     uint32_t queued;            /* in src's list */
 } ex_stop_callback;
 
-#define EX_STOP_SOURCE_INIT { 0, 0, 0 }
+#define EX_STOP_SOURCE_INIT { 0, 0, 0, 0 }
 
 /* Initialises a source with stop not requested. */
 void ex_stop_source_init(ex_stop_source *s);
@@ -62,10 +61,21 @@ static inline bool ex_stop_token_equal(ex_stop_token a, ex_stop_token b) { retur
  * cb must stay at its address until ex_stop_callback_deregister returns. */
 bool ex_stop_callback_register(ex_stop_callback *cb, ex_stop_token t, ex_stop_fn fn);
 
-/* Deregisters cb.  If fn is running on another thread, waits until it
- * returns; if fn is running on this thread (deregistration from inside the
- * callback), returns at once.  Never waits for other callbacks.  Safe to call
- * after fn ran or when registration found stop already requested. */
+/* Deregisters cb, by the rule of [stopcallback.inplace] (P2300R10
+ * [stoptoken.concepts], stoppable callback deregistration):
+ *   - cb still registered: removed; fn will not run.
+ *   - fn running on another thread (the one in request_stop): waits until
+ *     fn returned; fn's return happens before this returns.
+ *   - fn running on this thread (called from inside fn, or from something
+ *     fn calls): returns at once, without waiting.
+ *   - otherwise (fn ran, or ran at registration, or cb was deregistered or
+ *     never registered): nothing.
+ * Never waits for other callbacks.  Deregistration may be repeated and may
+ * overlap: fn deregistering cb while its owner deregisters cb on another
+ * thread is safe in either order (fn's call returns at once, the owner's
+ * waits for fn to return).  request_stop never touches cb after fn
+ * returned, so fn may deregister and free cb when it is the only one that
+ * deregisters it.  Only registration must not overlap anything on cb. */
 void ex_stop_callback_deregister(ex_stop_callback *cb);
 
 #ifdef __cplusplus
