@@ -9,9 +9,11 @@
  * (Without the gate a push could land after run() had returned: accepted,
  * never run, and destroy reported EX_EBUSY after the join.) */
 #include <sched.h>
+#include <time.h>
 
 #include "exi_atomic.h"
 #include "exi_core.h"
+#include "exi_fork.h"
 
 #define CLOSED 0x80000000u
 
@@ -37,8 +39,14 @@ static ex_error refused(void) {
     return ex_err(EX_ESHUTDOWN, "ex_single_thread_context: the context is being destroyed");
 }
 
+static ex_error refused_forked(void) {
+    return ex_err(EX_ESHUTDOWN,
+                  "ex_single_thread_context: created before fork(); its thread does not exist in this process");
+}
+
 /* Queues w unless destroy has begun (EX_ESHUTDOWN). */
 static ex_error submit(ex_single_thread_context *ctx, ex_work *w) {
+    if (ctx->fork_gen != exi_fork_generation()) return refused_forked();
     if (!admit(ctx)) return refused();
     ex_run_loop_push(&ctx->loop, w);
     /* Still admitted: destroy waits for leave(), so it cannot finish the
@@ -71,6 +79,12 @@ static ex_error ctx_dispatch(void *self, ex_work *w) {
     return ex_ok();
 }
 
+/* Holders (a task on the context, or one that left it, holds it until it
+ * completes): destroy waits for the last one, so a hold's release is the
+ * last touch of the context by anyone. */
+static void ctx_retain(void *self) { exi_faa_u32(&((ex_single_thread_context *)self)->holders, 1); }
+static void ctx_release(void *self) { exi_faa_u32(&((ex_single_thread_context *)self)->holders, (uint32_t)-1); }
+
 static const ex_scheduler_vtable ctx_vt = {
     .name = "single_thread_context",
     .schedule_op_size = sizeof(exi_queued_op),
@@ -81,6 +95,8 @@ static const ex_scheduler_vtable ctx_vt = {
     .equal = NULL,
     .post = ctx_post,
     .dispatch = ctx_dispatch,
+    .retain = ctx_retain,
+    .release = ctx_release,
 };
 
 ex_scheduler ex_single_thread_context_scheduler(ex_single_thread_context *ctx) {
@@ -94,6 +110,8 @@ ex_error ex_single_thread_context_init(ex_single_thread_context *ctx) {
     ex_error e = ex_run_loop_init(&ctx->loop);
     if (e.code) return e;
     ctx->gate = 0;
+    ctx->holders = 0;
+    ctx->fork_gen = exi_fork_watch();
     if (pthread_create(&ctx->thread, NULL, context_main, ctx)) {
         (void)ex_run_loop_destroy(&ctx->loop);
         return ex_err(EX_EAGAIN, "ex_single_thread_context_init: pthread_create failed");
@@ -104,6 +122,8 @@ ex_error ex_single_thread_context_init(ex_single_thread_context *ctx) {
 pthread_t ex_single_thread_context_thread_id(ex_single_thread_context *ctx) { return ctx->thread; }
 
 ex_error ex_single_thread_context_destroy(ex_single_thread_context *ctx) {
+    if (ctx->fork_gen != exi_fork_generation())
+        return ex_err(EX_EINVAL, "ex_single_thread_context_destroy: created before fork(), in another process");
     if (pthread_equal(pthread_self(), ctx->thread))
         return ex_err(EX_EINVAL, "ex_single_thread_context_destroy: called on the context's own thread");
     if (exi_fas_or_u32(&ctx->gate, CLOSED) & CLOSED)
@@ -115,6 +135,13 @@ ex_error ex_single_thread_context_destroy(ex_single_thread_context *ctx) {
     }
     ex_run_loop_finish(&ctx->loop);
     pthread_join(ctx->thread, NULL);
+    /* Tasks that hold the context (away on other resources: their hops
+     * back are refused now) finish elsewhere; the storage stays theirs
+     * until the last releases its hold. */
+    while (exi_load_acq_u32(&ctx->holders) != 0) {
+        struct timespec nap = { 0, 200 * 1000 };
+        nanosleep(&nap, NULL);
+    }
     /* run() has returned with the queue empty and nothing can be queued any
      * more, so this cannot be EX_EBUSY. */
     return ex_run_loop_destroy(&ctx->loop);

@@ -381,3 +381,97 @@ Test(lifetimes, pool_create_destroy_cycles_keep_address_space_flat) {
     cr_assert_lt(after - before, 128 * 1024, "280 pool cycles grew VmSize by %ld kB", after - before);
     expect_no_leaks();
 }
+
+/* ------------------------------- a single-thread context a task has left */
+
+typedef struct ctx_away {
+    ex_single_thread_context ctx;
+    atomic_int left, destroy_started, destroy_done, completed_at_return;
+    trec tr;                     /* done: the task's completion has returned */
+} ctx_away;
+
+static ctx_away CA;
+
+static ex_task_result body_leaves_context(ex_task *t, void *arg) {
+    (void)arg;
+    ex_scheduler pool = ex_change_coroutine_scheduler(t, ex_single_thread_context_scheduler(&CA.ctx));
+    ex_scheduler ctx = ex_change_coroutine_scheduler(t, pool);
+    TCHECK(ex_scheduler_equal(ex_task_scheduler(t), pool));
+    atomic_store(&CA.left, 1);
+    TCHECK(wait_int(&CA.destroy_started));
+    test_sleep_ms(50);
+    /* The context is being destroyed but still held: the move is refused. */
+    (void)ex_change_coroutine_scheduler(t, ctx);
+    TCHECK(ex_scheduler_equal(ex_task_scheduler(t), pool));
+    return ex_task_values(0, NULL);
+}
+
+static void *destroy_context(void *arg) {
+    (void)arg;
+    if (!wait_int(&CA.left)) return NULL;
+    atomic_store(&CA.destroy_started, 1);
+    ex_error e = ex_single_thread_context_destroy(&CA.ctx);
+    atomic_store(&CA.completed_at_return, atomic_load(&CA.tr.done) + (e.code ? 10 : 0));
+    atomic_store(&CA.destroy_done, 1);
+    return NULL;
+}
+
+Test(lifetimes, context_destroy_waits_for_a_task_that_left_it) {
+    memset(&CA, 0, sizeof CA);
+    cr_assert_eq(ex_single_thread_context_init(&CA.ctx).code, 0);
+    ex_pool *pool = make_pool(2);
+    trec_init(&CA.tr);
+    rec_with_scheduler(&CA.tr.r, ex_pool_scheduler(pool));
+    ex_sender *s = ex_task_create(body_leaves_context, NULL, NULL);
+    ex_operation *op = NULL;
+    cr_assert_eq(ex_connect_alloc(s, trec_receiver(&CA.tr), &op).code, 0);
+    ex_sender_release(s);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, destroy_context, NULL), 0);
+    ex_start(op);
+    cr_assert(wait_int(&CA.tr.done));
+    cr_assert(wait_int(&CA.destroy_done));
+    pthread_join(th, NULL);
+    cr_assert_eq(atomic_load(&CA.completed_at_return), 1,
+                 "ex_single_thread_context_destroy returned before the task holding it completed");
+    cr_assert_eq(CA.tr.r.values, 1);
+    ex_operation_free(op);
+    cr_assert_eq(ex_pool_destroy(pool).code, 0);
+    EXPECT_PROBE();
+    expect_no_leaks();
+}
+
+Test(lifetimes, a_context_of_the_parent_is_a_clear_error_in_a_fork_child) {
+    ex_single_thread_context ctx;
+    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        ex_result r = ex_sync_wait(ex_schedule(ex_single_thread_context_scheduler(&ctx)));
+        int code = r.disposition == EX_DISP_ERROR && r.error.code == EX_ESHUTDOWN ? 0 : 1;
+        ex_result_destroy(&r);
+        if (!code && ex_single_thread_context_destroy(&ctx).code != EX_EINVAL) code = 2;
+        ex_single_thread_context own;
+        if (!code && ex_single_thread_context_init(&own).code) code = 3;
+        if (!code) {
+            r = ex_sync_wait(ex_schedule(ex_single_thread_context_scheduler(&own)));
+            if (r.disposition != EX_DISP_VALUE) code = 4;
+            ex_result_destroy(&r);
+            if (ex_single_thread_context_destroy(&own).code) code = 5;
+        }
+        _exit(code);
+    }
+    int status = 0;
+    double deadline = test_now_s() + 20;
+    pid_t got;
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && test_now_s() < deadline) test_sleep_ms(5);
+    if (got == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        cr_assert_fail("the fork child hung using the parent's context");
+    }
+    cr_assert(WIFEXITED(status));
+    cr_assert_eq(WEXITSTATUS(status), 0, "the fork child failed check %d", WEXITSTATUS(status));
+    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    expect_no_leaks();
+}

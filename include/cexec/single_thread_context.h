@@ -14,6 +14,8 @@ typedef struct ex_single_thread_context {
     ex_run_loop loop;
     pthread_t thread;
     uint32_t gate;   /* submissions under way; top bit: destroy has begun */
+    uint32_t holders;  /* owning handles (ex_scheduler_retain): destroy waits for them */
+    uint64_t fork_gen; /* the process's fork generation at init */
 } ex_single_thread_context;
 
 /* Starts the thread.  EX_EAGAIN when it cannot be created. */
@@ -33,11 +35,18 @@ pthread_t ex_single_thread_context_thread_id(ex_single_thread_context *ctx);
 
 /* Refuses new work (EX_ESHUTDOWN, see above), waits for submissions
  * already admitted to be queued, finishes the loop, runs what is queued
- * (work it submits is refused) and joins the thread.  Returns:
+ * (work it submits is refused), joins the thread, then waits until no
+ * owning handle holds the context (ex_scheduler_retain: a task holds every
+ * scheduler it ran on until its completion has been delivered, even while
+ * it is away on another resource; its hop back is refused meanwhile).
+ * fork(): in a child process, a context created before the fork has no
+ * thread; its work is refused with EX_ESHUTDOWN and destroy returns
+ * EX_EINVAL, doing nothing.  Returns:
  *   EX_OK      everything accepted ran, the thread is joined and the
  *              context's resources are released;
  *   EX_EINVAL  called on the context's own thread, or destroy has already
- *              begun (another or an earlier call): nothing is done.
+ *              begun (another or an earlier call), or a context of the
+ *              parent process after fork(): nothing is done.
  * Never EX_EBUSY: no accepted work is left behind.  Submissions that race
  * destroy are refused as long as ctx's storage is still there; the caller
  * frees it only once no thread submits any more. */
