@@ -760,6 +760,15 @@ ex_error ex_task_yield(ex_task *t) {
     return ex_err(EX_ECANCELED, "ex_task_yield: the task was stopped");
 }
 
+/* Hops t back to prev after a move that failed once t had suspended.  If
+ * prev refuses too, t carries on where it is, as after any refused hop. */
+static void return_to(ex_task *t, ex_scheduler prev) {
+    t->must_hop = true;
+    ex_await_result back;
+    ex_await_into(t, ex_schedule(prev), &back);
+    t->must_hop = false;
+}
+
 ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {
     ex_scheduler prev = t->sched;
     if (!sch.vt || t->stopped) return prev;  /* a stopped task stays where it is */
@@ -773,17 +782,22 @@ ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {
     bool was_inline = t->inline_affinity;
     t->inline_affinity = false;
     t->must_hop = true;  /* even if the schedule completes at once, end on sch */
+    uint32_t switches = t->carrier->switches;
     ex_await_result moved;
     ex_await_into(t, ex_schedule(sch), &moved);
     t->must_hop = false;
     t->inline_affinity = was_inline;
-    if (same) return prev;
     if (moved.status == EX_AWAIT_ERROR) {
         /* The task did not get there: it stays with its scheduler. */
         t->sched = prev;
-        if (found < 0) ex_scheduler_release(sch);
+        if (!same && found < 0) ex_scheduler_release(sch);
+        /* It had left prev's agent, though, if the move was queued and then
+         * dropped (a pool shut down with it queued resumes the task on the
+         * thread that shuts it down): back to prev, as if it never left. */
+        if (t->carrier->switches != switches && !was_inline) return_to(t, prev);
         return prev;
     }
+    if (same) return prev;
     held_schedulers *l = t->left;
     if (found >= 0) l->s[found] = l->s[--l->n];
     if (t->sched_borrowed) t->sched_borrowed = false;  /* prev is its fork's, held until the fork ends */

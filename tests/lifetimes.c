@@ -475,3 +475,81 @@ Test(lifetimes, a_context_of_the_parent_is_a_clear_error_in_a_fork_child) {
     cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
     expect_no_leaks();
 }
+
+/* ------------------------------- a move dropped by a pool's shutdown */
+
+typedef struct dropped_move {
+    ex_pool *pool;
+    ex_single_thread_context ctx;
+    atomic_int blocker_running, release_blocker, moving, marker_ran;
+    int stayed, on_ctx;
+} dropped_move;
+
+static dropped_move DM;
+
+static void dm_blocker(ex_work *w) {
+    (void)w;
+    atomic_store(&DM.blocker_running, 1);
+    (void)wait_int(&DM.release_blocker);
+}
+static void dm_marker(ex_work *w) { (void)w; atomic_store(&DM.marker_ran, 1); }
+static void dm_nothing(ex_work *w) { (void)w; }
+
+static ex_task_result body_move_to_dying_pool(ex_task *t, void *arg) {
+    (void)arg;
+    atomic_store(&DM.moving, 1);
+    (void)ex_change_coroutine_scheduler(t, ex_pool_scheduler(DM.pool));
+    DM.stayed = ex_scheduler_equal(ex_task_scheduler(t), ex_single_thread_context_scheduler(&DM.ctx));
+    DM.on_ctx = pthread_equal(pthread_self(), ex_single_thread_context_thread_id(&DM.ctx)) != 0;
+    return ex_task_values(0, NULL);
+}
+
+static void *dm_shutdown(void *arg) {
+    (void)arg;
+    (void)ex_pool_shutdown(DM.pool);  /* joins the blocked worker, then cancels the queue here */
+    return NULL;
+}
+
+/* Found by the soak's churn: the move, queued behind a busy worker, was
+ * dropped by the shutdown, and the task went on running on the thread
+ * that shut the pool down while ex_task_scheduler named the context. */
+Test(lifetimes, a_move_dropped_by_a_shutdown_returns_the_task_to_its_scheduler) {
+    memset(&DM, 0, sizeof DM);
+    DM.pool = make_pool(1);
+    cr_assert_eq(ex_single_thread_context_init(&DM.ctx).code, 0);
+    ex_work b = { NULL, dm_blocker, NULL };
+    cr_assert_eq(ex_post(ex_pool_scheduler(DM.pool), &b).code, 0);
+    cr_assert(wait_int(&DM.blocker_running));
+    static trec tr;
+    trec_init(&tr);
+    rec_with_scheduler(&tr.r, ex_single_thread_context_scheduler(&DM.ctx));
+    ex_sender *s = ex_task_create(body_move_to_dying_pool, NULL, NULL);
+    ex_operation *op = NULL;
+    cr_assert_eq(ex_connect_alloc(s, trec_receiver(&tr), &op).code, 0);
+    ex_sender_release(s);
+    ex_start(op);
+    cr_assert(wait_int(&DM.moving));
+    ex_work m = { NULL, dm_marker, NULL };  /* runs once the task has suspended in its move */
+    cr_assert_eq(ex_post(ex_single_thread_context_scheduler(&DM.ctx), &m).code, 0);
+    cr_assert(wait_int(&DM.marker_ran));
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, dm_shutdown, NULL), 0);
+    static ex_work probes[20000];
+    int i = 0;
+    for (; i < 20000; i++) {  /* until shutdown has begun */
+        probes[i] = (ex_work){ NULL, dm_nothing, dm_nothing };
+        if (ex_post(ex_pool_scheduler(DM.pool), &probes[i]).code == EX_ESHUTDOWN) break;
+        test_sleep_ms(1);
+    }
+    cr_assert_lt(i, 20000);
+    atomic_store(&DM.release_blocker, 1);
+    pthread_join(th, NULL);
+    cr_assert(wait_int(&tr.done));
+    cr_assert_eq(tr.r.values, 1);
+    cr_assert(DM.stayed, "the failed move names the context");
+    cr_assert(DM.on_ctx, "the task runs on the context's thread after its move was dropped");
+    ex_operation_free(op);
+    cr_assert_eq(ex_pool_destroy(DM.pool).code, 0);
+    cr_assert_eq(ex_single_thread_context_destroy(&DM.ctx).code, 0);
+    expect_no_leaks();
+}
