@@ -549,15 +549,36 @@ static void phase_arrive(uint32_t *counter) {
     pthread_mutex_unlock(&W.ph_mu);
 }
 
+bool round_closing(void) { return closing(); }
+
+bool round_wait(uint32_t *seen) {
+    pthread_mutex_lock(&W.ph_mu);
+    while (W.ph_round == *seen && !W.quit) pthread_cond_wait(&W.ph_cv, &W.ph_mu);
+    bool quit = W.quit;
+    *seen = W.ph_round;
+    pthread_mutex_unlock(&W.ph_mu);
+    return !quit;
+}
+
+static void wait_joined(uint32_t round) {
+    pthread_mutex_lock(&W.ph_mu);
+    while (W.joined != round) pthread_cond_wait(&W.ph_cv, &W.ph_mu);
+    pthread_mutex_unlock(&W.ph_mu);
+}
+
+void round_leave(uint32_t round) {
+    phase_arrive(&W.drained);
+    wait_joined(round);
+    phase_arrive(&W.finished);
+}
+
 static void run_round(driver *d, uint32_t round) {
     while (!closing())
         if (!service(d, true, false)) wait_wake(d);
     while (!drained(d, false))
         if (!service(d, false, false)) wait_wake(d);
     phase_arrive(&W.drained);
-    pthread_mutex_lock(&W.ph_mu);
-    while (W.joined != round) pthread_cond_wait(&W.ph_cv, &W.ph_mu);
-    pthread_mutex_unlock(&W.ph_mu);
+    wait_joined(round);
     while (!drained(d, true))
         if (!service(d, false, true)) wait_wake(d);
     phase_arrive(&W.finished);
@@ -566,15 +587,8 @@ static void run_round(driver *d, uint32_t round) {
 void *driver_main(void *arg) {
     driver *d = arg;
     uint32_t seen = 0;
-    for (;;) {
-        pthread_mutex_lock(&W.ph_mu);
-        while (W.ph_round == seen && !W.quit) pthread_cond_wait(&W.ph_cv, &W.ph_mu);
-        bool quit = W.quit;
-        seen = W.ph_round;
-        pthread_mutex_unlock(&W.ph_mu);
-        if (quit) return NULL;
-        run_round(d, seen);
-    }
+    while (round_wait(&seen)) run_round(d, seen);
+    return NULL;
 }
 
 /* ------------------------------------------------------------ the stopper */

@@ -3,15 +3,17 @@
  * watchdog and the final summary.  See soak.h and docs/RELIABILITY.md.
  *
  *   soak [--seconds S] [--seed X] [--workers N] [--drivers N] [--inflight N]
- *        [--round S] [--report S] [--watchdog S] [--warmup S]
- *        [--heap-tol-mb M] [--rss-tol-mb M]
+ *        [--churn N] [--round S] [--report S] [--watchdog S] [--warmup S]
+ *        [--heap-tol-mb M] [--rss-tol-mb M] [--vm-tol-mb M] [--churn-move-race 0|1]
  *
  * The run is cut into rounds (5 s).  Each round draws its parameters
  * (stop and fault rates, mode weights, a scope stop) from the seed, runs
  * the drivers, then closes and joins the round's scopes, waits for every
- * slot to be reaped, and checks that the soak's own allocators hold no
- * block and that the process heap and RSS stayed within their tolerance of
- * the baseline taken after the warm-up.  Exit status 0 only when nothing
+ * slot to be reaped and every churn thread (churn.c: pools, strands,
+ * contexts and run loops created and destroyed under running tasks) to end
+ * its cycle, and checks that the soak's own allocators hold no block and
+ * that the process heap, RSS and address space (VmSize) stayed within
+ * their tolerance of the baseline taken after the warm-up.  Exit status 0 only when nothing
  * was violated. */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -34,7 +36,7 @@
 #ifdef SOAK_SANITIZED
 size_t __sanitizer_get_current_allocated_bytes(void);
 static uint64_t heap_bytes(void) { return __sanitizer_get_current_allocated_bytes(); }
-static const char *build_kind = "sanitizer build (heap: the sanitizer's allocated bytes; RSS not checked)";
+static const char *build_kind = "sanitizer build (heap: the sanitizer's allocated bytes; RSS and VmSize not checked)";
 #else
 #include <malloc.h>
 static uint64_t heap_bytes(void) {
@@ -80,25 +82,25 @@ void node_bad(node *nd, const char *what) {
 
 /* ------------------------------------------------------------ memory */
 
-static uint64_t rss_bytes(void) {
-    unsigned long long size = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f) return 0;
-    if (fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
-    fclose(f);
-    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
+/* Fields of /proc/self/status, in bytes: VmSize (address space), VmRSS,
+ * VmHWM (the peak resident set). */
+typedef struct vmstatus {
+    uint64_t size, rss, hwm;
+} vmstatus;
 
-/* The kernel's peak resident set (VmHWM). */
-static uint64_t rss_peak_bytes(void) {
+static vmstatus vm_status(void) {
+    vmstatus v = { 0, 0, 0 };
     char line[256];
-    unsigned long long kb = 0;
+    unsigned long long kb;
     FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) break;
+    if (!f) return v;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmSize: %llu kB", &kb) == 1) v.size = (uint64_t)kb * 1024;
+        else if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) v.rss = (uint64_t)kb * 1024;
+        else if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) v.hwm = (uint64_t)kb * 1024;
+    }
     fclose(f);
-    return (uint64_t)kb * 1024;
+    return v;
 }
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -107,13 +109,13 @@ static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
  * per-thread caches and shared depot may grow, by design, to tens of MiB
  * (bounded: docs/allocators.md), which says nothing about a leak. */
 typedef struct memsample {
-    uint64_t heap, rss, cached, dflt;
+    uint64_t heap, rss, cached, dflt, vm;
     uint64_t heap_net, rss_net;  /* minus what the recycling allocators hold */
 } memsample;
 
 typedef struct memstate {
-    bool have_base;
-    memsample base, max, last;  /* max: at round ends after the warm-up */
+    bool have_first, have_base;
+    memsample first, base, max, last;  /* first: the first round's end; max: at round ends after the warm-up */
 } memstate;
 
 static memstate M;
@@ -133,8 +135,10 @@ static uint64_t net(uint64_t total, uint64_t cached) { return total > cached ? t
 
 static memsample sample(void) {
     memsample m;
+    vmstatus v = vm_status();
     m.heap = heap_bytes();
-    m.rss = rss_bytes();
+    m.rss = v.rss;
+    m.vm = v.size;
     m.cached = in_use(ex_budget_allocator_get(&W.rec_under));
     m.dflt = in_use(ex_budget_allocator_get(&W.dflt));
     m.heap_net = net(m.heap, m.cached);
@@ -148,6 +152,7 @@ static void sample_max(memsample *mx, const memsample *m) {
     mx->heap_net = max64(mx->heap_net, m->heap_net);
     mx->rss_net = max64(mx->rss_net, m->rss_net);
     mx->dflt = max64(mx->dflt, m->dflt);
+    mx->vm = max64(mx->vm, m->vm);
 }
 
 /* An allocator the soak owns must hold no block between rounds. */
@@ -178,23 +183,30 @@ static void check_memory(double elapsed) {
     check_owned();
     memsample m = sample();
     M.last = m;
+    if (!M.have_first) {
+        M.have_first = true;
+        M.first = m;
+    }
     printf("soak: round %u ended at %.1f s (stops %u%%, faults %u%% up to %u ppm, scope stop at %.1f s): heap %.2f MiB "
-           "(%.2f in recycling caches, net %.2f), RSS %.2f MiB (net %.2f), default allocator %.1f KiB\n",
+           "(%.2f in recycling caches, net %.2f), RSS %.2f MiB (net %.2f), VmSize %.1f MiB, default allocator %.1f KiB\n",
            W.round, elapsed, W.rp.stop_pct, W.rp.fault_pct, W.rp.fault_ppm_max, W.rp.scope_stop_at, mib(m.heap),
-           mib(m.cached), mib(m.heap_net), mib(m.rss), mib(m.rss_net), (double)m.dflt / 1024.0);
+           mib(m.cached), mib(m.heap_net), mib(m.rss), mib(m.rss_net), mib(m.vm), (double)m.dflt / 1024.0);
     if (!M.have_base) {
         if (elapsed < W.cfg.warmup_s) return;
         M.have_base = true;
         M.base = M.max = m;
-        printf("soak: baseline after %.1f s of warm-up: net heap %.2f MiB, net RSS %.2f MiB\n", elapsed,
-               mib(m.heap_net), mib(m.rss_net));
+        printf("soak: baseline after %.1f s of warm-up: net heap %.2f MiB, net RSS %.2f MiB, VmSize %.1f MiB\n", elapsed,
+               mib(m.heap_net), mib(m.rss_net), mib(m.vm));
         return;
     }
     sample_max(&M.max, &m);
     check_growth("the heap (net of the recycling caches)", M.base.heap_net, m.heap_net, W.cfg.heap_tol_mb);
     check_growth("the default allocator's bytes in use", M.base.dflt, m.dflt, DFLT_TOL_MB);
+    /* Plain builds only: ASan's quarantine and stack depot and TSan's shadow
+     * grow both with the run (ASan, 60 s without the churn: VmSize +110 MiB). */
 #ifndef SOAK_SANITIZED
     check_growth("RSS (net of the recycling caches)", M.base.rss_net, m.rss_net, W.cfg.rss_tol_mb);
+    check_growth("the address space (VmSize)", M.base.vm, m.vm, W.cfg.vm_tol_mb);
 #endif
 }
 
@@ -254,7 +266,7 @@ static void join_scope(ex_sender *join, const char *what) {
  * joined and destroyed, memory checked. */
 static void end_round(double elapsed) {
     __atomic_store_n(&W.closing, 1, __ATOMIC_RELEASE);
-    phase_wait(&W.drained, W.cfg.drivers);
+    phase_wait(&W.drained, W.cfg.drivers + W.cfg.churn);
     pthread_mutex_lock(&W.round_mu);
     W.scopes_live = false;  /* the stopper leaves the scopes alone from now on */
     pthread_mutex_unlock(&W.round_mu);
@@ -266,7 +278,7 @@ static void end_round(double elapsed) {
     W.joined = W.ph_round;
     pthread_cond_broadcast(&W.ph_cv);
     pthread_mutex_unlock(&W.ph_mu);
-    phase_wait(&W.finished, W.cfg.drivers);
+    phase_wait(&W.finished, W.cfg.drivers + W.cfg.churn);
     ex_error e1 = ex_counting_scope_destroy(&W.cscope), e2 = ex_simple_counting_scope_destroy(&W.sscope);
     if (e1.code || e2.code) violation(NULL, "destroying the round's scopes failed: %d / %d", e1.code, e2.code);
     bump(&W.progress, 1);
@@ -293,10 +305,13 @@ static void report(uint64_t *last, double *last_t) {
         if (n > 0 && (size_t)n < sizeof rates - len) len += (size_t)n;
         last[m] = done;
     }
-    printf("soak: [%6.1f s] round %u | ops/s%s | all %.0f/s | allocation failures %" PRIu64 " | stops %" PRIu64
-           " | violations %" PRIu64 " | heap %.1f MiB, RSS %.1f MiB\n",
-           t - start_t, __atomic_load_n(&W.round, __ATOMIC_RELAXED), rates, dt > 0 ? (double)all / dt : 0.0, rd(&W.faults), stops_total(), rd(&W.violations),
-           mib(heap_bytes()), mib(rss_bytes()));
+    vmstatus v = vm_status();
+    printf("soak: [%6.1f s] round %u | ops/s%s | all %.0f/s | churn %" PRIu64 " cycles, %" PRIu64 "/%" PRIu64
+           " tasks | allocation failures %" PRIu64 " | stops %" PRIu64 " | violations %" PRIu64
+           " | heap %.1f MiB, RSS %.1f MiB, VmSize %.1f MiB\n",
+           t - start_t, __atomic_load_n(&W.round, __ATOMIC_RELAXED), rates, dt > 0 ? (double)all / dt : 0.0,
+           rd(&W.churn[C_CYCLES]), rd(&W.churn[C_LAUNCHED]), rd(&W.churn[C_COMPLETED]), rd(&W.faults), stops_total(),
+           rd(&W.violations), mib(heap_bytes()), mib(v.rss), mib(v.size));
     fflush(stdout);
     *last_t = t;
 }
@@ -307,6 +322,7 @@ static void watchdog_fire(double idle) {
             idle, __atomic_load_n(&W.round, __ATOMIC_RELAXED), __atomic_load_n(&W.closing, __ATOMIC_RELAXED),
             __atomic_load_n(&W.drained, __ATOMIC_RELAXED), __atomic_load_n(&W.finished, __ATOMIC_RELAXED));
     dump_slots();
+    dump_churn();
     for (unsigned i = 0; W.pool && i < ex_pool_size(W.pool); i++) {
         ex_pool_worker_stats st;
         if (ex_pool_worker_stats_get(W.pool, i, &st).code == 0)
@@ -345,8 +361,9 @@ static void *watchdog_main(void *arg) {
 /* ------------------------------------------------------------ setup */
 
 static void usage(void) {
-    fprintf(stderr, "usage: soak [--seconds S] [--seed X] [--workers N] [--drivers N] [--inflight N] [--round S]\n"
-                    "            [--report S] [--watchdog S] [--warmup S] [--heap-tol-mb M] [--rss-tol-mb M]\n");
+    fprintf(stderr, "usage: soak [--seconds S] [--seed X] [--workers N] [--drivers N] [--inflight N] [--churn N]\n"
+                    "            [--round S] [--report S] [--watchdog S] [--warmup S] [--heap-tol-mb M]\n"
+                    "            [--rss-tol-mb M] [--vm-tol-mb M] [--churn-move-race 0|1]\n");
     exit(2);
 }
 
@@ -371,6 +388,8 @@ static void parse_args(int argc, char **argv) {
     c->heap_tol_mb = 4;
 #endif
     c->rss_tol_mb = 32;
+    c->vm_tol_mb = 256;
+    c->churn = 1;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) usage();
         const char *k = argv[i], *v = argv[++i];
@@ -385,6 +404,9 @@ static void parse_args(int argc, char **argv) {
         else if (!strcmp(k, "--warmup")) c->warmup_s = atof(v);
         else if (!strcmp(k, "--heap-tol-mb")) c->heap_tol_mb = atof(v);
         else if (!strcmp(k, "--rss-tol-mb")) c->rss_tol_mb = atof(v);
+        else if (!strcmp(k, "--vm-tol-mb")) c->vm_tol_mb = atof(v);
+        else if (!strcmp(k, "--churn")) c->churn = (unsigned)atoi(v);
+        else if (!strcmp(k, "--churn-move-race")) c->churn_move_race = atoi(v) != 0;
         else usage();
     }
     if (!c->seed) c->seed = mix64((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
@@ -442,6 +464,7 @@ static void teardown(pthread_t stopper) {
     pthread_cond_broadcast(&W.ph_cv);
     pthread_mutex_unlock(&W.ph_mu);
     for (unsigned i = 0; i < W.cfg.drivers; i++) pthread_join(W.drivers[i].th, NULL);
+    churn_stop();
     pthread_join(stopper, NULL);
     bump(&W.progress, 1);
     ex_error e = ex_single_thread_context_destroy(&W.stc);
@@ -466,6 +489,26 @@ static void teardown(pthread_t stopper) {
 
 /* ------------------------------------------------------------ summary */
 
+static uint64_t ch(int c) { return rd(&W.churn[c]); }
+
+/* The churn's figures; every launched task completed exactly once. */
+static void churn_summary(void) {
+    if (!W.cfg.churn) return;
+    if (ch(C_LAUNCHED) != ch(C_COMPLETED) || ch(C_COMPLETED) != ch(C_VALUE) + ch(C_ERROR) + ch(C_STOPPED))
+        violation(NULL, "churn: %" PRIu64 " tasks launched, %" PRIu64 " completed (%" PRIu64 " values, %" PRIu64
+                  " errors, %" PRIu64 " stopped)", ch(C_LAUNCHED), ch(C_COMPLETED), ch(C_VALUE), ch(C_ERROR), ch(C_STOPPED));
+    printf("soak: churn: %u threads, %" PRIu64 " cycles (each a pool, a strand, a single-thread context and a run loop "
+           "destroyed under running tasks); tasks %" PRIu64 " launched, %" PRIu64 " completed: %" PRIu64 " values, %" PRIu64
+           " errors, %" PRIu64 " stopped (%" PRIu64 " never ran their body); steps: %" PRIu64 " moves (%" PRIu64
+           " refused), %" PRIu64 " schedules (%" PRIu64 " refused or dropped), %" PRIu64 " yields, %" PRIu64
+           " tuples, %" PRIu64 " skipped (resource closing); %" PRIu64 " pool destroys began with %" PRIu64
+           " tasks away from the pool; ex_strand_destroy EX_EBUSY %" PRIu64 " times, in %" PRIu64
+           " destroys while a task that left the strand held it\n",
+           W.cfg.churn, ch(C_CYCLES), ch(C_LAUNCHED), ch(C_COMPLETED), ch(C_VALUE), ch(C_ERROR), ch(C_STOPPED),
+           ch(C_UNRUN), ch(C_MOVES), ch(C_MOVES_REFUSED), ch(C_SCHEDS), ch(C_SCHED_REFUSED), ch(C_YIELDS), ch(C_TUPLES),
+           ch(C_SKIPPED), ch(C_POOL_AWAY), ch(C_AWAY_TASKS), ch(C_STRAND_EBUSY), ch(C_STRAND_HELD));
+}
+
 static void summary(double elapsed) {
     uint64_t st = 0, done = 0, refused = 0, out[K_COUNT] = { 0 };
     for (int m = 0; m < M_COUNT; m++) {
@@ -487,16 +530,19 @@ static void summary(double elapsed) {
     printf("soak: work: %" PRIu64 " task bodies, %" PRIu64 " scheduler changes, %" PRIu64 " bulk indices, %" PRIu64
            " split consumers\n",
            rd(&W.task_bodies), rd(&W.moves), rd(&W.bulk_indices), rd(&W.split_consumers));
+    churn_summary();
     uint64_t v = rd(&W.violations);
     printf("soak: %s: %.1f s, seed 0x%016" PRIx64 ", %u workers, %u drivers, %u in flight, %u rounds; operations "
            "%" PRIu64 " started, %" PRIu64 " completed, %" PRIu64 " not started (EX_ENOMEM); allocation failures "
            "injected %" PRIu64 "; stops requested %" PRIu64 " (%" PRIu64 " in flight, %" PRIu64 " before start, %" PRIu64
            " scope, %" PRIu64 " dropped futures); net heap baseline %.1f MiB, max %.1f, final %.1f; net RSS baseline "
-           "%.1f MiB, max %.1f, final %.1f; peak RSS %.1f MiB; recycling caches at the end %.1f MiB; violations %" PRIu64 "\n",
+           "%.1f MiB, max %.1f, final %.1f; RSS first %.1f MiB, final %.1f; VmSize first %.1f MiB, baseline %.1f, max %.1f, "
+           "final %.1f; peak RSS %.1f MiB; recycling caches at the end %.1f MiB; violations %" PRIu64 "\n",
            v ? "FAIL" : "PASS", elapsed, W.cfg.seed, W.cfg.workers, W.cfg.drivers, W.cfg.inflight, W.round + 1, st, done,
            refused, rd(&W.faults), stops_total(), rd(&W.stops_slot), rd(&W.stops_prestart), rd(&W.stops_scope),
            rd(&W.stops_drop), mib(M.base.heap_net), mib(M.max.heap_net), mib(M.last.heap_net), mib(M.base.rss_net),
-           mib(M.max.rss_net), mib(M.last.rss_net), mib(rss_peak_bytes()), mib(M.last.cached), v);
+           mib(M.max.rss_net), mib(M.last.rss_net), mib(M.first.rss), mib(M.last.rss), mib(M.first.vm), mib(M.base.vm),
+           mib(M.max.vm), mib(M.last.vm), mib(vm_status().hwm), mib(M.last.cached), v);
 }
 
 int main(int argc, char **argv) {
@@ -510,6 +556,7 @@ int main(int argc, char **argv) {
     pthread_t stopper, watchdog;
     for (unsigned i = 0; i < W.cfg.drivers; i++) pthread_create(&W.drivers[i].th, NULL, driver_main, &W.drivers[i]);
     pthread_create(&stopper, NULL, stopper_main, NULL);
+    churn_start();
     start_t = now_s();
     pthread_create(&watchdog, NULL, watchdog_main, NULL);
     for (uint32_t r = 0;; r++) {

@@ -9,6 +9,8 @@
  *   graph.c  random graphs (from the seed) and how they become senders
  *   ref.c    the reference: the set of outcomes a graph may complete with
  *   run.c    operation slots, the run modes, drivers, the stopper, checks
+ *   churn.c  pools, strands, contexts and run loops created and destroyed
+ *            under running tasks
  *   soak.c   configuration, rounds, memory, progress, watchdog, summary */
 #ifndef SOAK_H
 #define SOAK_H
@@ -192,8 +194,9 @@ typedef struct driver {
 typedef struct soak_cfg {
     double seconds, round_s, report_s, watchdog_s, warmup_s;
     uint64_t seed;
-    unsigned workers, drivers, inflight;
-    double heap_tol_mb, rss_tol_mb;
+    unsigned workers, drivers, inflight, churn;
+    bool churn_move_race;  /* holders move back to a closing pool at any moment (see churn.c) */
+    double heap_tol_mb, rss_tol_mb, vm_tol_mb;
 } soak_cfg;
 
 /* Per-round parameters, drawn from the seed. */
@@ -203,6 +206,17 @@ typedef struct round_params {
 } round_params;
 
 enum { K_STARTED, K_COMPLETED, K_REFUSED, K_VALUE, K_ERROR, K_ENOMEM, K_STOPPED, K_COUNT };
+
+/* The churn's counters (churn.c). */
+enum {
+    C_CYCLES, C_POOLS, C_LAUNCHED, C_COMPLETED, C_VALUE, C_ERROR, C_STOPPED, C_UNRUN, C_BODIES,
+    C_MOVES, C_MOVES_REFUSED, C_SCHEDS, C_SCHED_REFUSED, C_YIELDS, C_TUPLES, C_SKIPPED,
+    C_POOL_AWAY,     /* pool destroys that began with tasks that had run on it still running elsewhere */
+    C_AWAY_TASKS,    /* those tasks */
+    C_STRAND_EBUSY,  /* ex_strand_destroy answered EX_EBUSY */
+    C_STRAND_HELD,   /* strand destroys that met EX_EBUSY while a task that left it held it */
+    C_COUNT
+};
 
 typedef struct soak_world {
     soak_cfg cfg;
@@ -238,6 +252,7 @@ typedef struct soak_world {
     uint64_t kstat[M_COUNT][K_COUNT];
     uint64_t faults, stops_slot, stops_scope, stops_prestart, stops_drop;
     uint64_t progress, violations, unchecked, bulk_indices, task_bodies, moves, split_consumers;
+    uint64_t churn[C_COUNT];
 } soak_world;
 
 extern soak_world W;
@@ -260,5 +275,16 @@ void dump_slots(void);
 void slot_describe(const slot *s, char *buf, size_t size);
 const char *mode_name(int m);
 bool on_scheduler(ex_scheduler sch);
+/* The rounds, for the drivers and the churn threads: waits for the next
+ * round (false: the run is over); whether the round is closing; leaves a
+ * closed round (drained, then finished once the scopes are joined). */
+bool round_wait(uint32_t *seen);
+bool round_closing(void);
+void round_leave(uint32_t round);
+
+/* churn.c */
+void churn_start(void);
+void churn_stop(void);
+void dump_churn(void);
 
 #endif
