@@ -18,10 +18,9 @@
 #                 cycle (tests/soak/churn.c)
 #   SOAK_ARGS     more options (--round, --report, --watchdog, --warmup,
 #                 --heap-tol-mb, --rss-tol-mb, --vm-tol-mb (VmSize growth
-#                 after the warm-up, 256; plain builds), --churn-move-race 1
-#                 (moves back to a pool at any moment of its destroy: fails
-#                 until the library bug it finds is fixed); see
-#                 tests/soak/soak.c)
+#                 after the warm-up, 256; plain builds), --churn-move-race 0
+#                 (moves back to a closing pool only once it refuses work;
+#                 by default they race its destroy); see tests/soak/soak.c)
 
 SOAK_SECONDS     ?= 60
 SOAK_SAN_SECONDS ?= 30

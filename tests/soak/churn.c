@@ -211,6 +211,11 @@ static const char *thread_name(const cycle *cy, char *buf, size_t size) {
     return buf;
 }
 
+/* Whether resource x runs on the pool (the pool, or a strand over it). */
+static bool pool_bound(const cycle *cy, int x) {
+    return x == R_POOL || (x == R_STRAND && cy->strand_under == R_POOL);
+}
+
 static void check_here(ctask *k, ex_task *t, const place *p, const char *what) {
     __atomic_store_n(&k->cur, (uint32_t)p->cur, __ATOMIC_RELAXED);
     if (p->off || ex_task_is_stopped(t)) return;
@@ -239,12 +244,11 @@ static bool pool_refusing(ctask *k) {
 
 /* A move to a pool that a holder makes while the pool closes (back to it,
  * or to it from itself).  Such a move, queued just before the shutdown
- * drops it, leaves the task running on the thread that shuts the pool
- * down, while ex_task_scheduler names its old scheduler and nothing reports
- * the failure (a library bug, reported with the churn: docs/RELIABILITY.md,
- * "Not yet covered").  Unless --churn-move-race asks for that race, the
- * move is made only once the pool refuses work, so the refusal comes at
- * once, on the task's thread. */
+ * drops it, used to leave the task running on the thread that shuts the
+ * pool down while ex_task_scheduler named its old scheduler (found by the
+ * churn; fixed: the task hops back, regression test in tests/lifetimes.c).
+ * With --churn-move-race 0 the move is made only once the pool refuses
+ * work, so the refusal comes at once, on the task's thread. */
 static bool move_back_allowed(ctask *k, int x, int acc) {
     if (x != R_POOL || acc != ACC_MINE || W.cfg.churn_move_race) return true;
     return pool_refusing(k);
@@ -286,6 +290,9 @@ static void step_move(ctask *k, ex_task *t, place *p, uint64_t *rng) {
     }
     if (acc == ACC_USE) unuse(cy, x);
     if (x == p->cur) {  /* a move to where it is: nothing happens */
+        /* Unless its pool is going away: the shutdown may drop the move and
+         * refuse the hop back, and the task carries on where it is. */
+        if (pool_bound(cy, x) && pool_closing(cy) && !on_res(cy, x)) p->off = true;
         check_here(k, t, p, "after a move to its own scheduler");
         return;
     }
@@ -294,6 +301,9 @@ static void step_move(ctask *k, ex_task *t, place *p, uint64_t *rng) {
         cviolation(k, "a refused move to the %s left the task on another scheduler", res_names[x]);
     if (!was_stopped && !(x == R_POOL && pool_closing(cy)))
         cviolation(k, "the move to the %s was refused with no pool going away", res_names[x]);
+    /* A move dropped after the task left returns it to its scheduler; only
+     * a scheduler that runs on the closing pool may refuse that too. */
+    if (pool_bound(cy, p->cur) && pool_closing(cy) && !on_res(cy, p->cur)) p->off = true;
     check_here(k, t, p, "after a refused move");
 }
 

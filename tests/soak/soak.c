@@ -390,6 +390,7 @@ static void parse_args(int argc, char **argv) {
     c->rss_tol_mb = 32;
     c->vm_tol_mb = 256;
     c->churn = 1;
+    c->churn_move_race = true;  /* moves race a closing pool (0: only once it refuses) */
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) usage();
         const char *k = argv[i], *v = argv[++i];
