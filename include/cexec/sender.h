@@ -110,8 +110,17 @@ ex_sender *ex_reject(int code, const char *msg, size_t n, ex_sender *const *inpu
 ex_error ex_check_input(const ex_sender *s, const char *null_msg);
 
 /* Layout helpers: offset of a child operation placed after `base` bytes,
- * and the resulting total size; alignment is the larger of the two. */
-static inline size_t ex_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+ * and the resulting total size; alignment is the larger of the two.
+ * They saturate at SIZE_MAX instead of wrapping (an alignment of 0 is
+ * taken as 1), so a layout built from a child whose op_size is absurd
+ * stays absurd: ex_connect refuses storage for it and ex_connect_alloc
+ * fails with EX_ENOMEM, where a wrapped size would pass for a small one.
+ * Combine sizes with ex_size_add, never with a plain +. */
+static inline size_t ex_align_up(size_t n, size_t a) {
+    size_t m = a ? a - 1 : 0;
+    return n > SIZE_MAX - m ? SIZE_MAX : (n + m) & ~m;
+}
+static inline size_t ex_size_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
 static inline size_t ex_max_size(size_t a, size_t b) { return a > b ? a : b; }
 
 /* Connects a child sender without ex_connect's argument checks (the parent
