@@ -43,6 +43,14 @@ static inline uint8_t exi_value_cap(const ex_sigs *cs) {
     return (cs->flags & EX_SIGS_DYNAMIC) ? EX_MAX_ARITY : cs->nvalues ? cs->values[0].arity : 0;
 }
 
+/* Whether the built-in allocators serve a request (allocator.h): size at
+ * most EX_ALLOC_MAX_SIZE, alignment a power of two (0: none) at most
+ * EX_ALLOC_MAX_ALIGN.  Below these bounds size + alignment + a header
+ * cannot wrap. */
+static inline bool exi_alloc_request_ok(size_t size, size_t align) {
+    return size <= EX_ALLOC_MAX_SIZE && align <= EX_ALLOC_MAX_ALIGN && (align & (align - 1)) == 0;
+}
+
 /* Deep copy of n values into a caller array plus a nested block (for
  * ex_result and just).  *nested is NULL when no tuple is present. */
 ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,

@@ -150,7 +150,11 @@ struct ex_jemalloc_allocator {
 static EXI_TLS struct { uint64_t id; jthread *t; } last;
 static uint64_t next_id = 1;
 
-static inline bool is_class(size_t size, size_t align) { return align <= HEADER && size <= CLASS_MAX - HEADER; }
+/* A power-of-two alignment up to HEADER is met by every class block (a
+ * non-power-of-two one goes to allocate_slow, which refuses it). */
+static inline bool is_class(size_t size, size_t align) {
+    return align <= HEADER && (align & (align - 1)) == 0 && size <= CLASS_MAX - HEADER;
+}
 static inline unsigned class_of(size_t size) {
     size_t total = size + HEADER;
     if (total <= ((size_t)1 << MIN_SHIFT)) return 0;
@@ -343,7 +347,10 @@ static inline void *finish_block(char *block, size_t align, unsigned a) {
 }
 
 __attribute__((noinline)) static void *allocate_slow(ex_jemalloc_allocator *j, size_t size, size_t align) {
-    jthread *t = my_thread(j);
+    /* Bounded, size + align below cannot wrap to a small block, and the
+     * header's 32-bit offset holds the alignment. */
+    _Static_assert(EX_ALLOC_MAX_ALIGN <= UINT32_MAX, "the header's offset holds every alignment");
+    jthread *t = exi_alloc_request_ok(size, align) ? my_thread(j) : NULL;
     if (!t) {
         exi_faa_u64(&j->failures, 1);
         return NULL;

@@ -2,8 +2,8 @@
  *
  * Size classes are powers of two from 32 to EX_RECYCLE_MAX_BLOCK bytes;
  * every class block is 64-byte aligned, so a request is a class request
- * exactly when size <= EX_RECYCLE_MAX_BLOCK and align <= 64, which
- * deallocate can tell from its arguments.  Each thread has its own lists
+ * exactly when size <= EX_RECYCLE_MAX_BLOCK and align is a power of two
+ * up to 64, which deallocate can tell from its arguments.  Each thread has its own lists
  * (found through a pthread key per allocator), so the fast path touches no
  * shared cache line. */
 #include <pthread.h>
@@ -71,7 +71,8 @@ struct ex_recycling_allocator {
 
 static unsigned class_of(size_t size) { return exi_recycle_class(size); }
 static size_t class_size(unsigned c) { return (size_t)1 << (c + MIN_SHIFT); }
-static bool is_class(size_t size, size_t align) { return size <= EX_RECYCLE_MAX_BLOCK && align <= BLOCK_ALIGN; }
+/* Must be the header's test (exi_recycle_is_class): a block's path is told from its size and alignment. */
+static bool is_class(size_t size, size_t align) { return exi_recycle_is_class(size, align); }
 static uint32_t node_cap(unsigned c) { return (uint32_t)((class_size(c) - sizeof(rnode)) / sizeof(rnode *)); }
 
 /* The cache this thread used last, by allocator id (ids never repeat, so a
@@ -222,6 +223,10 @@ static bool refill(ex_recycling_allocator *r, tcache *t, unsigned c) {
 
 __attribute__((noinline)) static void *allocate_slow(void *ctx, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
+    if (!exi_alloc_request_ok(size, align)) {  /* a class block would have the wrong alignment */
+        exi_faa_u64(&r->failures, 1);
+        return NULL;
+    }
     tcache *t = my_cache(r);
     void *p = NULL;
     if (is_class(size, align)) {

@@ -1,0 +1,133 @@
+/* Size arguments that must not wrap (docs/RELIABILITY.md, "Size
+ * arguments"): allocation requests no allocator can meet, task stack sizes,
+ * bulk shapes near SIZE_MAX on the pool, value completions with more than
+ * EX_MAX_ARITY values, and operation-state layouts built from senders or
+ * schedulers of yours whose sizes are absurd.  Each case once wrapped to a
+ * small number somewhere (a tiny block, a tiny stack, zero chunks) or wrote
+ * past a fixed array; now it is refused with the documented error or runs
+ * as asked. */
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cexec/allocators.h>
+
+#include "helpers.h"
+
+TEST_SUITE(size_limits, 30);
+
+/* ======================================================== allocators */
+
+typedef struct request { size_t size, align; } request;
+
+/* Requests every built-in allocator refuses (allocator.h). */
+static const request impossible[] = {
+    { SIZE_MAX, 16 },
+    { SIZE_MAX - 8, 16 },              /* + a 16-byte header wrapped to a tiny block */
+    { SIZE_MAX - 8, 64 },              /* + the alignment: a tiny block, header written past it */
+    { EX_ALLOC_MAX_SIZE + 1, 16 },
+    { 64, 3 },                         /* not powers of two: no block can promise them */
+    { 64, 24 },
+    { 64, 48 },
+    { 4096, 96 },
+    { 64, EX_ALLOC_MAX_ALIGN << 1 },
+    { 64, (size_t)1 << 63 },
+};
+#define N_IMPOSSIBLE (sizeof impossible / sizeof impossible[0])
+
+static uint64_t failures_of(const ex_allocator *a) {
+    ex_alloc_stats st;
+    if (ex_allocator_stats(a, &st).code) return 0;
+    return st.failures;
+}
+
+/* Every impossible request is NULL and counted as a failure; sizes 0 and
+ * alignments 0, 1, 16 and 64 still work. */
+static void expect_sane_allocator(const ex_allocator *a) {
+    uint64_t before = failures_of(a);
+    for (size_t k = 0; k < N_IMPOSSIBLE; k++) {
+        void *p = a->allocate(a->ctx, impossible[k].size, impossible[k].align);
+        if (p) a->deallocate(a->ctx, p, impossible[k].size, impossible[k].align);  /* let the next case run */
+        cr_expect_null(p, "%s: allocate(%zu, %zu) gave a block", a->name, impossible[k].size, impossible[k].align);
+    }
+    if (a->stats)
+        cr_expect_eq(failures_of(a) - before, N_IMPOSSIBLE, "%s: %llu failures counted for %zu refusals", a->name,
+                     (unsigned long long)(failures_of(a) - before), N_IMPOSSIBLE);
+    static const request fine[] = { { 0, 0 }, { 0, 16 }, { 64, 0 }, { 64, 1 }, { 100, 64 }, { 5000, 64 } };
+    for (size_t k = 0; k < sizeof fine / sizeof fine[0]; k++) {
+        void *p = a->allocate(a->ctx, fine[k].size, fine[k].align);
+        cr_assert_not_null(p, "%s: allocate(%zu, %zu) failed", a->name, fine[k].size, fine[k].align);
+        size_t align = fine[k].align ? fine[k].align : 1;
+        cr_expect_eq((uintptr_t)p % align, 0, "%s: allocate(%zu, %zu) is misaligned", a->name, fine[k].size, align);
+        memset(p, 0xab, fine[k].size);
+        a->deallocate(a->ctx, p, fine[k].size, fine[k].align);
+    }
+}
+
+Test(size_limits, libc_allocator_refuses_impossible_requests) {
+    expect_sane_allocator(ex_libc_allocator());
+    expect_no_leaks();
+}
+
+Test(size_limits, builtin_default_allocator_refuses_impossible_requests) {
+    expect_sane_allocator(ex_builtin_allocator());
+    expect_no_leaks();
+}
+
+Test(size_limits, recycling_allocator_refuses_impossible_requests_inline_too) {
+    ex_recycling_allocator *r = NULL;
+    cr_assert_eq(ex_recycling_allocator_create(NULL, &r).code, EX_OK);
+    expect_sane_allocator(ex_recycling_allocator_get(r));
+    /* The header's inline entry points take the same decisions. */
+    for (size_t k = 0; k < N_IMPOSSIBLE; k++) {
+        void *p = ex_recycling_allocate(r, impossible[k].size, impossible[k].align);
+        if (p) ex_recycling_deallocate(r, p, impossible[k].size, impossible[k].align);
+        cr_expect_null(p, "inline: allocate(%zu, %zu) gave a block", impossible[k].size, impossible[k].align);
+    }
+    void *p = ex_recycling_allocate(r, 0, 0);
+    cr_assert_not_null(p);
+    ex_recycling_deallocate(r, p, 0, 0);
+    ex_recycling_allocator_destroy(r);
+    expect_no_leaks();
+}
+
+/* The pools' default frame allocator: in plain builds real jemalloc, in
+ * sanitizer builds routed to malloc (both must refuse). */
+Test(size_limits, jemalloc_allocator_refuses_impossible_requests) {
+    ex_jemalloc_allocator *j = NULL;
+    cr_assert_eq(ex_jemalloc_allocator_create(2, &j).code, EX_OK);
+    expect_sane_allocator(ex_jemalloc_allocator_get(j));
+    ex_jemalloc_allocator_destroy(j);
+    expect_no_leaks();
+}
+
+Test(size_limits, budget_allocator_refuses_impossible_requests) {
+    ex_budget_allocator b;
+    ex_budget_allocator_init(&b, ex_libc_allocator(), SIZE_MAX);
+    expect_sane_allocator(ex_budget_allocator_get(&b));
+    ex_alloc_stats st;
+    cr_assert_eq(ex_allocator_stats(ex_budget_allocator_get(&b), &st).code, EX_OK);
+    cr_expect_eq(st.bytes_in_use, 0, "a refused request left bytes reserved");
+    expect_no_leaks();
+}
+
+Test(size_limits, monotonic_allocator_refuses_impossible_requests) {
+    static alignas(64) unsigned char buf[16384];
+    ex_monotonic_allocator m;
+    ex_monotonic_allocator_init(&m, buf, sizeof buf, NULL);
+    expect_sane_allocator(ex_monotonic_allocator_get(&m));
+    /* Alignment 0 came from the buffer (it once wrapped to "exhausted"). */
+    ex_monotonic_allocator_reset(&m);
+    unsigned char *p = ex_monotonic_allocator_get(&m)->allocate(&m, 8, 0);
+    cr_expect(p >= buf && p < buf + sizeof buf, "alignment 0 did not come from the buffer");
+    expect_no_leaks();
+}
+
+Test(size_limits, fault_allocator_refuses_impossible_requests) {
+    ex_fault_allocator f;
+    ex_fault_allocator_init(&f, ex_libc_allocator());
+    expect_sane_allocator(ex_fault_allocator_get(&f));
+    expect_no_leaks();
+}
