@@ -131,3 +131,58 @@ Test(size_limits, fault_allocator_refuses_impossible_requests) {
     expect_sane_allocator(ex_fault_allocator_get(&f));
     expect_no_leaks();
 }
+
+/* ======================================================== task stacks */
+
+static ex_task_result nothing(ex_task *t, void *arg) {
+    (void)t, (void)arg;
+    return ex_task_void();
+}
+
+/* Records the stack size asked for and refuses it. */
+typedef struct asking_alloc {
+    ex_allocator base;
+    size_t asked;
+} asking_alloc;
+
+static void *asking_allocate(void *ctx, size_t size, size_t align) {
+    (void)align;
+    ((asking_alloc *)ctx)->asked = size;
+    return NULL;
+}
+static void asking_deallocate(void *ctx, void *p, size_t size, size_t align) { (void)ctx, (void)p, (void)size, (void)align; }
+
+Test(size_limits, task_stack_sizes_beyond_the_maximum_are_einval) {
+    asking_alloc aa = { { asking_allocate, asking_deallocate, &aa, "asking", NULL }, 0 };
+    static const size_t bad[] = { SIZE_MAX, SIZE_MAX - 15, ((size_t)1 << 62) + 8192, EX_TASK_STACK_MAX + 1 };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        for (int own = 0; own < 2; own++) {  /* the default stacks (4 x stack_size), a stack allocator of yours */
+            ex_task_options o = { 0 };
+            o.stack_size = bad[k];
+            o.stack_allocator = own ? &aa.base : NULL;
+            ex_sender *s = ex_task_create(nothing, NULL, &o);
+            cr_expect_eq(ex_sender_status(s).code, EX_EINVAL, "stack_size %zu (own allocator %d) was accepted", bad[k], own);
+            ex_result r = ex_sync_wait(s);
+            cr_expect_eq(r.disposition, EX_DISP_ERROR);
+            cr_expect_eq(r.error.code, EX_EINVAL);
+            ex_result_destroy(&r);
+        }
+    }
+    cr_expect_eq(aa.asked, 0, "a stack was asked for");
+    expect_no_leaks();
+}
+
+/* At the bound the whole stack is asked for (the sums do not wrap there). */
+Test(size_limits, task_stack_size_at_the_maximum_asks_for_all_of_it) {
+    asking_alloc aa = { { asking_allocate, asking_deallocate, &aa, "asking", NULL }, 0 };
+    ex_task_options o = { 0 };
+    o.stack_size = EX_TASK_STACK_MAX;
+    o.stack_allocator = &aa.base;
+    ex_result r = ex_sync_wait(ex_task_create(nothing, NULL, &o));
+    cr_expect_eq(r.disposition, EX_DISP_ERROR);
+    cr_expect_eq(r.error.code, EX_ENOMEM);
+    cr_expect_geq(aa.asked, EX_TASK_STACK_MAX);
+    cr_expect_lt(aa.asked, EX_TASK_STACK_MAX + 16384, "asked for %zu", aa.asked);
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
