@@ -186,3 +186,158 @@ Test(size_limits, task_stack_size_at_the_maximum_asks_for_all_of_it) {
     ex_result_destroy(&r);
     expect_no_leaks();
 }
+
+/* ======================================================== bulk shapes */
+
+static ex_pool *pool_of(unsigned threads) {
+    ex_pool_config c = { 0 };
+    c.threads = threads;
+    c.name_prefix = "sizes";
+    ex_pool *p = NULL;
+    cr_assert_eq(ex_pool_create(&c, &p).code, EX_OK);
+    return p;
+}
+
+#define STOP_AT 5000u
+#define BULK_ERR (EX_EUSER + 17)
+
+typedef struct counted { atomic_size_t calls; } counted;
+
+/* Fails from index STOP_AT on: the only way a SIZE_MAX loop ends. */
+static ex_error count_until(void *ctx, size_t i, const ex_value *v, size_t n) {
+    (void)v, (void)n;
+    atomic_fetch_add(&((counted *)ctx)->calls, 1);
+    return i >= STOP_AT ? ex_err(BULK_ERR, "stop here") : ex_ok();
+}
+
+static void expect_runs_until_the_error(ex_sender *s, counted *c) {
+    ex_result r = ex_sync_wait(s);
+    cr_expect_eq(r.disposition, EX_DISP_ERROR, "a SIZE_MAX bulk completed without its error (%zu calls)",
+                 atomic_load(&c->calls));
+    cr_expect_eq(r.error.code, BULK_ERR);
+    cr_expect_geq(atomic_load(&c->calls), (size_t)STOP_AT, "f ran %zu times", atomic_load(&c->calls));
+    ex_result_destroy(&r);
+}
+
+Test(size_limits, pool_bulk_with_shape_near_size_max_runs_until_the_first_error) {
+    ex_pool *p = pool_of(2);
+    static const size_t grains[] = { 2, 1, 0, 1000, SIZE_MAX / 2 - 1 };
+    for (size_t k = 0; k < sizeof grains / sizeof grains[0]; k++) {
+        counted c = { 0 };
+        expect_runs_until_the_error(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), SIZE_MAX, grains[k], count_until, &c), &c);
+        counted c2 = { 0 };
+        expect_runs_until_the_error(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), SIZE_MAX - 1, grains[k], count_until, &c2),
+                                    &c2);
+    }
+    /* The same off the pool, sequentially. */
+    counted c = { 0 };
+    expect_runs_until_the_error(ex_bulk_grain(ex_just(), SIZE_MAX, 2, count_until, &c), &c);
+    ex_pool_destroy(p);
+    expect_no_leaks();
+}
+
+/* Chunk ranges seen by a chunked body (it does not loop over them). */
+typedef struct ranges {
+    pthread_mutex_t mu;
+    size_t n;
+    size_t begin[8], end[8];
+    bool fail_first;
+} ranges;
+
+static ex_error note_range(void *ctx, size_t b, size_t e, const ex_value *v, size_t n) {
+    (void)v, (void)n;
+    ranges *r = ctx;
+    pthread_mutex_lock(&r->mu);
+    if (r->n < 8) {
+        r->begin[r->n] = b;
+        r->end[r->n] = e;
+    }
+    r->n++;
+    pthread_mutex_unlock(&r->mu);
+    return r->fail_first ? ex_err(BULK_ERR, "seen one") : ex_ok();
+}
+
+static void ranges_init(ranges *r, bool fail_first) {
+    memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+    r->fail_first = fail_first;
+}
+
+Test(size_limits, pool_bulk_chunks_end_at_shape_without_wrapping) {
+    ex_pool *p = pool_of(2);
+    /* Two chunks: [0, SIZE_MAX - 1) and [SIZE_MAX - 1, SIZE_MAX). */
+    ranges rg;
+    ranges_init(&rg, false);
+    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), SIZE_MAX, SIZE_MAX - 1, note_range, &rg));
+    cr_expect_eq(r.disposition, EX_DISP_VALUE);
+    cr_assert_eq(rg.n, 2, "%zu chunks instead of 2", rg.n);
+    size_t covered = 0;
+    for (size_t k = 0; k < 2; k++) {
+        cr_expect_lt(rg.begin[k], rg.end[k], "chunk [%zu, %zu)", rg.begin[k], rg.end[k]);
+        cr_expect_leq(rg.end[k], SIZE_MAX);
+        covered += rg.end[k] - rg.begin[k];
+    }
+    cr_expect_eq(covered, SIZE_MAX, "the chunks cover %zu indices", covered);
+    ex_result_destroy(&r);
+    /* A grain of SIZE_MAX: one chunk, the whole shape. */
+    ranges_init(&rg, false);
+    r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), SIZE_MAX, SIZE_MAX, note_range, &rg));
+    cr_expect_eq(r.disposition, EX_DISP_VALUE);
+    cr_assert_eq(rg.n, 1);
+    cr_expect_eq(rg.begin[0], 0);
+    cr_expect_eq(rg.end[0], SIZE_MAX);
+    ex_result_destroy(&r);
+    ex_pool_destroy(p);
+    expect_no_leaks();
+}
+
+Test(size_limits, pool_bulk_default_grain_near_size_max_is_shape_over_chunks) {
+    ex_pool *p = pool_of(2);
+    ranges rg;
+    ranges_init(&rg, true);
+    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), SIZE_MAX, 0, note_range, &rg));
+    cr_expect_eq(r.disposition, EX_DISP_ERROR);
+    cr_assert_geq(rg.n, 1);
+    size_t parts = 8 * 2, want = SIZE_MAX / parts + 1;  /* ceil(SIZE_MAX / 16) */
+    size_t got = rg.end[0] - rg.begin[0];
+    cr_expect(got == want || rg.end[0] == SIZE_MAX, "a default chunk of %zu indices, want %zu", got, want);
+    ex_result_destroy(&r);
+    ex_pool_destroy(p);
+    expect_no_leaks();
+}
+
+/* A resource whose bulk hook hands out a range whose end wrapped. */
+typedef struct { ex_operation base; ex_receiver r; } now_op;
+static void now_start(ex_operation *op) { ex_set_value(((now_op *)op)->r, NULL, 0); }
+static const ex_operation_vtable now_op_vt = { now_start, NULL };
+static ex_error now_connect(void *self, ex_receiver r, void *storage) {
+    (void)self;
+    now_op *o = storage;
+    o->base.vt = &now_op_vt;
+    o->r = r;
+    return ex_ok();
+}
+
+static void wrapping_bulk(void *self, ex_bulk_job *job) {
+    (void)self;
+    size_t begin = job->shape - 1;
+    if (ex_bulk_job_run(job, begin, begin + 10)) (void)ex_bulk_job_run(job, 0, begin);  /* begin + 10 wrapped */
+    ex_bulk_job_done(job);
+}
+
+static const ex_scheduler_vtable wrapping_vt = {
+    .name = "wrapping_bulk", .schedule_op_size = sizeof(now_op), .schedule_op_align = alignof(now_op),
+    .connect_schedule = now_connect, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .bulk = wrapping_bulk,
+};
+
+Test(size_limits, bulk_job_run_never_hands_a_reversed_range_to_the_body) {
+    ranges rg;
+    ranges_init(&rg, false);
+    ex_scheduler sch = { &wrapping_vt, NULL };
+    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(sch), SIZE_MAX, 0, note_range, &rg));
+    cr_expect_eq(r.disposition, EX_DISP_VALUE);
+    for (size_t k = 0; k < rg.n && k < 8; k++)
+        cr_expect_lt(rg.begin[k], rg.end[k], "the body got [%zu, %zu)", rg.begin[k], rg.end[k]);
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
