@@ -509,6 +509,13 @@ static void await_complete(ex_task *t) {
 static void await_value(void *self, const ex_value *v, size_t n) {
     ex_task *t = self;
     ex_await_result *out = t->await_out;
+    if (__builtin_expect(n > EX_MAX_ARITY, 0)) {  /* out->v holds EX_MAX_ARITY: a sender of yours sent more */
+        out->status = EX_AWAIT_ERROR;
+        out->n = 0;
+        out->error = ex_err(EX_EINVAL, "ex_await: the sender completed with more than EX_MAX_ARITY values");
+        await_complete(t);
+        return;
+    }
     out->status = EX_AWAIT_VALUE;
     out->n = (uint8_t)n;
     out->error = ex_ok();

@@ -341,3 +341,121 @@ Test(size_limits, bulk_job_run_never_hands_a_reversed_range_to_the_body) {
     ex_result_destroy(&r);
     expect_no_leaks();
 }
+
+/* ======================================================== arities */
+
+/* A sender of yours that breaks the model: nine values (EX_MAX_ARITY is 8). */
+typedef struct nine_op { ex_operation base; ex_receiver r; } nine_op;
+static void nine_start(ex_operation *op) {
+    ex_value v[EX_MAX_ARITY + 1];
+    for (int i = 0; i <= EX_MAX_ARITY; i++) v[i] = ex_int(i);
+    ex_set_value(((nine_op *)op)->r, v, EX_MAX_ARITY + 1);
+}
+static const ex_operation_vtable nine_op_vt = { nine_start, NULL };
+static ex_error nine_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    (void)s;
+    nine_op *o = storage;
+    o->base.vt = &nine_op_vt;
+    o->r = r;
+    return ex_ok();
+}
+static const ex_sender_vtable nine_vt = { "nine_values", nine_connect, NULL, NULL };
+static ex_sender nine_sender = {
+    .vt = &nine_vt, .refs = 0, .op_size = sizeof(nine_op), .op_align = alignof(nine_op),
+    .sigs = { 0, EX_SIGS_DYNAMIC, { { 0, { 0 } } } },
+};
+
+static ex_sender *let_again(void *ctx, const ex_value *in, size_t n) {
+    (void)ctx, (void)in, (void)n;
+    return ex_just();
+}
+
+/* Runs s with a recording receiver (which never copies more than it holds). */
+static void expect_einval_not_nine_values(ex_sender *s, const char *what) {
+    rec rc;
+    rec_init(&rc);
+    ex_operation *op = NULL;
+    ex_error e = ex_connect_alloc(s, rec_receiver(&rc), &op);
+    cr_assert_eq(e.code, EX_OK, "%s: connect: %s", what, e.msg ? e.msg : "");
+    ex_start(op);
+    cr_expect_eq(rc.values, 0, "%s: completed with %zu values", what, rc.n);
+    cr_expect_eq(rc.errors, 1, "%s: no error", what);
+    cr_expect_eq(rc.err.code, EX_EINVAL, "%s: error %d", what, rc.err.code);
+    ex_operation_free(op);
+    ex_sender_release(s);
+}
+
+Test(size_limits, more_than_max_arity_values_are_einval_not_an_overflow) {
+    ex_scheduler inl = ex_inline_scheduler();
+    expect_einval_not_nine_values(ex_continues_on(&nine_sender, inl), "continues_on");
+    expect_einval_not_nine_values(ex_let_value(&nine_sender, let_again, NULL, EX_SIG_VARIADIC), "let_value");
+    expect_einval_not_nine_values(ex_split(&nine_sender), "split");
+    expect_einval_not_nine_values(ex_when_all(&nine_sender), "when_all");
+    ex_pool *p = pool_of(2);
+    counted c = { 0 };
+    /* The pool's bulk (found through the environment) stores the values. */
+    ex_result r = ex_sync_wait(ex_write_env(ex_bulk(&nine_sender, 4, count_until, &c), &ex_key_get_scheduler,
+                                            ex_sched_value(ex_pool_scheduler(p))));
+    cr_expect_eq(r.disposition, EX_DISP_ERROR, "bulk on the pool");
+    cr_expect_eq(r.error.code, EX_EINVAL);
+    cr_expect_eq(atomic_load(&c.calls), 0);
+    ex_result_destroy(&r);
+    ex_pool_destroy(p);
+    ex_counting_scope scope;
+    cr_assert_eq(ex_counting_scope_init(&scope).code, EX_OK);
+    expect_einval_not_nine_values(ex_spawn_future(&nine_sender, ex_counting_scope_token(&scope)), "spawn_future");
+    r = ex_sync_wait(ex_counting_scope_join(&scope));
+    ex_result_destroy(&r);
+    cr_assert_eq(ex_counting_scope_destroy(&scope).code, EX_OK);
+    expect_no_leaks();
+}
+
+typedef struct await_seen { ex_await_status status; int code; uint8_t n; } await_seen;
+
+static ex_task_result await_nine(ex_task *t, void *arg) {
+    await_seen *seen = arg;
+    ex_await_result r = ex_await(t, &nine_sender);
+    seen->status = r.status;
+    seen->n = r.n;
+    seen->code = r.status == EX_AWAIT_ERROR ? r.error.code : 0;
+    return ex_task_void();
+}
+
+Test(size_limits, a_task_awaiting_more_than_max_arity_values_gets_einval) {
+    await_seen seen = { EX_AWAIT_VALUE, 0, 0 };
+    ex_result r = ex_sync_wait(ex_task_create(await_nine, &seen, NULL));
+    cr_expect_eq(r.disposition, EX_DISP_VALUE);
+    cr_expect_eq(seen.status, EX_AWAIT_ERROR, "the await gave status %d with %u values", (int)seen.status, seen.n);
+    cr_expect_eq(seen.code, EX_EINVAL);
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
+
+/* ======================================================== signatures */
+
+/* Signatures of yours that claim more than their arrays hold: the bytes
+ * past them (here all EX_T_ANY, or a matching extra entry) are never read. */
+Test(size_limits, signatures_past_max_arity_or_max_sigs_match_nothing) {
+    struct { ex_sig sig; uint8_t more[16]; } a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.sig.arity = b.sig.arity = EX_MAX_ARITY + 4;  /* types all EX_T_ANY, and so are the bytes after them */
+    ex_value v[EX_MAX_ARITY + 4];
+    for (size_t i = 0; i < EX_MAX_ARITY + 4; i++) v[i] = ex_int((int64_t)i);
+    cr_expect_not(ex_sig_matches(&a.sig, v, EX_MAX_ARITY + 4), "a 12-value signature matched");
+    cr_expect_not(ex_sig_compatible(&a.sig, &b.sig), "two 12-value signatures were compatible");
+    cr_expect(ex_sig_matches(&EX_SIG_VARIADIC, v, EX_MAX_ARITY + 4), "variadic still matches");
+
+    struct { ex_sigs s; ex_sig extra; } set;
+    memset(&set, 0, sizeof set);
+    set.s.nvalues = EX_MAX_VALUE_SIGS + 1;
+    for (size_t i = 0; i < EX_MAX_VALUE_SIGS; i++) set.s.values[i] = EX_SIG(EX_T_STR);
+    set.extra = EX_SIG(EX_T_INT);
+    ex_value one = ex_int(1);
+    cr_expect_eq(ex_sigs_find(&set.s, &one, 1), -1, "found signature %d of %d", ex_sigs_find(&set.s, &one, 1),
+                 EX_MAX_VALUE_SIGS);
+    ex_sigs accepts = ex_sigs_none();
+    cr_assert(ex_sigs_add_value(&accepts, EX_SIG(EX_T_STR)));
+    const char *why = NULL;
+    cr_expect(ex_sigs_subset(&set.s, &accepts, &why), "the entry past the array was checked: %s", why ? why : "");
+}
