@@ -182,7 +182,7 @@ static inline size_t exi_child_offset(size_t own, const ex_sender *child) {
     return ex_align_up(own, child->op_align);
 }
 static inline void exi_layout_one_child(ex_sender *s, size_t own, size_t own_align, const ex_sender *child) {
-    s->op_size = exi_child_offset(own, child) + child->op_size;
+    s->op_size = ex_size_add(exi_child_offset(own, child), child->op_size);  /* saturates: see ex_size_add */
     s->op_align = ex_max_size(own_align, child->op_align);
 }
 

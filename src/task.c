@@ -573,7 +573,7 @@ static void await_fail(ex_await_result *out, ex_error e) {
  * (steady state: no allocation). */
 static void *await_storage(ex_task *t, size_t size, size_t align) {
     if (size <= t->await_size && align <= alignof(max_align_t)) return t->await_area;
-    size_t need = size + (align > alignof(max_align_t) ? align : 0);
+    size_t need = ex_size_add(size, align > alignof(max_align_t) ? align : 0);  /* SIZE_MAX: the allocator refuses */
     if (need > t->await_cap) {
         void *p = ex_allocate(t->alloc, need, alignof(max_align_t));
         if (!p) return NULL;

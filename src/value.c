@@ -186,7 +186,8 @@ static size_t nested_bytes(const ex_value *v, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (v[i].type != EX_T_TUPLE || !v[i].as.tuple) continue;
         const ex_tuple *t = v[i].as.tuple;
-        total += sizeof(ex_tuple) + t->n * sizeof(ex_value) + nested_bytes(t->v, t->n);
+        /* Saturating: tuples shared many times over could add up past SIZE_MAX; the allocator refuses that. */
+        total = ex_size_add(total, ex_size_add(sizeof(ex_tuple) + t->n * sizeof(ex_value), nested_bytes(t->v, t->n)));
     }
     return total;
 }

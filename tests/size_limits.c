@@ -459,3 +459,220 @@ Test(size_limits, signatures_past_max_arity_or_max_sigs_match_nothing) {
     const char *why = NULL;
     cr_expect(ex_sigs_subset(&set.s, &accepts, &why), "the entry past the array was checked: %s", why ? why : "");
 }
+
+/* ======================================================== operation layouts */
+
+/* Senders of yours with an absurd operation layout.  connect writes only
+ * its header (it is never given SIZE_MAX bytes, and must not be connected
+ * into a block that wrapped). */
+typedef struct small_op { ex_operation base; ex_receiver r; } small_op;
+static void small_start(ex_operation *op) { ex_set_value(((small_op *)op)->r, NULL, 0); }
+static const ex_operation_vtable small_op_vt = { small_start, NULL };
+static ex_error small_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    (void)s;
+    small_op *o = storage;
+    o->base.vt = &small_op_vt;
+    o->r = r;
+    return ex_ok();
+}
+static const ex_sender_vtable layout_vt = { "absurd_layout", small_connect, NULL, NULL };
+
+#define LAYOUT_SENDER(size, align) \
+    { .vt = &layout_vt, .refs = 0, .op_size = (size), .op_align = (align), .sigs = { 1, 0, { { 0, { 0 } } } } }
+
+static ex_sender huge16 = LAYOUT_SENDER(SIZE_MAX - 8, 16);
+static ex_sender huge64 = LAYOUT_SENDER(SIZE_MAX - 8, 64);
+static ex_sender align0 = LAYOUT_SENDER(sizeof(small_op), 0);
+static ex_sender align24 = LAYOUT_SENDER(sizeof(small_op), 24);
+
+static ex_sender *identity(void *ctx, ex_sender *s) { (void)ctx; return s; }
+static ex_error no_values(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)in, (void)n, (void)out;
+    return ex_ok();
+}
+static ex_error none_on_stop(void *ctx, ex_value *out) {
+    (void)ctx, (void)out;
+    return ex_ok();
+}
+
+/* Every adaptor's operation holds its child's: its size never drops below
+ * the child's (a sum that wrapped did). */
+Test(size_limits, adaptor_layouts_saturate_instead_of_wrapping) {
+    ex_scheduler inl = ex_inline_scheduler();
+    ex_sender *parents[] = {
+        ex_then(&huge64, no_values, NULL, EX_SIG0, EX_SIG0),
+        ex_upon_stopped(&huge64, none_on_stop, NULL, EX_SIG0),
+        ex_let_value(&huge64, let_again, NULL, EX_SIG_VARIADIC),
+        ex_when_all(ex_just(), &huge64),
+        ex_continues_on(&huge64, inl),
+        ex_starts_on(inl, &huge64),
+        ex_write_env(&huge64, &ex_key_get_scheduler, ex_sched_value(inl)),
+        ex_into_variant(&huge64),
+        ex_bulk(&huge64, 4, count_until, NULL),
+        ex_on_closure(&huge64, inl, identity, NULL),
+    };
+    for (size_t k = 0; k < sizeof parents / sizeof parents[0]; k++) {
+        ex_sender *s = parents[k];
+        if (ex_sender_status(s).code == EX_OK) {
+            cr_expect_geq(ex_sender_op_size(s), ex_sender_op_size(&huge64), "%s: op_size %zu wrapped", s->vt->name,
+                          ex_sender_op_size(s));
+            rec rc;
+            rec_init(&rc);
+            ex_operation *op = NULL;
+            long before = test_alloc_count();
+            cr_expect_eq(ex_connect_alloc(s, rec_receiver(&rc), &op).code, EX_ENOMEM, "%s: connect_alloc", s->vt->name);
+            cr_expect_eq(test_alloc_count(), before, "%s: an allocation was tried", s->vt->name);
+            if (op) ex_operation_free(op);
+        }
+        ex_sender_release(s);
+    }
+    expect_no_leaks();
+}
+
+Test(size_limits, connect_alloc_of_a_huge_operation_is_enomem_without_allocating) {
+    ex_sender *senders[] = { &huge16, &huge64 };
+    for (size_t k = 0; k < 2; k++) {
+        rec rc;
+        rec_init(&rc);
+        ex_operation *op = NULL;
+        long before = test_alloc_count();
+        ex_error e = ex_connect_alloc(senders[k], rec_receiver(&rc), &op);
+        cr_expect_eq(e.code, EX_ENOMEM, "op_size %zu: %d", senders[k]->op_size, e.code);
+        cr_expect_eq(test_alloc_count(), before, "an allocation was tried");
+        if (op) ex_operation_free(op);
+    }
+    expect_no_leaks();
+}
+
+Test(size_limits, op_align_zero_means_none_and_other_non_powers_of_two_are_einval) {
+    rec rc;
+    rec_init(&rc);
+    alignas(64) unsigned char storage[256];
+    ex_operation *op = NULL;
+    cr_assert_eq(ex_connect(&align0, rec_receiver(&rc), storage + 8, sizeof storage - 8, &op).code, EX_OK);
+    ex_start(op);
+    cr_expect_eq(rc.values, 1);
+    /* An adaptor places its child after its own part, not over it. */
+    ex_sender *t = ex_write_env(&align0, &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler()));
+    cr_expect_gt(ex_sender_op_size(t), ex_sender_op_size(&align0), "the child was laid over the parent");
+    ex_result r = ex_sync_wait(t);
+    cr_expect_eq(r.disposition, EX_DISP_VALUE);
+    ex_result_destroy(&r);
+    cr_expect_eq(ex_connect(&align24, rec_receiver(&rc), storage, sizeof storage, &op).code, EX_EINVAL);
+    cr_expect_eq(ex_connect_alloc(&align24, rec_receiver(&rc), &op).code, EX_EINVAL);
+    expect_no_leaks();
+}
+
+Test(size_limits, spawn_split_and_futures_of_a_huge_operation_are_enomem) {
+    ex_counting_scope scope;
+    cr_assert_eq(ex_counting_scope_init(&scope).code, EX_OK);
+    cr_expect_eq(ex_spawn(&huge64, ex_counting_scope_token(&scope)).code, EX_ENOMEM);
+    ex_sender *f = ex_spawn_future(&huge64, ex_counting_scope_token(&scope));
+    cr_expect_eq(ex_sender_status(f).code, EX_ENOMEM);
+    ex_sender_release(f);
+    ex_sender *sp = ex_split(&huge64);
+    cr_expect_eq(ex_sender_status(sp).code, EX_ENOMEM);
+    ex_sender_release(sp);
+    ex_result r = ex_sync_wait(ex_counting_scope_join(&scope));
+    cr_expect_eq(r.disposition, EX_DISP_VALUE);
+    ex_result_destroy(&r);
+    cr_assert_eq(ex_counting_scope_destroy(&scope).code, EX_OK);
+    r = ex_sync_wait(&huge64);
+    cr_expect_eq(r.error.code, EX_ENOMEM);
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
+
+static ex_task_result await_huge(ex_task *t, void *arg) {
+    await_seen *seen = arg;
+    ex_await_result r = ex_await(t, &huge64);
+    seen->status = r.status;
+    seen->code = r.status == EX_AWAIT_ERROR ? r.error.code : 0;
+    return ex_task_void();
+}
+
+Test(size_limits, a_task_awaiting_a_huge_operation_gets_enomem) {
+    await_seen seen = { EX_AWAIT_VALUE, 0, 0 };
+    ex_result r = ex_sync_wait(ex_task_create(await_huge, &seen, NULL));
+    cr_expect_eq(r.disposition, EX_DISP_VALUE);
+    cr_expect_eq(seen.status, EX_AWAIT_ERROR, "the await gave status %d", (int)seen.status);
+    cr_expect_eq(seen.code, EX_ENOMEM);
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
+
+static ex_error range_until(void *ctx, size_t b, size_t e);
+
+/* A scheduler of yours whose schedule operation is absurdly big. */
+static const ex_scheduler_vtable huge_sched_vt = {
+    .name = "huge_schedule_op", .schedule_op_size = SIZE_MAX - 8, .schedule_op_align = 16,
+    .connect_schedule = now_connect, .progress = EX_PROGRESS_WEAKLY_PARALLEL,
+};
+
+Test(size_limits, a_huge_schedule_operation_saturates_or_is_refused) {
+    ex_scheduler sch = { &huge_sched_vt, NULL };
+    ex_sender *s = ex_starts_on(sch, ex_just());
+    cr_expect_geq(ex_sender_op_size(s), SIZE_MAX - 8, "starts_on: op_size %zu wrapped", ex_sender_op_size(s));
+    ex_sender_release(s);
+    ex_strand *st = NULL;
+    cr_expect_eq(ex_strand_create(sch, NULL, &st).code, EX_ENOMEM, "a strand's drain operation wrapped");
+    if (st) ex_strand_destroy(st);
+    /* An algorithm run by one agent of sch holds sch's schedule operation. */
+    counted c = { 0 };
+    s = ex_for_each_index(sch, 10, 1, range_until, &c);
+    cr_expect_geq(ex_sender_op_size(s), SIZE_MAX - 8, "for_each_index: op_size %zu wrapped", ex_sender_op_size(s));
+    rec rc;
+    rec_init(&rc);
+    ex_operation *op = NULL;
+    cr_expect_eq(ex_connect_alloc(s, rec_receiver(&rc), &op).code, EX_ENOMEM);
+    if (op) ex_operation_free(op);
+    ex_sender_release(s);
+    expect_no_leaks();
+}
+
+Test(size_limits, launching_a_huge_operation_is_enomem) {
+    ex_counting_scope scope;
+    cr_assert_eq(ex_counting_scope_init(&scope).code, EX_OK);
+    ex_error e = ex_task_launch(ex_counting_scope_token(&scope), ex_inline_scheduler(), &huge64, NULL);
+    cr_expect_eq(e.code, EX_ENOMEM, "ex_task_launch: %d", e.code);
+    ex_result r = ex_sync_wait(ex_counting_scope_join(&scope));
+    ex_result_destroy(&r);
+    cr_assert_eq(ex_counting_scope_destroy(&scope).code, EX_OK);
+    expect_no_leaks();
+}
+
+/* ======================================================== algorithms */
+
+#define LOOP_ERR (EX_EUSER + 23)
+
+static ex_error range_until(void *ctx, size_t b, size_t e) {
+    atomic_fetch_add(&((counted *)ctx)->calls, 1);
+    return b >= STOP_AT || e < b ? ex_err(LOOP_ERR, "stop here") : ex_ok();
+}
+
+static void copy_double(void *ctx, const void *x, void *y) {
+    (void)ctx;
+    memcpy(y, x, sizeof(double));
+}
+
+/* Already right (tiles are counted as n / tile + (n % tile != 0), a
+ * tile's end as min(n, begin + tile) without the sum): kept as the
+ * algorithms' row of the table. */
+Test(size_limits, for_each_index_over_size_max_indices_runs_until_the_first_error) {
+    ex_pool *p = pool_of(2);
+    static const size_t grains[] = { 2, 0, SIZE_MAX - 1 };
+    for (size_t k = 0; k < sizeof grains / sizeof grains[0]; k++) {
+        counted c = { 0 };
+        ex_result r = ex_sync_wait(ex_for_each_index(ex_pool_scheduler(p), SIZE_MAX, grains[k], range_until, &c));
+        cr_expect_eq(r.disposition, EX_DISP_ERROR, "grain %zu", grains[k]);
+        cr_expect_eq(r.error.code, LOOP_ERR);
+        cr_expect_geq(atomic_load(&c.calls), 1);
+        ex_result_destroy(&r);
+    }
+    ex_pool_destroy(p);
+    double x[4] = { 0 };
+    ex_sender *s = ex_transform(ex_inline_scheduler(), x, 8, x, 8, SIZE_MAX / 4, copy_double, NULL);
+    cr_expect_eq(ex_sender_status(s).code, EX_EINVAL, "n * element size overflowing is refused");
+    ex_sender_release(s);
+    expect_no_leaks();
+}
