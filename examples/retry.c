@@ -99,7 +99,7 @@ static ex_sender *retry(ex_sender *child, unsigned max_attempts) {
     rs->child = child;
     rs->max_attempts = max_attempts;
     s->sigs = *ex_sender_sigs(child);        /* same completions as the child */
-    s->op_size = child_offset(child) + ex_sender_op_size(child);
+    s->op_size = ex_size_add(child_offset(child), ex_sender_op_size(child));
     s->op_align = ex_max_size(alignof(retry_op), ex_sender_op_align(child));
     return s;
 }

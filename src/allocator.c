@@ -96,7 +96,8 @@ static libc_thread *libc_self(void) {
 static void *libc_allocate(void *ctx, size_t size, size_t align) {
     (void)ctx;
     void *p = NULL;
-    if (align <= alignof(max_align_t)) p = malloc(size ? size : 1);
+    if (!exi_alloc_request_ok(size, align)) p = NULL;  /* malloc would give a block of the wrong alignment */
+    else if (align <= alignof(max_align_t)) p = malloc(size ? size : 1);
     else if (posix_memalign(&p, align, size ? size : 1)) p = NULL;
     libc_thread *t = libc_self();
     if (!p) {

@@ -6,6 +6,10 @@
 
 static void *budget_allocate(void *ctx, size_t size, size_t align) {
     ex_budget_allocator *b = ctx;
+    if (!exi_alloc_request_ok(size, align)) {
+        exi_count_fail(&b->c);
+        return NULL;
+    }
     /* Reserve the bytes first, so concurrent allocations cannot overshoot. */
     uint64_t in = exi_load_rlx_u64(&b->c.bytes_in_use);
     for (;;) {
@@ -45,6 +49,10 @@ void ex_budget_allocator_init(ex_budget_allocator *b, const ex_allocator *under,
 
 static void *mono_allocate(void *ctx, size_t size, size_t align) {
     ex_monotonic_allocator *m = ctx;
+    if (!exi_alloc_request_ok(size, align)) {  /* a non-power-of-two mask would misalign */
+        exi_count_fail(&m->c);
+        return NULL;
+    }
     uint64_t used = exi_load_rlx_u64(&m->used);
     for (;;) {
         uintptr_t base = (uintptr_t)m->buf + used;
@@ -102,7 +110,8 @@ static bool should_fail(ex_fault_allocator *f) {
 
 static void *fault_allocate(void *ctx, size_t size, size_t align) {
     ex_fault_allocator *f = ctx;
-    void *p = should_fail(f) ? NULL : f->under->allocate(f->under->ctx, size, align);
+    /* A request no allocator can meet fails without using up a planned failure. */
+    void *p = !exi_alloc_request_ok(size, align) || should_fail(f) ? NULL : f->under->allocate(f->under->ctx, size, align);
     if (p) exi_count_alloc(&f->c, size);
     else exi_count_fail(&f->c);
     return p;

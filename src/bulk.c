@@ -54,6 +54,7 @@ bool ex_bulk_job_run(ex_bulk_job *job, size_t begin, size_t end) {
         return false;
     }
     if (end > o->shape) end = o->shape;
+    if (begin >= end) return true;  /* empty (or a resource's wrapped end): nothing to run */
     ex_error e = run_range(o, begin, end, o->values.v, o->values.n);
     if (e.code) {
         uint32_t expected = 0;

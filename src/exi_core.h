@@ -22,8 +22,9 @@ typedef struct exi_store {
 } exi_store;
 
 static inline void exi_store_init(exi_store *st) { st->n = 0; st->nested = NULL; st->nested_size = 0; st->alloc = NULL; }
-/* Deep-copies (v, n) (n <= EX_MAX_ARITY) into st, replacing what it held.
- * EX_ENOMEM when tuple storage cannot be allocated (st is then empty). */
+/* Deep-copies (v, n) into st, replacing what it held.  EX_ENOMEM when
+ * tuple storage cannot be allocated, EX_EINVAL when n > EX_MAX_ARITY (st
+ * is then empty). */
 ex_error exi_store_set(exi_store *st, const ex_value *v, size_t n, const ex_allocator *alloc);
 void exi_store_clear(exi_store *st);
 
@@ -43,8 +44,17 @@ static inline uint8_t exi_value_cap(const ex_sigs *cs) {
     return (cs->flags & EX_SIGS_DYNAMIC) ? EX_MAX_ARITY : cs->nvalues ? cs->values[0].arity : 0;
 }
 
-/* Deep copy of n values into a caller array plus a nested block (for
- * ex_result and just).  *nested is NULL when no tuple is present. */
+/* Whether the built-in allocators serve a request (allocator.h): size at
+ * most EX_ALLOC_MAX_SIZE, alignment a power of two (0: none) at most
+ * EX_ALLOC_MAX_ALIGN.  Below these bounds size + alignment + a header
+ * cannot wrap. */
+static inline bool exi_alloc_request_ok(size_t size, size_t align) {
+    return size <= EX_ALLOC_MAX_SIZE && align <= EX_ALLOC_MAX_ALIGN && (align & (align - 1)) == 0;
+}
+
+/* Deep copy of n values into a caller array of EX_MAX_ARITY plus a nested
+ * block (for ex_result and just).  *nested is NULL when no tuple is
+ * present.  EX_EINVAL (nothing copied) when n > EX_MAX_ARITY. */
 ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
                          void **nested, size_t *nested_size);
 
@@ -178,7 +188,7 @@ static inline size_t exi_child_offset(size_t own, const ex_sender *child) {
     return ex_align_up(own, child->op_align);
 }
 static inline void exi_layout_one_child(ex_sender *s, size_t own, size_t own_align, const ex_sender *child) {
-    s->op_size = exi_child_offset(own, child) + child->op_size;
+    s->op_size = ex_size_add(exi_child_offset(own, child), child->op_size);  /* saturates: see ex_size_add */
     s->op_align = ex_max_size(own_align, child->op_align);
 }
 

@@ -162,7 +162,14 @@ struct ex_jemalloc_allocator {
 static EXI_TLS struct { uint64_t id; jthread *t; } last;
 static uint64_t next_id = 1;
 
-static inline bool is_class(size_t size, size_t align) { return align <= HEADER && size <= CLASS_MAX - HEADER; }
+/* A power-of-two alignment up to HEADER is met by every class block (a
+ * non-power-of-two one goes to allocate_slow, which refuses it). */
+static inline bool is_class(size_t size, size_t align) {
+    return align <= HEADER && (align & (align - 1)) == 0 && size <= CLASS_MAX - HEADER;
+}
+/* The same for a block being freed, without the power-of-two test: no
+ * block was given out for another alignment (3 instructions less). */
+static inline bool freed_is_class(size_t size, size_t align) { return align <= HEADER && size <= CLASS_MAX - HEADER; }
 static inline unsigned class_of(size_t size) {
     size_t total = size + HEADER;
     if (total <= ((size_t)1 << MIN_SHIFT)) return 0;
@@ -355,7 +362,10 @@ static inline void *finish_block(char *block, size_t align, unsigned a) {
 }
 
 __attribute__((noinline)) static void *allocate_slow(ex_jemalloc_allocator *j, size_t size, size_t align) {
-    jthread *t = my_thread(j);
+    /* Bounded, size + align below cannot wrap to a small block, and the
+     * header's 32-bit offset holds the alignment. */
+    _Static_assert(EX_ALLOC_MAX_ALIGN <= UINT32_MAX, "the header's offset holds every alignment");
+    jthread *t = exi_alloc_request_ok(size, align) ? my_thread(j) : NULL;
     if (!t) {
         exi_faa_u64(&j->failures, 1);
         return NULL;
@@ -405,7 +415,7 @@ __attribute__((noinline)) static void deallocate_slow(ex_jemalloc_allocator *j, 
     fblock *b = (fblock *)(void *)((char *)p - HEADER);
     unsigned a = b->arena;
     jthread *t = my_thread(j);
-    if (t && is_class(size, align)) {
+    if (t && freed_is_class(size, align)) {
         count_free(t, size);
         unsigned c = class_of(size);
         cache_poison(b, c);
@@ -430,7 +440,7 @@ __attribute__((noinline)) static void deallocate_slow(ex_jemalloc_allocator *j, 
         pthread_mutex_unlock(&j->mu);
     }
     size_t off = b->offset;
-    if (is_class(size, align)) size = class_size(class_of(size)) - off;  /* no thread record: a class block */
+    if (freed_is_class(size, align)) size = class_size(class_of(size)) - off;  /* no thread record: a class block */
     /* Through this thread's tcache for the block's arena: the block goes
      * back to the arena it came from. */
     je_free((char *)p - off, size + off, off, j->arenas[a], tcache_for(t, a));
@@ -438,7 +448,7 @@ __attribute__((noinline)) static void deallocate_slow(ex_jemalloc_allocator *j, 
 
 static void j_deallocate(void *ctx, void *p, size_t size, size_t align) {
     ex_jemalloc_allocator *j = ctx;
-    if (__builtin_expect(last.id == j->id && is_class(size, align), 1)) {
+    if (__builtin_expect(last.id == j->id && freed_is_class(size, align), 1)) {
         jthread *t = last.t;
         fblock *b = (fblock *)(void *)((char *)p - HEADER);
         unsigned c = class_of(size);

@@ -383,8 +383,9 @@ static void bulk_participate(ex_bulk_job *job) {
     for (;;) {
         uint64_t c = exi_faa_u64(&job->scratch[BJ_NEXT], 1);
         if (c >= chunks) break;
-        size_t begin = (size_t)(c * grain);
-        if (!ex_bulk_job_run(job, begin, begin + (size_t)grain)) {
+        size_t begin = (size_t)(c * grain);  /* < shape: c < chunks */
+        size_t end = job->shape - begin > grain ? begin + (size_t)grain : job->shape;  /* no wrap near SIZE_MAX */
+        if (!ex_bulk_job_run(job, begin, end)) {
             exi_store_rlx_u64(&job->scratch[BJ_NEXT], chunks);  /* nobody starts another chunk */
             break;
         }
@@ -399,9 +400,12 @@ static void bulk_helper_cancel(ex_work *w) { bulk_leave(((ex_bulk_helper *)(void
 static void pool_bulk(void *self, ex_bulk_job *job) {
     ex_pool *p = self;
     uint64_t shape = job->shape;
-    uint64_t grain = job->grain ? job->grain : (shape + 8ull * p->n - 1) / (8ull * p->n);
+    /* Rounded-up divisions written so that a shape near SIZE_MAX cannot
+     * wrap (it once made 0 chunks: a silent no-op). */
+    uint64_t parts = 8ull * p->n;
+    uint64_t grain = job->grain ? job->grain : shape / parts + (shape % parts != 0);
     if (grain == 0) grain = 1;
-    uint64_t chunks = (shape + grain - 1) / grain;
+    uint64_t chunks = shape / grain + (shape % grain != 0);
     uint64_t helpers = chunks > 1 ? chunks - 1 : 0;
     if (helpers > p->n - 1) helpers = p->n - 1;
     ex_bulk_helper *h = job->helpers;

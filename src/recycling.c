@@ -2,8 +2,8 @@
  *
  * Size classes are powers of two from 32 to EX_RECYCLE_MAX_BLOCK bytes;
  * every class block is 64-byte aligned, so a request is a class request
- * exactly when size <= EX_RECYCLE_MAX_BLOCK and align <= 64, which
- * deallocate can tell from its arguments.  Each thread has its own lists
+ * exactly when size <= EX_RECYCLE_MAX_BLOCK and align is a power of two
+ * up to 64, which deallocate can tell from its arguments.  Each thread has its own lists
  * (found through a pthread key per allocator), so the fast path touches no
  * shared cache line. */
 #include <pthread.h>
@@ -71,7 +71,10 @@ struct ex_recycling_allocator {
 
 static unsigned class_of(size_t size) { return exi_recycle_class(size); }
 static size_t class_size(unsigned c) { return (size_t)1 << (c + MIN_SHIFT); }
-static bool is_class(size_t size, size_t align) { return size <= EX_RECYCLE_MAX_BLOCK && align <= BLOCK_ALIGN; }
+/* Must be the header's tests (exi_recycle_is_class, exi_recycle_freed_is_class):
+ * a block's path is told from its size and alignment. */
+static bool is_class(size_t size, size_t align) { return exi_recycle_is_class(size, align); }
+static bool freed_is_class(size_t size, size_t align) { return exi_recycle_freed_is_class(size, align); }
 static uint32_t node_cap(unsigned c) { return (uint32_t)((class_size(c) - sizeof(rnode)) / sizeof(rnode *)); }
 
 /* The cache this thread used last, by allocator id (ids never repeat, so a
@@ -222,6 +225,10 @@ static bool refill(ex_recycling_allocator *r, tcache *t, unsigned c) {
 
 __attribute__((noinline)) static void *allocate_slow(void *ctx, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
+    if (!exi_alloc_request_ok(size, align)) {  /* a class block would have the wrong alignment */
+        exi_faa_u64(&r->failures, 1);
+        return NULL;
+    }
     tcache *t = my_cache(r);
     void *p = NULL;
     if (is_class(size, align)) {
@@ -283,7 +290,7 @@ static void *recycle_allocate(void *ctx, size_t size, size_t align) {
 __attribute__((noinline)) static void deallocate_slow(void *ctx, void *p, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
     tcache *t = my_cache(r);
-    if (is_class(size, align)) {
+    if (freed_is_class(size, align)) {
         unsigned c = class_of(size);
         exi_poison(p, class_size(c));
         if (t && !t->front.hot[c]) {
@@ -311,7 +318,7 @@ __attribute__((noinline)) static void deallocate_slow(void *ctx, void *p, size_t
 
 static void recycle_deallocate(void *ctx, void *p, size_t size, size_t align) {
     ex_recycling_allocator *r = ctx;
-    if (__builtin_expect(exi_recycle_last.id == r->id && is_class(size, align), 1)) {
+    if (__builtin_expect(exi_recycle_last.id == r->id && freed_is_class(size, align), 1)) {
         tcache *t = last_cache();
         unsigned c = class_of(size);
         if (__builtin_expect(t->front.hot[c] == NULL, 1)) {

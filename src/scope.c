@@ -201,7 +201,7 @@ ex_error ex_spawn_env(ex_sender *s, ex_scope_token t, ex_env env) {
     }
     const ex_allocator *a = ex_get_allocator(env);
     size_t off = ex_align_up(sizeof(spawn_block), s->op_align);
-    size_t size = off + s->op_size, align = ex_max_size(alignof(spawn_block), s->op_align);
+    size_t size = ex_size_add(off, s->op_size), align = ex_max_size(alignof(spawn_block), s->op_align);
     spawn_block *b = ex_allocate(a, size, align);
     if (!b) {
         ex_sender_release(s);
@@ -381,7 +381,7 @@ ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t) {
     }
     const ex_allocator *a = ex_default_allocator();
     size_t off = ex_align_up(sizeof(future_state), s->op_align);
-    size_t size = off + s->op_size, align = ex_max_size(alignof(future_state), s->op_align);
+    size_t size = ex_size_add(off, s->op_size), align = ex_max_size(alignof(future_state), s->op_align);
     future_state *st = ex_allocate(a, size, align);
     if (!st) {
         ex_scope_token_disassociate(t);

@@ -129,6 +129,9 @@ ex_error exi_check_accepts(const ex_sender *s, ex_receiver r, const char *who) {
     return ex_ok();
 }
 
+/* 0 means no alignment requirement (as 1). */
+static bool op_align_valid(size_t align) { return (align & (align - 1)) == 0; }
+
 static bool receiver_valid(ex_receiver r) {
     return r.vt && r.vt->set_value && r.vt->set_error && r.vt->set_stopped;
 }
@@ -140,7 +143,9 @@ ex_error ex_connect(const ex_sender *s, ex_receiver r, void *storage, size_t siz
     if (!receiver_valid(r)) return ex_err(EX_EINVAL, "ex_connect: receiver vtable is NULL or lacks a completion");
     if (!storage || size < s->op_size)
         return ex_err(EX_EINVAL, "ex_connect: storage is smaller than ex_sender_op_size()");
-    if ((uintptr_t)storage % s->op_align)
+    if (!op_align_valid(s->op_align))
+        return ex_err(EX_EINVAL, "ex_connect: the sender's op_align is not a power of two");
+    if ((uintptr_t)storage & (ex_max_size(s->op_align, 1) - 1))
         return ex_err(EX_EINVAL, "ex_connect: storage is not aligned to ex_sender_op_align()");
     ex_error e = exi_check_accepts(s, r, "ex_connect");
     if (e.code) return e;
@@ -160,10 +165,14 @@ ex_error ex_connect_alloc(const ex_sender *s, ex_receiver r, ex_operation **op) 
     *op = NULL;
     if (!s) return ex_err(EX_EINVAL, "ex_connect_alloc: NULL sender");
     if (!receiver_valid(r)) return ex_err(EX_EINVAL, "ex_connect_alloc: receiver vtable is NULL or lacks a completion");
-    const ex_allocator *a = ex_get_allocator(ex_receiver_env(r));
+    if (!op_align_valid(s->op_align))
+        return ex_err(EX_EINVAL, "ex_connect_alloc: the sender's op_align is not a power of two");
     size_t align = ex_max_size(s->op_align, alignof(alloc_header));
     size_t head = ex_align_up(sizeof(alloc_header), align);
-    size_t total = head + s->op_size;
+    size_t total = ex_size_add(head, s->op_size);  /* a wrapped sum would be a small block */
+    if (total > EX_ALLOC_MAX_SIZE || align > EX_ALLOC_MAX_ALIGN)  /* as malloc: too big is ENOMEM */
+        return ex_err(EX_ENOMEM, "ex_connect_alloc: the operation state is larger than any allocation can be");
+    const ex_allocator *a = ex_get_allocator(ex_receiver_env(r));
     char *block = ex_allocate(a, total, align);
     if (!block) return ex_err(EX_ENOMEM, "ex_connect_alloc: out of memory for the operation state");
     alloc_header *h = (alloc_header *)(void *)(block + head - sizeof(alloc_header));

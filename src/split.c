@@ -162,7 +162,7 @@ ex_sender *ex_split(ex_sender *child) {
     if (e.code) return exi_reject1(e.code, e.msg, child);
     const ex_allocator *a = ex_default_allocator();
     size_t off = ex_align_up(sizeof(split_state), child->op_align);
-    size_t size = off + child->op_size;
+    size_t size = ex_size_add(off, child->op_size);
     size_t align = ex_max_size(alignof(split_state), child->op_align);
     split_state *st = ex_allocate(a, size, align);
     if (!st) return exi_reject1(EX_ENOMEM, NULL, child);

@@ -62,10 +62,18 @@ size_t exi_page_size(void) {
     return page;
 }
 
-/* Usable size of a request; 0 when it cannot be mapped at all. */
+/* size rounded up to whole pages; 0 when that would wrap (no cached
+ * stack has size 0, so the hit paths miss and the slow path refuses). */
+static inline size_t page_round(size_t size) {
+    size_t u;
+    return __builtin_add_overflow(size, page - 1, &u) ? 0 : u & ~(page - 1);
+}
+
+/* Usable size of a request; 0 when it cannot be mapped at all (the guard
+ * page is added to it, and half the address space is more than any). */
 static size_t usable(size_t size) {
     if (size > SIZE_MAX / 2) return 0;
-    size_t u = (size + page - 1) & ~(page - 1);
+    size_t u = page_round(size);
     return u ? u : page;
 }
 
@@ -196,8 +204,7 @@ static void *stack_allocate(void *ctx, size_t size, size_t align) {
     tcache *t = my;
     if (__builtin_expect(t != NULL, 1)) {
         uint32_t n = t->n;
-        size_t u = (size + page - 1) & ~(page - 1);
-        /* A size that wraps rounds to 0, which no cached stack has. */
+        size_t u = page_round(size);
         if (__builtin_expect(n && t->s[n - 1].size == u && align <= page, 1)) {
             void *p = t->s[n - 1].p;
             t->n = n - 1;
@@ -232,8 +239,8 @@ __attribute__((noinline)) static void deallocate_slow(void *p, size_t size) {
 static void stack_deallocate(void *ctx, void *p, size_t size, size_t align) {
     (void)ctx, (void)align;
     tcache *t = my;
-    if (__builtin_expect(t != NULL && t->n < EXI_STACK_CACHE && size != 0, 1)) {
-        size_t u = (size + page - 1) & ~(page - 1);
+    size_t u;  /* page is read only once this thread has a cache (set before any has) */
+    if (__builtin_expect(t != NULL && t->n < EXI_STACK_CACHE && (u = page_round(size)) != 0, 1)) {
         exi_poison(p, u);
         t->s[t->n++] = (slot){ p, u };
         exi_owner_add_u64(&t->frees, 1);

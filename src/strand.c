@@ -216,6 +216,8 @@ ex_error ex_strand_create(ex_scheduler under, const ex_allocator *alloc, ex_stra
     size_t op = under.vt->post ? 0 : under.vt->schedule_op_size;
     if (under.vt->schedule_op_align > alignof(max_align_t))
         return ex_err(EX_EINVAL, "ex_strand_create: the scheduler's schedule operation is over-aligned");
+    if (op > EX_ALLOC_MAX_SIZE - sizeof(ex_strand))  /* sizeof *s + op below must not wrap */
+        return ex_err(EX_ENOMEM, "ex_strand_create: the scheduler's schedule operation is larger than any allocation");
     ex_strand *s = ex_allocate(alloc, sizeof *s + op, alignof(ex_strand));
     if (!s) return ex_err(EX_ENOMEM, "ex_strand_create: out of memory");
     memset(s, 0, sizeof *s);

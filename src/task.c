@@ -58,6 +58,11 @@ typedef struct task_area {
     alignas(max_align_t) unsigned char await[];  /* await_size bytes */
 } task_area;
 
+/* task_fill_as rounds and adds stack sizes unchecked: ex_task_create keeps
+ * stack_size at most EX_TASK_STACK_MAX, far below where they would wrap. */
+_Static_assert(EX_TASK_STACK_MAX <= (SIZE_MAX - 15 - sizeof(task_area) - EX_TASK_AWAIT_INLINE) / STACK_RESERVE_FACTOR,
+               "a task's stack block size cannot wrap");
+
 typedef struct task_sender {
     ex_sender base;
     ex_task_fn fn;
@@ -574,6 +579,13 @@ static void await_complete(ex_task *t) {
 static void await_value(void *self, const ex_value *v, size_t n) {
     ex_task *t = self;
     ex_await_result *out = t->await_out;
+    if (__builtin_expect(n > EX_MAX_ARITY, 0)) {  /* out->v holds EX_MAX_ARITY: a sender of yours sent more */
+        out->status = EX_AWAIT_ERROR;
+        out->n = 0;
+        out->error = ex_err(EX_EINVAL, "ex_await: the sender completed with more than EX_MAX_ARITY values");
+        await_complete(t);
+        return;
+    }
     out->status = EX_AWAIT_VALUE;
     out->n = (uint8_t)n;
     out->error = ex_ok();
@@ -631,7 +643,7 @@ static void await_fail(ex_await_result *out, ex_error e) {
  * (steady state: no allocation). */
 static void *await_storage(ex_task *t, size_t size, size_t align) {
     if (size <= t->await_size && align <= alignof(max_align_t)) return t->await_area;
-    size_t need = size + (align > alignof(max_align_t) ? align : 0);
+    size_t need = ex_size_add(size, align > alignof(max_align_t) ? align : 0);  /* SIZE_MAX: the allocator refuses */
     if (need > t->await_cap) {
         void *p = ex_allocate(t->alloc, need, alignof(max_align_t));
         if (!p) return NULL;
@@ -959,8 +971,10 @@ ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt) 
     if (!fn) return ex_invalid_sender(EX_EINVAL, "ex_task_create: NULL function");
     if (opt && opt->affinity != EX_TASK_AFFINE && opt->affinity != EX_TASK_INLINE)
         return ex_invalid_sender(EX_EINVAL, "ex_task_create: bad affinity");
-    if (opt && opt->stack_size && opt->stack_size < 4096)
-        return ex_invalid_sender(EX_EINVAL, "ex_task_create: stack_size below 4096 bytes");
+    if (opt && opt->stack_size && opt->stack_size < EX_TASK_STACK_MIN)
+        return ex_invalid_sender(EX_EINVAL, "ex_task_create: stack_size below EX_TASK_STACK_MIN (4096 bytes)");
+    if (opt && opt->stack_size > EX_TASK_STACK_MAX)  /* connect's size sums stay far from wrapping */
+        return ex_invalid_sender(EX_EINVAL, "ex_task_create: stack_size above EX_TASK_STACK_MAX (1 GiB)");
     task_sender *s = (task_sender *)exi_sender_alloc_bare(&task_vt, sizeof(task_sender));
     if (!s) return ex_invalid_sender(EX_ENOMEM, "ex_task_create: out of memory");
     s->fn = fn;

@@ -215,7 +215,7 @@ ex_sender *exi_tiled_finish(exi_tiled_sender *s) {
     }
     s->inner = inner;
     s->inner_off = ex_align_up(sizeof(exi_tiled_op), inner->op_align);
-    s->base.op_size = s->inner_off + inner->op_size;
+    s->base.op_size = ex_size_add(s->inner_off, inner->op_size);
     s->base.op_align = ex_max_size(alignof(exi_tiled_op), inner->op_align);
     return &s->base;
 }

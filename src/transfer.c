@@ -87,8 +87,8 @@ ex_sender *ex_starts_on(ex_scheduler sch, ex_sender *child) {
     ss->child = child;
     ss->sch = sch;
     ss->sched_off = ex_align_up(sizeof(starts_on_op), sch.vt->schedule_op_align);
-    ss->child_off = ex_align_up(ss->sched_off + sch.vt->schedule_op_size, child->op_align);
-    s->op_size = ss->child_off + child->op_size;
+    ss->child_off = ex_align_up(ex_size_add(ss->sched_off, sch.vt->schedule_op_size), child->op_align);
+    s->op_size = ex_size_add(ss->child_off, child->op_size);
     s->op_align = ex_max_size(ex_max_size(alignof(starts_on_op), sch.vt->schedule_op_align), child->op_align);
     s->sigs = child->sigs;
     s->sigs.flags |= sch.vt->schedule_flags;
@@ -271,8 +271,8 @@ static ex_sender *make_continues(ex_sender *child, const ex_scheduler *sch, cons
     cs->sched_room = room;
     cs->sched_room_align = align;
     cs->sched_off = ex_align_up(sizeof(continues_op), align);
-    cs->child_off = ex_align_up(cs->sched_off + room, child->op_align);
-    s->op_size = cs->child_off + child->op_size;
+    cs->child_off = ex_align_up(ex_size_add(cs->sched_off, room), child->op_align);
+    s->op_size = ex_size_add(cs->child_off, child->op_size);
     s->op_align = ex_max_size(ex_max_size(alignof(continues_op), align), child->op_align);
     return s;
 }

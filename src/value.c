@@ -95,14 +95,21 @@ bool ex_value_equal(const ex_value *a, const ex_value *b) {
 
 /* ------------------------------------------------------------- signatures */
 
+/* Counts of yours are bounded here: a signature whose arity is above
+ * EX_MAX_ARITY (and not EX_SIG_VARIADIC's) has types past its array, so it
+ * matches no values and is compatible with nothing; a set claiming more
+ * than EX_MAX_VALUE_SIGS signatures is read up to that many. */
+static bool sig_malformed(const ex_sig *s) { return s->arity > EX_MAX_ARITY && s->arity != 0xff; }
+static unsigned sigs_count(const ex_sigs *s) { return s->nvalues < EX_MAX_VALUE_SIGS ? s->nvalues : EX_MAX_VALUE_SIGS; }
+
 static bool sig_equal(const ex_sig *a, const ex_sig *b) {
     if (a->arity != b->arity) return false;
     if (a->arity == 0xff) return true;
-    return memcmp(a->types, b->types, a->arity) == 0;
+    return memcmp(a->types, b->types, a->arity < EX_MAX_ARITY ? a->arity : EX_MAX_ARITY) == 0;
 }
 
 bool ex_sigs_add_value(ex_sigs *s, ex_sig sig) {
-    for (unsigned i = 0; i < s->nvalues; i++)
+    for (unsigned i = 0; i < sigs_count(s); i++)
         if (sig_equal(&s->values[i], &sig)) return true;
     if (s->nvalues >= EX_MAX_VALUE_SIGS) return false;
     s->values[s->nvalues++] = sig;
@@ -111,13 +118,13 @@ bool ex_sigs_add_value(ex_sigs *s, ex_sig sig) {
 
 void ex_sigs_merge(ex_sigs *a, const ex_sigs *b) {
     a->flags = (uint8_t)(a->flags | b->flags);
-    for (unsigned i = 0; i < b->nvalues; i++)
+    for (unsigned i = 0; i < sigs_count(b); i++)
         if (!ex_sigs_add_value(a, b->values[i])) a->flags |= EX_SIGS_DYNAMIC;
 }
 
 bool ex_sig_matches(const ex_sig *sig, const ex_value *v, size_t n) {
     if (sig->arity == 0xff) return true;
-    if (sig->arity != n) return false;
+    if (sig->arity != n || sig_malformed(sig)) return false;
     for (size_t i = 0; i < n; i++) {
         /* A datum's own type is never "any": an unset or corrupt tag fails. */
         if (v[i].type == EX_T_ANY || (unsigned)v[i].type >= EX_T_COUNT_) return false;
@@ -129,7 +136,7 @@ bool ex_sig_matches(const ex_sig *sig, const ex_value *v, size_t n) {
 bool ex_sig_compatible(const ex_sig *want, const ex_sig *have) {
     if (want->arity == 0xff) return true;
     if (have->arity == 0xff) return false;
-    if (want->arity != have->arity) return false;
+    if (want->arity != have->arity || sig_malformed(want)) return false;
     for (unsigned i = 0; i < want->arity; i++)
         if (want->types[i] != EX_T_ANY && have->types[i] != EX_T_ANY && want->types[i] != have->types[i])
             return false;
@@ -137,7 +144,7 @@ bool ex_sig_compatible(const ex_sig *want, const ex_sig *have) {
 }
 
 int ex_sigs_find(const ex_sigs *s, const ex_value *v, size_t n) {
-    for (unsigned i = 0; i < s->nvalues; i++)
+    for (unsigned i = 0; i < sigs_count(s); i++)
         if (ex_sig_matches(&s->values[i], v, n)) return (int)i;
     return -1;
 }
@@ -152,9 +159,9 @@ bool ex_sigs_subset(const ex_sigs *sigs, const ex_sigs *accepts, const char **wh
         return false;
     }
     if (accepts->flags & EX_SIGS_DYNAMIC) return true;
-    for (unsigned i = 0; i < sigs->nvalues; i++) {
+    for (unsigned i = 0; i < sigs_count(sigs); i++) {
         bool ok = false;
-        for (unsigned j = 0; j < accepts->nvalues && !ok; j++)
+        for (unsigned j = 0; j < sigs_count(accepts) && !ok; j++)
             ok = ex_sig_compatible(&accepts->values[j], &sigs->values[i]);
         if (!ok) {
             *why = "the sender has a value signature the receiver does not accept";
@@ -179,7 +186,8 @@ static size_t nested_bytes(const ex_value *v, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (v[i].type != EX_T_TUPLE || !v[i].as.tuple) continue;
         const ex_tuple *t = v[i].as.tuple;
-        total += sizeof(ex_tuple) + t->n * sizeof(ex_value) + nested_bytes(t->v, t->n);
+        /* Saturating: tuples shared many times over could add up past SIZE_MAX; the allocator refuses that. */
+        total = ex_size_add(total, ex_size_add(sizeof(ex_tuple) + t->n * sizeof(ex_value), nested_bytes(t->v, t->n)));
     }
     return total;
 }
@@ -205,16 +213,17 @@ static void copy_into(ex_value *dst, const ex_value *src, size_t n, char **curso
 ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
                          void **nested, size_t *nested_size) {
     bool tuples = false;
+    *nested = NULL;
+    *nested_size = 0;
+    /* Every dst holds EX_MAX_ARITY values; a sender of yours that sends
+     * more breaks the model, and must not write past them. */
+    if (n > EX_MAX_ARITY) return ex_err(EX_EINVAL, "cexec: a sender completed with more than EX_MAX_ARITY values");
     for (size_t i = 0; i < n; i++) tuples |= src[i].type == EX_T_TUPLE;
     if (!tuples) {  /* the common case: a flat copy */
         if (n) memcpy(dst, src, n * sizeof *src);
-        *nested = NULL;
-        *nested_size = 0;
         return ex_ok();
     }
     size_t bytes = nested_bytes(src, n);
-    *nested = NULL;
-    *nested_size = 0;
     char *block = NULL;
     if (bytes) {
         block = ex_allocate(alloc, bytes, alignof(ex_value));

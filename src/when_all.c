@@ -156,7 +156,7 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
         sl->nested = NULL;
         off = ex_align_up(off, c->op_align);
         sl->child = (ex_operation *)(void *)((char *)storage + off);
-        off += c->op_size;
+        off = ex_size_add(off, c->op_size);
         ex_receiver cr = { &wa_rcvr_vt, sl };
         ex_error e = ex_connect_child(ws->children[i], cr, sl->child);
         if (e.code) {
@@ -226,7 +226,7 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     for (size_t i = 0; i < n; i++) {  /* (wa_connect walks the same layout) */
         ex_sender *c = children[i];
         ws->children[i] = c;
-        off = ex_align_up(off, c->op_align) + c->op_size;
+        off = ex_size_add(ex_align_up(off, c->op_align), c->op_size);
         align = ex_max_size(align, c->op_align);
     }
     s->op_size = off;

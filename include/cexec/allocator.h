@@ -23,8 +23,19 @@ typedef struct ex_alloc_stats {
     uint64_t peak_bytes;
 } ex_alloc_stats;
 
+/* Requests no allocator can meet: every built-in allocator returns NULL
+ * (counted as a failure, so EX_ENOMEM upstream) for a size above
+ * EX_ALLOC_MAX_SIZE (no C object is bigger than PTRDIFF_MAX bytes, and
+ * adding a header or an alignment to such a size could wrap), and for an
+ * alignment that is not a power of two or is above EX_ALLOC_MAX_ALIGN.
+ * An alignment of 0 means none (as 1).  Size 0 gives a block (to be freed
+ * with size 0).  An allocator of yours may refuse the same way. */
+#define EX_ALLOC_MAX_SIZE ((size_t)PTRDIFF_MAX)
+#define EX_ALLOC_MAX_ALIGN ((size_t)1 << 30)
+
 typedef struct ex_allocator {
-    /* Returns size bytes aligned to align (a power of two), or NULL. */
+    /* Returns size bytes aligned to align (a power of two, 0 taken as 1), or
+     * NULL. */
     void *(*allocate)(void *ctx, size_t size, size_t align);
     /* Frees a block from allocate with the same size and align. p != NULL. */
     void (*deallocate)(void *ctx, void *p, size_t size, size_t align);

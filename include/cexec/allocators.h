@@ -153,13 +153,24 @@ static inline unsigned exi_recycle_class(size_t size) {
     if (size <= 32) return 0;
     return (unsigned)(64 - __builtin_clzll((unsigned long long)size - 1)) - 5;
 }
+/* A class request: every class block is 64-byte aligned, which meets a
+ * power-of-two alignment up to 64 (others go to the ordinary call, which
+ * refuses them). */
+static inline bool exi_recycle_is_class(size_t size, size_t align) {
+    return size <= EX_RECYCLE_MAX_BLOCK && align <= 64 && (align & (align - 1)) == 0;
+}
+/* The same for a block being freed: no block was given out for another
+ * alignment, so the power-of-two test is left out. */
+static inline bool exi_recycle_freed_is_class(size_t size, size_t align) {
+    return size <= EX_RECYCLE_MAX_BLOCK && align <= 64;
+}
 static inline void exi_recycle_count(uint64_t *c, uint64_t d) {
     __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED);
 }
 
 static inline void *ex_recycling_allocate(ex_recycling_allocator *r, size_t size, size_t align) {
     exi_recycle_last_t *l = &exi_recycle_last;
-    if (__builtin_expect(l->id == exi_recycle_fast_id(r) && size <= EX_RECYCLE_MAX_BLOCK && align <= 64, 1)) {
+    if (__builtin_expect(l->id == exi_recycle_fast_id(r) && exi_recycle_is_class(size, align), 1)) {
         exi_recycle_front *f = l->front;
         unsigned c = exi_recycle_class(size);
         void *b = f->hot[c];
@@ -181,7 +192,7 @@ static inline void *ex_recycling_allocate(ex_recycling_allocator *r, size_t size
 
 static inline void ex_recycling_deallocate(ex_recycling_allocator *r, void *p, size_t size, size_t align) {
     exi_recycle_last_t *l = &exi_recycle_last;
-    if (__builtin_expect(p && l->id == exi_recycle_fast_id(r) && size <= EX_RECYCLE_MAX_BLOCK && align <= 64, 1)) {
+    if (__builtin_expect(p && l->id == exi_recycle_fast_id(r) && exi_recycle_freed_is_class(size, align), 1)) {
         exi_recycle_front *f = l->front;
         unsigned c = exi_recycle_class(size);
         if (__builtin_expect(f->hot[c] == NULL, 1)) {

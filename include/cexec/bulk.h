@@ -13,7 +13,17 @@
  * set_stopped.  Otherwise the loop is the sequential one of the wording, on
  * the agent where the child completed.  Parallel execution stores the
  * values in the operation (tuple contents with the environment's allocator:
- * EX_ENOMEM on failure). */
+ * EX_ENOMEM on failure).
+ *
+ * Sizes: every shape and grain is valid, up to SIZE_MAX, on every
+ * resource, and means what it says: f runs for each of the `shape`
+ * indices, however long that takes (SIZE_MAX indices would take centuries),
+ * and nothing is refused or cut short.  To bound such a loop, return an
+ * error from f or request stop (the pool stops between chunks, the
+ * sequential loop only on an error).  A grain larger than shape is one
+ * chunk.  On the pool the chunk count is ceil(shape / grain), the default
+ * grain ceil(shape / (8 * workers)), both computed without overflow, and
+ * no chunk range wraps: the last one ends at shape. */
 #ifndef CEXEC_BULK_H
 #define CEXEC_BULK_H
 

@@ -31,7 +31,8 @@ typedef enum ex_pool_frames {
 } ex_pool_frames;
 
 typedef struct ex_pool_config {
-    /* Worker threads; 0: ex_default_thread_count(). */
+    /* Worker threads, at most 4096 (EX_EINVAL beyond); 0:
+     * ex_default_thread_count(). */
     unsigned threads;
     /* Thread name prefix (workers are named "<prefix>-<i>", cut to 15
      * characters); NULL: "cexec". */

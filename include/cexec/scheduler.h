@@ -53,8 +53,10 @@ typedef struct ex_bulk_job {
     size_t extra_size;
 } ex_bulk_job;
 
-/* Runs the bulk function for every index in [begin, end).  Returns false
- * when the job should stop (an index failed, or stop was requested). */
+/* Runs the bulk function for every index in [begin, end) (end capped at
+ * shape; an empty range runs nothing).  Returns false when the job should
+ * stop (an index failed, or stop was requested).  Compute end without
+ * wrapping: near SIZE_MAX, begin + grain does. */
 bool ex_bulk_job_run(ex_bulk_job *job, size_t begin, size_t end);
 
 /* Ends the job: the bulk operation completes (on the calling thread). */

@@ -69,13 +69,16 @@ bool ex_get_completion_scheduler(const ex_sender *s, const ex_key *key, ex_sched
 /* Connects s to r, constructing the operation state in storage (at least
  * ex_sender_op_size(s) bytes, aligned to ex_sender_op_align(s)); *op is the
  * operation on success.  Does not consume s.  Errors: EX_EINVAL for a NULL
- * sender or receiver, small or misaligned storage, or signatures r does not
- * accept (r.vt->accepts); errors of the sender's own connect. */
+ * sender or receiver, small or misaligned storage, a sender whose op_align
+ * is not a power of two (0 is taken as 1), or signatures r does not accept
+ * (r.vt->accepts); errors of the sender's own connect. */
 ex_error ex_connect(const ex_sender *s, ex_receiver r, void *storage, size_t size, ex_operation **op);
 
 /* Like ex_connect, with storage from the receiver environment's allocator.
  * Free with ex_operation_free once the operation completed or if it was
- * never started.  Adds EX_ENOMEM. */
+ * never started.  Adds EX_ENOMEM, also (as malloc does) for an operation
+ * state that no allocation can hold: above EX_ALLOC_MAX_SIZE with its
+ * header, or aligned beyond EX_ALLOC_MAX_ALIGN. */
 ex_error ex_connect_alloc(const ex_sender *s, ex_receiver r, ex_operation **op);
 
 /* Starts op.  Call at most once.  The completion may run inside this call. */
@@ -90,7 +93,8 @@ void ex_operation_free(ex_operation *op);
 
 /* ------------------------------------------------------- authoring senders */
 
-/* Allocates a sender of `size` bytes (>= sizeof(ex_sender)) from the default
+/* Allocates a sender of `size` bytes (sizeof(ex_sender) .. UINT32_MAX, else
+ * NULL: its size is kept in 32 bits) from the default
  * allocator with refs = 1, no signatures, op size = sizeof(ex_operation) and
  * status EX_OK.  Returns NULL on allocation failure; the caller then releases
  * its inputs and returns ex_invalid_sender(EX_ENOMEM, ...). */
@@ -110,8 +114,17 @@ ex_sender *ex_reject(int code, const char *msg, size_t n, ex_sender *const *inpu
 ex_error ex_check_input(const ex_sender *s, const char *null_msg);
 
 /* Layout helpers: offset of a child operation placed after `base` bytes,
- * and the resulting total size; alignment is the larger of the two. */
-static inline size_t ex_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+ * and the resulting total size; alignment is the larger of the two.
+ * They saturate at SIZE_MAX instead of wrapping (an alignment of 0 is
+ * taken as 1), so a layout built from a child whose op_size is absurd
+ * stays absurd: ex_connect refuses storage for it and ex_connect_alloc
+ * fails with EX_ENOMEM, where a wrapped size would pass for a small one.
+ * Combine sizes with ex_size_add, never with a plain +. */
+static inline size_t ex_align_up(size_t n, size_t a) {
+    size_t m = a ? a - 1 : 0;
+    return n > SIZE_MAX - m ? SIZE_MAX : (n + m) & ~m;
+}
+static inline size_t ex_size_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
 static inline size_t ex_max_size(size_t a, size_t b) { return a > b ? a : b; }
 
 /* Connects a child sender without ex_connect's argument checks (the parent

@@ -96,6 +96,12 @@ typedef struct ex_task ex_task;  /* the running task, handed to its body */
 
 /* Default usable stack size of a task. */
 #define EX_TASK_STACK_DEFAULT ((size_t)64 << 10)
+/* Bounds of ex_task_options.stack_size (0 aside): ex_task_create gives an
+ * invalid sender (EX_EINVAL) outside them.  1 GiB is Go's cap on a
+ * goroutine's stack too; a bigger one is more likely a negative number
+ * cast to size_t than a need, and the default stacks map 4 times it. */
+#define EX_TASK_STACK_MIN ((size_t)4096)
+#define EX_TASK_STACK_MAX ((size_t)1 << 30)
 
 /* Bytes of an awaited operation state kept in the task's frame, in the
  * block of its stack but above the usable part: stack_size / 16, at least
@@ -117,7 +123,8 @@ typedef enum ex_task_affinity {
 typedef struct ex_task_options {
     /* Usable stack bytes the body may use (rounded up to pages by the
      * default stack allocator, which maps 4 times as much so children can
-     * run nested; see "Nesting"); 0: EX_TASK_STACK_DEFAULT. */
+     * run nested; see "Nesting"); 0: EX_TASK_STACK_DEFAULT; else in
+     * [EX_TASK_STACK_MIN, EX_TASK_STACK_MAX]. */
     size_t stack_size;
     /* Where the stack comes from (allocate(size, 16) must return its lowest
      * address; size is stack_size plus the task's frame area, at most

@@ -50,6 +50,11 @@ bool ex_value_equal(const ex_value *a, const ex_value *b);
 /* An input signature that accepts any arity (the callback checks itself). */
 #define EX_SIG_VARIADIC ((ex_sig){ 0xff, { 0 } })
 
+/* A signature whose arity is above EX_MAX_ARITY (other than
+ * EX_SIG_VARIADIC's) matches no values and is compatible with no other
+ * signature; the functions below read at most EX_MAX_VALUE_SIGS entries of
+ * a set whatever its nvalues says. */
+
 /* Sigs with nothing: a sender that never completes.  Add to it with the
  * helpers below. */
 static inline ex_sigs ex_sigs_none(void) { ex_sigs s; s.nvalues = 0; s.flags = 0; return s; }
