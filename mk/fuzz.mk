@@ -19,7 +19,7 @@ FUZZ_COMMON      := $(CSTD) -O1 -g -pthread -Iinclude $(CK_CFLAGS) -DCEXEC_JEMAL
 FUZZ_LIB_CFLAGS  := $(FUZZ_COMMON) $(WARN) -fsanitize=fuzzer-no-link
 FUZZ_CFLAGS      := $(FUZZ_COMMON) -Wall -Wextra -Werror -Wshadow -fsanitize=fuzzer
 FUZZ_LIB_OBJ     := $(SRC:src/%.c=$(FUZZ_DIR)/obj/%.o)
-FUZZ_SRC         := fuzz/sender_graph.c fuzz/ref_interp.c
+FUZZ_SRC         := fuzz/sender_graph.c fuzz/ref_interp.c fuzz/algo_model.c
 FUZZ_HDR         := fuzz/graph.h fuzz/ref_interp.h
 # -timeout: a hang is a lost wake-up or a lost completion; -rss_limit_mb: a leak.
 FUZZ_OPTS        ?= -max_len=512 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/
@@ -58,7 +58,7 @@ fuzz: $(FUZZ_BIN)
 
 fuzz-seeds: $(FUZZ_SRC) $(FUZZ_HDR) $(FUZZ_LIB_OBJ)
 	@mkdir -p $(FUZZ_DIR) fuzz/corpus
-	$(FUZZ_CC) $(FUZZ_COMMON) -Wall -Wextra -Werror -DGRAPH_SEED_WRITER -o $(FUZZ_DIR)/seed_writer fuzz/sender_graph.c
+	$(FUZZ_CC) $(FUZZ_COMMON) -Wall -Wextra -Werror -DGRAPH_SEED_WRITER -o $(FUZZ_DIR)/seed_writer fuzz/sender_graph.c fuzz/algo_model.c -lm
 	rm -f fuzz/corpus/*
 	$(FUZZ_DIR)/seed_writer fuzz/corpus
 
