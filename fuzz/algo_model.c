@@ -20,6 +20,7 @@
 #include "graph.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #define TILE_ELEMS_8 16384u  /* 128 KiB of 8-byte elements: the scans' tile (docs/algorithms.md) */
@@ -240,4 +241,68 @@ bool g_algo_f64_check(const g_node *nd, const double *in, const double *out, siz
         if (nd->op == AO_ESCAN_F64) csum_add(&k, in[i]);
     }
     return true;
+}
+
+/* ------------------------------------------------ the harness's hot loops */
+
+/* These run per element; this file is built without the fuzzer's
+ * comparison tracing (mk/fuzz.mk), which cost most of a big input's time. */
+
+static bool words_equal(const unsigned char *a, const unsigned char *b, size_t bytes) {
+    for (size_t k = 0; k + 8 <= bytes; k += 8) {
+        uint64_t x, y;
+        memcpy(&x, a + k, 8);
+        memcpy(&y, b + k, 8);
+        if (x != y) return false;
+    }
+    return true;
+}
+
+size_t g_algo_first_diff(const void *a, const void *b, size_t n, size_t esz, size_t cmp) {
+    for (size_t i = 0; i < n; i++)
+        if (!words_equal((const unsigned char *)a + i * esz, (const unsigned char *)b + i * esz, cmp)) return i;
+    return n;
+}
+
+size_t g_algo_first_value_diff(const double *a, const double *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!(a[i] == b[i])) return i;
+    return n;
+}
+
+size_t g_algo_not_once(atomic_int *hits, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (atomic_load_explicit(&hits[i], memory_order_relaxed) != 1) return i;
+    return n;
+}
+
+int g_algo_for_each_range(const g_node *nd, const int64_t *in, int64_t *out, atomic_int *hits, size_t begin, size_t end,
+                          size_t *at) {
+    for (size_t i = begin; i < end; i++) {
+        *at = i;
+        if (i >= nd->n) return FE_OUT_OF_RANGE;
+        if (atomic_fetch_add_explicit(&hits[i], 1, memory_order_relaxed)) return FE_TWICE;
+        out[i] = (int64_t)((uint64_t)in[i] * 3 + 1);
+        if (i == nd->fail_idx) return FE_FAIL;
+    }
+    return FE_OK;
+}
+
+void g_algo_transform_fn(void *ctx, const void *x, void *y) {
+    const g_node *nd = ctx;
+    int64_t v;
+    if (g_algo_in_size(nd) == 4) {
+        int32_t w;
+        memcpy(&w, x, sizeof w);
+        v = w;
+    } else {
+        memcpy(&v, x, sizeof v);
+    }
+    v = (int64_t)((uint64_t)v * 7 - 1);
+    memcpy(y, &v, sizeof v);
+}
+
+double g_algo_f64_fn(void *ctx, double x) {
+    (void)ctx;
+    return x * 2.0 + 1.0;
 }

@@ -17,6 +17,7 @@
 #define G_BOXING 0
 #endif
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -264,5 +265,20 @@ void g_algo_expect(const g_node *nd, const void *in, void *out, int64_t *value);
  * (1029 + tiles) u sum|x| for a reduction).  On failure writes the first
  * element that is not to *bad. */
 bool g_algo_f64_check(const g_node *nd, const double *in, const double *out, size_t *bad);
+
+/* The harness's per-element work (algo_model.c is built without the
+ * fuzzer's comparison tracing).  The first index where a and b differ in
+ * the first cmp bytes (a multiple of 8) of their esz-byte elements, or n. */
+size_t g_algo_first_diff(const void *a, const void *b, size_t n, size_t esz, size_t cmp);
+size_t g_algo_first_value_diff(const double *a, const double *b, size_t n);  /* by value (== ) */
+size_t g_algo_not_once(atomic_int *hits, size_t n);                         /* first hits[i] != 1, or n */
+
+/* for_each's function over [begin, end): counts hits, writes out[i] =
+ * 3 in[i] + 1, fails at fail_idx.  *at: the index it stopped at. */
+enum { FE_OK, FE_FAIL, FE_OUT_OF_RANGE, FE_TWICE };
+int g_algo_for_each_range(const g_node *nd, const int64_t *in, int64_t *out, atomic_int *hits, size_t begin, size_t end,
+                          size_t *at);
+void g_algo_transform_fn(void *ctx, const void *x, void *y);  /* ctx: the node; 7x - 1 */
+double g_algo_f64_fn(void *ctx, double x);                    /* 2x + 1 */
 
 #endif

@@ -63,12 +63,18 @@ static unsigned dec_node(dstate *d, unsigned depth);
 static uint8_t dec_child(dstate *d, unsigned depth) { return (uint8_t)dec_node(d, depth); }
 
 /* Element counts of the algorithm nodes: around the edges of blocks (8),
- * tiles (16384 8-byte elements; 32 and 128 generic elements of 4096 and
- * 1024 bytes) and of the parallel split (8 tiles or more on the 2-worker
- * pool: a generic scan of 4096-byte elements from 225 elements on, a typed
- * one from 114689). */
-static const uint32_t algo_sizes[32] = { 0,   1,   2,   3,   4,   5,   7,    8,    9,     12,    15,    16,     17,     23,    31,   32,
-                                         33,  40,  63,  64,  65,  100, 127,  255,  256,   257,   300,   1000,  16383,  16385, 40000, 131073 };
+ * of the parallel split (8 tiles or more on the 2-worker pool: for_each
+ * from 16 indices, transform from 2048 elements, a generic scan of
+ * 4096-byte elements from 225, a typed one from 114689) and of tiles
+ * (16384 8-byte elements; 32 and 128 generic elements of 4096 and 1024
+ * bytes).  The last four are slow under the sanitizers (tens of ms): one
+ * input in 16. */
+static const uint32_t algo_sizes[64] = {
+    0,    1,    2,    3,    4,    5,    6,    7,    8,    9,    10,    11,    12,    15,    16,    17,
+    20,   23,   24,   25,   31,   32,   33,   39,   40,   41,   47,    48,    49,    63,    64,    65,
+    100,  127,  128,  129,  200,  224,  225,  255,  256,  257,  288,   300,   511,   512,   513,   1000,
+    1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193, 16383, 16385, 40000, 131073,
+};
 
 /* G_ALGO: op, then scheduler (bits 0-1) and flags (in-place, wide doubles or
  * generic element size, a bad argument: 6 a NULL array, 7 overlapping
@@ -83,7 +89,7 @@ static void dec_algo(dstate *d, g_node *nd) {
     unsigned bad = (f >> 3) & 7;
     if (bad == 6) nd->aflags |= AF_BAD_NULL;
     if (bad == 7) nd->aflags |= AF_BAD_OVERLAP;
-    nd->n = algo_sizes[size % 32];
+    nd->n = algo_sizes[size % 64];
     /* Big generic elements: at most 300 of them (1.2 MB). */
     if (nd->op >= AO_ISCAN_GEN && nd->op <= AO_REDUCE_GEN && g_algo_gsize(nd) > 16 && nd->n > 300) nd->n = 300;
     if (g_algo_invalid(nd) && nd->n < 2) nd->n = 2;
@@ -836,36 +842,16 @@ static unsigned node_index(const g_node *nd) { return (unsigned)(nd - G.g.nodes)
 
 static ex_error algo_range_fn(void *ctx, size_t begin, size_t end) {
     const g_node *nd = ctx;
-    algo_data *d = &G.algo[node_index(nd)];
-    for (size_t i = begin; i < end; i++) {
-        if (i >= nd->n) {
-            cb_fail(node_index(nd), "ex_for_each_index called its function beyond n", i);
-            return ex_ok();
-        }
-        if (atomic_fetch_add(&d->hits[i], 1)) cb_fail(node_index(nd), "ex_for_each_index ran an index twice", i);
-        ((int64_t *)d->out)[i] = (int64_t)((uint64_t)((const int64_t *)d->orig)[i] * 3 + 1);
-        if (i == nd->fail_idx) return ex_err(g_algo_fail_code(nd), "fuzz: for_each error");
+    unsigned i = node_index(nd);
+    algo_data *d = &G.algo[i];
+    size_t at;
+    switch (g_algo_for_each_range(nd, d->orig, d->out, d->hits, begin, end, &at)) {
+    case FE_FAIL: return ex_err(g_algo_fail_code(nd), "fuzz: for_each error");
+    case FE_OUT_OF_RANGE: cb_fail(i, "ex_for_each_index called its function beyond n", at); break;
+    case FE_TWICE: cb_fail(i, "ex_for_each_index ran an index twice", at); break;
+    default: break;
     }
     return ex_ok();
-}
-
-static void algo_transform_fn(void *ctx, const void *x, void *y) {
-    const g_node *nd = ctx;
-    int64_t v;
-    if (g_algo_in_size(nd) == 4) {
-        int32_t w;
-        memcpy(&w, x, sizeof w);
-        v = w;
-    } else {
-        memcpy(&v, x, sizeof v);
-    }
-    v = (int64_t)((uint64_t)v * 7 - 1);
-    memcpy(y, &v, sizeof v);
-}
-
-static double algo_f64_fn(void *ctx, double x) {
-    (void)ctx;
-    return x * 2.0 + 1.0;
 }
 
 /* The algorithm of node nd on sch over (in, out), with the node's bad
@@ -888,8 +874,8 @@ static ex_sender *algo_sender(const g_node *nd, algo_data *d, ex_scheduler sch, 
     case AO_FOR_EACH:
         return ex_for_each_index(sch, n, nd->agrain, (nd->aflags & (AF_BAD_NULL | AF_BAD_OVERLAP)) ? NULL : algo_range_fn,
                                  (void *)nd);
-    case AO_TRANSFORM: return ex_transform(sch, in, isz, out, 8, n, algo_transform_fn, (void *)nd);
-    default: return ex_transform_f64(sch, in, out, n, algo_f64_fn, (void *)nd);
+    case AO_TRANSFORM: return ex_transform(sch, in, isz, out, 8, n, g_algo_transform_fn, (void *)nd);
+    default: return ex_transform_f64(sch, in, out, n, g_algo_f64_fn, (void *)nd);
     }
 }
 
@@ -970,27 +956,15 @@ static void algo_free(void) {
     }
 }
 
-/* Compares n elements of esz bytes (only the first `cmp` bytes of each). */
+/* First differing element (algo_model.c): into *at; true when none. */
 static bool elems_equal(const void *a, const void *b, size_t n, size_t esz, size_t cmp, size_t *at) {
-    for (size_t i = 0; i < n; i++) {
-        if (memcmp((const unsigned char *)a + i * esz, (const unsigned char *)b + i * esz, cmp) != 0) {
-            *at = i;
-            return false;
-        }
-    }
-    return true;
+    return (*at = g_algo_first_diff(a, b, n, esz, cmp)) == n;
 }
 
 /* Exact doubles compare by value (the algorithm's -0.0 identity may
  * differ from the serial loop's +0.0 in sign). */
 static bool doubles_equal(const double *a, const double *b, size_t n, size_t *at) {
-    for (size_t i = 0; i < n; i++) {
-        if (!(a[i] == b[i])) {
-            *at = i;
-            return false;
-        }
-    }
-    return true;
+    return (*at = g_algo_first_value_diff(a, b, n)) == n;
 }
 
 /* The algorithm completed with values: check its output against the
@@ -1045,10 +1019,8 @@ static ex_error algo_conv(void *ctx, const ex_value *in, size_t n, ex_value *out
     }
     default:
         if (n != 0) cb_fail(i, "an algorithm without a value completed with values", n);
-        if (nd->op == AO_FOR_EACH) {
-            for (size_t k = 0; k < cnt; k++)
-                if (atomic_load(&d->hits[k]) != 1) cb_fail(i, "ex_for_each_index completed without running every index once", k);
-        }
+        if (nd->op == AO_FOR_EACH && (at = g_algo_not_once(d->hits, cnt)) != cnt)
+            cb_fail(i, "ex_for_each_index completed without running every index once", at);
         size_t osz = g_algo_out_size(nd);
         size_t cmp = nd->op == AO_ISCAN_GEN || nd->op == AO_ESCAN_GEN ? sizeof(g_affine) : osz;
         if (!elems_equal(d->out, d->expect, cnt, osz, cmp, &at)) {
@@ -1963,8 +1935,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #define ALGO(op, cfg, size, seed, k) 17, (op), (cfg), (size), (seed), (k)
 /* ALGO op: 0-2 inclusive/exclusive scan, reduce i64; 3-5 the same f64; 6-8 generic; 9 for_each_index;
  * 10 transform; 11 transform_f64.  cfg: sched | 4 * (1 in place | 2 wide (f64) | 2/4 generic element
- * size 1024/4096 | 48 bad: a NULL array | 56 bad: overlapping arrays).  size: index in algo_sizes (7: 8,
- * 17: 40, 21: 100, 24: 256, 26: 300, 27: 1000, 28: 16383, 29: 16385, 30: 40000, 31: 131073).  k: init;
+ * size 1024/4096 | 48 bad: a NULL array | 56 bad: overlapping arrays).  size: index in algo_sizes (8: 8,
+ * 24: 40, 32: 100, 40: 256, 43: 300, 47: 1000, 52: 2048, 60: 16383, 61: 16385, 62: 40000, 63: 131073).  k: init;
  * for_each: (k & 31) < 16 fails at (k & 31) * n / 16, (k >> 5) & 3 the grain (0, 1, 2, 5). */
 #define CFG(sched, flags) ((sched) | (flags) << 2)
 #define VARIANT(v) 18, (v)              /* 0 into_variant, 1 stopped_as_optional, 2 stopped_as_error + 4 * code */
@@ -2044,25 +2016,25 @@ static const seed seeds[] = {
     SEED("regress_change_fails_oom_2", 0x7d, 0x85, 0x7d, 0x04, 0x7e, 0x00, 0x10, 0x0f, 0x3f, 0xff, 0x00, 0xff, 0xff, 0xff,
          0xff, 0x00, 0xf9, 0xf7, 0x40, 0x24),
     /* Parallel algorithms. */
-    SEED("algo_iscan_i64_pool", 0, 2, 0, ALGO(0, CFG(2, 0), 17, 7, 0)),
-    SEED("algo_escan_i64_inplace_loop", 0, 1, 0, ALGO(1, CFG(1, 1), 21, 9, 5)),
-    SEED("algo_reduce_i64_parallel", 4, 0, 0, ALGO(2, CFG(2, 0), 31, 3, -4)),
-    SEED("algo_iscan_f64_exact_tiles", 0, 0, 0, ALGO(3, CFG(0, 0), 29, 1, 0)),
-    SEED("algo_escan_f64_wide_pool", 0, 2, 0, ALGO(4, CFG(2, 2), 30, 5, 3)),
-    SEED("algo_reduce_f64_wide_parallel", 0, 0, 0, ALGO(5, CFG(2, 2), 31, 8, 1)),
-    SEED("algo_iscan_generic_parallel", 0, 2, 0, ALGO(6, CFG(2, 4), 26, 4, 0)),
-    SEED("algo_escan_generic_inplace", 0, 1, 0, ALGO(7, CFG(1, 3), 24, 2, 3)),
-    SEED("algo_reduce_generic", 4, 0, 0, ALGO(8, CFG(2, 4), 25, 6, 0)),
-    SEED("algo_for_each_fail", 0, 2, 0, ALGO(9, CFG(2, 0), 17, 11, 5)),
-    SEED("algo_for_each_grain", 0, 0, 0, ALGO(9, CFG(1, 0), 21, 12, 0x40 | 20)),
-    SEED("algo_transform_inplace", 0, 2, 0, ALGO(10, CFG(2, 1), 27, 3, 0)),
-    SEED("algo_transform_f64_parallel", 0, 0, 0, ALGO(11, CFG(2, 2), 31, 4, 0)),
+    SEED("algo_iscan_i64_pool", 0, 2, 0, ALGO(0, CFG(2, 0), 24, 7, 0)),
+    SEED("algo_escan_i64_inplace_loop", 0, 1, 0, ALGO(1, CFG(1, 1), 32, 9, 5)),
+    SEED("algo_reduce_i64_parallel", 4, 0, 0, ALGO(2, CFG(2, 0), 63, 3, -4)),
+    SEED("algo_iscan_f64_exact_tiles", 0, 0, 0, ALGO(3, CFG(0, 0), 61, 1, 0)),
+    SEED("algo_escan_f64_wide_pool", 0, 2, 0, ALGO(4, CFG(2, 2), 62, 5, 3)),
+    SEED("algo_reduce_f64_wide_parallel", 0, 0, 0, ALGO(5, CFG(2, 2), 63, 8, 1)),
+    SEED("algo_iscan_generic_parallel", 0, 2, 0, ALGO(6, CFG(2, 4), 43, 4, 0)),
+    SEED("algo_escan_generic_inplace", 0, 1, 0, ALGO(7, CFG(1, 3), 40, 2, 3)),
+    SEED("algo_reduce_generic", 4, 0, 0, ALGO(8, CFG(2, 4), 41, 6, 0)),
+    SEED("algo_for_each_fail", 0, 2, 0, ALGO(9, CFG(2, 0), 24, 11, 5)),
+    SEED("algo_for_each_grain", 0, 0, 0, ALGO(9, CFG(1, 0), 32, 12, 0x40 | 20)),
+    SEED("algo_transform_inplace", 0, 2, 0, ALGO(10, CFG(2, 1), 47, 3, 0)),
+    SEED("algo_transform_f64_parallel", 0, 0, 0, ALGO(11, CFG(2, 2), 52, 4, 0)),
     SEED("algo_bad_null", 0, 0, 0, UPON_E(8, 0), ALGO(0, CFG(0, 48), 5, 1, 0)),
     SEED("algo_bad_overlap", 0, 0, 0, ALGO(10, CFG(2, 56), 5, 1, 0)),
-    SEED("algo_stop_async", 2 | 8, 4 * 2, 0, WHEN2, ALGO(6, CFG(2, 4), 26, 4, 0), ALGO(9, CFG(2, 0), 31, 1, 20)),
+    SEED("algo_stop_async", 2 | 8, 4 * 2, 0, WHEN2, ALGO(6, CFG(2, 4), 43, 4, 0), ALGO(9, CFG(2, 0), 52, 1, 20)),
     SEED("algo_stop_before", 1, 0, 0, ALGO(9, CFG(0, 0), 0, 1, 31)),
-    SEED("algo_in_task", 4, 0, 0, TASK(0, 0), ALGO(1, CFG(2, 0), 30, 2, 7)),
-    SEED("algo_fault", 32, 0, 1, ALGO(7, CFG(2, 4), 26, 3, 1)),
+    SEED("algo_in_task", 4, 0, 0, TASK(0, 0), ALGO(1, CFG(2, 0), 62, 2, 7)),
+    SEED("algo_fault", 32, 0, 1, ALGO(7, CFG(2, 4), 43, 3, 1)),
     /* into_variant, stopped_as_optional, stopped_as_error. */
     SEED("variant_into", 0, 0, 0, VARIANT(0), WHEN2, JUST1(1), JUST2(2, 3)),
     SEED("variant_into_dynamic", 0, 0, 0, VARIANT(0), LET_V(5, 0), JUST2(1, 2)),
@@ -2091,7 +2063,7 @@ static const seed seeds[] = {
     SEED("scope_counting_stop_after", 0, 1, 0, SCOPE(1 | 4 | 16, 2), CONT(1), JUST1(1), STARTS(2), READENV(1)),
     SEED("scope_close", 0, 0, 0, SCOPE(8 | 16, 2), JUST1(1), JERR(2)),
     SEED("scope_task_no_env", 0, 2, 0, SCOPE(0, 1), TASK(0, 0), JUST1(1)),
-    SEED("scope_task_env", 0, 2, 0, SCOPE(16, 2), TASK(0, 0), READENV(0), ALGO(0, CFG(2, 0), 17, 7, 0)),
+    SEED("scope_task_env", 0, 2, 0, SCOPE(16, 2), TASK(0, 0), READENV(0), ALGO(0, CFG(2, 0), 24, 7, 0)),
     /* Task options, tasks awaiting two children. */
     SEED("task_opts_small_stack", 4, 0, 0, TASKO(0, 0, 1), THEN(8, 1), JUST1(1)),
     SEED("task_opts_env_alloc", 0, 2, 0, TASKO(0, 0, 1 << 2 | 16 | 32 | 64), WHEN2, READENV(2), READENV(3)),
@@ -2100,6 +2072,10 @@ static const seed seeds[] = {
     SEED("task_two", 4, 0, 0, TASK(128, 0), JUST1(1), THEN(8, 1), JUST1(2)),
     SEED("task_two_first_error", 4, 0, 0, TASK(128, 0), JERR(3), JUST1(1)),
     SEED("task_two_opts", 0, 2, 0, TASKO(128 | 2, 2, 3 | 64), CONT(1), JUST1(1), READENV(0)),
+    SEED("task_opts_guarded_stack", 0, 2, 0, TASKO(0, 0, 1 | 1 << 2), LET_E(0, 1), CONT(0), JERR(0)),
+    /* The allocator shortcut of starts_on and when_all (README, findings). */
+    SEED("regress_alloc_shortcut", 0, 0, 0, STARTS(2), STARTS(0), READENV(2)),
+    SEED("regress_alloc_shortcut_when_all", 0, 0, 0, WHEN2, STARTS(2), READENV(2), JUST1(0)),
 };
 
 int main(int argc, char **argv) {
