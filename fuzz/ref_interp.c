@@ -987,7 +987,7 @@ static void eval_scope(rstate *st, const g_node *nd, rctx cx, r_set *out) {
     }
     r_set c[3];
     bool spawned[3];
-    int spawn_error = 0;
+    int refused[3];  /* the spawn's error, when it is refused */
     out->sync = false;
     for (unsigned j = 0; j < nd->nchild; j++) {
         unsigned ch = nd->child[j];
@@ -995,19 +995,26 @@ static void eval_scope(rstate *st, const g_node *nd, rctx cx, r_set *out) {
         if (sig_of(st->g, ch).invalid) e = EINVAL;  /* ex_check_input comes first */
         else if ((nd->op & SC_CLOSE) && j == nd->nchild - 1u) e = ESHUTDOWN;
         else if (conn_fails(st->g, ch, sc.env_sched)) e = EINVAL;
+        refused[j] = e;
         spawned[j] = !e;
-        if (e && !spawn_error) spawn_error = e;
         if (!e) {
             eval(st, ch, sc, &c[j]);
             if (c[j].any) out->any = true;
             if (!c[j].n && !c[j].any) return;  /* a child that cannot complete: no join */
+            /* Under allocation failures the spawn itself may fail (its
+             * operation, a connect): an outcome of no completion, written
+             * as disp 0. */
+            if (st->p->oom && c[j].n < R_SET_MAX) c[j].o[c[j].n++] = (r_out){ .disp = 0 };
         }
     }
     if (out->any) return;
     unsigned idx[3] = { 0, 0, 0 };
     for (;;) {
         bool err = false;
+        int spawn_error = 0;
         for (unsigned j = 0; j < nd->nchild; j++) {
+            int e = spawned[j] ? (c[j].o[idx[j]].disp == 0 ? ENOMEM : 0) : refused[j];
+            if (e && !spawn_error) spawn_error = e;
             if (!spawned[j] || c[j].o[idx[j]].disp != R_ERROR) continue;
             set_add(out, out_error(c[j].o[idx[j]].code, false));
             err = true;
