@@ -2039,6 +2039,7 @@ static const seed seeds[] = {
     SEED("variant_into", 0, 0, 0, VARIANT(0), WHEN2, JUST1(1), JUST2(2, 3)),
     SEED("variant_into_dynamic", 0, 0, 0, VARIANT(0), LET_V(5, 0), JUST2(1, 2)),
     SEED("variant_into_upon", 0, 0, 0, VARIANT(0), UPON_E(16, 1), JUST1(1)),
+    SEED("variant_into_second_sig", 0, 0, 0, VARIANT(0), UPON_E(16, 0), THEN(8 + 2, 0), JUST1(1)),
     SEED("variant_optional_stopped", 1, 0, 0, VARIANT(1), STARTS(1), JUST1(1)),
     SEED("variant_optional_tuple", 0, 0, 0, VARIANT(1), JUST2(1, 2)),
     SEED("variant_optional_invalid", 0, 0, 0, VARIANT(1), JUST0),
