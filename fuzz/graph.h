@@ -17,6 +17,7 @@
 #define G_BOXING 0
 #endif
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +47,14 @@ typedef enum g_kind {
     G_STOP_ENV,      /* child[0], stop_env: write_env(get_stop_token, ...) */
     G_TASK,          /* child[0], task (TK_* flags), sched (TK_CHANGE's target) */
     G_SPAWN_FUTURE,  /* child[0]: spawned into the run's counting scope when built */
+    G_ALGO,          /* leaf: a parallel algorithm (op AO_*, sched, n, aflags, seed, k), its
+                        result turned into one int by a then */
+    G_VARIANT,       /* child[0], op VK_*: into_variant / stopped_as_optional / stopped_as_error,
+                        the result turned into (n, hash) by a then */
+    G_READ_ENV,      /* leaf: read_env(op RK_*) turned into one int (an id) by a then */
+    G_WRITE_ENV,     /* child[0]: write_env of op WK_* (the user key = k, get_scheduler = sched,
+                        get_allocator = the alternative allocator) */
+    G_SCOPE,         /* nchild 1..3 spawned into a scope of its own (op SC_*), then its join */
     G_KIND_COUNT
 } g_kind;
 
@@ -93,8 +102,62 @@ enum {
     TK_YIELD_AFTER = 4,  /* ... and after it */
     TK_CHANGE = 8,       /* ex_change_coroutine_scheduler(sched) around the await, then back */
     TK_INLINE = 16,      /* EX_TASK_INLINE affinity */
-    TK_SIG = 32          /* declare the child's value signature (when it has exactly one) */
+    TK_SIG = 32,         /* declare the (last) child's value signature (when it has exactly one) */
+    TK_OPTS = 64,        /* an options byte follows (g_node.topt: TO_*) */
+    TK_TWO = 128         /* two children, awaited in turn: the first non-value result, else the second's */
 };
+
+/* Task options (g_node.topt, with TK_OPTS). */
+enum {
+    TO_STACK_MASK = 3,    /* stack_size: 0 the default, 32 KiB, 48 KiB, 256 KiB */
+    TO_SALLOC_SHIFT = 2,  /* stack_allocator (2 bits): NULL, guarded counting stacks, a fault allocator over
+                             them, NULL */
+    TO_ALLOC = 16,        /* allocator: the alternative counting allocator (A_ALT) */
+    TO_ENV = 32,          /* env: a user environment whose user key is 100 + the node's index */
+    TO_CHECK = 64         /* the body checks ex_task_env against ex_task_scheduler / _stop_token / options */
+};
+
+/* Parallel algorithms (G_ALGO, g_node.op). */
+typedef enum g_algo_op {
+    AO_ISCAN_I64, AO_ESCAN_I64, AO_REDUCE_I64,
+    AO_ISCAN_F64, AO_ESCAN_F64, AO_REDUCE_F64,
+    AO_ISCAN_GEN, AO_ESCAN_GEN, AO_REDUCE_GEN,  /* on the affine-map monoid (non-commutative) */
+    AO_FOR_EACH,                                /* out[i] = 3 in[i] + 1; fails at fail_idx */
+    AO_TRANSFORM,                               /* int32 -> int64 (in place: int64 -> int64) */
+    AO_TRANSFORM_F64,                           /* 2x + 1 */
+    AO_COUNT
+} g_algo_op;
+
+/* G_ALGO flags (g_node.aflags). */
+enum {
+    AF_INPLACE = 1,       /* out == in (scans, transform) */
+    AF_WIDE = 2,          /* f64: inputs of many magnitudes (inexact sums; checked against the inline run
+                             bit for bit and against the documented error bound); generic: see AF_GSIZE */
+    AF_GSIZE_SHIFT = 1,   /* generic element size (2 bits): 16, 1024, 4096, 16 bytes */
+    AF_BAD_NULL = 8,      /* a NULL array with n > 0 (for_each: a NULL function): an invalid sender */
+    AF_BAD_OVERLAP = 16   /* out = in + 1 element (n >= 2; forms without out: as AF_BAD_NULL) */
+};
+
+/* into_variant and friends (G_VARIANT, g_node.op). */
+typedef enum g_variant { VK_INTO_VARIANT, VK_STOPPED_AS_OPTIONAL, VK_STOPPED_AS_ERROR, VK_COUNT } g_variant;
+
+/* read_env keys (G_READ_ENV, g_node.op) and what write_env writes (G_WRITE_ENV). */
+typedef enum g_read_key { RK_SCHED, RK_TOKEN, RK_ALLOC, RK_USER, RK_COUNT } g_read_key;
+typedef enum g_write_key { WK_USER, WK_SCHED, WK_ALLOC, WK_COUNT } g_write_key;
+
+/* Ids of what read_env reads, as the harness's converter sends them. */
+enum { ID_SCHED_OTHER = 3 };  /* schedulers: g_sched, else 3 (sync_wait's run_loop) */
+enum { TOK_NEVER = 0, TOK_TOP = 1, TOK_OTHER = 2, TOK_NODE0 = 10 };  /* stop tokens (TOK_NODE0 + i: node_src[i]) */
+enum { A_COUNT, A_FAULT, A_ALT, A_POOL, A_OTHER, A_IDS };  /* allocators */
+
+/* Scopes (G_SCOPE, g_node.op). */
+enum {
+    SC_COUNTING = 1,      /* ex_counting_scope, else ex_simple_counting_scope */
+    SC_STOP_SHIFT = 1,    /* (2 bits, counting only) 1: request_stop before the spawns, 2: after them */
+    SC_CLOSE = 8,         /* close the scope before the last spawn (it fails with EX_ESHUTDOWN) */
+    SC_ENV = 16           /* ex_spawn_env with the node's receiver environment, else ex_spawn */
+};
+enum { SC_STOP_BEFORE = 1, SC_STOP_AFTER = 2 };
 
 typedef struct g_node {
     uint8_t kind;
@@ -110,6 +173,13 @@ typedef struct g_node {
     uint8_t in_body;      /* inside some let body (built at run time) */
     uint8_t task;         /* G_TASK: TK_* */
     uint8_t boxed;        /* G_JUST: each value sent as a tuple (see g_box in sender_graph.c); needs G_BOXING */
+    uint8_t op;           /* G_ALGO: AO_*; G_VARIANT: VK_*; G_READ_ENV: RK_*; G_WRITE_ENV: WK_*; G_SCOPE: SC_* */
+    uint8_t aflags;       /* G_ALGO: AF_* */
+    uint8_t agrain;       /* G_ALGO, for_each: the grain argument */
+    uint8_t topt;         /* G_TASK with TK_OPTS: TO_* */
+    uint32_t n;           /* G_ALGO: elements */
+    uint32_t fail_idx;    /* G_ALGO, for_each: the index whose range fails (>= n: none) */
+    uint32_t seed;        /* G_ALGO: inputs */
     int32_t code;
     int64_t k;
     int64_t vals[3];
@@ -160,5 +230,55 @@ const char *g_kind_name(unsigned kind);
 /* The function tables, shared by the harness and the reference: input list
  * in[0..n), results written to out[0..arity).  Return the error code, or 0. */
 int g_then_apply(const g_node *nd, const int64_t *in, size_t n, int64_t *out);
+
+/* The (n, hash) pair the G_VARIANT converter sends for a value list. */
+int64_t g_hash(const int64_t *v, size_t n);
+
+/* ---------------------------------------------- parallel algorithms (algo_model.c) */
+
+/* The affine-map monoid of the generic forms: an element is (a, b), x -> a x + b,
+ * in the first 16 bytes of an element of g_algo_gsize bytes (the rest zero);
+ * p (+) q applies p, then q: (qa pa, qa pb + qb), wrapping.  Not commutative. */
+typedef struct g_affine { uint64_t a, b; } g_affine;
+void g_affine_combine(void *ctx, void *acc, const void *x);
+
+size_t g_algo_gsize(const g_node *nd);      /* generic element size */
+size_t g_algo_in_size(const g_node *nd);    /* bytes of one input element (0: no input array) */
+size_t g_algo_out_size(const g_node *nd);   /* bytes of one output element (0: no output array) */
+bool g_algo_invalid(const g_node *nd);      /* built with a bad argument: an invalid sender (EX_EINVAL) */
+bool g_algo_wide(const g_node *nd);         /* an f64 scan or reduction of inexact sums (AF_WIDE) */
+int g_algo_fail_code(const g_node *nd);     /* for_each's error */
+
+/* Fills in[0..n) with the node's inputs (g_algo_in_size bytes each). */
+void g_algo_inputs(const g_node *nd, void *in);
+
+/* The serial reference: the expected output array (NULL: not wanted) and
+ * the int the node's converter sends on success.  For g_algo_wide nodes
+ * the serial order of additions rounds differently: *value is n, and the
+ * output is compared with the inline scheduler's run instead (see
+ * g_algo_f64_check). */
+void g_algo_expect(const g_node *nd, const void *in, void *out, int64_t *value);
+
+/* AF_WIDE doubles: whether out (the inline scheduler's result, n elements;
+ * for a reduction out[0] is the result) is within the documented error
+ * bound of the exact result ((3080 + tile) u sum|x| per scan output,
+ * (1029 + tiles) u sum|x| for a reduction).  On failure writes the first
+ * element that is not to *bad. */
+bool g_algo_f64_check(const g_node *nd, const double *in, const double *out, size_t *bad);
+
+/* The harness's per-element work (algo_model.c is built without the
+ * fuzzer's comparison tracing).  The first index where a and b differ in
+ * the first cmp bytes (a multiple of 8) of their esz-byte elements, or n. */
+size_t g_algo_first_diff(const void *a, const void *b, size_t n, size_t esz, size_t cmp);
+size_t g_algo_first_value_diff(const double *a, const double *b, size_t n);  /* by value (== ) */
+size_t g_algo_not_once(atomic_int *hits, size_t n);                         /* first hits[i] != 1, or n */
+
+/* for_each's function over [begin, end): counts hits, writes out[i] =
+ * 3 in[i] + 1, fails at fail_idx.  *at: the index it stopped at. */
+enum { FE_OK, FE_FAIL, FE_OUT_OF_RANGE, FE_TWICE };
+int g_algo_for_each_range(const g_node *nd, const int64_t *in, int64_t *out, atomic_int *hits, size_t begin, size_t end,
+                          size_t *at);
+void g_algo_transform_fn(void *ctx, const void *x, void *y);  /* ctx: the node; 7x - 1 */
+double g_algo_f64_fn(void *ctx, double x);                    /* 2x + 1 */
 
 #endif

@@ -38,6 +38,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* -------------------------------------------------------- function table */
@@ -200,6 +201,39 @@ static ssig sig_invalid(void) {
  * tree built together (a let body is built, and fails, on its own). */
 static bool conn_fails(const g_graph *g, unsigned i, unsigned env);
 
+/* into_variant / stopped_as_optional / stopped_as_error (into_variant.h)
+ * of a child with signatures c, behind the harness's then that turns a
+ * value completion into (n, hash): two ints. */
+static ssig sig_variant(const g_node *nd, ssig c) {
+    ssig v = sig_none();
+    switch (nd->op) {
+    case VK_INTO_VARIANT:
+        if (c.mask || c.dyn) v.mask = 1u << 1;  /* one tuple */
+        v.err = c.err;
+        v.stop = c.stop;
+        v.cs_value = c.cs_value, v.cs_error = c.cs_error, v.cs_stopped = c.cs_stopped;
+        break;
+    case VK_STOPPED_AS_OPTIONAL:
+        /* exactly one value signature with at least one datum, else EX_EINVAL */
+        if (!c.dyn && (popcount16(c.mask) != 1 || c.mask == 1u)) return sig_invalid();
+        v.mask = 1u << 1;
+        v.err = c.err || c.dyn;
+        break;
+    default:
+        v.mask = c.mask;
+        v.dyn = c.dyn;
+        v.err = c.err || c.stop;
+        break;
+    }
+    ssig s = sig_none();
+    bool calls = v.mask || v.dyn;
+    if (calls) s.mask = 1u << 2;
+    s.err = v.err || calls;
+    s.stop = v.stop;
+    s.cs_value = v.cs_value, s.cs_error = v.cs_error, s.cs_stopped = v.cs_stopped;
+    return s;
+}
+
 static ssig sig_of(const g_graph *g, unsigned i) {
     const g_node *nd = &g->nodes[i];
     ssig s = sig_none();
@@ -211,10 +245,11 @@ static ssig sig_of(const g_graph *g, unsigned i) {
          * makes ex_split return an invalid sender. */
         c = sig_of(g, g->splits[nd->split_id].child);
         if (c.invalid || conn_fails(g, g->splits[nd->split_id].child, GS_COUNT)) return sig_invalid();
-    } else if (nd->kind == G_TASK || nd->kind == G_SPAWN_FUTURE) {
-        /* The child reaches them at run time (an await, a spawn): an invalid
-         * one is an EX_EINVAL completion, not an invalid builder input. */
-        c = sig_of(g, nd->child[0]);
+    } else if (nd->kind == G_TASK || nd->kind == G_SPAWN_FUTURE || nd->kind == G_SCOPE) {
+        /* The children reach them at run time (an await, a spawn): an invalid
+         * one is an EX_EINVAL completion, not an invalid builder input.  A
+         * task returns its last child's values. */
+        c = sig_of(g, nd->child[nd->kind == G_TASK ? nd->nchild - 1 : 0]);
     } else if (nd->kind != G_WHEN_ALL && nd->nchild) {
         c = sig_of(g, nd->child[0]);
         if (c.invalid) return sig_invalid();
@@ -352,6 +387,27 @@ static ssig sig_of(const g_graph *g, unsigned i) {
         s.mask = c.mask;
         s.dyn = c.dyn;
         break;
+    case G_ALGO:
+        /* The algorithm (value, error, stopped) behind a then that turns its
+         * result into one int; its attributes are hidden (see the harness). */
+        if (g_algo_invalid(nd)) return sig_invalid();
+        s.mask = 1u << 1;
+        s.err = s.stop = true;
+        break;
+    case G_READ_ENV:
+        /* read_env (no completion scheduler) behind a then: an int id */
+        s.mask = 1u << 1;
+        s.err = true;
+        break;
+    case G_WRITE_ENV:
+        s = c;
+        break;
+    case G_VARIANT: s = sig_variant(nd, c); break;
+    case G_SCOPE:
+        /* the harness's scope sender: value(count) or the first error */
+        s.mask = 1u << 1;
+        s.err = true;
+        break;
     default: break;
     }
     return s;
@@ -377,7 +433,8 @@ static bool conn_fails(const g_graph *g, unsigned i, unsigned env) {
     if (sig_of(g, i).invalid) return false;  /* an invalid sender connects, and fails at start */
     switch (nd->kind) {
     case G_TASK: return env == GS_COUNT && !(nd->task & TK_INLINE);
-    case G_SPLIT: case G_SPAWN_FUTURE: return false;
+    case G_SPLIT: case G_SPAWN_FUTURE: case G_SCOPE: return false;
+    case G_WRITE_ENV: return conn_fails(g, nd->child[0], nd->op == WK_SCHED ? nd->sched : env);
     case G_STARTS_ON: return conn_fails(g, nd->child[0], nd->sched);
     case G_WHEN_ALL:
         for (unsigned j = 0; j < nd->nchild; j++)
@@ -395,7 +452,20 @@ typedef struct rctx {
     uint8_t stop;        /* r_stop */
     bool top_linked;     /* a request on the top source reaches this token at once */
     uint8_t env_sched;   /* get_scheduler of the environment: g_sched, GS_COUNT (none) or ENV_OTHER */
+    uint8_t tok;         /* which token get_stop_token answers: TOK_* */
+    uint8_t alloc;       /* the allocators get_allocator may answer (1 << A_*); 0: none written, resolved
+                            when read (env.h: the scheduler's, else the process default) */
+    bool late;           /* may run after the harness restored the process default allocator */
+    int16_t user;        /* the user key's value; -1: not in the environment */
+    uint8_t alloc_dev;   /* allocators get_allocator answers besides (1 << A_*): see alloc_shortcut */
 } rctx;
+
+/* The environment of work started on its own: a split's shared work, a
+ * future's work: only a stop token of its own. */
+static rctx ctx_detached(unsigned stop) {
+    rctx c = { (uint8_t)stop, false, GS_COUNT, TOK_OTHER, 0, true, -1, 0 };
+    return c;
+}
 
 typedef struct rstate {
     const g_graph *g;
@@ -409,10 +479,26 @@ typedef struct rstate {
     bool spawn_done[G_MAX_NODES];      /* spawn_set computed in this phase */
     uint8_t split_walked;              /* walk_spawns: shared children already walked */
     r_set spawn_set[G_MAX_NODES];      /* a spawn_future's work */
+    bool algo_done[G_MAX_NODES];       /* algo_value computed */
+    int64_t algo_value[G_MAX_NODES];   /* what an algorithm node's converter sends */
 } rstate;
 
 static void eval(rstate *st, unsigned i, rctx cx, r_set *out);
 static void walk_spawns(rstate *st, unsigned i);
+static uint8_t alloc_ids(const rstate *st, rctx cx);
+
+/* A known deviation from env.h, tolerated so that the rest stays checked
+ * (fuzz/README.md, "findings"): starts_on and when_all answer get_allocator
+ * in their children's environment with the allocator resolved where they
+ * are connected ("a shortcut for deep nesting"), so a child that runs
+ * under another scheduler (a nested starts_on, a task, a let body) sees
+ * the outer scheduler's allocator instead of its own scheduler's, and one
+ * under a starts_on(pool) inside a when_all sees the when_all's instead of
+ * the pool's.  Only when no allocator was written: a written one is the
+ * same either way. */
+static void alloc_shortcut(const rstate *st, rctx *cc) {
+    if (!cc->alloc) cc->alloc_dev = (uint8_t)(cc->alloc_dev | alloc_ids(st, *cc));
+}
 
 /* eval behind a connect: EX_EINVAL when connecting the subtree fails. */
 static void eval_conn(rstate *st, unsigned i, rctx cx, r_set *out) {
@@ -576,6 +662,8 @@ static void eval_when_all_valid(rstate *st, const g_node *nd, rctx cx, r_set *ou
     /* Children see the when_all's own source: stopped by the parent's
      * token, and by a sibling that fails or stops. */
     rctx cc = cx;
+    cc.tok = TOK_OTHER;
+    alloc_shortcut(st, &cc);
     if (cc.stop == RS_NEVER) {
         /* The children's source is only requested by a child that fails
          * or stops on its own: if none can while it is not requested (an
@@ -678,22 +766,88 @@ static bool sched_observes(unsigned sch) { return sch == GS_LOOP || sch == GS_PO
  * stopped is allowed, never required.  The child sees the task's scheduler
  * (the inline one for EX_TASK_INLINE, the change's target around the
  * await) and the task's stop token, linked to the receiver's. */
-static void eval_task(rstate *st, const g_node *nd, rctx cx, r_set *out) {
+/* What get_allocator answers in cx (env.h): the environment's allocator,
+ * else the scheduler's default (the harness's pool has its own arenas),
+ * else the process default: the fault allocator while the run lasts in
+ * GM_FAULT_DEFAULT mode (work that may outlive the run may see either). */
+static uint8_t alloc_ids(const rstate *st, rctx cx) {
+    if (cx.alloc) return cx.alloc;
+    if (cx.env_sched == GS_POOL) return 1u << A_POOL;
+    if (st->g->mode.fault != GM_FAULT_DEFAULT) return 1u << A_COUNT;
+    return (uint8_t)((1u << A_FAULT) | (cx.late ? 1u << A_COUNT : 0));
+}
+
+/* One awaited child of a task, in the child context cc; home is the task's
+ * own scheduler (a failed scheduler change leaves the child there). */
+static void eval_task_child(rstate *st, const g_node *nd, unsigned child, rctx cc, unsigned home, r_set *c) {
+    eval_conn(st, child, cc, c);
+    if ((nd->task & TK_CHANGE) && st->p->oom && cc.env_sched != home) {
+        /* The change may have failed for want of memory (its schedule
+         * sender): the task then awaits its child where it was. */
+        rctx cf = cc;
+        cf.env_sched = (uint8_t)home;
+        r_set c2;
+        eval_conn(st, child, cf, &c2);
+        set_union(c, &c2);
+    }
+}
+
+/* A task: its child's outcomes (the await hands them back unchanged, and the
+ * body returns them; with two children, the first one's when it is not a
+ * value, else the second one's, awaited after it); stopped too when a stop
+ * request can reach the task and one of its hops (start, yield, scheduler
+ * change, resumption after an await) goes through a scheduler that observes
+ * it: whether a hop is made at all (dispatch runs inline on the scheduler's
+ * own agent) is timing, so stopped is allowed, never required.  The
+ * children see the task's environment (task.h): its scheduler (the inline
+ * one for EX_TASK_INLINE, the change's target around the awaits), its stop
+ * token (the receiver's), its allocator (the option's, else the receiver
+ * environment's, resolved at connect) and the user environment's keys (the
+ * option's, else the receiver's). */
+static void eval_task(rstate *st, unsigned i, const g_node *nd, rctx cx, r_set *out) {
     unsigned home = (nd->task & TK_INLINE) ? GS_INLINE : cx.env_sched;
     bool change = (nd->task & TK_CHANGE) != 0;
     bool hops = sched_observes(home) || (change && sched_observes(nd->sched));
     rctx cc = cx;
     cc.env_sched = (uint8_t)(change ? nd->sched : home);
+    cc.alloc = (nd->topt & TO_ALLOC) ? (uint8_t)(1u << A_ALT) : (uint8_t)(alloc_ids(st, cx) | cx.alloc_dev);
+    cc.alloc_dev = 0;
+    if (nd->topt & TO_ENV) cc.user = (int16_t)(100 + i);
     r_set c;
-    eval_conn(st, nd->child[0], cc, &c);
-    if (change && st->p->oom && cc.env_sched != home) {
-        /* The change may have failed for want of memory (its schedule
-         * sender): the task then awaits its child where it was. */
-        rctx cf = cx;
-        cf.env_sched = (uint8_t)home;
-        r_set c2;
-        eval_conn(st, nd->child[0], cf, &c2);
-        set_union(&c, &c2);
+    eval_task_child(st, nd, nd->child[0], cc, home, &c);
+    if (nd->nchild == 2) {
+        /* The second child is awaited after a value of the first; a stop
+         * request that value's path made on the top source is seen. */
+        r_set first = c, second[2];
+        bool done[2] = { false, false };
+        set_clear(&c);
+        c.any = first.any;
+        for (unsigned j = 0; j < first.n; j++) {
+            const r_out *o = &first.o[j];
+            if (o->disp != R_VALUE) {
+                set_add(&c, *o);
+                continue;
+            }
+            unsigned v = o->top_req ? 1 : 0;
+            if (!done[v]) {
+                rctx c2 = cc;
+                c2.stop = (uint8_t)observe(st, cc, o->top_req);
+                eval_task_child(st, nd, nd->child[1], c2, home, &second[v]);
+                done[v] = true;
+            }
+            if (second[v].any) c.any = true;
+            for (unsigned b = 0; b < second[v].n; b++) {
+                r_out r = second[v].o[b];
+                r.top_req = r.top_req || o->top_req;
+                set_add(&c, r);
+            }
+        }
+        if (!done[0] && !done[1] && (first.any || st->phase == 1)) {
+            /* Phase 1 walks the second child whenever it might run (the
+             * first one's set may be a placeholder there). */
+            eval_task_child(st, nd, nd->child[1], cc, home, &second[0]);
+            if (first.any) set_union(&c, &second[0]);
+        }
     }
     out->any = c.any;
     out->sync = false;
@@ -702,6 +856,177 @@ static void eval_task(rstate *st, const g_node *nd, rctx cx, r_set *out) {
         const r_out *o = &c.o[j];
         set_add(out, *o);
         if (hops && o->top_req && cx.top_linked) set_add(out, out_stopped(true));
+    }
+}
+
+/* ------------------------------------------- algorithms, environments, scopes */
+
+/* What an algorithm node's converter sends on success (algo_model.c),
+ * computed once per run. */
+static int64_t algo_value(rstate *st, unsigned i) {
+    const g_node *nd = &st->g->nodes[i];
+    if (!st->algo_done[i]) {
+        size_t bytes = (size_t)nd->n * g_algo_in_size(nd);
+        void *in = malloc(bytes ? bytes : 1);
+        if (!in) abort();
+        g_algo_inputs(nd, in);
+        g_algo_expect(nd, in, NULL, &st->algo_value[i]);
+        free(in);
+        st->algo_done[i] = true;
+    }
+    return st->algo_value[i];
+}
+
+/* A parallel algorithm: its result (for_each: its function's error when an
+ * index fails); a stop request from the environment is checked before
+ * every tile is claimed (and by the schedule onto a run_loop or the pool),
+ * so a request made before start always stops it, even with no tile
+ * (algorithms.h: set_stopped when a request is seen and some tile did not
+ * run), and one that may come while it runs races. */
+static void eval_algo(rstate *st, unsigned i, const g_node *nd, rctx cx, r_set *out) {
+    r_out normal;
+    if (nd->op == AO_FOR_EACH && nd->fail_idx < nd->n) normal = out_error(g_algo_fail_code(nd), false);
+    else {
+        int64_t v = algo_value(st, i);
+        normal = out_value(&v, 1, false);
+    }
+    if (cx.stop != RS_ALWAYS) set_add(out, normal);
+    if (cx.stop != RS_NEVER) set_add(out, out_stopped(false));
+    out->sync = nd->sched == GS_INLINE;
+}
+
+/* read_env: the ids the harness's converter sends (graph.h), or EX_EINVAL
+ * for a key the environment does not answer (just.h; stop token and
+ * allocator have defaults). */
+static void eval_read_env(const rstate *st, const g_node *nd, rctx cx, r_set *out) {
+    int64_t v;
+    switch (nd->op) {
+    case RK_SCHED:
+        if (cx.env_sched == GS_COUNT) {
+            set_add(out, out_error(EINVAL, false));
+        } else {
+            v = cx.env_sched == ENV_OTHER ? ID_SCHED_OTHER : cx.env_sched;
+            set_add(out, out_value(&v, 1, false));
+        }
+        break;
+    case RK_TOKEN:
+        v = cx.tok;
+        set_add(out, out_value(&v, 1, false));
+        break;
+    case RK_ALLOC: {
+        uint8_t ids = (uint8_t)(alloc_ids(st, cx) | cx.alloc_dev);
+        for (v = 0; v < A_IDS; v++)
+            if (ids & (1u << v)) set_add(out, out_value(&v, 1, false));
+        break;
+    }
+    default:
+        if (cx.user < 0) {
+            set_add(out, out_error(EINVAL, false));
+        } else {
+            v = cx.user;
+            set_add(out, out_value(&v, 1, false));
+        }
+        break;
+    }
+    out->sync = true;
+}
+
+/* into_variant and friends, then the converter's (n, hash). */
+static void eval_variant(rstate *st, const g_node *nd, rctx cx, r_set *out) {
+    r_set c;
+    eval(st, nd->child[0], cx, &c);
+    out->any = c.any;
+    out->sync = c.sync;
+    for (unsigned j = 0; j < c.n; j++) {
+        const r_out *o = &c.o[j];
+        int64_t pair[2];
+        if (o->disp == R_VALUE) {
+            if (nd->op == VK_STOPPED_AS_OPTIONAL && o->n == 0) {
+                set_add(out, out_error(EINVAL, o->top_req));
+                continue;
+            }
+            pair[0] = o->n;
+            pair[1] = g_hash(o->v, o->n);
+            set_add(out, out_value(pair, 2, o->top_req));
+        } else if (o->disp == R_STOPPED && nd->op == VK_STOPPED_AS_OPTIONAL) {
+            pair[0] = -1;
+            pair[1] = 0;
+            set_add(out, out_value(pair, 2, o->top_req));
+        } else if (o->disp == R_STOPPED && nd->op == VK_STOPPED_AS_ERROR) {
+            set_add(out, out_error(G_EUSER + (int)(nd->k & 15), o->top_req));
+        } else {
+            set_add(out, *o);
+        }
+    }
+}
+
+/* The harness's scope node: its children spawned in order into a scope of
+ * its own (scope.h), then the scope's join.  The join completes with the
+ * first error of spawned work (any of those that may fail: which one is
+ * first is timing), else the node reports the first spawn that failed,
+ * else value(number of children).  Spawned work sees the spawn
+ * environment (the node's receiver's with SC_ENV, else none) plus, for a
+ * counting scope, the scope's stop token; nothing observes the node's own
+ * stop token. */
+static void eval_scope(rstate *st, const g_node *nd, rctx cx, r_set *out) {
+    bool counting = nd->op & SC_COUNTING, env = nd->op & SC_ENV;
+    unsigned stop_mode = counting ? (nd->op >> SC_STOP_SHIFT) & 3 : 0;
+    rctx sc = cx;
+    if (!env) {
+        sc.env_sched = GS_COUNT;
+        sc.alloc = sc.alloc_dev = 0;
+        sc.user = -1;
+        sc.tok = TOK_NEVER;
+        sc.stop = RS_NEVER;
+        sc.top_linked = false;
+    }
+    if (counting) {
+        sc.tok = TOK_OTHER;
+        sc.top_linked = false;
+        sc.stop = stop_mode == SC_STOP_BEFORE ? RS_ALWAYS : stop_mode == SC_STOP_AFTER ? RS_RACE : RS_NEVER;
+    }
+    r_set c[3];
+    bool spawned[3];
+    int refused[3];  /* the spawn's error, when it is refused */
+    out->sync = false;
+    for (unsigned j = 0; j < nd->nchild; j++) {
+        unsigned ch = nd->child[j];
+        int e = 0;
+        if (sig_of(st->g, ch).invalid) e = EINVAL;  /* ex_check_input comes first */
+        else if ((nd->op & SC_CLOSE) && j == nd->nchild - 1u) e = ESHUTDOWN;
+        else if (conn_fails(st->g, ch, sc.env_sched)) e = EINVAL;
+        refused[j] = e;
+        spawned[j] = !e;
+        if (!e) {
+            eval(st, ch, sc, &c[j]);
+            if (c[j].any) out->any = true;
+            if (!c[j].n && !c[j].any) return;  /* a child that cannot complete: no join */
+            /* Under allocation failures the spawn itself may fail (its
+             * operation, a connect): an outcome of no completion, written
+             * as disp 0. */
+            if (st->p->oom && c[j].n < R_SET_MAX) c[j].o[c[j].n++] = (r_out){ .disp = 0 };
+        }
+    }
+    if (out->any) return;
+    unsigned idx[3] = { 0, 0, 0 };
+    for (;;) {
+        bool err = false;
+        int spawn_error = 0;
+        for (unsigned j = 0; j < nd->nchild; j++) {
+            int e = spawned[j] ? (c[j].o[idx[j]].disp == 0 ? ENOMEM : 0) : refused[j];
+            if (e && !spawn_error) spawn_error = e;
+            if (!spawned[j] || c[j].o[idx[j]].disp != R_ERROR) continue;
+            set_add(out, out_error(c[j].o[idx[j]].code, false));
+            err = true;
+        }
+        if (!err && spawn_error) set_add(out, out_error(spawn_error, false));
+        if (!err && !spawn_error) {
+            int64_t v = nd->nchild;
+            set_add(out, out_value(&v, 1, false));
+        }
+        unsigned j = 0;
+        while (j < nd->nchild && (!spawned[j] || ++idx[j] == c[j].n)) idx[j++] = 0;
+        if (j == nd->nchild) break;
     }
 }
 
@@ -718,7 +1043,7 @@ static const r_set *spawn_work(rstate *st, unsigned i) {
     bool saved = st->record;
     st->record = st->last;
     unsigned c = st->g->nodes[i].child[0];
-    rctx sc = { RS_RACE, false, GS_COUNT };
+    rctx sc = ctx_detached(RS_RACE);
     set_clear(w);
     if (sig_of(st->g, c).invalid) set_add(w, out_error(EINVAL, false));
     else eval_conn(st, c, sc, w);
@@ -797,6 +1122,7 @@ static void eval(rstate *st, unsigned i, rctx cx, r_set *out) {
         if (s != RS_ALWAYS) {
             rctx cc = cx;
             cc.env_sched = nd->sched;
+            alloc_shortcut(st, &cc);
             r_set c;
             eval(st, nd->child[0], cc, &c);
             set_union(out, &c);
@@ -808,10 +1134,23 @@ static void eval(rstate *st, unsigned i, rctx cx, r_set *out) {
         rctx cc = cx;
         cc.stop = nd->stop_env == SE_STOPPED ? RS_ALWAYS : RS_NEVER;
         cc.top_linked = false;
+        cc.tok = (uint8_t)(nd->stop_env == SE_NEVER ? TOK_NEVER : TOK_NODE0 + i);
         eval(st, nd->child[0], cc, out);
         break;
     }
-    case G_TASK: eval_task(st, nd, cx, out); break;
+    case G_TASK: eval_task(st, i, nd, cx, out); break;
+    case G_ALGO: eval_algo(st, i, nd, cx, out); break;
+    case G_READ_ENV: eval_read_env(st, nd, cx, out); break;
+    case G_VARIANT: eval_variant(st, nd, cx, out); break;
+    case G_SCOPE: eval_scope(st, nd, cx, out); break;
+    case G_WRITE_ENV: {
+        rctx cc = cx;
+        if (nd->op == WK_USER) cc.user = (int16_t)nd->k;
+        else if (nd->op == WK_SCHED) cc.env_sched = nd->sched;
+        else cc.alloc = 1u << A_ALT, cc.alloc_dev = 0;
+        eval(st, nd->child[0], cc, out);
+        break;
+    }
     case G_SPAWN_FUTURE:
         /* the work's result; stopped too when the consumer may be stopped
          * (the request reaches the work, which may complete either way) */
@@ -839,6 +1178,11 @@ void ref_run(const g_graph *g, const r_params *p, r_result *res) {
 
     rctx top;
     top.top_linked = true;
+    top.tok = TOK_TOP;
+    top.alloc = g->mode.fault == GM_FAULT_ENV ? (uint8_t)(1u << A_FAULT) : 0;
+    top.late = false;
+    top.user = -1;
+    top.alloc_dev = 0;
     top.env_sched = g->mode.use_sync_wait ? ENV_OTHER : g->mode.env_sched;
     if (g->mode.stop == GM_STOP_BEFORE) top.stop = RS_ALWAYS;
     else if (g->mode.stop == GM_STOP_ASYNC || g->has_stopreq) top.stop = RS_RACE;
@@ -848,6 +1192,7 @@ void ref_run(const g_graph *g, const r_params *p, r_result *res) {
          * go there; stopreq functions' do not) and the spawn env's or the
          * launch's scheduler. */
         top.top_linked = false;
+        top.tok = TOK_OTHER;  /* the scope's */
         top.stop = g->mode.stop == GM_STOP_BEFORE ? RS_ALWAYS : g->mode.stop == GM_STOP_ASYNC ? RS_RACE : RS_NEVER;
         if (g->nodes[g->root].kind == G_TASK) top.env_sched = (uint8_t)ref_launch_sched(g);
     }
@@ -875,7 +1220,7 @@ void ref_run(const g_graph *g, const r_params *p, r_result *res) {
         for (int id = g->nsplits - 1; id >= 0; id--) {
             uint8_t join = st.split_join[id];
             if (!join || join == (1u << RS_ALWAYS)) continue;
-            rctx sc = { (uint8_t)(join == (1u << RS_NEVER) ? RS_NEVER : RS_RACE), false, GS_COUNT };
+            rctx sc = ctx_detached(join == (1u << RS_NEVER) ? RS_NEVER : RS_RACE);
             eval_conn(&st, g->splits[id].child, sc, &tmp);
         }
         bool last = round > 0 && memcmp(prev, st.split_join, sizeof prev) == 0;
@@ -896,7 +1241,7 @@ void ref_run(const g_graph *g, const r_params *p, r_result *res) {
             if (join == (1u << RS_ALWAYS)) {
                 set_add(s, out_stopped(false));
             } else {
-                rctx sc = { (uint8_t)(join == (1u << RS_NEVER) ? RS_NEVER : RS_RACE), false, GS_COUNT };
+                rctx sc = ctx_detached(join == (1u << RS_NEVER) ? RS_NEVER : RS_RACE);
                 eval_conn(&st, g->splits[id].child, sc, s);
                 if (join != (1u << RS_NEVER)) set_add(s, out_stopped(false));
             }
