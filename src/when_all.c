@@ -137,10 +137,8 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
     exi_join_init(&o->join, (uint32_t)ws->n);
     ex_env env = ex_receiver_env(r);
     o->alloc = ex_get_allocator(env);
-    ex_env_pair_init(&o->child_env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&o->join.stop)),
-                     ex_env_forward(env));
-    o->child_env.key2 = &ex_key_get_allocator;  /* a shortcut for deep nesting */
-    o->child_env.value2 = ex_alloc_value(o->alloc);
+    ex_env_pair_init2(&o->child_env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&o->join.stop)),
+                      &ex_key_get_allocator, ex_alloc_value(o->alloc), ex_env_forward(env));
     /* The layout ex_when_all_n sized: value arrays, then the children's
      * operations at their alignments. */
     ex_value *values = (ex_value *)(void *)((char *)storage + ws->values_off);
