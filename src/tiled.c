@@ -216,5 +216,6 @@ ex_sender *exi_tiled_finish(exi_tiled_sender *s) {
     s->inner_off = ex_align_up(sizeof(exi_tiled_op), inner->op_align);
     s->base.op_size = s->inner_off + inner->op_size;
     s->base.op_align = ex_max_size(alignof(exi_tiled_op), inner->op_align);
+    s->base.depth = inner->depth + 1;
     return &s->base;
 }

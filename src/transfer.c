@@ -91,6 +91,7 @@ ex_sender *ex_starts_on(ex_scheduler sch, ex_sender *child) {
     s->op_align = ex_max_size(ex_max_size(alignof(starts_on_op), sch.vt->schedule_op_align), child->op_align);
     s->sigs = child->sigs;
     s->sigs.flags |= sch.vt->schedule_flags;
+    s->depth = child->depth + 1;
     return s;
 }
 
@@ -272,6 +273,7 @@ static ex_sender *make_continues(ex_sender *child, const ex_scheduler *sch, cons
     cs->child_off = ex_align_up(cs->sched_off + room, child->op_align);
     s->op_size = cs->child_off + child->op_size;
     s->op_align = ex_max_size(ex_max_size(alignof(continues_op), align), child->op_align);
+    s->depth = child->depth + 1;
     return s;
 }
 
