@@ -6,7 +6,7 @@
  * max_attempts; then the last error goes on.  It shows the authoring
  * interface of <cexec/sender.h>:
  *   - a sender struct that begins with ex_sender, built by ex_sender_alloc;
- *   - completion signatures and operation size computed when building;
+ *   - completion signatures, operation size and depth computed when building;
  *   - an operation state that embeds the child's operation at a fixed
  *     offset and is constructed by the vtable's connect;
  *   - ownership: the builder takes the child reference; the operation
@@ -101,6 +101,7 @@ static ex_sender *retry(ex_sender *child, unsigned max_attempts) {
     s->sigs = *ex_sender_sigs(child);        /* same completions as the child */
     s->op_size = ex_size_add(child_offset(child), ex_sender_op_size(child));
     s->op_align = ex_max_size(alignof(retry_op), ex_sender_op_align(child));
+    s->depth = ex_sender_depth(child) + 1;   /* one level above the child */
     return s;
 }
 

@@ -139,6 +139,7 @@ static inline void exi_sender_header(ex_sender *s, const ex_sender_vtable *vt, s
     s->alloc = a;
     s->op_size = sizeof(ex_operation);
     s->op_align = alignof(ex_operation);
+    s->depth = 1;
 }
 
 /* ex_sender_release, inline for the hot paths (a when_all's children, a
@@ -183,13 +184,15 @@ const void *exi_thread_id(void);  /* out of line: a task that migrates must not 
 
 /* Finishes a builder: sets op layout for a one-child adaptor whose own part
  * of the operation is `own` bytes with alignment `own_align` and child
- * placed after it.  Returns the child offset. */
+ * placed after it, and its depth (one more than the child's).  Returns the
+ * child offset. */
 static inline size_t exi_child_offset(size_t own, const ex_sender *child) {
     return ex_align_up(own, child->op_align);
 }
 static inline void exi_layout_one_child(ex_sender *s, size_t own, size_t own_align, const ex_sender *child) {
     s->op_size = ex_size_add(exi_child_offset(own, child), child->op_size);  /* saturates: see ex_size_add */
     s->op_align = ex_max_size(own_align, child->op_align);
+    s->depth = child->depth + 1;
 }
 
 /* Releases an input and returns an invalid sender (one-input builders). */

@@ -32,6 +32,7 @@ typedef struct let_op {
     void *ctx;
     ex_sig in;
     bool has_sched;
+    ex_env env;              /* the receiver's, read once at connect */
     ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
     exi_store args;          /* the datums fn sees */
     exi_store result;        /* the inner sender's values, kept once its operation is freed */
@@ -53,30 +54,46 @@ static void free_inner(let_op *o) {
     o->inner = NULL;
 }
 
+/* A completion of the inner operation whose receiver is again a let's
+ * inner receiver (a recursion whose function returns a let_value) goes on
+ * to that let in a loop, not in a nested call per level: the stack stays
+ * flat also in builds that do not turn the call into a jump (-O0, ASan). */
 static void r2_set_value(void *self, const ex_value *v, size_t n) {
     let_op *o = self;
-    /* The values may live in the inner operation: copy them out first. */
-    ex_error e = exi_store_set(&o->result, v, n, o->inner_alloc);
-    free_inner(o);
-    if (e.code) ex_set_error(o->r, e);
-    else ex_set_value(o->r, o->result.v, o->result.n);
+    for (;;) {
+        /* The values may live in the inner operation: copy them out first. */
+        ex_error e = exi_store_set(&o->result, v, n, o->inner_alloc);
+        free_inner(o);
+        if (e.code) { ex_set_error(o->r, e); return; }
+        if (o->r.vt->set_value != r2_set_value) { ex_set_value(o->r, o->result.v, o->result.n); return; }
+        v = o->result.v;
+        n = o->result.n;
+        o = o->r.self;
+    }
 }
 
 static void r2_set_error(void *self, ex_error e) {
     let_op *o = self;
-    free_inner(o);
-    ex_set_error(o->r, e);
+    for (;;) {
+        free_inner(o);
+        if (o->r.vt->set_error != r2_set_error) { ex_set_error(o->r, e); return; }
+        o = o->r.self;
+    }
 }
 
 static void r2_set_stopped(void *self) {
     let_op *o = self;
-    free_inner(o);
-    ex_set_stopped(o->r);
+    for (;;) {
+        free_inner(o);
+        if (o->r.vt->set_stopped != r2_set_stopped) { ex_set_stopped(o->r); return; }
+        o = o->r.self;
+    }
 }
+
 static ex_env r2_env(void *self) {
     let_op *o = self;
     if (o->has_sched) return ex_env_of_pair(&o->env2);
-    return ex_env_forward(ex_receiver_env(o->r));
+    return ex_env_forward(o->env);
 }
 static const ex_receiver_vtable r2_vt = { r2_set_value, r2_set_error, r2_set_stopped, r2_env, NULL };
 
@@ -142,7 +159,7 @@ static void let_set_stopped(void *self) {
     run_inner(o, o->fn.stopped(o->ctx));
 }
 
-static ex_env let_env(void *self) { return ex_env_forward(ex_receiver_env(((let_op *)self)->r)); }
+static ex_env let_env(void *self) { return ex_env_forward(((let_op *)self)->env); }
 
 static const ex_receiver_vtable let_rcvr_vt = { let_set_value, let_set_error, let_set_stopped, let_env, NULL };
 
@@ -174,16 +191,20 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->err = ex_ok();
     exi_store_init(&o->args);
     exi_store_init(&o->result);
+    /* The environment is read once: asking the receiver again at every
+     * level of a recursion through let_value would walk every receiver
+     * above (each let's inner receiver asks its own receiver). */
     ex_env env = ex_receiver_env(r);
+    o->env = env;
     o->alloc = ex_get_allocator(env);
     ex_scheduler sch;
     o->has_sched = ex_get_completion_scheduler(ls->child, channel_keys[ls->kind], &sch);
     if (o->has_sched) {
-        ex_env_pair_init(&o->env2, &ex_key_get_scheduler, ex_sched_value(sch), ex_env_forward(env));
-        /* Answering the allocator here too keeps deep recursions from
-         * walking the whole environment chain for it. */
-        o->env2.key2 = &ex_key_get_allocator;
-        o->env2.value2 = ex_alloc_value(exi_allocator_under(env, &sch));
+        /* Answering the allocator here too spares the inner sender the
+         * lookup.  The node shadows the same node of a let above it, so a
+         * recursion's chain of them stays as short as one. */
+        ex_env_pair_init2(&o->env2, &ex_key_get_scheduler, ex_sched_value(sch), &ex_key_get_allocator,
+                          ex_alloc_value(exi_allocator_under(env, &sch)), ex_env_forward(env));
     }
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(let_op), ls->child));
     ex_receiver cr = { &let_rcvr_vt, o };

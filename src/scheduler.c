@@ -25,9 +25,8 @@ ex_sender *ex_schedule(ex_scheduler sch) {
     if (!s) return exi_oom_sender();
     schedule_sender *ss = (schedule_sender *)s;
     ss->sch = sch;
-    ex_env_pair_init(&ss->attrs, &ex_key_completion_scheduler_value, ex_sched_value(sch), ex_env_empty());
-    ss->attrs.key2 = &ex_key_completion_scheduler_stopped;
-    ss->attrs.value2 = ex_sched_value(sch);
+    ex_env_pair_init2(&ss->attrs, &ex_key_completion_scheduler_value, ex_sched_value(sch),
+                      &ex_key_completion_scheduler_stopped, ex_sched_value(sch), ex_env_empty());
     static const ex_sig none = { 0, { 0 } };
     s->sigs = exi_sigs_of(&none, sch.vt->schedule_flags);
     s->op_size = sch.vt->schedule_op_size;

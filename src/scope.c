@@ -405,6 +405,7 @@ ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t) {
     ex_receiver r = { &future_rcvr_vt, st };
     e = ex_connect_child(s, r, st->op);
     ex_sigs sigs = s->sigs;
+    uint32_t depth = s->depth;
     ex_sender_release(s);
     if (e.code) {
         ex_deallocate(a, st, size, align);
@@ -417,6 +418,7 @@ ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t) {
     fs->sigs.flags |= EX_SIGS_ERROR | EX_SIGS_STOPPED;
     fs->op_size = sizeof(future_op);
     fs->op_align = alignof(future_op);
+    fs->depth = depth + 1;
     if (t.scope->stoppable)
         ex_stop_callback_register(&st->scope_stop, ex_stop_source_token(&t.scope->stop), request_own_stop);
     ex_start(st->op);

@@ -37,6 +37,7 @@ static ex_sender oom_sender = {
     .vt = &invalid_vt,
     .op_size = sizeof(error_op),
     .op_align = alignof(error_op),
+    .depth = 1,
     .sigs = { 0, EX_SIGS_ERROR, { { 0, { 0 } } } },
     .status = { EX_ENOMEM, "cexec: out of memory building a sender", NULL },
     .refs = 0,  /* static */
@@ -74,7 +75,11 @@ ex_sender *ex_reject(int code, const char *msg, size_t n, ex_sender *const *inpu
 
 ex_error ex_check_input(const ex_sender *s, const char *null_msg) {
     if (!s) return ex_err(EX_EINVAL, null_msg);
-    return s->status;
+    if (s->status.code) return s->status;
+    if (s->depth >= EX_SENDER_MAX_DEPTH)
+        return ex_err(EX_ETOODEEP, "cexec: the input sender is EX_SENDER_MAX_DEPTH deep; nesting it deeper could "
+                                   "overflow the stack when the chain runs (sender.h)");
+    return ex_ok();
 }
 
 /* ------------------------------------------------------------------ lifetime */
@@ -103,6 +108,7 @@ ex_error ex_sender_status(const ex_sender *s) {
     return s->status;
 }
 
+uint32_t ex_sender_depth(const ex_sender *s) { return s ? s->depth : 0; }
 const ex_sigs *ex_sender_sigs(const ex_sender *s) { return &s->sigs; }
 size_t ex_sender_op_size(const ex_sender *s) { return s ? s->op_size : 0; }
 size_t ex_sender_op_align(const ex_sender *s) { return s ? s->op_align : 1; }

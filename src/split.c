@@ -197,5 +197,6 @@ ex_sender *ex_split(ex_sender *child) {
     s->sigs.flags |= EX_SIGS_ERROR | EX_SIGS_STOPPED;
     s->op_size = sizeof(split_op);
     s->op_align = alignof(split_op);
+    s->depth = child->depth + 1;
     return s;
 }

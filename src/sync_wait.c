@@ -119,9 +119,8 @@ ex_result ex_sync_wait(ex_sender *s) {
         return error_result(e);
     }
     ex_scheduler sch = ex_run_loop_scheduler(&st.loop);
-    ex_env_pair_init(&st.env, &ex_key_get_scheduler, ex_sched_value(sch), ex_env_empty());
-    st.env.key2 = &ex_key_get_delegation_scheduler;
-    st.env.value2 = ex_sched_value(sch);
+    ex_env_pair_init2(&st.env, &ex_key_get_scheduler, ex_sched_value(sch), &ex_key_get_delegation_scheduler,
+                      ex_sched_value(sch), ex_env_empty());
 
     _Alignas(max_align_t) unsigned char stack_op[SYNC_WAIT_STACK_OP];
     void *storage = stack_op;

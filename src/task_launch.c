@@ -89,5 +89,6 @@ ex_error ex_task_launch(ex_scope_token scope, ex_scheduler sch, ex_sender *task,
     hs->base.sigs = exi_sigs_of(&(ex_sig){ 0, { 0 } }, 0);
     hs->base.op_size = ex_size_add(child_offset(child), child->op_size);
     hs->base.op_align = ex_max_size(alignof(handled_op), child->op_align);
+    hs->base.depth = child->depth + 1;
     return ex_spawn(&hs->base, scope);
 }

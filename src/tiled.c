@@ -160,9 +160,8 @@ ex_error exi_tiled_connect(const ex_sender *sender, ex_receiver r, void *storage
     o->done_tiles = 0;
     o->chain = 0;
     o->prefix.u = 0;
-    ex_env_pair_init(&o->env, &tiled_run_key, ex_ptr(o), ex_env_forward(env));
-    o->env.key2 = &ex_key_get_scheduler;
-    o->env.value2 = ex_sched_value(s->sch);
+    ex_env_pair_init2(&o->env, &tiled_run_key, ex_ptr(o), &ex_key_get_scheduler, ex_sched_value(s->sch),
+                      ex_env_forward(env));
     ex_receiver ir = { s->parts > 1 ? &bulk_rcvr_vt : &one_rcvr_vt, o };
     o->s = s;
     ex_error e = ex_connect_child(s->inner, ir, inner_of(o, s));
@@ -217,5 +216,6 @@ ex_sender *exi_tiled_finish(exi_tiled_sender *s) {
     s->inner_off = ex_align_up(sizeof(exi_tiled_op), inner->op_align);
     s->base.op_size = ex_size_add(s->inner_off, inner->op_size);
     s->base.op_align = ex_max_size(alignof(exi_tiled_op), inner->op_align);
+    s->base.depth = inner->depth + 1;
     return &s->base;
 }

@@ -57,9 +57,8 @@ static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->sched_op = (ex_operation *)(void *)((char *)storage + ss->sched_off);
     o->child = (ex_operation *)(void *)((char *)storage + ss->child_off);
     ex_env env = ex_receiver_env(r);
-    ex_env_pair_init(&o->child_env, &ex_key_get_scheduler, ex_sched_value(ss->sch), ex_env_forward(env));
-    o->child_env.key2 = &ex_key_get_allocator;  /* a shortcut for deep nesting */
-    o->child_env.value2 = ex_alloc_value(exi_allocator_under(env, &ss->sch));
+    ex_env_pair_init2(&o->child_env, &ex_key_get_scheduler, ex_sched_value(ss->sch), &ex_key_get_allocator,
+                      ex_alloc_value(exi_allocator_under(env, &ss->sch)), ex_env_forward(env));
     ex_receiver sr = { &so_sched_vt, o };
     ex_error e = ss->sch.vt->connect_schedule(ss->sch.self, sr, o->sched_op);
     if (e.code) return e;
@@ -92,6 +91,7 @@ ex_sender *ex_starts_on(ex_scheduler sch, ex_sender *child) {
     s->op_align = ex_max_size(ex_max_size(alignof(starts_on_op), sch.vt->schedule_op_align), child->op_align);
     s->sigs = child->sigs;
     s->sigs.flags |= sch.vt->schedule_flags;
+    s->depth = child->depth + 1;
     return s;
 }
 
@@ -255,10 +255,9 @@ static ex_sender *make_continues(ex_sender *child, const ex_scheduler *sch, cons
         cs->sch = *sch;
         room = sch->vt->schedule_op_size;
         align = sch->vt->schedule_op_align;
-        ex_env_pair_init(&cs->attrs, &ex_key_completion_scheduler_value, ex_sched_value(*sch),
-                         ex_env_forward(ex_sender_attrs(child)));
-        cs->attrs.key2 = &ex_key_completion_scheduler_stopped;
-        cs->attrs.value2 = ex_sched_value(*sch);
+        ex_env_pair_init2(&cs->attrs, &ex_key_completion_scheduler_value, ex_sched_value(*sch),
+                          &ex_key_completion_scheduler_stopped, ex_sched_value(*sch),
+                          ex_env_forward(ex_sender_attrs(child)));
         s->sigs = child->sigs;
         s->sigs.flags |= sch->vt->schedule_flags;
     } else {
@@ -274,6 +273,7 @@ static ex_sender *make_continues(ex_sender *child, const ex_scheduler *sch, cons
     cs->child_off = ex_align_up(ex_size_add(cs->sched_off, room), child->op_align);
     s->op_size = ex_size_add(cs->child_off, child->op_size);
     s->op_align = ex_max_size(ex_max_size(alignof(continues_op), align), child->op_align);
+    s->depth = child->depth + 1;
     return s;
 }
 

@@ -137,10 +137,8 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
     exi_join_init(&o->join, (uint32_t)ws->n);
     ex_env env = ex_receiver_env(r);
     o->alloc = ex_get_allocator(env);
-    ex_env_pair_init(&o->child_env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&o->join.stop)),
-                     ex_env_forward(env));
-    o->child_env.key2 = &ex_key_get_allocator;  /* a shortcut for deep nesting */
-    o->child_env.value2 = ex_alloc_value(o->alloc);
+    ex_env_pair_init2(&o->child_env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&o->join.stop)),
+                      &ex_key_get_allocator, ex_alloc_value(o->alloc), ex_env_forward(env));
     /* The layout ex_when_all_n sized: value arrays, then the children's
      * operations at their alignments. */
     ex_value *values = (ex_value *)(void *)((char *)storage + ws->values_off);
@@ -183,15 +181,18 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     ex_sig out = { 0, { 0 } };
     bool dynamic = false;
     bool can_value = true;   /* a child that never sends a value rules one out */
+    uint32_t depth = 0;      /* the deepest child's */
     size_t nvalues = 0;
     for (size_t i = 0; i < n; i++) {
-        if (__builtin_expect(!children[i] || children[i]->status.code != EX_OK, 0)) {
+        if (__builtin_expect(!children[i] || children[i]->status.code != EX_OK ||
+                                 children[i]->depth >= EX_SENDER_MAX_DEPTH, 0)) {
             /* (ex_check_input only here: its result, returned through memory,
              * stalled every when_all on store forwarding) */
             ex_error e = ex_check_input(children[i], "ex_when_all: NULL input sender");
             return ex_reject(e.code, e.msg, n, children);
         }
         const ex_sigs *cs = &children[i]->sigs;
+        if (children[i]->depth > depth) depth = children[i]->depth;
         if (cs->nvalues > 1)
             return ex_reject(EX_EINVAL, "ex_when_all: a child has more than one value signature; use ex_when_all_with_variant", n, children);
         flags |= (uint8_t)(cs->flags & EX_SIGS_ERROR);
@@ -231,6 +232,7 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     }
     s->op_size = off;
     s->op_align = align;
+    s->depth = depth + 1;
     /* Only the used part (at most one value signature): copying a whole
      * ex_sigs built aside stalls on store forwarding. */
     s->sigs.flags = flags;

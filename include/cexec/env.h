@@ -48,20 +48,44 @@ static inline ex_env ex_receiver_env(ex_receiver r) {
     return ex_env_empty();
 }
 
-/* A one-key node chained to a parent: JOIN-ENV(MAKE-ENV(key, value), parent).
- * Embed it where it must live (an operation state), init it, and hand out
- * ex_env_of_pair(node).  A second key may be set (key2 != NULL) so a node
- * can carry e.g. get_scheduler and get_delegation_scheduler together. */
+/* A one- or two-key node chained to a parent:
+ * JOIN-ENV(MAKE-ENV(key, value), parent).  Embed it where it must live (an
+ * operation state), init it, and hand out ex_env_of_pair(node); the parent
+ * chain must outlive it.  A second key (e.g. get_scheduler with
+ * get_delegation_scheduler) comes with ex_env_pair_init2, or by setting key2
+ * and value2 after ex_env_pair_init and before the environment is handed
+ * out.  key and value are not changed after init.
+ *
+ * Lookups do not walk the whole chain: init skips the pairs above whose
+ * keys the new node answers itself (it shadows them) or a FWD-ENV filter
+ * hides, and records which keys the pairs above answer (a 64-bit mask: a
+ * bit for each standard key, the other keys share the rest by address)
+ * and the first node above that is not a pair.  A query for a key no pair
+ * above answers goes there in one step, and a recursion that adds the
+ * same node at every level (let_value's scheduler node, starts_on,
+ * when_all) keeps a chain as short as one level's.  What still takes a
+ * step per level: a key answered only far up, asked below levels that
+ * each add pairs with different keys (when_all and let_value nodes in
+ * turn), or a user key sharing a mask bit with a key of the levels.
+ * Nodes of other kinds answer in turn (a task's).  Building a pair takes
+ * a few steps and never allocates. */
 typedef struct ex_env_pair {
     ex_env_node node;
     const ex_key *key;
     ex_value value;
     const ex_key *key2;
     ex_value value2;
-    ex_env parent;
+    /* private, set by init: the parent past the pairs this one shadows,
+     * the keys of the pairs from there to base, and the first node above
+     * that is not a pair (flags: FWD-ENV filters on the way) */
+    ex_env up;
+    uint64_t above;
+    ex_env base;
 } ex_env_pair;
 
 void ex_env_pair_init(ex_env_pair *p, const ex_key *key, ex_value value, ex_env parent);
+void ex_env_pair_init2(ex_env_pair *p, const ex_key *key, ex_value value, const ex_key *key2, ex_value value2,
+                       ex_env parent);
 static inline ex_env ex_env_of_pair(const ex_env_pair *p) { ex_env e = { &p->node, 0 }; return e; }
 
 #ifdef __cplusplus

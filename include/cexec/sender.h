@@ -9,11 +9,12 @@
  * Builders never return NULL.  Bad input (a NULL sender, a signature
  * mismatch) or a failed allocation yields an *invalid sender*: it completes
  * with set_error carrying EX_EINVAL or EX_ENOMEM and a message naming the
- * call, and ex_sender_status() reports the same error at build time.
+ * call, and ex_sender_status() reports the same error at build time.  An
+ * input nested too deep gives EX_ETOODEEP the same way (see "Depth").
  *
  * This header is also the authoring interface for new senders (see
  * examples/retry.c): embed ex_sender at the start of your struct, fill a
- * vtable, compute sigs and op size when building. */
+ * vtable, compute sigs, op size and depth when building. */
 #ifndef CEXEC_SENDER_H
 #define CEXEC_SENDER_H
 
@@ -37,6 +38,31 @@ typedef struct ex_sender_vtable {
 
 struct ex_allocator;
 
+/* Depth of sender chains ("Depth").  A sender's depth is 1 when it has no input
+ * sender, else one more than its deepest input's.  Connecting, starting
+ * and completing an operation recurse once per level (an adaptor connects
+ * and starts its child, and the child's completion calls the adaptor's),
+ * so the stack a chain needs grows with its depth: up to about 0.45 KiB a
+ * level in optimised builds, 1.1 KiB under ASan (let_value, then,
+ * when_all; docs/design.md, "Depth of sender chains").  Builders (and
+ * ex_spawn) refuse an input as deep as EX_SENDER_MAX_DEPTH, through
+ * ex_check_input: they return an invalid sender with EX_ETOODEEP.  So no
+ * sender is deeper than the limit, and one at the limit needs at most
+ * about 0.5 MiB of stack (1.1 MiB under ASan): a small part of a thread's
+ * (glibc gives a thread the stack rlimit, usually 8 MiB).
+ *
+ * A task's stack is smaller (EX_TASK_STACK_DEFAULT, 64 KiB): a chain that
+ * completes inline on it needs its depth times those figures on top of
+ * what the body uses (a task with the default stack ran 800 levels of
+ * ex_then optimised, 300 under ASan); give a task that awaits deeper
+ * chains a stack_size of depth x 0.5 KiB (x 1.1 KiB under ASan) or more.
+ * The limit bounds one sender: the sender a let_value's function returns
+ * runs nested in the let when it completes inline, and a recursion that
+ * starts each level inside the previous one (let_value whose senders all
+ * complete inline) uses stack per level like a recursive function; a
+ * schedule on a run loop or a pool in the recursion bounds it. */
+#define EX_SENDER_MAX_DEPTH 1024u
+
 /* The header every sender begins with.  Fields are set by the builder and
  * read-only afterwards (refs is managed by retain/release). */
 struct ex_sender {
@@ -46,6 +72,7 @@ struct ex_sender {
     const struct ex_allocator *alloc;   /* where it came from */
     size_t op_size;                     /* operation state size ... */
     size_t op_align;                    /* ... and alignment */
+    uint32_t depth;                     /* 1 + the deepest input's; 1 without inputs */
     ex_sigs sigs;                       /* completion signatures */
     ex_error status;                    /* EX_OK, or why the sender is invalid */
 };
@@ -57,6 +84,8 @@ void ex_sender_release(ex_sender *s);        /* NULL-safe */
 
 /* EX_OK for a well-formed sender; otherwise the error it will complete with. */
 ex_error ex_sender_status(const ex_sender *s);
+/* Nesting depth (see EX_SENDER_MAX_DEPTH); 0 for NULL. */
+uint32_t ex_sender_depth(const ex_sender *s);
 const ex_sigs *ex_sender_sigs(const ex_sender *s);
 ex_env ex_sender_attrs(const ex_sender *s);
 size_t ex_sender_op_size(const ex_sender *s);
@@ -94,9 +123,11 @@ void ex_operation_free(ex_operation *op);
 /* ------------------------------------------------------- authoring senders */
 
 /* Allocates a sender of `size` bytes (sizeof(ex_sender) .. UINT32_MAX, else
- * NULL: its size is kept in 32 bits) from the default
- * allocator with refs = 1, no signatures, op size = sizeof(ex_operation) and
- * status EX_OK.  Returns NULL on allocation failure; the caller then releases
+ * NULL: its size is kept in 32 bits) from the default allocator with
+ * refs = 1, no signatures, op size = sizeof(ex_operation), depth 1 and
+ * status EX_OK.  An adaptor sets depth to one more than its deepest
+ * input's, once ex_check_input accepted the inputs.  Returns NULL on
+ * allocation failure; the caller then releases
  * its inputs and returns ex_invalid_sender(EX_ENOMEM, ...). */
 ex_sender *ex_sender_alloc(const ex_sender_vtable *vt, size_t size);
 
@@ -110,7 +141,8 @@ ex_sender *ex_invalid_sender(int code, const char *msg);
 ex_sender *ex_reject(int code, const char *msg, size_t n, ex_sender *const *inputs);
 
 /* If s is NULL or invalid, returns the error a builder should fail with
- * (a NULL input becomes EX_EINVAL with `null_msg`); otherwise EX_OK. */
+ * (a NULL input becomes EX_EINVAL with `null_msg`); EX_ETOODEEP if s is
+ * EX_SENDER_MAX_DEPTH deep (nesting it would go deeper); otherwise EX_OK. */
 ex_error ex_check_input(const ex_sender *s, const char *null_msg);
 
 /* Layout helpers: offset of a child operation placed after `base` bytes,
