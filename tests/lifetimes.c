@@ -209,20 +209,34 @@ Test(lifetimes, a_task_holds_every_scheduler_it_left_until_it_completes) {
 
 /* ------------------------------------------- shutdown inside its own drain */
 
+/* A work item that keeps its worker busy until released. */
+typedef struct blocker {
+    ex_work w;  /* first: the item is the blocker */
+    atomic_int running, release;
+} blocker;
+
+static void blocker_execute(ex_work *w) {
+    blocker *b = (blocker *)(void *)w;
+    atomic_store(&b->running, 1);
+    (void)wait_int(&b->release);
+}
+
+static void post_blocker(ex_pool *p, blocker *b) {
+    b->w = (ex_work){ NULL, blocker_execute, NULL };
+    atomic_init(&b->running, 0);
+    atomic_init(&b->release, 0);
+    cr_assert_eq(ex_post(ex_pool_scheduler(p), &b->w).code, 0);
+    cr_assert(wait_int(&b->running));
+}
+
 typedef struct reentry {
     ex_pool *pool;
-    atomic_int blocker_running, release_blocker;
+    blocker b;
     atomic_int cancelled, shutdown_code, destroy_code;
     atomic_int outer_done;
 } reentry;
 
 static reentry R;
-
-static void blocker_run(ex_work *w) {
-    (void)w;
-    atomic_store(&R.blocker_running, 1);
-    (void)wait_int(&R.release_blocker);
-}
 
 static void reentrant_run(ex_work *w) { (void)w; }
 
@@ -245,9 +259,7 @@ static void *outer_shutdown(void *arg) {
 Test(lifetimes, shutdown_called_from_a_cancellation_it_runs_returns) {
     memset(&R, 0, sizeof R);
     R.pool = make_pool(1);
-    ex_work blocker = { NULL, blocker_run, NULL };
-    cr_assert_eq(ex_post(ex_pool_scheduler(R.pool), &blocker).code, 0);
-    cr_assert(wait_int(&R.blocker_running));
+    post_blocker(R.pool, &R.b);
     enum { N = 4 };
     ex_work items[N];
     for (int i = 0; i < N; i++) {
@@ -257,7 +269,7 @@ Test(lifetimes, shutdown_called_from_a_cancellation_it_runs_returns) {
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, outer_shutdown, NULL), 0);
     test_sleep_ms(20);  /* lets shutdown reach the join (not required for the checks) */
-    atomic_store(&R.release_blocker, 1);
+    atomic_store(&R.b.release, 1);
     cr_assert(wait_int(&R.outer_done), "ex_pool_shutdown called from its own cancellation deadlocked");
     pthread_join(th, NULL);
     cr_assert_eq(atomic_load(&R.cancelled), N);
@@ -301,6 +313,19 @@ Test(lifetimes, a_task_body_breaking_its_declared_signature_is_an_error) {
 
 /* --------------------------------------------------------------- fork() */
 
+/* The exit status of child pid, or -1 (after killing it) when it has not
+ * exited within 20 s: it hung. */
+static int wait_child(pid_t pid) {
+    int status = 0;
+    double deadline = test_now_s() + 20;
+    pid_t got;
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && test_now_s() < deadline) test_sleep_ms(5);
+    if (got != 0) return status;
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+}
+
 /* In the child: the parent's pool refuses work at once (no hang), refuses
  * shutdown and destroy, and a pool of the child's own works. */
 static int child_uses_pools(ex_pool *parents) {
@@ -331,15 +356,8 @@ Test(lifetimes, a_pool_of_the_parent_is_a_clear_error_in_a_fork_child) {
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) _exit(child_uses_pools(p));
-    int status = 0;
-    double deadline = test_now_s() + 20;
-    pid_t got;
-    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && test_now_s() < deadline) test_sleep_ms(5);
-    if (got == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        cr_assert_fail("the fork child hung using the parent's pool");
-    }
+    int status = wait_child(pid);
+    cr_assert_neq(status, -1, "the fork child hung using the parent's pool");
     cr_assert(WIFEXITED(status), "the fork child died");
     cr_assert_eq(WEXITSTATUS(status), 0, "the fork child failed check %d", WEXITSTATUS(status));
     /* The parent's pool is untouched. */
@@ -461,15 +479,8 @@ Test(lifetimes, a_context_of_the_parent_is_a_clear_error_in_a_fork_child) {
         }
         _exit(code);
     }
-    int status = 0;
-    double deadline = test_now_s() + 20;
-    pid_t got;
-    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && test_now_s() < deadline) test_sleep_ms(5);
-    if (got == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        cr_assert_fail("the fork child hung using the parent's context");
-    }
+    int status = wait_child(pid);
+    cr_assert_neq(status, -1, "the fork child hung using the parent's context");
     cr_assert(WIFEXITED(status));
     cr_assert_eq(WEXITSTATUS(status), 0, "the fork child failed check %d", WEXITSTATUS(status));
     cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
@@ -481,17 +492,13 @@ Test(lifetimes, a_context_of_the_parent_is_a_clear_error_in_a_fork_child) {
 typedef struct dropped_move {
     ex_pool *pool;
     ex_single_thread_context ctx;
-    atomic_int blocker_running, release_blocker, moving, marker_ran;
+    blocker b;
+    atomic_int moving, marker_ran;
     int stayed, on_ctx;
 } dropped_move;
 
 static dropped_move DM;
 
-static void dm_blocker(ex_work *w) {
-    (void)w;
-    atomic_store(&DM.blocker_running, 1);
-    (void)wait_int(&DM.release_blocker);
-}
 static void dm_marker(ex_work *w) { (void)w; atomic_store(&DM.marker_ran, 1); }
 static void dm_nothing(ex_work *w) { (void)w; }
 
@@ -517,9 +524,7 @@ Test(lifetimes, a_move_dropped_by_a_shutdown_returns_the_task_to_its_scheduler) 
     memset(&DM, 0, sizeof DM);
     DM.pool = make_pool(1);
     cr_assert_eq(ex_single_thread_context_init(&DM.ctx).code, 0);
-    ex_work b = { NULL, dm_blocker, NULL };
-    cr_assert_eq(ex_post(ex_pool_scheduler(DM.pool), &b).code, 0);
-    cr_assert(wait_int(&DM.blocker_running));
+    post_blocker(DM.pool, &DM.b);
     static trec tr;
     trec_init(&tr);
     rec_with_scheduler(&tr.r, ex_single_thread_context_scheduler(&DM.ctx));
@@ -542,7 +547,7 @@ Test(lifetimes, a_move_dropped_by_a_shutdown_returns_the_task_to_its_scheduler) 
         test_sleep_ms(1);
     }
     cr_assert_lt(i, 20000);
-    atomic_store(&DM.release_blocker, 1);
+    atomic_store(&DM.b.release, 1);
     pthread_join(th, NULL);
     cr_assert(wait_int(&tr.done));
     cr_assert_eq(tr.r.values, 1);
