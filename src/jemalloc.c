@@ -476,9 +476,8 @@ static void j_deallocate(void *ctx, void *p, size_t size, size_t align) {
  * what others allocated); the sum is exact.  peak_bytes is the sum of each
  * thread's own peak: an upper bound of the true peak, kept without any
  * shared write on the allocation path. */
-static void j_stats(void *ctx, ex_alloc_stats *out) {
-    ex_jemalloc_allocator *j = ctx;
-    pthread_mutex_lock(&j->mu);
+/* The sums since the allocator was made, and the baseline; under j->mu. */
+static void raw_stats_locked(ex_jemalloc_allocator *j, ex_alloc_stats *out) {
     uint64_t a = j->retired_allocations, f = j->retired_frees, b = j->retired_bytes, pk = j->retired_peak;
     for (jthread *t = j->threads; t; t = t->next) {
         a += exi_load_rlx_u64(&t->allocations);
@@ -486,13 +485,22 @@ static void j_stats(void *ctx, ex_alloc_stats *out) {
         b += exi_load_rlx_u64(&t->bytes);
         pk += exi_load_rlx_u64(&t->peak);
     }
+    *out = (ex_alloc_stats){ .allocations = a, .frees = f, .failures = exi_load_rlx_u64(&j->failures),
+                             .bytes_in_use = b, .peak_bytes = pk };
+}
+
+static void j_stats(void *ctx, ex_alloc_stats *out) {
+    ex_jemalloc_allocator *j = ctx;
+    ex_alloc_stats raw;
+    pthread_mutex_lock(&j->mu);
+    raw_stats_locked(j, &raw);
     ex_alloc_stats base = j->baseline;
     pthread_mutex_unlock(&j->mu);
-    out->allocations = a - base.allocations;
-    out->frees = f - base.frees;
-    out->failures = exi_load_rlx_u64(&j->failures) - base.failures;
-    out->bytes_in_use = b - base.bytes_in_use;
-    out->peak_bytes = pk - base.peak_bytes;
+    out->allocations = raw.allocations - base.allocations;
+    out->frees = raw.frees - base.frees;
+    out->failures = raw.failures - base.failures;
+    out->bytes_in_use = raw.bytes_in_use - base.bytes_in_use;
+    out->peak_bytes = raw.peak_bytes - base.peak_bytes;
 }
 
 ex_error ex_jemalloc_allocator_create(unsigned arenas, ex_jemalloc_allocator **out) {
@@ -577,11 +585,8 @@ ex_error exi_jemalloc_acquire(unsigned arenas, ex_jemalloc_allocator **out) {
     pthread_mutex_unlock(&idle_mu);
     if (!j) return ex_jemalloc_allocator_create(arenas, out);
     j->idle_next = NULL;
-    ex_alloc_stats now;
-    j->baseline = (ex_alloc_stats){ 0 };
-    j_stats(j, &now);
     pthread_mutex_lock(&j->mu);
-    j->baseline = now;
+    raw_stats_locked(j, &j->baseline);
     pthread_mutex_unlock(&j->mu);
     *out = j;
     return ex_ok();
