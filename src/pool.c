@@ -29,6 +29,7 @@
 
 #include "exi_core.h"
 #include "exi_deque.h"
+#include "exi_fork.h"
 #include "exi_inbox.h"
 #include "exi_park.h"
 #include "exi_pool.h"
@@ -64,8 +65,7 @@ struct ex_pool {
     pthread_mutex_t shutdown_mu;  /* serialises shutdown; `shut` under it */
     bool shut;
     const void *shutting_thread;  /* exi_thread_id() of the thread inside shutdown, else NULL */
-    uint32_t forked;          /* this process is a fork() child of the one that created the pool */
-    struct ex_pool *reg_prev, *reg_next;  /* the registry of live pools (fork handling) */
+    uint64_t fork_gen;        /* the process's fork generation at create (exi_fork.h) */
     uint32_t next_home;       /* round-robin inbox choice for new submitting threads */
     uint32_t holders;         /* handles taken minus dropped off the workers (int32); a futex word */
     uint32_t closing;         /* destroy is waiting for the handles */
@@ -143,9 +143,15 @@ static void notify(ex_pool *p) {
 
 static bool stopping(ex_pool *p) { return exi_load_acq_u32(&p->stopping) != 0; }
 
-/* Why p refuses work (it is stopping). */
+/* In a fork() child, a pool of the parent has no workers: it refuses work
+ * (EX_ESHUTDOWN), shutdown and destroy (EX_EINVAL; they would join threads
+ * that are not there and cancel the parent's operations).  The child may
+ * create pools of its own. */
+static bool forked(const ex_pool *p) { return p->fork_gen != exi_fork_generation(); }
+
+/* Why p refuses work (it is stopping, or of the parent process). */
 static ex_error refused(ex_pool *p) {
-    if (exi_load_rlx_u32(&p->forked))
+    if (forked(p))
         return ex_err(EX_ESHUTDOWN, "ex_pool: the pool was created before fork(); it has no workers in this process");
     return ex_err(EX_ESHUTDOWN, "ex_pool: the pool is shutting down");
 }
@@ -167,6 +173,7 @@ static ex_error submit(ex_pool *p, ex_work *w) {
         notify(p);
         return ex_ok();
     }
+    if (__builtin_expect(forked(p), 0)) return refused(p);
     exi_inbox *q = &p->workers[home_inbox(p)].inbox;
     /* The gate keeps destroy from draining while this push is under way. */
     exi_faa_u32(&q->gate, 1);
@@ -487,50 +494,6 @@ ex_scheduler ex_pool_scheduler(ex_pool *p) {
     return s;
 }
 
-/* ------------------------------------------------------------------- fork
- *
- * fork() copies only the calling thread: in the child, a pool of the
- * parent has no workers, and work queued on it would wait for ever.  Every
- * live pool is in a registry; the child's fork handler marks each one
- * stopping and forked, so using it is the clear EX_ESHUTDOWN of a stopped
- * pool, and shutdown and destroy refuse it (EX_EINVAL): they would join
- * threads that are not there and cancel the parent's operations.  The
- * child may create pools of its own. */
-static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
-static ex_pool *registry;
-static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
-
-static void registry_prefork(void) { pthread_mutex_lock(&registry_mu); }
-static void registry_postfork_parent(void) { pthread_mutex_unlock(&registry_mu); }
-static void registry_postfork_child(void) {
-    for (ex_pool *p = registry; p; p = p->reg_next) {
-        exi_store_rlx_u32(&p->forked, 1);
-        exi_store_rel_u32(&p->stopping, 1);
-    }
-    pthread_mutex_unlock(&registry_mu);
-}
-static void install_fork_handlers(void) {
-    (void)pthread_atfork(registry_prefork, registry_postfork_parent, registry_postfork_child);
-}
-
-static void registry_add(ex_pool *p) {
-    (void)pthread_once(&fork_handlers_once, install_fork_handlers);
-    pthread_mutex_lock(&registry_mu);
-    p->reg_prev = NULL;
-    p->reg_next = registry;
-    if (registry) registry->reg_prev = p;
-    registry = p;
-    pthread_mutex_unlock(&registry_mu);
-}
-
-static void registry_remove(ex_pool *p) {
-    pthread_mutex_lock(&registry_mu);
-    if (p->reg_prev) p->reg_prev->reg_next = p->reg_next;
-    else registry = p->reg_next;
-    if (p->reg_next) p->reg_next->reg_prev = p->reg_prev;
-    pthread_mutex_unlock(&registry_mu);
-}
-
 /* ------------------------------------------------------- create / destroy */
 
 unsigned ex_pool_size(const ex_pool *p) { return p ? p->n : 0; }
@@ -683,6 +646,7 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
         p->frame_alloc = ex_jemalloc_allocator_get(p->arenas);
     }
     p->id = exi_faa_u64(&next_pool_id, 1);
+    p->fork_gen = exi_fork_watch();
     p->n = n;
     p->spin_rounds = c.spin_rounds ? c.spin_rounds : DEFAULT_SPIN_ROUNDS;
     p->pin = c.pin_threads;
@@ -730,14 +694,13 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
         }
         w->started = true;
     }
-    registry_add(p);
     *out = p;
     return ex_ok();
 }
 
 /* EX_EINVAL when p may not be shut down or destroyed from here. */
 static ex_error check_owner_call(ex_pool *p, const char *forked_msg, const char *worker_msg) {
-    if (exi_load_rlx_u32(&p->forked)) return ex_err(EX_EINVAL, forked_msg);
+    if (forked(p)) return ex_err(EX_EINVAL, forked_msg);
     if (tls_worker && tls_worker->pool == p) return ex_err(EX_EINVAL, worker_msg);
     return ex_ok();
 }
@@ -784,7 +747,6 @@ ex_error ex_pool_destroy(ex_pool *p) {
         struct timespec poll = { 0, 10 * 1000 * 1000 };  /* a drop that read `closing` too early */
         syscall(SYS_futex, &p->holders, FUTEX_WAIT_PRIVATE, h, &poll, NULL, 0);
     }
-    registry_remove(p);
     free_pool(p);
     return ex_ok();
 }

@@ -813,8 +813,7 @@ ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {
     held_schedulers *l = t->left;
     if (found >= 0) l->s[found] = l->s[--l->n];
     if (t->sched_borrowed) t->sched_borrowed = false;  /* prev is its fork's, held until the fork ends */
-    else if (left_find(t, prev) >= 0) ex_scheduler_release(prev);  /* held there already */
-    else l->s[l->n++] = prev;
+    else l->s[l->n++] = prev;                          /* `left` never holds the current one */
     return prev;
 }
 
