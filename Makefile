@@ -28,11 +28,15 @@ ifeq ($(shell uname -m),aarch64)
 CK_CFLAGS :=
 endif
 
-CFLAGS_ALL  = $(CSTD) $(WARN) $(OPT) -fPIC -pthread -Iinclude $(CK_CFLAGS) $(SAN) $(JE_DEFS) $(CFLAGS)
+CFLAGS_ALL  = $(CSTD) $(WARN) $(OPT) -fPIC -pthread -Iinclude -Isrc $(CK_CFLAGS) $(SAN) $(JE_DEFS) $(CFLAGS)
 LDFLAGS_ALL = -pthread $(SAN) $(LDFLAGS)
-TEST_CFLAGS = $(CSTD) -Wall -Wextra -Werror -Wshadow $(OPT) -pthread -Iinclude -Itests $(SAN) -DBXF_STATIC_LIB=1 $(CFLAGS)
+# Tests build with the library's warnings; -Isrc for the white-box tests
+# of internal structures (deque, inbox, fiber, stack).
+TEST_CFLAGS = $(CSTD) $(WARN) $(OPT) -pthread -Iinclude -Isrc -Itests $(SAN) -DBXF_STATIC_LIB=1 $(CFLAGS)
 
-SRC      := $(wildcard src/*.c)
+# src/ has a folder per layer (src/README.md); scripts/check-layers.sh
+# checks that includes only point down.
+SRC      := $(wildcard src/*/*.c)
 OBJ      := $(SRC:src/%.c=$(BUILD)/obj/%.o)
 
 # The jemalloc allocator uses a private copy of Debian's libjemalloc_pic.a
@@ -48,13 +52,16 @@ JE_DEFS  := -DCEXEC_JEMALLOC_VIA_MALLOC
 endif
 LIB_OBJ  := $(OBJ) $(JE_OBJ)
 LIBS     := -lck -lm -ldl
-TESTS    := $(wildcard tests/*.c)
+# tests/ mirrors src/: a folder per layer, shared fixtures in tests/common/.
+# stress/, soak/ and context/ hold standalone programs (their own targets).
+TEST_DIRS := common base allocators core adaptors compose resources task algorithms
+TESTS    := $(foreach d,$(TEST_DIRS),$(wildcard tests/$(d)/*.c))
 TEST_OBJ := $(TESTS:tests/%.c=$(BUILD)/tests/%.o)
 EXAMPLES := $(wildcard examples/*.c)
 EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test test-asan test-tsan stress examples run-examples demo bench install clean deps check-clang
+.PHONY: all test check-layers test-asan test-tsan stress examples run-examples demo bench install clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so
 
@@ -99,7 +106,7 @@ $(BUILD)/tests/cexec_tests: $(TEST_OBJ) $(BUILD)/libcexec.a
 # Leaks are checked inside each test body (expect_no_leaks calls
 # __lsan_do_recoverable_leak_check); the exit-time check is off because
 # Criterion's runner keeps a few bytes of its own at exit.
-test: $(BUILD)/tests/cexec_tests
+test: check-layers $(BUILD)/tests/cexec_tests
 	ASAN_OPTIONS="leak_check_at_exit=0 $(ASAN_OPTIONS)" $(BUILD)/tests/cexec_tests --jobs 2 $(TEST_ARGS)
 
 test-asan:
@@ -113,7 +120,7 @@ STRESS_BIN := $(STRESS:tests/stress/%.c=$(BUILD)/stress/%)
 
 $(BUILD)/stress/%: tests/stress/%.c tests/stress/stress.h tests/stress/stress_util.h $(BUILD)/libcexec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) -Wall -Wextra -Werror $(OPT) -pthread -Iinclude $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $< $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
+	$(CC) $(CSTD) -Wall -Wextra -Werror $(OPT) -pthread -Iinclude -Isrc $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $< $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
 
 stress: $(STRESS_BIN)
 	@for p in $(STRESS_BIN); do echo "== $$p"; TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $$p || exit 1; done
@@ -170,6 +177,11 @@ $(BUILD)/bench/bench: $(BENCH_OBJ) $(BUILD)/libcexec.a
 bench: $(BUILD)/bench/bench
 	@mkdir -p bench/results
 	$(BUILD)/bench/bench $(BENCH_ARGS)
+
+# Includes and calls between src/'s layers point down only (src/README.md).
+check-layers: $(LIB_OBJ)
+	@scripts/check-layers.sh --self-test
+	@scripts/check-layers.sh $(BUILD)/obj
 
 # Warning-free with clang as well (used by CI).
 check-clang:

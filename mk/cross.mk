@@ -1,6 +1,6 @@
 # mk/cross.mk - the context switch on both architectures.
 #
-#   make test-aarch64   tests/context/qemu_context.c with src/context.c,
+#   make test-aarch64   tests/context/qemu_context.c with src/task/context.c,
 #                       natively, then cross-compiled for aarch64 (static)
 #                       and run under qemu-user
 #
@@ -10,9 +10,9 @@
 
 CROSS_CC     ?= aarch64-linux-gnu-gcc
 QEMU_AARCH64 ?= qemu-aarch64
-CTX_SRC      := tests/context/qemu_context.c src/context.c
-CTX_HDR      := tests/context/regs_probe.h src/exi_context.h
-CTX_CFLAGS   := $(CSTD) $(WARN) -O2 -g
+CTX_SRC      := tests/context/qemu_context.c src/task/context.c
+CTX_HDR      := tests/context/regs_probe.h src/task/exi_context.h
+CTX_CFLAGS   := $(CSTD) $(WARN) -O2 -g -Isrc
 
 .PHONY: test-aarch64
 

@@ -15,7 +15,7 @@ FUZZ_LONG_SECONDS ?= 600
 FUZZ_DIR         := $(BUILD)/fuzz
 FUZZ_BIN         := $(FUZZ_DIR)/sender_graph
 FUZZ_SAN_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_COMMON      := $(CSTD) -O1 -g -pthread -Iinclude $(CK_CFLAGS) -DCEXEC_JEMALLOC_VIA_MALLOC $(FUZZ_SAN_FLAGS)
+FUZZ_COMMON      := $(CSTD) -O1 -g -pthread -Iinclude -Isrc $(CK_CFLAGS) -DCEXEC_JEMALLOC_VIA_MALLOC $(FUZZ_SAN_FLAGS)
 FUZZ_LIB_CFLAGS  := $(FUZZ_COMMON) $(WARN) -fsanitize=fuzzer-no-link
 FUZZ_CFLAGS      := $(FUZZ_COMMON) -Wall -Wextra -Werror -Wshadow -fsanitize=fuzzer
 FUZZ_LIB_OBJ     := $(SRC:src/%.c=$(FUZZ_DIR)/obj/%.o)

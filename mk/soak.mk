@@ -41,7 +41,7 @@ soak_san_seconds = $(if $(filter command line environment,$(origin SOAK_SECONDS)
 
 $(SOAK_BIN): $(SOAK_SRC) $(SOAK_HDR) $(BUILD)/libcexec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $(SOAK_SRC) $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
+	$(CC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude -Isrc $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $(SOAK_SRC) $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
 
 soak-build: $(SOAK_BIN)
 

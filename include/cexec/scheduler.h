@@ -32,6 +32,15 @@ typedef enum ex_forward_progress {
 
 struct ex_bulk_job;
 
+/* What a bulk job does; set by the operation that makes the job (ex_bulk
+ * or any other), called through the ex_bulk_job_* functions below.  The
+ * resource needs to know nothing of who made the job. */
+typedef struct ex_bulk_job_vtable {
+    bool (*run)(struct ex_bulk_job *job, size_t begin, size_t end);
+    void (*done)(struct ex_bulk_job *job);
+    const struct ex_allocator *(*allocator)(const struct ex_bulk_job *job);
+} ex_bulk_job_vtable;
+
 typedef struct ex_bulk_helper {
     ex_work work;
     struct ex_bulk_job *job;
@@ -44,6 +53,7 @@ typedef struct ex_bulk_helper {
  * once, after every ex_bulk_job_run call has returned.  The job's memory
  * stays valid until done is called, and not after. */
 typedef struct ex_bulk_job {
+    const ex_bulk_job_vtable *vt;  /* the maker's; resources leave it alone */
     size_t shape;
     size_t grain;              /* chunk size asked for by the user; 0: resource's choice */
     /* For the resource; cexec does not touch these. */

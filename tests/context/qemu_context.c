@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/exi_context.h"
+#include "task/exi_context.h"
 #include "regs_probe.h"
 
 static int passed, failed;

@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "../../src/exi_context.h"
+#include "task/exi_context.h"
 
 #if defined(__x86_64__)
 /* rbx, rbp, r12, r13, r14, r15 */

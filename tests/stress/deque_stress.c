@@ -4,8 +4,11 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include "../../src/exi_core.h"
-#include "../../src/exi_deque.h"
+#include <cexec/cexec.h>
+
+#include "base/exi_macros.h"
+#include "base/exi_atomic.h"
+#include "resources/exi_deque.h"
 #include "stress.h"
 
 enum { ITEMS = 200000, TAIL = 1000, THIEVES = 3, ROUNDS = 4 };

@@ -14,9 +14,10 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "../../src/exi_core.h"
-#include "../../src/exi_fiber.h"
-#include "../../src/exi_stack.h"
+#include <cexec/cexec.h>
+
+#include "task/exi_fiber.h"
+#include "task/exi_stack.h"
 #include "stress.h"
 
 enum { ROUNDS = 2, THREADS = 4, LIVE = 24, TOTAL = 160, STEPS = 200, WORDS = 32, STACK = 64 * 1024 };

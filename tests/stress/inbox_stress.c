@@ -11,8 +11,12 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include "../../src/exi_core.h"
-#include "../../src/exi_inbox.h"
+#include <string.h>
+
+#include <cexec/cexec.h>
+
+#include "base/exi_macros.h"
+#include "resources/exi_inbox.h"
 #include "stress.h"
 
 enum { PRODUCERS = 3, CONSUMERS = 2, PER_PRODUCER = 40000, ROUNDS = 3, PHASES = 3000, BURST = 1 };

@@ -8,8 +8,9 @@
 #include <sched.h>
 #include <time.h>
 
+#include <string.h>
+
 #include <cexec/cexec.h>
-#include "../../src/exi_core.h"
 #include "stress.h"
 
 enum { ROUNDS = 400, TASKS = 50 };

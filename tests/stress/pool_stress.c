@@ -5,7 +5,7 @@
 #include <sched.h>
 
 #include <cexec/cexec.h>
-#include "../../src/exi_core.h"
+#include "base/exi_macros.h"
 #include "stress.h"
 
 enum { SUBMITTERS = 6, PER_THREAD = 4000, FANOUT = 3 };

@@ -15,8 +15,10 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <string.h>
+
 #include <cexec/cexec.h>
-#include "../../src/exi_core.h"
+#include "base/exi_macros.h"
 #include "stress.h"
 #include "stress_util.h"
 

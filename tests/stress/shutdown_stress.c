@@ -5,8 +5,10 @@
 #include <sched.h>
 #include <time.h>
 
+#include <string.h>
+
 #include <cexec/cexec.h>
-#include "../../src/exi_core.h"
+#include "base/exi_macros.h"
 #include "stress.h"
 
 enum { ROUNDS = 30, SUBMITTERS = 3, MAX_ITEMS = 6000 };

@@ -14,8 +14,11 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <string.h>
+
 #include <cexec/cexec.h>
-#include "../../src/exi_core.h"
+#include "base/exi_macros.h"
+#include "base/exi_atomic.h"
 #include "stress.h"
 #include "stress_util.h"
 

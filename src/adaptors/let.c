@@ -1,0 +1,283 @@
+/* let.c - let_value, let_error, let_stopped ([exec.let]).
+ *
+ * The child's datums are kept in the operation state (tuple contents in a
+ * block from the environment's allocator) until the operation is
+ * destroyed, which is after the sender returned by fn completed.  That
+ * sender's operation is allocated from the same allocator. */
+#include <stdalign.h>
+#include <cexec/cexec.h>
+
+#include "core/exi_env.h"
+#include "core/exi_sender.h"
+#include "core/exi_value.h"
+
+typedef enum let_kind { LET_VALUE, LET_ERROR, LET_STOPPED } let_kind;
+
+typedef union let_fn {
+    ex_let_value_fn value;
+    ex_let_error_fn error;
+    ex_let_stopped_fn stopped;
+} let_fn;
+
+typedef struct let_sender {
+    ex_sender base;
+    ex_sender *child;
+    let_kind kind;
+    let_fn fn;
+    void *ctx;
+    ex_sig in;
+} let_sender;
+
+typedef struct let_op {
+    ex_operation base;
+    ex_receiver r;
+    ex_operation *child;
+    let_kind kind;
+    let_fn fn;
+    void *ctx;
+    ex_sig in;
+    bool has_sched;
+    ex_env env;              /* the receiver's, read once at connect */
+    ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
+    exi_store args;          /* the datums fn sees */
+    exi_store result;        /* the inner sender's values, kept once its operation is freed */
+    ex_error err;            /* the error let_error's fn sees */
+    const ex_allocator *alloc;  /* the environment's, looked up once at connect */
+    ex_operation *inner;     /* operation of fn's sender */
+    const ex_allocator *inner_alloc;
+    size_t inner_size, inner_align;
+} let_op;
+
+static const char *const names[] = { "ex_let_value", "ex_let_error", "ex_let_stopped" };
+
+/* The inner operation is freed as soon as it completes, not when the let
+ * operation is destroyed: a recursion through let_value (fib) then holds
+ * memory for the operations in flight, not for every one it ever ran. */
+static void free_inner(let_op *o) {
+    ex_operation_destroy(o->inner);
+    ex_deallocate(o->inner_alloc, o->inner, o->inner_size, o->inner_align);
+    o->inner = NULL;
+}
+
+/* A completion of the inner operation whose receiver is again a let's
+ * inner receiver (a recursion whose function returns a let_value) goes on
+ * to that let in a loop, not in a nested call per level: the stack stays
+ * flat also in builds that do not turn the call into a jump (-O0, ASan). */
+static void r2_set_value(void *self, const ex_value *v, size_t n) {
+    let_op *o = self;
+    for (;;) {
+        /* The values may live in the inner operation: copy them out first. */
+        ex_error e = exi_store_set(&o->result, v, n, o->inner_alloc);
+        free_inner(o);
+        if (e.code) { ex_set_error(o->r, e); return; }
+        if (o->r.vt->set_value != r2_set_value) { ex_set_value(o->r, o->result.v, o->result.n); return; }
+        v = o->result.v;
+        n = o->result.n;
+        o = o->r.self;
+    }
+}
+
+static void r2_set_error(void *self, ex_error e) {
+    let_op *o = self;
+    for (;;) {
+        free_inner(o);
+        if (o->r.vt->set_error != r2_set_error) { ex_set_error(o->r, e); return; }
+        o = o->r.self;
+    }
+}
+
+static void r2_set_stopped(void *self) {
+    let_op *o = self;
+    for (;;) {
+        free_inner(o);
+        if (o->r.vt->set_stopped != r2_set_stopped) { ex_set_stopped(o->r); return; }
+        o = o->r.self;
+    }
+}
+
+static ex_env r2_env(void *self) {
+    let_op *o = self;
+    if (o->has_sched) return ex_env_of_pair(&o->env2);
+    return ex_env_forward(o->env);
+}
+static const ex_receiver_vtable r2_vt = { r2_set_value, r2_set_error, r2_set_stopped, r2_env, NULL };
+
+/* Connects and starts the sender fn returned (taking ownership of it). */
+static void run_inner(let_op *o, ex_sender *s2) {
+    if (!s2) {
+        static const char *const msgs[] = { "ex_let_value: the function returned NULL",
+            "ex_let_error: the function returned NULL", "ex_let_stopped: the function returned NULL" };
+        ex_set_error(o->r, ex_err(EX_EINVAL, msgs[o->kind]));
+        return;
+    }
+    ex_error e = exi_check_accepts(s2, o->r, names[o->kind]);
+    if (e.code) {
+        ex_sender_release(s2);
+        ex_set_error(o->r, e);
+        return;
+    }
+    const ex_allocator *a = o->alloc;
+    void *block = ex_allocate(a, s2->op_size, s2->op_align);
+    if (!block) {
+        ex_sender_release(s2);
+        ex_set_error(o->r, ex_err(EX_ENOMEM, "ex_let_*: out of memory for the operation of the function's sender"));
+        return;
+    }
+    ex_receiver r2 = { &r2_vt, o };
+    e = ex_connect_child(s2, r2, block);
+    if (e.code) {
+        ex_deallocate(a, block, s2->op_size, s2->op_align);
+        ex_sender_release(s2);
+        ex_set_error(o->r, e);
+        return;
+    }
+    o->inner = block;
+    o->inner_alloc = a;
+    o->inner_size = s2->op_size;
+    o->inner_align = s2->op_align;
+    ex_sender_release(s2);
+    ex_start(o->inner);
+}
+
+static void let_set_value(void *self, const ex_value *v, size_t n) {
+    let_op *o = self;
+    if (o->kind != LET_VALUE) { ex_set_value(o->r, v, n); return; }
+    if (!ex_sig_matches(&o->in, v, n)) {
+        ex_set_error(o->r, ex_err(EX_EINVAL, "ex_let_value: the child's values do not match the function's input signature"));
+        return;
+    }
+    ex_error e = exi_store_set(&o->args, v, n, o->alloc);
+    if (e.code) { ex_set_error(o->r, e); return; }
+    run_inner(o, o->fn.value(o->ctx, o->args.v, o->args.n));
+}
+
+static void let_set_error(void *self, ex_error err) {
+    let_op *o = self;
+    if (o->kind != LET_ERROR) { ex_set_error(o->r, err); return; }
+    o->err = err;
+    run_inner(o, o->fn.error(o->ctx, o->err));
+}
+
+static void let_set_stopped(void *self) {
+    let_op *o = self;
+    if (o->kind != LET_STOPPED) { ex_set_stopped(o->r); return; }
+    run_inner(o, o->fn.stopped(o->ctx));
+}
+
+static ex_env let_env(void *self) { return ex_env_forward(((let_op *)self)->env); }
+
+static const ex_receiver_vtable let_rcvr_vt = { let_set_value, let_set_error, let_set_stopped, let_env, NULL };
+
+static void let_start(ex_operation *op) { ex_start(((let_op *)op)->child); }
+
+static void let_op_destroy(ex_operation *op) {
+    let_op *o = (let_op *)op;
+    ex_operation_destroy(o->child);
+    if (o->inner) free_inner(o);
+    exi_store_clear(&o->args);
+    exi_store_clear(&o->result);
+}
+
+static const ex_operation_vtable let_op_vt = { let_start, let_op_destroy };
+
+static const ex_key *const channel_keys[] = {
+    &ex_key_completion_scheduler_value, &ex_key_completion_scheduler_error, &ex_key_completion_scheduler_stopped };
+
+static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    const let_sender *ls = (const let_sender *)s;
+    let_op *o = storage;
+    o->base.vt = &let_op_vt;
+    o->r = r;
+    o->kind = ls->kind;
+    o->fn = ls->fn;
+    o->ctx = ls->ctx;
+    o->in = ls->in;
+    o->inner = NULL;
+    o->err = ex_ok();
+    exi_store_init(&o->args);
+    exi_store_init(&o->result);
+    /* The environment is read once: asking the receiver again at every
+     * level of a recursion through let_value would walk every receiver
+     * above (each let's inner receiver asks its own receiver). */
+    ex_env env = ex_receiver_env(r);
+    o->env = env;
+    o->alloc = ex_get_allocator(env);
+    ex_scheduler sch;
+    o->has_sched = ex_get_completion_scheduler(ls->child, channel_keys[ls->kind], &sch);
+    if (o->has_sched) {
+        /* Answering the allocator here too spares the inner sender the
+         * lookup.  The node shadows the same node of a let above it, so a
+         * recursion's chain of them stays as short as one. */
+        ex_env_pair_init2(&o->env2, &ex_key_get_scheduler, ex_sched_value(sch), &ex_key_get_allocator,
+                          ex_alloc_value(exi_allocator_under(env, &sch)), ex_env_forward(env));
+    }
+    o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(let_op), ls->child));
+    ex_receiver cr = { &let_rcvr_vt, o };
+    return ex_connect_child(ls->child, cr, o->child);
+}
+
+static void let_destroy(ex_sender *s) { ex_sender_release(((let_sender *)s)->child); }
+
+static const ex_sender_vtable let_vts[] = {
+    { "ex_let_value", let_connect, NULL, let_destroy },
+    { "ex_let_error", let_connect, NULL, let_destroy },
+    { "ex_let_stopped", let_connect, NULL, let_destroy },
+};
+
+static ex_sender *make_let(let_kind kind, ex_sender *child, let_fn fn, bool fn_null, void *ctx, ex_sig in) {
+    static const char *const null_msgs[] = {
+        "ex_let_value: NULL input sender", "ex_let_error: NULL input sender", "ex_let_stopped: NULL input sender" };
+    static const char *const fn_msgs[] = {
+        "ex_let_value: NULL function", "ex_let_error: NULL function", "ex_let_stopped: NULL function" };
+    ex_error e = ex_check_input(child, null_msgs[kind]);
+    if (e.code) return exi_reject1(e.code, e.msg, child);
+    if (fn_null) return exi_reject1(EX_EINVAL, fn_msgs[kind], child);
+
+    const ex_sigs *cs = &child->sigs;
+    ex_sigs sigs = *cs;
+    bool calls;
+    if (kind == LET_VALUE) {
+        for (unsigned i = 0; i < cs->nvalues; i++)
+            if (!ex_sig_compatible(&in, &cs->values[i]))
+                return exi_reject1(EX_EINVAL, "ex_let_value: the input sender's value signature does not match the function's input signature", child);
+        calls = cs->nvalues > 0 || (cs->flags & EX_SIGS_DYNAMIC);
+        sigs.nvalues = 0;
+        sigs.flags &= (uint8_t)~EX_SIGS_DYNAMIC;
+        if (calls) sigs.flags |= EX_SIGS_ERROR;  /* storing the datums may fail */
+    } else if (kind == LET_ERROR) {
+        calls = (cs->flags & EX_SIGS_ERROR) != 0;
+        sigs.flags &= (uint8_t)~EX_SIGS_ERROR;
+    } else {
+        calls = (cs->flags & EX_SIGS_STOPPED) != 0;
+        sigs.flags &= (uint8_t)~EX_SIGS_STOPPED;
+    }
+    /* The function's sender is unknown until run time. */
+    if (calls) sigs.flags |= EX_SIGS_DYNAMIC | EX_SIGS_ERROR | EX_SIGS_STOPPED;
+
+    ex_sender *s = ex_sender_alloc(&let_vts[kind], sizeof(let_sender));
+    if (!s) return exi_reject1(EX_ENOMEM, NULL, child);
+    let_sender *ls = (let_sender *)s;
+    ls->child = child;
+    ls->kind = kind;
+    ls->fn = fn;
+    ls->ctx = ctx;
+    ls->in = in;
+    s->sigs = sigs;
+    exi_layout_one_child(s, sizeof(let_op), alignof(let_op), child);
+    return s;
+}
+
+ex_sender *ex_let_value(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in) {
+    let_fn f = { .value = fn };
+    return make_let(LET_VALUE, child, f, fn == NULL, ctx, in);
+}
+
+ex_sender *ex_let_error(ex_sender *child, ex_let_error_fn fn, void *ctx) {
+    let_fn f = { .error = fn };
+    return make_let(LET_ERROR, child, f, fn == NULL, ctx, EX_SIG_VARIADIC);
+}
+
+ex_sender *ex_let_stopped(ex_sender *child, ex_let_stopped_fn fn, void *ctx) {
+    let_fn f = { .stopped = fn };
+    return make_let(LET_STOPPED, child, f, fn == NULL, ctx, EX_SIG_VARIADIC);
+}

@@ -1,0 +1,180 @@
+/* then.c - then, upon_error, upon_stopped ([exec.then]). */
+#include <string.h>
+
+#include <stdalign.h>
+#include <cexec/cexec.h>
+
+#include "core/exi_sender.h"
+
+typedef enum then_kind { THEN_VALUE, THEN_ERROR, THEN_STOPPED } then_kind;
+
+typedef struct then_sender {
+    ex_sender base;
+    ex_sender *child;
+    then_kind kind;
+    union { ex_then_fn value; ex_upon_error_fn error; ex_upon_stopped_fn stopped; } fn;
+    void *ctx;
+    ex_sig in, out;
+} then_sender;
+
+typedef struct then_op {
+    ex_operation base;
+    ex_receiver r;
+    ex_operation *child;
+    then_kind kind;
+    bool check_in;  /* fn declared its input: check the values as they come */
+    union { ex_then_fn value; ex_upon_error_fn error; ex_upon_stopped_fn stopped; } fn;
+    void *ctx;
+    ex_sig in, out;
+} then_op;
+
+static const char *const names[] = { "ex_then", "ex_upon_error", "ex_upon_stopped" };
+
+/* Output slots start untyped and zeroed: a function that leaves a result
+ * unset is caught by the output check instead of sending garbage. */
+static void clear_out(ex_value *out, unsigned n) {
+    for (unsigned i = 0; i < n; i++) out[i] = (ex_value){ .type = EX_T_ANY };
+}
+
+/* Sends fn's results on, or its error. */
+static void finish_call(then_op *o, ex_error e, ex_value *out) {
+    if (e.code) {
+        if (!e.msg) e.msg = names[o->kind];
+        ex_set_error(o->r, e);
+    } else if (!ex_sig_matches(&o->out, out, o->out.arity)) {
+        ex_set_error(o->r, ex_err(EX_EINVAL, "ex_then/upon_*: the function's results do not match its declared output signature"));
+    } else {
+        ex_set_value(o->r, out, o->out.arity);
+    }
+}
+
+static void then_set_value(void *self, const ex_value *v, size_t n) {
+    then_op *o = self;
+    if (o->kind != THEN_VALUE) { ex_set_value(o->r, v, n); return; }
+    if (o->check_in && !ex_sig_matches(&o->in, v, n)) {
+        ex_set_error(o->r, ex_err(EX_EINVAL, "ex_then: the child's values do not match the function's input signature"));
+        return;
+    }
+    ex_value out[EX_MAX_ARITY];
+    clear_out(out, o->out.arity);
+    finish_call(o, o->fn.value(o->ctx, v, n, out), out);
+}
+
+static void then_set_error(void *self, ex_error err) {
+    then_op *o = self;
+    if (o->kind != THEN_ERROR) { ex_set_error(o->r, err); return; }
+    ex_value out[EX_MAX_ARITY];
+    clear_out(out, o->out.arity);
+    finish_call(o, o->fn.error(o->ctx, err, out), out);
+}
+
+static void then_set_stopped(void *self) {
+    then_op *o = self;
+    if (o->kind != THEN_STOPPED) { ex_set_stopped(o->r); return; }
+    ex_value out[EX_MAX_ARITY];
+    clear_out(out, o->out.arity);
+    finish_call(o, o->fn.stopped(o->ctx, out), out);
+}
+
+static ex_env then_env(void *self) { return ex_env_forward(ex_receiver_env(((then_op *)self)->r)); }
+
+static const ex_receiver_vtable then_rcvr_vt = { then_set_value, then_set_error, then_set_stopped, then_env, NULL };
+
+static void then_start(ex_operation *op) { ex_start(((then_op *)op)->child); }
+static void then_op_destroy(ex_operation *op) { ex_operation_destroy(((then_op *)op)->child); }
+static const ex_operation_vtable then_op_vt = { then_start, then_op_destroy };
+
+static ex_error then_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    const then_sender *ts = (const then_sender *)s;
+    then_op *o = storage;
+    o->base.vt = &then_op_vt;
+    o->r = r;
+    o->kind = ts->kind;
+    memcpy(&o->fn, &ts->fn, sizeof o->fn);
+    o->ctx = ts->ctx;
+    o->in = ts->in;
+    o->out = ts->out;
+    o->check_in = ts->in.arity != 0xff;
+    o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(then_op), ts->child));
+    ex_receiver cr = { &then_rcvr_vt, o };
+    return ex_connect_child(ts->child, cr, o->child);
+}
+
+static ex_env then_attrs(const ex_sender *s) {
+    return ex_env_forward(ex_sender_attrs(((const then_sender *)s)->child));
+}
+
+static void then_destroy(ex_sender *s) { ex_sender_release(((then_sender *)s)->child); }
+
+static const ex_sender_vtable then_vts[] = {
+    { "ex_then", then_connect, then_attrs, then_destroy },
+    { "ex_upon_error", then_connect, then_attrs, then_destroy },
+    { "ex_upon_stopped", then_connect, then_attrs, then_destroy },
+};
+
+static ex_sender *make_then(then_kind kind, ex_sender *child, void *fn, void *ctx, ex_sig in, ex_sig out) {
+    static const char *const null_msgs[] = {
+        "ex_then: NULL input sender", "ex_upon_error: NULL input sender", "ex_upon_stopped: NULL input sender" };
+    static const char *const fn_msgs[] = {
+        "ex_then: NULL function", "ex_upon_error: NULL function", "ex_upon_stopped: NULL function" };
+    ex_error e = ex_check_input(child, null_msgs[kind]);
+    if (e.code) return exi_reject1(e.code, e.msg, child);
+    if (!fn) return exi_reject1(EX_EINVAL, fn_msgs[kind], child);
+    if (out.arity > EX_MAX_ARITY)
+        return exi_reject1(EX_EINVAL, "ex_then/upon_*: the output signature must have at most EX_MAX_ARITY values", child);
+
+    const ex_sigs *cs = &child->sigs;
+    ex_sigs sigs = ex_sigs_none();
+    bool calls = false;  /* can fn be called at all? */
+    if (kind == THEN_VALUE) {
+        for (unsigned i = 0; i < cs->nvalues; i++)
+            if (!ex_sig_compatible(&in, &cs->values[i]))
+                return exi_reject1(EX_EINVAL, "ex_then: the input sender's value signature does not match the function's input signature", child);
+        calls = cs->nvalues > 0 || (cs->flags & EX_SIGS_DYNAMIC);
+        sigs.flags = (uint8_t)(cs->flags & (EX_SIGS_ERROR | EX_SIGS_STOPPED));
+    } else {
+        sigs = *cs;
+        if (kind == THEN_ERROR) {
+            calls = (cs->flags & EX_SIGS_ERROR) != 0;
+            sigs.flags &= (uint8_t)~EX_SIGS_ERROR;
+        } else {
+            calls = (cs->flags & EX_SIGS_STOPPED) != 0;
+            sigs.flags &= (uint8_t)~EX_SIGS_STOPPED;
+        }
+    }
+    if (calls) {
+        sigs.flags |= EX_SIGS_ERROR;  /* fn may fail */
+        if (!ex_sigs_add_value(&sigs, out)) sigs.flags |= EX_SIGS_DYNAMIC;
+    }
+
+    ex_sender *s = ex_sender_alloc(&then_vts[kind], sizeof(then_sender));
+    if (!s) return exi_reject1(EX_ENOMEM, NULL, child);
+    then_sender *ts = (then_sender *)s;
+    ts->child = child;
+    ts->kind = kind;
+    memcpy(&ts->fn, &fn, sizeof(void *));
+    ts->ctx = ctx;
+    ts->in = in;
+    ts->out = out;
+    s->sigs = sigs;
+    exi_layout_one_child(s, sizeof(then_op), alignof(then_op), child);
+    return s;
+}
+
+ex_sender *ex_then(ex_sender *child, ex_then_fn fn, void *ctx, ex_sig in, ex_sig out) {
+    void *f;
+    memcpy(&f, &fn, sizeof f);
+    return make_then(THEN_VALUE, child, f, ctx, in, out);
+}
+
+ex_sender *ex_upon_error(ex_sender *child, ex_upon_error_fn fn, void *ctx, ex_sig out) {
+    void *f;
+    memcpy(&f, &fn, sizeof f);
+    return make_then(THEN_ERROR, child, f, ctx, EX_SIG_VARIADIC, out);
+}
+
+ex_sender *ex_upon_stopped(ex_sender *child, ex_upon_stopped_fn fn, void *ctx, ex_sig out) {
+    void *f;
+    memcpy(&f, &fn, sizeof f);
+    return make_then(THEN_STOPPED, child, f, ctx, EX_SIG_VARIADIC, out);
+}

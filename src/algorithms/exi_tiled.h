@@ -1,0 +1,98 @@
+/* exi_tiled.h - the engine under the parallel algorithms. Internal.
+ *
+ * A tiled sender runs a per-tile function over ceil(n / tile) tiles on a
+ * scheduler.  Its operation schedules onto the scheduler; with more than
+ * one participant it runs a bulk of shape `parts` there (each bulk index is
+ * one participant), else the schedule's completion runs every tile.
+ * Participants claim tiles in increasing order from one counter, so a
+ * claimed tile's predecessors are all claimed by participants that are
+ * running: waiting for a predecessor (exi_tiled_chain_wait) always ends.
+ * A participant claims its next tile before processing the current one
+ * (so the tile can prefetch it); it still processes its claims in
+ * increasing order, which keeps the argument intact.
+ * A stop request or a failed tile ends the claiming; the tiles already
+ * claimed finish. */
+#ifndef EXI_TILED_H
+#define EXI_TILED_H
+
+#include <cexec/cexec.h>
+
+#include "base/exi_atomic.h"
+
+typedef struct exi_tiled_sender exi_tiled_sender;
+typedef struct exi_tiled_op exi_tiled_op;
+
+typedef struct exi_tiled_kind {
+    /* Tiles wait for their predecessors (a chain): every claimed tile must
+     * be processed, and the tile function must not fail. */
+    bool chained;
+    /* Processes tile k = [begin, end) as participant `part` (< parts).
+     * [next_begin, next_end) is the tile this participant processes next
+     * (empty if none), for prefetching. */
+    ex_error (*tile)(exi_tiled_op *o, unsigned part, size_t k, size_t begin, size_t end, size_t next_begin,
+                     size_t next_end);
+    /* After every tile: writes the value completion into out; returns how
+     * many values (0 or 1). */
+    size_t (*finish)(exi_tiled_op *o, ex_value *out);
+} exi_tiled_kind;
+
+/* The common head of every algorithm sender; the algorithm's own fields
+ * follow it. */
+struct exi_tiled_sender {
+    ex_sender base;
+    const exi_tiled_kind *kind;
+    ex_scheduler sch;
+    ex_sender *inner;      /* schedule (parts == 1) or bulk over participants */
+    size_t n, tile, ntiles;
+    unsigned parts;
+    size_t scratch_size;   /* bytes allocated per run from the environment's allocator */
+    size_t inner_off;      /* where the inner operation starts in the tiled operation */
+};
+
+typedef union exi_carry { double d; uint64_t u; } exi_carry;
+
+struct exi_tiled_op {
+    ex_operation base;
+    ex_receiver r;
+    const exi_tiled_sender *s;
+    ex_env_pair env;            /* the run key and get_scheduler, for the inner operation */
+    ex_stop_token token;
+    const ex_allocator *alloc;
+    void *scratch;              /* scratch_size bytes, max_align_t aligned */
+    ex_error err;
+    uint32_t failed, stopped;
+    exi_carry total;            /* typed results */
+    _Alignas(64) uint64_t next_tile;
+    uint64_t done_tiles;          /* tiles processed successfully */
+    _Alignas(64) uint64_t chain;  /* tiles whose prefix has been folded into `prefix` */
+    exi_carry prefix;             /* typed chain value; generic forms keep theirs in scratch */
+};
+
+/* Allocates a tiled sender of `size` bytes and fills the head.  Returns
+ * NULL when out of memory.  `tile` > 0 elements per tile. */
+exi_tiled_sender *exi_tiled_alloc(const ex_sender_vtable *vt, size_t size, const exi_tiled_kind *kind, ex_scheduler sch,
+                                  size_t n, size_t tile, ex_sig value_sig);
+
+/* Builds the inner sender once the algorithm's fields are set (parts may
+ * be lowered first); returns the sender, or an invalid one (releasing s). */
+ex_sender *exi_tiled_finish(exi_tiled_sender *s);
+
+/* Participants the scheduler runs at once: the pool's worker count, 1 for
+ * schedulers without a bulk customisation. */
+unsigned exi_scheduler_concurrency(ex_scheduler sch);
+
+/* The tiled senders' vtable pieces (connect, attributes, destroy). */
+ex_error exi_tiled_connect(const ex_sender *s, ex_receiver r, void *storage);
+ex_env exi_tiled_attrs(const ex_sender *s);
+void exi_tiled_destroy(ex_sender *s);
+
+/* Waits until tiles [0, k) have been folded into the chain (acquire). */
+void exi_tiled_chain_wait(exi_tiled_op *o, size_t k);
+
+/* Marks tile k folded (release): tile k + 1 may proceed. */
+static inline void exi_tiled_chain_publish(exi_tiled_op *o, size_t k) { exi_store_rel_u64(&o->chain, (uint64_t)k + 1); }
+
+/* First element of tile k. */
+static inline size_t exi_tile_begin(const exi_tiled_sender *s, size_t k) { return k * s->tile; }
+
+#endif

@@ -1,0 +1,126 @@
+/* reduce.c - reductions on double, int64 and generic elements.  Each tile
+ * is summed with the vector kernel; the tile sums are folded in index order
+ * through the chain, so the result never depends on timing or on the
+ * number of workers. */
+#include "algorithms/exi_algo.h"
+#include "algorithms/exi_kernels.h"
+#include "core/exi_sender.h"
+
+typedef struct reduce_sender {
+    exi_tiled_sender t;
+    exi_elem_kind ek;
+    const void *in;
+    exi_carry init;
+    ex_monoid m;
+    void *result;
+    unsigned char identity[];
+} reduce_sender;
+
+/* Generic scratch: slot 0 the chained accumulator, slot 1 + p participant
+ * p's tile total. */
+static ex_error reduce_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, size_t e, size_t nb, size_t ne) {
+    (void)nb, (void)ne;
+    const reduce_sender *s = (const reduce_sender *)o->s;
+    size_t n = e - b;
+    switch (s->ek) {
+    case ELEM_F64: {
+        double t = exi_sum_f64((const double *)s->in + b, n);
+        exi_tiled_chain_wait(o, k);
+        o->prefix.d = (k ? o->prefix.d : s->init.d) + t;
+        break;
+    }
+    case ELEM_I64: {
+        uint64_t t = exi_sum_u64((const uint64_t *)s->in + b, n);
+        exi_tiled_chain_wait(o, k);
+        o->prefix.u = (k ? o->prefix.u : s->init.u) + t;
+        break;
+    }
+    case ELEM_GENERIC: {
+        const ex_monoid *m = &s->m;
+        unsigned char *acc = exi_slot_at(o->scratch, m->size, 0);
+        unsigned char *t = exi_slot_at(o->scratch, m->size, 1 + (size_t)part);
+        memcpy(t, m->identity, m->size);
+        exi_fold(m, t, (const unsigned char *)s->in + b * m->size, n);
+        exi_tiled_chain_wait(o, k);
+        if (k) m->combine(m->ctx, acc, t);
+        else memcpy(acc, t, m->size);
+        break;
+    }
+    }
+    exi_tiled_chain_publish(o, k);
+    return ex_ok();
+}
+
+static size_t reduce_finish(exi_tiled_op *o, ex_value *out) {
+    const reduce_sender *s = (const reduce_sender *)o->s;
+    bool empty = s->t.n == 0;
+    switch (s->ek) {
+    case ELEM_F64:
+        out[0] = ex_double(empty ? s->init.d : o->prefix.d);
+        return 1;
+    case ELEM_I64:
+        out[0] = ex_int((int64_t)(empty ? s->init.u : o->prefix.u));
+        return 1;
+    case ELEM_GENERIC:
+        memcpy(s->result, empty ? s->identity : exi_slot_at(o->scratch, s->m.size, 0), s->m.size);
+        out[0] = ex_ptr(s->result);
+        return 1;
+    }
+    return 0;
+}
+
+static const exi_tiled_kind reduce_kind = { true, reduce_tile, reduce_finish };
+static const ex_sender_vtable reduce_vt = { "ex_reduce", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
+
+static reduce_sender *reduce_alloc(size_t extra, ex_scheduler sch, size_t n, size_t elem, ex_sig sig) {
+    exi_tiled_sender *t =
+        exi_tiled_alloc(&reduce_vt, sizeof(reduce_sender) + extra, &reduce_kind, sch, n, exi_tile_elems(elem), sig);
+    if (!t) return NULL;
+    reduce_sender *s = (reduce_sender *)t;
+    memset(&s->m, 0, sizeof s->m);
+    s->result = NULL;
+    s->init.u = 0;
+    return s;
+}
+
+static ex_sender *typed_reduce(const char *const *msgs, exi_elem_kind ek, ex_scheduler sch, const void *in, size_t n,
+                               exi_carry init) {
+    int bad = exi_check_arrays(sch, in, 8, NULL, 0, n);
+    if (bad) return exi_algo_reject(msgs, bad);
+    reduce_sender *s = reduce_alloc(0, sch, n, 8, EX_SIG(ek == ELEM_F64 ? EX_T_DOUBLE : EX_T_INT));
+    if (!s) return exi_oom_sender();
+    s->ek = ek;
+    s->in = in;
+    s->init = init;
+    return exi_tiled_finish(&s->t);
+}
+
+ex_sender *ex_reduce_f64(ex_scheduler sch, const double *in, size_t n, double init) {
+    static const char *const msgs[] = EXI_ALGO_MESSAGES("ex_reduce_f64");
+    exi_carry c = { .d = init };
+    return typed_reduce(msgs, ELEM_F64, sch, in, n, c);
+}
+
+ex_sender *ex_reduce_i64(ex_scheduler sch, const int64_t *in, size_t n, int64_t init) {
+    static const char *const msgs[] = EXI_ALGO_MESSAGES("ex_reduce_i64");
+    exi_carry c = { .u = (uint64_t)init };
+    return typed_reduce(msgs, ELEM_I64, sch, in, n, c);
+}
+
+ex_sender *ex_reduce(ex_scheduler sch, const ex_monoid *m, const void *in, size_t n, void *result) {
+    static const char *const msgs[] = EXI_ALGO_MESSAGES("ex_reduce");
+    int bad = exi_check_monoid(m);
+    if (!bad) bad = exi_check_arrays(sch, in, m->size, NULL, 0, n);
+    if (!bad && !result) bad = BAD_NULL_ARRAY;
+    if (bad) return exi_algo_reject(msgs, bad);
+    reduce_sender *s = reduce_alloc(m->size, sch, n, m->size, EX_SIG(EX_T_PTR));
+    if (!s) return exi_oom_sender();
+    s->ek = ELEM_GENERIC;
+    s->in = in;
+    s->m = *m;
+    memcpy(s->identity, m->identity, m->size);
+    s->m.identity = s->identity;
+    s->result = result;
+    s->t.scratch_size = exi_slot(m->size) * (1 + (size_t)s->t.parts);
+    return exi_tiled_finish(&s->t);
+}

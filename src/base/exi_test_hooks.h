@@ -1,0 +1,12 @@
+/* exi_test_hooks.h - the points where tests may widen a race window.
+ * Internal; every hook is NULL in production and costs one load.
+ *
+ * Only tests and stress programs set these; the library never does. */
+#ifndef EXI_TEST_HOOKS_H
+#define EXI_TEST_HOOKS_H
+
+/* Called by a counted stop request (core/exi_stop.h) between setting the
+ * flag and incrementing *done. */
+extern void (*exi_stop_counted_hook)(void);
+
+#endif

@@ -1,0 +1,207 @@
+/* bulk.c - [exec.bulk]: the sequential default and the generic side of a
+ * resource's parallel bulk (ex_bulk_job). */
+#include <string.h>
+
+#include <stdalign.h>
+#include <cexec/cexec.h>
+
+#include "base/exi_atomic.h"
+#include "base/exi_macros.h"
+#include "core/exi_sender.h"
+#include "core/exi_value.h"
+
+typedef union bulk_fn { ex_bulk_fn one; ex_bulk_chunk_fn chunk; } bulk_fn;
+
+typedef struct bulk_sender {
+    ex_sender base;
+    ex_sender *child;
+    size_t shape, grain;
+    bool chunked;
+    bulk_fn fn;
+    void *ctx;
+} bulk_sender;
+
+typedef struct bulk_op {
+    ex_operation base;
+    ex_receiver r;
+    ex_operation *child;
+    bool chunked;
+    bulk_fn fn;
+    void *ctx;
+    size_t shape, grain;
+    ex_scheduler sched;      /* resource with a bulk hook, or vt == NULL */
+    const ex_allocator *alloc;
+    /* parallel execution */
+    ex_bulk_job job;
+    exi_store values;
+    ex_stop_token token;
+    uint32_t failed;         /* first error recorded (0/1) */
+    uint32_t skipped;        /* a chunk was skipped because of a stop request */
+    ex_error err;
+} bulk_op;
+
+static ex_error run_range(bulk_op *o, size_t begin, size_t end, const ex_value *v, size_t n) {
+    if (o->chunked) return o->fn.chunk(o->ctx, begin, end, v, n);
+    for (size_t i = begin; i < end; i++) {
+        ex_error e = o->fn.one(o->ctx, i, v, n);
+        if (e.code) return e;
+    }
+    return ex_ok();
+}
+
+/* ----------------------------------------------------------- ex_bulk_job */
+
+static bulk_op *op_of(ex_bulk_job *job) { return EXI_CONTAINER_OF(job, bulk_op, job); }
+
+static bool job_run(ex_bulk_job *job, size_t begin, size_t end) {
+    bulk_op *o = op_of(job);
+    if (exi_load_acq_u32(&o->failed)) return false;
+    if (ex_stop_token_stop_requested(o->token)) {
+        exi_store_rel_u32(&o->skipped, 1);
+        return false;
+    }
+    if (end > o->shape) end = o->shape;
+    if (begin >= end) return true;  /* empty (or a resource's wrapped end): nothing to run */
+    ex_error e = run_range(o, begin, end, o->values.v, o->values.n);
+    if (e.code) {
+        uint32_t expected = 0;
+        if (!e.msg) e.msg = "ex_bulk: the function failed";
+        if (exi_cas_u32(&o->failed, &expected, 1)) o->err = e;
+        return false;
+    }
+    return true;
+}
+
+static void job_done(ex_bulk_job *job) {
+    bulk_op *o = op_of(job);
+    if (exi_load_acq_u32(&o->failed)) ex_set_error(o->r, o->err);
+    else if (exi_load_acq_u32(&o->skipped)) ex_set_stopped(o->r);
+    else ex_set_value(o->r, o->values.v, o->values.n);
+}
+
+static const ex_allocator *job_allocator(const ex_bulk_job *job) {
+    return EXI_CONTAINER_OF(job, const bulk_op, job)->alloc;
+}
+
+static const ex_bulk_job_vtable job_vt = { job_run, job_done, job_allocator };
+
+/* --------------------------------------------------------------- receiver */
+
+static void b_set_value(void *self, const ex_value *v, size_t n) {
+    bulk_op *o = self;
+    if (!o->sched.vt) {
+        /* [exec.bulk]: the sequential loop on the completing agent. */
+        ex_error e = o->shape ? run_range(o, 0, o->shape, v, n) : ex_ok();
+        if (e.code) {
+            if (!e.msg) e.msg = "ex_bulk: the function failed";
+            ex_set_error(o->r, e);
+        } else {
+            ex_set_value(o->r, v, n);
+        }
+        return;
+    }
+    ex_error e = exi_store_set(&o->values, v, n, o->alloc);
+    if (e.code) {
+        ex_set_error(o->r, e);
+        return;
+    }
+    o->failed = 0;
+    o->skipped = 0;
+    o->err = ex_ok();
+    o->token = ex_get_stop_token(ex_receiver_env(o->r));
+    memset(&o->job, 0, sizeof o->job);
+    o->job.vt = &job_vt;
+    o->job.shape = o->shape;
+    o->job.grain = o->grain;
+    o->sched.vt->bulk(o->sched.self, &o->job);
+}
+
+static void b_set_error(void *self, ex_error e) { ex_set_error(((bulk_op *)self)->r, e); }
+static void b_set_stopped(void *self) { ex_set_stopped(((bulk_op *)self)->r); }
+static ex_env b_env(void *self) { return ex_env_forward(ex_receiver_env(((bulk_op *)self)->r)); }
+
+static const ex_receiver_vtable b_rcvr_vt = { b_set_value, b_set_error, b_set_stopped, b_env, NULL };
+
+static void b_start(ex_operation *op) { ex_start(((bulk_op *)op)->child); }
+
+static void b_destroy_op(ex_operation *op) {
+    bulk_op *o = (bulk_op *)op;
+    ex_operation_destroy(o->child);
+    exi_store_clear(&o->values);
+}
+
+static const ex_operation_vtable b_op_vt = { b_start, b_destroy_op };
+
+/* The resource that runs the bulk: the child's value completion scheduler,
+ * else the environment's scheduler, if it customises bulk. */
+static ex_scheduler bulk_resource(const ex_sender *child, ex_env env) {
+    ex_scheduler s;
+    if (ex_get_completion_scheduler(child, &ex_key_completion_scheduler_value, &s) && s.vt && s.vt->bulk) return s;
+    if (ex_get_scheduler(env, &s) && s.vt && s.vt->bulk) return s;
+    s.vt = NULL;
+    s.self = NULL;
+    return s;
+}
+
+static ex_error b_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    const bulk_sender *bs = (const bulk_sender *)s;
+    bulk_op *o = storage;
+    ex_env env = ex_receiver_env(r);
+    o->base.vt = &b_op_vt;
+    o->r = r;
+    o->chunked = bs->chunked;
+    o->fn = bs->fn;
+    o->ctx = bs->ctx;
+    o->shape = bs->shape;
+    o->grain = bs->grain;
+    o->sched = bulk_resource(bs->child, env);
+    o->alloc = ex_get_allocator(env);
+    exi_store_init(&o->values);
+    o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(bulk_op), bs->child));
+    ex_receiver cr = { &b_rcvr_vt, o };
+    return ex_connect_child(bs->child, cr, o->child);
+}
+
+static ex_env b_attrs(const ex_sender *s) { return ex_env_forward(ex_sender_attrs(((const bulk_sender *)s)->child)); }
+
+static void b_destroy(ex_sender *s) { ex_sender_release(((bulk_sender *)s)->child); }
+
+static const ex_sender_vtable bulk_vt = { "ex_bulk", b_connect, b_attrs, b_destroy };
+
+static ex_sender *make_bulk(ex_sender *child, size_t shape, size_t grain, bool chunked, void *fn, void *ctx) {
+    ex_error e = ex_check_input(child, "ex_bulk: NULL input sender");
+    if (e.code) return exi_reject1(e.code, e.msg, child);
+    if (!fn) return exi_reject1(EX_EINVAL, "ex_bulk: NULL function", child);
+    ex_sender *s = ex_sender_alloc(&bulk_vt, sizeof(bulk_sender));
+    if (!s) return exi_reject1(EX_ENOMEM, NULL, child);
+    bulk_sender *bs = (bulk_sender *)s;
+    bs->child = child;
+    bs->shape = shape;
+    bs->grain = grain;
+    bs->chunked = chunked;
+    memcpy(&bs->fn, &fn, sizeof fn);
+    bs->ctx = ctx;
+    s->sigs = child->sigs;
+    if (child->sigs.nvalues || (child->sigs.flags & EX_SIGS_DYNAMIC))
+        s->sigs.flags |= EX_SIGS_ERROR | EX_SIGS_STOPPED;  /* f may fail; a parallel run may stop */
+    exi_layout_one_child(s, sizeof(bulk_op), alignof(bulk_op), child);
+    return s;
+}
+
+ex_sender *ex_bulk(ex_sender *child, size_t shape, ex_bulk_fn fn, void *ctx) {
+    void *f;
+    memcpy(&f, &fn, sizeof f);
+    return make_bulk(child, shape, 0, false, fn ? f : NULL, ctx);
+}
+
+ex_sender *ex_bulk_grain(ex_sender *child, size_t shape, size_t grain, ex_bulk_fn fn, void *ctx) {
+    void *f;
+    memcpy(&f, &fn, sizeof f);
+    return make_bulk(child, shape, grain, false, fn ? f : NULL, ctx);
+}
+
+ex_sender *ex_bulk_chunked(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx) {
+    void *f;
+    memcpy(&f, &fn, sizeof f);
+    return make_bulk(child, shape, grain, true, fn ? f : NULL, ctx);
+}

@@ -1,0 +1,67 @@
+/* exi_join.h - the completion rule ex_when_all and the task fork
+ * (task.c) share: children arrive on a count; the first error, or
+ * stopped, wins and asks the others to stop through the join's own
+ * source; a stop request forwarded from outside holds an arrival of its
+ * own across the request, so the last child completing inside it cannot
+ * complete (and let someone free) the join while request_stop still walks
+ * its source. */
+#ifndef EXI_JOIN_H
+#define EXI_JOIN_H
+
+#include <cexec/cexec.h>
+
+#include "base/exi_atomic.h"
+#include "core/exi_stop.h"
+
+enum { EXI_JOIN_VALUE, EXI_JOIN_ERROR, EXI_JOIN_STOPPED };
+
+typedef struct exi_join {
+    uint32_t count;        /* children not yet arrived (plus a held arrival) */
+    uint32_t disposition;  /* EXI_JOIN_* */
+    ex_error err;          /* written by the first error only */
+    ex_stop_source stop;   /* the children's token */
+} exi_join;
+
+static inline void exi_join_init(exi_join *j, uint32_t children) {
+    j->count = children;
+    j->disposition = EXI_JOIN_VALUE;
+    j->err = ex_ok();
+    j->stop = (ex_stop_source)EX_STOP_SOURCE_INIT;
+}
+
+/* Requests stop on the children's source; begun / done: the counts of
+ * exi_stop_source_request_stop_counted, or NULL. */
+static inline void exi_join_request_stop(exi_join *j, uint64_t *begun, uint64_t *done) {
+    (void)exi_stop_source_request_stop_counted(&j->stop, begun, done);
+}
+
+/* A child's error: the first one is the result and stops the others. */
+static inline void exi_join_fail(exi_join *j, ex_error e, uint64_t *begun, uint64_t *done) {
+    if (exi_fas_u32(&j->disposition, EXI_JOIN_ERROR) != EXI_JOIN_ERROR) {
+        j->err = e;
+        exi_join_request_stop(j, begun, done);
+    }
+}
+
+/* A child's stopped: the result unless an error came first. */
+static inline void exi_join_stopped(exi_join *j, uint64_t *begun, uint64_t *done) {
+    uint32_t expected = EXI_JOIN_VALUE;
+    if (exi_cas_u32(&j->disposition, &expected, EXI_JOIN_STOPPED)) exi_join_request_stop(j, begun, done);
+}
+
+/* For the callback forwarding an outside stop request: takes an arrival of
+ * its own, unless every child has arrived (the join is completing on
+ * another thread, which waits for the callback in its deregistration):
+ * then false, and the callback does nothing. */
+static inline bool exi_join_hold(exi_join *j) {
+    uint32_t c = exi_load_acq_u32(&j->count);
+    do {
+        if (c == 0) return false;
+    } while (!exi_cas_u32(&j->count, &c, c + 1));
+    return true;
+}
+
+/* One arrival; true for the last, which completes the join. */
+static inline bool exi_join_arrive(exi_join *j) { return exi_faa_u32(&j->count, (uint32_t)-1) == 1; }
+
+#endif

@@ -1,0 +1,274 @@
+/* when_all.c - [exec.when.all].
+ *
+ * One block: the header, one slot per child (its values, borrowed tuple
+ * storage, its receiver identity), then the children's operations.  Who
+ * completes, and with what, is exi_join's rule (shared with the task fork). */
+#include <string.h>
+
+#include <stdalign.h>
+#include <cexec/cexec.h>
+
+#include "base/exi_atomic.h"
+#include "base/exi_macros.h"
+#include "compose/exi_join.h"
+#include "compose/exi_when_all.h"
+#include "core/exi_sender.h"
+#include "core/exi_value.h"
+
+struct when_all_op;
+
+typedef struct wa_slot {
+    struct when_all_op *op;
+    ex_operation *child;
+    uint8_t cap;          /* values this child may send (EX_MAX_ARITY if dynamic) */
+    uint8_t n;            /* values it sent */
+    ex_value *v;          /* cap values, inside the block */
+    void *nested;         /* tuple contents, from the env's allocator */
+    size_t nested_size;
+} wa_slot;
+
+typedef struct when_all_op {
+    ex_operation base;
+    ex_receiver r;
+    size_t n;
+    exi_join join;         /* count, disposition, the children's stop source */
+    ex_stop_callback on_stop;  /* on the receiver's token */
+    ex_env_pair child_env;
+    const ex_allocator *alloc;
+    wa_slot slots[];
+} when_all_op;
+
+typedef struct when_all_sender {
+    ex_sender base;
+    size_t n;
+    size_t values_off;     /* in the operation: the value arrays ... */
+    size_t ops_off;        /* ... then the children's operations (aligned each) */
+    ex_sender *children[];
+} when_all_sender;
+
+ex_sender *const *exi_when_all_children(const ex_sender *s, size_t *n) {
+    const when_all_sender *ws = (const when_all_sender *)s;
+    *n = ws->n;
+    return ws->children;
+}
+
+static void arrive(when_all_op *o);
+
+/* The receiver asked for stop: forward it to the children (exi_join.h). */
+static void request_stop_cb(ex_stop_callback *cb) {
+    when_all_op *o = EXI_CONTAINER_OF(cb, when_all_op, on_stop);
+    if (!exi_join_hold(&o->join)) return;
+    exi_join_request_stop(&o->join, NULL, NULL);
+    arrive(o);
+}
+
+static void complete(when_all_op *o) {
+    ex_stop_callback_deregister(&o->on_stop);
+    uint32_t d = exi_load_acq_u32(&o->join.disposition);
+    if (d == EXI_JOIN_ERROR) {
+        ex_set_error(o->r, o->join.err);
+    } else if (d == EXI_JOIN_STOPPED) {
+        ex_set_stopped(o->r);
+    } else {
+        ex_value all[EX_MAX_ARITY];
+        size_t k = 0;
+        for (size_t i = 0; i < o->n; i++) {
+            if (k + o->slots[i].n > EX_MAX_ARITY) {
+                ex_set_error(o->r, ex_err(EX_EINVAL, "ex_when_all: the children sent more than EX_MAX_ARITY values"));
+                return;
+            }
+            memcpy(&all[k], o->slots[i].v, o->slots[i].n * sizeof(ex_value));
+            k += o->slots[i].n;
+        }
+        ex_set_value(o->r, all, k);
+    }
+}
+
+static void arrive(when_all_op *o) {
+    if (exi_join_arrive(&o->join)) complete(o);
+}
+
+static void fail(when_all_op *o, ex_error e) { exi_join_fail(&o->join, e, NULL, NULL); }
+
+static void wa_set_value(void *self, const ex_value *v, size_t n) {
+    wa_slot *s = self;
+    when_all_op *o = s->op;
+    if (exi_load_acq_u32(&o->join.disposition) == EXI_JOIN_VALUE) {
+        if (n > s->cap) {
+            fail(o, ex_err(EX_EINVAL, "ex_when_all: a child sent more values than its signature allows"));
+        } else {
+            ex_error e = exi_values_copy(s->v, v, n, o->alloc, &s->nested, &s->nested_size);
+            if (e.code) fail(o, e);
+            else s->n = (uint8_t)n;
+        }
+    }
+    arrive(o);
+}
+
+static void wa_set_error(void *self, ex_error e) {
+    when_all_op *o = ((wa_slot *)self)->op;
+    fail(o, e);
+    arrive(o);
+}
+
+static void wa_set_stopped(void *self) {
+    when_all_op *o = ((wa_slot *)self)->op;
+    exi_join_stopped(&o->join, NULL, NULL);
+    arrive(o);
+}
+
+static ex_env wa_env(void *self) { return ex_env_of_pair(&((wa_slot *)self)->op->child_env); }
+
+static const ex_receiver_vtable wa_rcvr_vt = { wa_set_value, wa_set_error, wa_set_stopped, wa_env, NULL };
+
+static void wa_start(ex_operation *op) {
+    when_all_op *o = (when_all_op *)op;
+    ex_stop_token tok = ex_get_stop_token(ex_receiver_env(o->r));
+    if (ex_stop_callback_register(&o->on_stop, tok, request_stop_cb)) {
+        /* Stop was already requested: start no child. */
+        ex_set_stopped(o->r);
+        return;
+    }
+    /* The last child to complete may destroy the operation: read nothing
+     * from it after starting the last child. */
+    size_t n = o->n;
+    wa_slot *slots = o->slots;
+    for (size_t i = 0; i < n; i++) ex_start(slots[i].child);
+}
+
+static void wa_destroy_op(ex_operation *op) {
+    when_all_op *o = (when_all_op *)op;
+    for (size_t i = 0; i < o->n; i++) {
+        wa_slot *s = &o->slots[i];
+        ex_operation_destroy(s->child);
+        if (s->nested) ex_deallocate(o->alloc, s->nested, s->nested_size, alignof(ex_value));
+        s->nested = NULL;
+    }
+}
+
+static const ex_operation_vtable wa_op_vt = { wa_start, wa_destroy_op };
+
+static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    const when_all_sender *ws = (const when_all_sender *)s;
+    when_all_op *o = storage;
+    o->base.vt = &wa_op_vt;
+    o->r = r;
+    o->n = ws->n;
+    exi_join_init(&o->join, (uint32_t)ws->n);
+    ex_env env = ex_receiver_env(r);
+    o->alloc = ex_get_allocator(env);
+    ex_env_pair_init2(&o->child_env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&o->join.stop)),
+                      &ex_key_get_allocator, ex_alloc_value(o->alloc), ex_env_forward(env));
+    /* The layout ex_when_all_n sized: value arrays, then the children's
+     * operations at their alignments. */
+    ex_value *values = (ex_value *)(void *)((char *)storage + ws->values_off);
+    size_t off = ws->ops_off;
+    for (size_t i = 0; i < ws->n; i++) {
+        const ex_sender *c = ws->children[i];
+        wa_slot *sl = &o->slots[i];
+        sl->op = o;
+        sl->cap = exi_value_cap(&c->sigs);
+        sl->n = 0;
+        sl->v = values;
+        values += sl->cap;
+        sl->nested = NULL;
+        off = ex_align_up(off, c->op_align);
+        sl->child = (ex_operation *)(void *)((char *)storage + off);
+        off = ex_size_add(off, c->op_size);
+        ex_receiver cr = { &wa_rcvr_vt, sl };
+        ex_error e = ex_connect_child(ws->children[i], cr, sl->child);
+        if (e.code) {
+            for (size_t j = 0; j < i; j++) ex_operation_destroy(o->slots[j].child);
+            return e;
+        }
+    }
+    return ex_ok();
+}
+
+static void wa_destroy(ex_sender *s) {
+    when_all_sender *ws = (when_all_sender *)s;
+    for (size_t i = 0; i < ws->n; i++) exi_sender_release(ws->children[i]);
+}
+
+const ex_sender_vtable exi_when_all_vt = { "ex_when_all", wa_connect, NULL, wa_destroy };
+
+ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
+    if (!children || n == 0) return ex_invalid_sender(EX_EINVAL, "ex_when_all: needs at least one sender");
+    /* One pass over the children for the signatures and the sizes, one to
+     * fill the sender in (a when_all of two tasks is a fork-join step:
+     * every instruction here is paid per step). */
+    uint8_t flags = EX_SIGS_STOPPED;
+    ex_sig out = { 0, { 0 } };
+    bool dynamic = false;
+    bool can_value = true;   /* a child that never sends a value rules one out */
+    uint32_t depth = 0;      /* the deepest child's */
+    size_t nvalues = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (__builtin_expect(!children[i] || children[i]->status.code != EX_OK ||
+                                 children[i]->depth >= EX_SENDER_MAX_DEPTH, 0)) {
+            /* (ex_check_input only here: its result, returned through memory,
+             * stalled every when_all on store forwarding) */
+            ex_error e = ex_check_input(children[i], "ex_when_all: NULL input sender");
+            return ex_reject(e.code, e.msg, n, children);
+        }
+        const ex_sigs *cs = &children[i]->sigs;
+        if (children[i]->depth > depth) depth = children[i]->depth;
+        if (cs->nvalues > 1)
+            return ex_reject(EX_EINVAL, "ex_when_all: a child has more than one value signature; use ex_when_all_with_variant", n, children);
+        flags |= (uint8_t)(cs->flags & EX_SIGS_ERROR);
+        nvalues += exi_value_cap(cs);
+        if (cs->flags & EX_SIGS_DYNAMIC) {
+            dynamic = true;
+            flags |= EX_SIGS_ERROR;  /* checked at run time */
+        } else if (cs->nvalues == 1) {
+            const ex_sig *v = &cs->values[0];
+            if (out.arity + v->arity > EX_MAX_ARITY)
+                return ex_reject(EX_EINVAL, "ex_when_all: the children's values add up to more than EX_MAX_ARITY", n, children);
+            memcpy(&out.types[out.arity], v->types, v->arity);
+            out.arity = (uint8_t)(out.arity + v->arity);
+            for (unsigned k = 0; k < v->arity; k++)
+                if (v->types[k] == EX_T_TUPLE || v->types[k] == EX_T_ANY) flags |= EX_SIGS_ERROR;  /* copy may fail */
+        } else {
+            can_value = false;
+        }
+    }
+    bool one_sig = can_value && !dynamic;
+    if (can_value && dynamic) flags |= EX_SIGS_DYNAMIC;
+
+    ex_sender *s = exi_sender_alloc_bare(&exi_when_all_vt, sizeof(when_all_sender) + n * sizeof(ex_sender *));
+    if (!s) return ex_reject(EX_ENOMEM, NULL, n, children);
+    when_all_sender *ws = (when_all_sender *)s;
+    ws->n = n;
+    size_t off = ex_align_up(sizeof(when_all_op) + n * sizeof(wa_slot), alignof(ex_value));
+    ws->values_off = off;
+    off += nvalues * sizeof(ex_value);
+    ws->ops_off = off;
+    size_t align = alignof(when_all_op);
+    for (size_t i = 0; i < n; i++) {  /* (wa_connect walks the same layout) */
+        ex_sender *c = children[i];
+        ws->children[i] = c;
+        off = ex_size_add(ex_align_up(off, c->op_align), c->op_size);
+        align = ex_max_size(align, c->op_align);
+    }
+    s->op_size = off;
+    s->op_align = align;
+    s->depth = depth + 1;
+    /* Only the used part (at most one value signature): copying a whole
+     * ex_sigs built aside stalls on store forwarding. */
+    s->sigs.flags = flags;
+    s->sigs.nvalues = one_sig ? 1 : 0;
+    if (one_sig) s->sigs.values[0] = out;
+    return s;
+}
+
+ex_sender *ex_when_all_with_variant_n(ex_sender *const *children, size_t n) {
+    if (!children || n == 0) return ex_invalid_sender(EX_EINVAL, "ex_when_all_with_variant: needs at least one sender");
+    ex_sender *wrapped_stack[16];
+    ex_sender **wrapped = wrapped_stack;
+    if (n > 16 && !(wrapped = ex_allocate(NULL, n * sizeof *wrapped, alignof(ex_sender *))))
+        return ex_reject(EX_ENOMEM, NULL, n, children);
+    for (size_t i = 0; i < n; i++) wrapped[i] = ex_into_variant(children[i]);
+    ex_sender *s = ex_when_all_n(wrapped, n);
+    if (wrapped != wrapped_stack) ex_deallocate(NULL, wrapped, n * sizeof *wrapped, alignof(ex_sender *));
+    return s;
+}

@@ -1,0 +1,150 @@
+/* env.c - standard keys, queries and the one/two-key environment node. */
+#include <cexec/cexec.h>
+
+#include "base/exi_macros.h"
+#include "base/exi_thread.h"
+#include "core/exi_env.h"
+
+const ex_key ex_key_get_scheduler = { "get_scheduler", true };
+const ex_key ex_key_get_delegation_scheduler = { "get_delegation_scheduler", true };
+const ex_key ex_key_get_stop_token = { "get_stop_token", true };
+const ex_key ex_key_get_allocator = { "get_allocator", true };
+const ex_key ex_key_completion_scheduler_value = { "get_completion_scheduler<set_value>", true };
+const ex_key ex_key_completion_scheduler_error = { "get_completion_scheduler<set_error>", true };
+const ex_key ex_key_completion_scheduler_stopped = { "get_completion_scheduler<set_stopped>", true };
+
+bool ex_env_query(ex_env e, const ex_key *key, ex_value *out) {
+    if (!e.node || !key) return false;
+    if ((e.flags & EX_ENV_FORWARD_ONLY) && !key->forwarding) return false;
+    return e.node->query(e.node, key, out);
+}
+
+static bool query_typed(ex_env e, const ex_key *key, ex_type type, ex_value *out) {
+    return ex_env_query(e, key, out) && out->type == type;
+}
+
+bool ex_get_scheduler(ex_env e, ex_scheduler *out) {
+    ex_value v;
+    if (!query_typed(e, &ex_key_get_scheduler, EX_T_SCHED, &v)) return false;
+    *out = v.as.sched;
+    return true;
+}
+
+bool ex_get_delegation_scheduler(ex_env e, ex_scheduler *out) {
+    ex_value v;
+    if (!query_typed(e, &ex_key_get_delegation_scheduler, EX_T_SCHED, &v)) return false;
+    *out = v.as.sched;
+    return true;
+}
+
+ex_stop_token ex_get_stop_token(ex_env e) {
+    ex_value v;
+    if (!query_typed(e, &ex_key_get_stop_token, EX_T_TOKEN, &v)) return ex_never_stop_token();
+    return v.as.token;
+}
+
+const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch) {
+    ex_value v;
+    if (query_typed(e, &ex_key_get_allocator, EX_T_ALLOC, &v) && v.as.alloc) return v.as.alloc;
+    ex_scheduler own;
+    if (!sch && ex_get_scheduler(e, &own)) sch = &own;
+    if (sch && sch->vt && sch->vt->allocator) {
+        const ex_allocator *a = sch->vt->allocator(sch->self);
+        if (a) return a;
+    }
+    return ex_default_allocator();
+}
+
+const ex_allocator *ex_get_allocator(ex_env e) { return exi_allocator_under(e, NULL); }
+
+/* ------------------------------------------------------------- env pairs */
+
+/* A key's bit in a pair's `above` mask.  The keys the library asks for
+ * have a bit each, so that no other key makes them look answered; others
+ * share the remaining 60 bits by address (bits 4 to 11, which do not move
+ * with address-space randomisation and differ for keys defined next to
+ * each other, also when a sanitizer spaces globals out).  Keys sharing a
+ * bit only cost lookups. */
+static uint64_t key_bit(const ex_key *key) {
+    if (key == &ex_key_get_stop_token) return 1;
+    if (key == &ex_key_get_allocator) return 2;
+    if (key == &ex_key_get_scheduler) return 4;
+    if (key == &ex_key_get_delegation_scheduler) return 8;
+    uintptr_t a = (uintptr_t)key >> 4;
+    unsigned b = (unsigned)((a ^ a >> 2) & 63);
+    return (uint64_t)1 << (b < 4 ? b + 32 : b);
+}
+
+static bool pair_query(const ex_env_node *n, const ex_key *key, ex_value *out);
+
+static const ex_env_pair *as_pair(const ex_env_node *n) {
+    return n && n->query == pair_query ? (const ex_env_pair *)(const void *)n : NULL;
+}
+
+/* Answers key at p, else goes up, or straight to p's base when no pair
+ * up to it answers key; a node of another kind answers for itself.  A
+ * loop, not a recursion: no stack per node. */
+static bool pair_query(const ex_env_node *n, const ex_key *key, ex_value *out) {
+    const ex_env_pair *p = (const ex_env_pair *)(const void *)n;
+    if (key == p->key) { *out = p->value; return true; }
+    if (p->key2 && key == p->key2) { *out = p->value2; return true; }
+    const uint64_t bit = key_bit(key);
+    for (;;) {
+        ex_env next = p->above & bit ? p->up : p->base;
+        if ((next.flags & EX_ENV_FORWARD_ONLY) && !key->forwarding) return false;
+        p = as_pair(next.node);
+        if (!p) return next.node && next.node->query(next.node, key, out);
+        if (key == p->key) { *out = p->value; return true; }
+        if (p->key2 && key == p->key2) { *out = p->value2; return true; }
+    }
+}
+
+/* Does a node with keys (own1, own2), reaching m through `flags`, answer
+ * every key m answers, or not see it (FWD-ENV)?  Then it can skip m. */
+static bool shadowed(const ex_env_pair *m, unsigned flags, const ex_key *own1, const ex_key *own2) {
+    const bool fwd = (flags & EX_ENV_FORWARD_ONLY) != 0;
+    const ex_key *k = m->key, *k2 = m->key2;
+    return (!k || k == own1 || k == own2 || (fwd && !k->forwarding)) &&
+           (!k2 || k2 == own1 || k2 == own2 || (fwd && !k2->forwarding));
+}
+
+/* Pairs skipped at init: plenty for a recursion of repeated adaptors
+ * (their nodes already skip what they shadow), and a bound on the cost of
+ * an init in any chain. */
+enum { SKIP_MAX = 4 };
+
+static void pair_link(ex_env_pair *p, ex_env parent) {
+    ex_env up = parent;
+    const ex_env_pair *m = as_pair(up.node);
+    for (int i = 0; m && i < SKIP_MAX && shadowed(m, up.flags, p->key, p->key2); i++) {
+        unsigned flags = up.flags;
+        up = m->up;
+        up.flags |= flags;
+        m = as_pair(up.node);
+    }
+    p->up = up;
+    if (m) {
+        p->above = m->above | key_bit(m->key) | (m->key2 ? key_bit(m->key2) : 0);
+        p->base = m->base;
+        p->base.flags |= up.flags;
+    } else {
+        p->above = 0;
+        p->base = up;
+    }
+}
+
+void ex_env_pair_init2(ex_env_pair *p, const ex_key *key, ex_value value, const ex_key *key2, ex_value value2,
+                       ex_env parent) {
+    p->node.query = pair_query;
+    p->key = key;
+    p->value = value;
+    p->key2 = key2;
+    p->value2 = value2;
+    pair_link(p, parent);
+}
+
+void ex_env_pair_init(ex_env_pair *p, const ex_key *key, ex_value value, ex_env parent) {
+    ex_env_pair_init2(p, key, value, NULL, ex_none(), parent);
+}
+
+

@@ -1,0 +1,206 @@
+/* sender.c - sender lifetime, connect, and invalid senders. */
+#include <string.h>
+
+#include <stdalign.h>
+#include <cexec/cexec.h>
+
+#include "allocators/exi_builtin.h"
+#include "base/exi_atomic.h"
+#include "core/exi_sender.h"
+#include "core/exi_value.h"
+
+/* ------------------------------------------------------------ error senders */
+
+typedef struct error_op {
+    ex_operation base;
+    ex_receiver r;
+    ex_error e;
+} error_op;
+
+static void error_start(ex_operation *op) {
+    error_op *o = (error_op *)op;
+    ex_set_error(o->r, o->e);
+}
+
+static const ex_operation_vtable error_op_vt = { error_start, NULL };
+
+typedef struct error_sender {
+    ex_sender base;
+    ex_error e;
+} error_sender;
+
+static ex_error error_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    error_op *o = storage;
+    o->base.vt = &error_op_vt;
+    o->r = r;
+    o->e = s->status.code ? s->status : ((const error_sender *)s)->e;
+    return ex_ok();
+}
+
+static const ex_sender_vtable invalid_vt = { "ex_invalid_sender", error_connect, NULL, NULL };
+static const ex_sender_vtable just_error_vt = { "ex_just_error", error_connect, NULL, NULL };
+
+static ex_sender oom_sender = {
+    .vt = &invalid_vt,
+    .op_size = sizeof(error_op),
+    .op_align = alignof(error_op),
+    .depth = 1,
+    .sigs = { 0, EX_SIGS_ERROR, { { 0, { 0 } } } },
+    .status = { EX_ENOMEM, "cexec: out of memory building a sender", NULL },
+    .refs = 0,  /* static */
+};
+
+ex_sender *exi_oom_sender(void) { return &oom_sender; }
+
+static ex_sender *error_sender_new(const ex_sender_vtable *vt, ex_error e, bool invalid) {
+    ex_sender *s = ex_sender_alloc(vt, sizeof(error_sender));
+    if (!s) return &oom_sender;
+    ((error_sender *)s)->e = e;
+    s->op_size = sizeof(error_op);
+    s->op_align = alignof(error_op);
+    s->sigs = exi_sigs_of(NULL, EX_SIGS_ERROR);
+    if (invalid) s->status = e;
+    return s;
+}
+
+ex_sender *ex_invalid_sender(int code, const char *msg) {
+    if (code == EX_ENOMEM) return &oom_sender;
+    if (code == EX_OK) code = EX_EINVAL;
+    return error_sender_new(&invalid_vt, ex_err(code, msg ? msg : "cexec: invalid sender"), true);
+}
+
+ex_sender *ex_just_error(ex_error e) {
+    if (e.code == EX_OK) e = ex_err(EX_EINVAL, "ex_just_error: error code is EX_OK");
+    if (!e.msg) e.msg = "ex_just_error";
+    return error_sender_new(&just_error_vt, e, false);
+}
+
+ex_sender *ex_reject(int code, const char *msg, size_t n, ex_sender *const *inputs) {
+    for (size_t i = 0; i < n; i++) ex_sender_release(inputs[i]);
+    return ex_invalid_sender(code, msg);
+}
+
+ex_error ex_check_input(const ex_sender *s, const char *null_msg) {
+    if (!s) return ex_err(EX_EINVAL, null_msg);
+    if (s->status.code) return s->status;
+    if (s->depth >= EX_SENDER_MAX_DEPTH)
+        return ex_err(EX_ETOODEEP, "cexec: the input sender is EX_SENDER_MAX_DEPTH deep; nesting it deeper could "
+                                   "overflow the stack when the chain runs (sender.h)");
+    return ex_ok();
+}
+
+/* ------------------------------------------------------------------ lifetime */
+
+ex_sender *ex_sender_alloc(const ex_sender_vtable *vt, size_t size) {
+    const ex_allocator *a = exi_default_allocator();
+    if (size < sizeof(ex_sender) || size > UINT32_MAX) return NULL;
+    ex_sender *s = exi_sender_block(a, size);
+    if (!s) return NULL;
+    memset(s, 0, size);
+    /* sigs and status by the memset (whole-struct assignments here cost
+     * store-forwarding stalls on every sender). */
+    exi_sender_header(s, vt, size, a);
+    return s;
+}
+
+ex_sender *ex_sender_retain(ex_sender *s) {
+    if (s && exi_load_rlx_u32(&s->refs)) exi_faa_u32(&s->refs, 1);  /* refs 0: a static sender */
+    return s;
+}
+
+void ex_sender_release(ex_sender *s) { exi_sender_release(s); }
+
+ex_error ex_sender_status(const ex_sender *s) {
+    if (!s) return ex_err(EX_EINVAL, "ex_sender_status: NULL sender");
+    return s->status;
+}
+
+uint32_t ex_sender_depth(const ex_sender *s) { return s ? s->depth : 0; }
+const ex_sigs *ex_sender_sigs(const ex_sender *s) { return &s->sigs; }
+size_t ex_sender_op_size(const ex_sender *s) { return s ? s->op_size : 0; }
+size_t ex_sender_op_align(const ex_sender *s) { return s ? s->op_align : 1; }
+
+ex_env ex_sender_attrs(const ex_sender *s) {
+    if (!s || !s->vt->attrs) return ex_env_empty();
+    return s->vt->attrs(s);
+}
+
+bool ex_get_completion_scheduler(const ex_sender *s, const ex_key *key, ex_scheduler *out) {
+    ex_value v;
+    if (!ex_env_query(ex_sender_attrs(s), key, &v) || v.type != EX_T_SCHED) return false;
+    *out = v.as.sched;
+    return true;
+}
+
+/* ------------------------------------------------------------------- connect */
+
+ex_error exi_check_accepts(const ex_sender *s, ex_receiver r, const char *who) {
+    (void)who;
+    const char *why = NULL;
+    if (r.vt->accepts && !ex_sigs_subset(&s->sigs, r.vt->accepts, &why))
+        return ex_err(EX_EINVAL, why);
+    return ex_ok();
+}
+
+/* 0 means no alignment requirement (as 1). */
+static bool op_align_valid(size_t align) { return (align & (align - 1)) == 0; }
+
+static bool receiver_valid(ex_receiver r) {
+    return r.vt && r.vt->set_value && r.vt->set_error && r.vt->set_stopped;
+}
+
+ex_error ex_connect(const ex_sender *s, ex_receiver r, void *storage, size_t size, ex_operation **op) {
+    if (!op) return ex_err(EX_EINVAL, "ex_connect: op out-parameter is NULL");
+    *op = NULL;
+    if (!s) return ex_err(EX_EINVAL, "ex_connect: NULL sender");
+    if (!receiver_valid(r)) return ex_err(EX_EINVAL, "ex_connect: receiver vtable is NULL or lacks a completion");
+    if (!storage || size < s->op_size)
+        return ex_err(EX_EINVAL, "ex_connect: storage is smaller than ex_sender_op_size()");
+    if (!op_align_valid(s->op_align))
+        return ex_err(EX_EINVAL, "ex_connect: the sender's op_align is not a power of two");
+    if ((uintptr_t)storage & (ex_max_size(s->op_align, 1) - 1))
+        return ex_err(EX_EINVAL, "ex_connect: storage is not aligned to ex_sender_op_align()");
+    ex_error e = exi_check_accepts(s, r, "ex_connect");
+    if (e.code) return e;
+    e = s->vt->connect(s, r, storage);
+    if (!e.code) *op = storage;
+    return e;
+}
+
+typedef struct alloc_header {
+    const ex_allocator *alloc;
+    void *block;
+    size_t size, align;
+} alloc_header;
+
+ex_error ex_connect_alloc(const ex_sender *s, ex_receiver r, ex_operation **op) {
+    if (!op) return ex_err(EX_EINVAL, "ex_connect_alloc: op out-parameter is NULL");
+    *op = NULL;
+    if (!s) return ex_err(EX_EINVAL, "ex_connect_alloc: NULL sender");
+    if (!receiver_valid(r)) return ex_err(EX_EINVAL, "ex_connect_alloc: receiver vtable is NULL or lacks a completion");
+    if (!op_align_valid(s->op_align))
+        return ex_err(EX_EINVAL, "ex_connect_alloc: the sender's op_align is not a power of two");
+    size_t align = ex_max_size(s->op_align, alignof(alloc_header));
+    size_t head = ex_align_up(sizeof(alloc_header), align);
+    size_t total = ex_size_add(head, s->op_size);  /* a wrapped sum would be a small block */
+    if (total > EX_ALLOC_MAX_SIZE || align > EX_ALLOC_MAX_ALIGN)  /* as malloc: too big is ENOMEM */
+        return ex_err(EX_ENOMEM, "ex_connect_alloc: the operation state is larger than any allocation can be");
+    const ex_allocator *a = ex_get_allocator(ex_receiver_env(r));
+    char *block = ex_allocate(a, total, align);
+    if (!block) return ex_err(EX_ENOMEM, "ex_connect_alloc: out of memory for the operation state");
+    alloc_header *h = (alloc_header *)(void *)(block + head - sizeof(alloc_header));
+    h->alloc = a;
+    h->block = block;
+    h->size = total;
+    h->align = align;
+    ex_error e = ex_connect(s, r, block + head, s->op_size, op);
+    if (e.code) ex_deallocate(a, block, total, align);
+    return e;
+}
+
+void ex_operation_free(ex_operation *op) {
+    if (!op) return;
+    ex_operation_destroy(op);
+    alloc_header *h = (alloc_header *)(void *)((char *)op - sizeof(alloc_header));
+    ex_deallocate(h->alloc, h->block, h->size, h->align);
+}

@@ -1,0 +1,762 @@
+/* pool.c - the work-stealing thread pool.
+ *
+ * Each worker owns a Chase-Lev deque (exi_deque.h) and an inbox
+ * (exi_inbox.h).  Work submitted on a worker goes to its deque; work from
+ * other threads goes to an inbox chosen per submitting thread.  An idle
+ * worker looks in its deque, its inbox, then steals from random victims'
+ * deques and inboxes, spins a bounded number of rounds, then parks on its
+ * event count after setting its bit in the idle mask.  A publisher that
+ * sees an idle bit claims it and wakes that one worker (wake-one).
+ *
+ * No lost wake-up: the sleeper sets its idle bit, passes an asymmetric
+ * barrier, and looks for work again before sleeping; a publisher stores
+ * its item, passes the light side of the barrier, then reads the idle
+ * mask.  One of the two sees the other. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <stdalign.h>
+#include <cexec/cexec.h>
+
+#include "allocators/exi_jemalloc.h"
+#include "base/exi_atomic.h"
+#include "base/exi_fork.h"
+#include "base/exi_macros.h"
+#include "base/exi_thread.h"
+#include "base/exi_trace.h"
+#include "base/exi_worker.h"
+#include "core/exi_scheduler.h"
+#include "resources/exi_deque.h"
+#include "resources/exi_inbox.h"
+#include "resources/exi_park.h"
+#include "resources/exi_pool.h"
+#include <cexec/pool.h>
+
+#define DEFAULT_SPIN_ROUNDS 256
+#define DEQUE_INITIAL 256
+#define NAME_MAX_LEN 16
+
+typedef struct exi_worker {
+    exi_deque deque;
+    exi_inbox inbox;
+    _Alignas(64) exi_event event;
+    ex_pool *pool;
+    unsigned index;
+    pthread_t thread;
+    bool started;
+    uint64_t rng;
+    ex_pool_worker_stats stats;  /* written by the owner (relaxed), read by anyone */
+    uint64_t holds;              /* scheduler handles taken minus dropped on this worker: its
+                                    own (relaxed) writes, summed by destroy after the join */
+    exi_trace_buf trace;
+    char name[NAME_MAX_LEN];
+} exi_worker;
+
+struct ex_pool {
+    unsigned n;
+    exi_worker *workers;
+    uint64_t *idle;           /* bit i: worker i is parked or about to park */
+    unsigned idle_words;
+    uint32_t stopping;
+    pthread_mutex_t shutdown_mu;  /* serialises shutdown; `shut` under it */
+    bool shut;
+    const void *shutting_thread;  /* exi_thread_id() of the thread inside shutdown, else NULL */
+    uint64_t fork_gen;        /* the process's fork generation at create (exi_fork.h) */
+    uint32_t next_home;       /* round-robin inbox choice for new submitting threads */
+    uint32_t holders;         /* handles taken minus dropped off the workers (int32); a futex word */
+    uint32_t closing;         /* destroy is waiting for the handles */
+    uint64_t id;              /* unique per pool, even at a recycled address */
+    const ex_allocator *frame_alloc;  /* config.allocator, or the arenas below */
+    ex_jemalloc_allocator *arenas;    /* owned, with EX_POOL_FRAMES_ARENAS */
+    unsigned spin_rounds;
+    bool pin;
+    char *trace_path;
+    uint64_t trace_origin;
+    const ex_allocator *alloc;
+};
+
+static EXI_TLS exi_worker *tls_worker;
+
+/* Inbox choice of a submitting thread that is not a worker, for the pool
+ * with this id (an address can be reused by a later pool). */
+static EXI_TLS struct { uint64_t pool_id; unsigned home; } tls_home;
+static uint64_t next_pool_id = 1;
+
+static inline bool tracing(const exi_worker *w) { return w->trace.events != NULL; }
+
+static uint64_t xorshift(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* ------------------------------------------------------------- idle mask */
+
+static void idle_set(ex_pool *p, unsigned i) {
+    (void)exi_fas_or_u64(&p->idle[i / 64], 1ull << (i % 64));
+}
+
+/* Clears bit i; returns whether it was still set (false: a waker claimed it). */
+static bool idle_clear(ex_pool *p, unsigned i) {
+    uint64_t bit = 1ull << (i % 64);
+    uint64_t *word = &p->idle[i / 64];
+    uint64_t m = exi_load_rlx_u64(word);
+    while (m & bit)
+        if (exi_cas_u64(word, &m, m & ~bit)) return true;
+    return false;
+}
+
+static bool any_idle(ex_pool *p) {
+    for (unsigned k = 0; k < p->idle_words; k++)
+        if (exi_load_rlx_u64(&p->idle[k])) return true;
+    return false;
+}
+
+/* Claims one idle worker and wakes it.  Returns whether one was woken. */
+static bool wake_one(ex_pool *p) {
+    for (unsigned k = 0; k < p->idle_words; k++) {
+        uint64_t m = exi_load_rlx_u64(&p->idle[k]);
+        while (m) {
+            unsigned bit = (unsigned)__builtin_ctzll(m);
+            if (exi_cas_u64(&p->idle[k], &m, m & ~(1ull << bit))) {
+                exi_event_inc(&p->workers[k * 64 + bit].event);
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* After publishing an item: make sure a sleeping worker will see it. */
+static void notify(ex_pool *p) {
+    exi_barrier_light();
+    if (any_idle(p)) wake_one(p);
+}
+
+/* ------------------------------------------------------------ submission */
+
+static bool stopping(ex_pool *p) { return exi_load_acq_u32(&p->stopping) != 0; }
+
+/* In a fork() child, a pool of the parent has no workers: it refuses work
+ * (EX_ESHUTDOWN), shutdown and destroy (EX_EINVAL; they would join threads
+ * that are not there and cancel the parent's operations).  The child may
+ * create pools of its own. */
+static bool forked(const ex_pool *p) { return p->fork_gen != exi_fork_generation(); }
+
+/* Why p refuses work (it is stopping, or of the parent process). */
+static ex_error refused(ex_pool *p) {
+    if (forked(p))
+        return ex_err(EX_ESHUTDOWN, "ex_pool: the pool was created before fork(); it has no workers in this process");
+    return ex_err(EX_ESHUTDOWN, "ex_pool: the pool is shutting down");
+}
+
+static unsigned home_inbox(ex_pool *p) {
+    if (tls_home.pool_id != p->id) {
+        tls_home.pool_id = p->id;
+        tls_home.home = exi_faa_u32(&p->next_home, 1) % p->n;
+    }
+    return tls_home.home;
+}
+
+/* Queues w on p.  EX_ESHUTDOWN once destroy has begun. */
+static ex_error submit(ex_pool *p, ex_work *w) {
+    exi_worker *me = tls_worker;
+    if (me && me->pool == p) {
+        if (stopping(p)) return refused(p);
+        if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);  /* growth failed: never lose work */
+        notify(p);
+        return ex_ok();
+    }
+    if (__builtin_expect(forked(p), 0)) return refused(p);
+    exi_inbox *q = &p->workers[home_inbox(p)].inbox;
+    /* The gate keeps destroy from draining while this push is under way. */
+    exi_faa_u32(&q->gate, 1);
+    if (stopping(p)) {
+        exi_faa_u32(&q->gate, (uint32_t)-1);
+        return refused(p);
+    }
+    exi_inbox_push(q, w);
+    /* Still under the gate: once w is queued it may run and complete, and
+     * whoever waited for it may destroy the pool; destroy waits for the
+     * gate, so the wake-up below never touches a freed pool. */
+    notify(p);
+    exi_faa_u32(&q->gate, (uint32_t)-1);
+    return ex_ok();
+}
+
+/* ----------------------------------------------------------- finding work */
+
+/* One pass over the other workers, from a random one. */
+static ex_work *steal(exi_worker *me) {
+    ex_pool *p = me->pool;
+    unsigned n = p->n;
+    if (n == 1) return exi_inbox_pop(&me->inbox);
+    unsigned start = (unsigned)(xorshift(&me->rng) % n);
+    for (unsigned k = 0; k < n; k++) {
+        exi_worker *v = &p->workers[(start + k) % n];
+        if (v == me) continue;
+        ex_work *w = NULL;
+        exi_steal_result r;
+        while ((r = exi_deque_steal(&v->deque, &w)) == EXI_STEAL_ABORT) exi_pause();
+        if (r == EXI_STEAL_OK) {
+            exi_owner_add_u64(&me->stats.stolen, 1);
+            /* More where that came from: let another sleeper help. */
+            if (exi_deque_nonempty(&v->deque) && any_idle(p)) wake_one(p);
+            return w;
+        }
+        if ((w = exi_inbox_pop(&v->inbox))) {
+            if (exi_inbox_nonempty(&v->inbox) && any_idle(p)) wake_one(p);
+            return w;
+        }
+    }
+    return NULL;
+}
+
+static ex_work *find_work(exi_worker *me) {
+    ex_work *w = exi_deque_take(&me->deque);
+    if (w) return w;
+    if ((w = exi_inbox_pop(&me->inbox))) return w;
+    uint64_t t0 = tracing(me) ? exi_now_ns() : 0;
+    w = steal(me);
+    if (w && tracing(me)) exi_trace_add(&me->trace, EXI_TRACE_STEAL, t0, exi_now_ns());
+    return w;
+}
+
+static bool work_visible(ex_pool *p) {
+    for (unsigned i = 0; i < p->n; i++)
+        if (exi_deque_nonempty(&p->workers[i].deque) || exi_inbox_nonempty(&p->workers[i].inbox)) return true;
+    return false;
+}
+
+static void run_item(exi_worker *me, ex_work *w) {
+    exi_owner_add_u64(&me->stats.executed, 1);
+    if (tracing(me)) {
+        uint64_t t0 = exi_now_ns();
+        w->execute(w);
+        exi_trace_add(&me->trace, EXI_TRACE_RUN, t0, exi_now_ns());
+    } else {
+        w->execute(w);
+    }
+}
+
+static void park(exi_worker *me) {
+    ex_pool *p = me->pool;
+    uint32_t seen = exi_event_value(&me->event);
+    idle_set(p, me->index);
+    exi_barrier_heavy();
+    if (stopping(p) || work_visible(p)) {
+        idle_clear(p, me->index);
+        return;
+    }
+    exi_owner_add_u64(&me->stats.parked, 1);
+    uint64_t t0 = tracing(me) ? exi_now_ns() : 0;
+    exi_event_wait(&me->event, seen);
+    if (tracing(me)) exi_trace_add(&me->trace, EXI_TRACE_PARK, t0, exi_now_ns());
+    /* Bit already cleared: a publisher claimed this worker for its item. */
+    if (!idle_clear(p, me->index)) exi_owner_add_u64(&me->stats.woken, 1);
+}
+
+static void name_and_pin(exi_worker *me) {
+    pthread_setname_np(pthread_self(), me->name);
+    if (!me->pool->pin) return;
+    cpu_set_t allowed, one;
+    if (sched_getaffinity(0, sizeof allowed, &allowed)) return;
+    unsigned seen = 0;
+    for (size_t c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &allowed)) continue;
+        if (seen++ == me->index % (unsigned)CPU_COUNT(&allowed)) {
+            CPU_ZERO(&one);
+            CPU_SET(c, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            return;
+        }
+    }
+}
+
+static bool help_one_of(void *pool);
+
+static void *worker_main(void *arg) {
+    exi_worker *me = arg;
+    ex_pool *p = me->pool;
+    tls_worker = me;
+    exi_this_worker = (exi_worker_slot){.index = (int)me->index, .help_one = help_one_of, .pool = p};
+    name_and_pin(me);
+    while (!stopping(p)) {
+        ex_work *w = find_work(me);
+        for (unsigned r = 0; !w && r < p->spin_rounds && !stopping(p); r++) {
+            for (int k = 0; k < 16; k++) exi_pause();
+            w = find_work(me);
+        }
+        if (w) run_item(me, w);
+        else park(me);
+    }
+    tls_worker = NULL;
+    exi_this_worker = (exi_worker_slot){.index = -1, .help_one = NULL, .pool = NULL};
+    return NULL;
+}
+
+/* ------------------------------------------------------ sync_wait helping */
+
+/* The worker slot's help_one (base/exi_worker.h): sync_wait on a worker
+ * runs its pool's work instead of blocking. */
+static bool help_one_of(void *pool) {
+    exi_worker *me = tls_worker;
+    if (!me || me->pool != pool) return false;
+    ex_work *w = find_work(me);
+    if (!w) return false;
+    run_item(me, w);
+    return true;
+}
+
+ex_work *exi_pool_take_own_if(bool (*accept)(ex_work *w, void *ctx), void *ctx) {
+    exi_worker *me = tls_worker;
+    if (!me) return NULL;
+    ex_work *w = exi_deque_take(&me->deque);
+    if (!w) return NULL;
+    if (accept(w, ctx)) {
+        exi_owner_add_u64(&me->stats.executed, 1);
+        return w;
+    }
+    /* Back where it was (the slot just freed: no growth).  A worker that
+     * looked in this window may have gone to sleep: notify, which wakes one
+     * only if some worker is idle (rare while this deque holds work: the
+     * first push woke it, and a thief steals before it parks). */
+    if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);
+    notify(me->pool);
+    return NULL;
+}
+
+/* -------------------------------------------------------------- scheduler */
+
+static void pool_start(ex_operation *op) {
+    exi_queued_op *o = (exi_queued_op *)op;
+    ex_error e = submit(o->resource, &o->work);
+    if (e.code) ex_set_error(o->r, e);
+}
+
+static const ex_operation_vtable pool_op_vt = { pool_start, NULL };
+
+static ex_error pool_connect(void *self, ex_receiver r, void *storage) {
+    exi_queued_op_init(storage, &pool_op_vt, self, r);
+    return ex_ok();
+}
+
+static ex_error pool_post(void *self, ex_work *w) { return submit(self, w); }
+
+/* From a worker: to the back of its own inbox, which it reads after its
+ * deque, in order; elsewhere like post. */
+static ex_error pool_yield(void *self, ex_work *w) {
+    ex_pool *p = self;
+    exi_worker *me = tls_worker;
+    if (!me || me->pool != p) return submit(p, w);
+    if (stopping(p)) return refused(p);
+    exi_inbox_push(&me->inbox, w);
+    notify(p);
+    return ex_ok();
+}
+
+static ex_error pool_dispatch(void *self, ex_work *w) {
+    exi_worker *me = tls_worker;
+    if (me && me->pool == self) {
+        w->execute(w);
+        return ex_ok();
+    }
+    return submit(self, w);
+}
+
+/* ------------------------------------------------------------------ bulk */
+
+/* Chunks are claimed from a shared counter, so uneven chunks balance
+ * themselves: whoever is free takes the next one.  The caller takes part;
+ * up to n-1 helper items let idle workers join (they are stolen from the
+ * caller's deque like any other work).  The last participant to leave
+ * completes the job.  scratch: [0] next chunk, [1] participants still
+ * inside, [2] chunk count, [3] chunk size. */
+enum { BJ_NEXT, BJ_INSIDE, BJ_CHUNKS, BJ_GRAIN };
+
+static void bulk_leave(ex_bulk_job *job) {
+    if (exi_faa_u64(&job->scratch[BJ_INSIDE], (uint64_t)-1) != 1) return;
+    if (job->extra) ex_deallocate(ex_bulk_job_allocator(job), job->extra, job->extra_size, alignof(ex_bulk_helper));
+    job->extra = NULL;
+    ex_bulk_job_done(job);
+}
+
+static void bulk_participate(ex_bulk_job *job) {
+    uint64_t chunks = job->scratch[BJ_CHUNKS], grain = job->scratch[BJ_GRAIN];
+    for (;;) {
+        uint64_t c = exi_faa_u64(&job->scratch[BJ_NEXT], 1);
+        if (c >= chunks) break;
+        size_t begin = (size_t)(c * grain);  /* < shape: c < chunks */
+        size_t end = job->shape - begin > grain ? begin + (size_t)grain : job->shape;  /* no wrap near SIZE_MAX */
+        if (!ex_bulk_job_run(job, begin, end)) {
+            exi_store_rlx_u64(&job->scratch[BJ_NEXT], chunks);  /* nobody starts another chunk */
+            break;
+        }
+    }
+    bulk_leave(job);
+}
+
+static void bulk_helper_run(ex_work *w) { bulk_participate(((ex_bulk_helper *)(void *)w)->job); }
+/* Dropped at shutdown: the other participants run the chunks. */
+static void bulk_helper_cancel(ex_work *w) { bulk_leave(((ex_bulk_helper *)(void *)w)->job); }
+
+static void pool_bulk(void *self, ex_bulk_job *job) {
+    ex_pool *p = self;
+    uint64_t shape = job->shape;
+    /* Rounded-up divisions written so that a shape near SIZE_MAX cannot
+     * wrap (it once made 0 chunks: a silent no-op). */
+    uint64_t parts = 8ull * p->n;
+    uint64_t grain = job->grain ? job->grain : shape / parts + (shape % parts != 0);
+    if (grain == 0) grain = 1;
+    uint64_t chunks = shape / grain + (shape % grain != 0);
+    uint64_t helpers = chunks > 1 ? chunks - 1 : 0;
+    if (helpers > p->n - 1) helpers = p->n - 1;
+    ex_bulk_helper *h = job->helpers;
+    if (helpers > EX_BULK_INLINE_HELPERS) {
+        size_t bytes = (size_t)helpers * sizeof(ex_bulk_helper);
+        if ((h = ex_allocate(ex_bulk_job_allocator(job), bytes, alignof(ex_bulk_helper)))) {
+            job->extra = h;
+            job->extra_size = bytes;
+        } else {
+            h = job->helpers;  /* fewer helpers: slower, never wrong */
+            helpers = EX_BULK_INLINE_HELPERS;
+        }
+    }
+    job->scratch[BJ_NEXT] = 0;
+    job->scratch[BJ_INSIDE] = helpers + 1;
+    job->scratch[BJ_CHUNKS] = chunks;
+    job->scratch[BJ_GRAIN] = grain;
+    for (uint64_t i = 0; i < helpers; i++) {
+        h[i].job = job;
+        h[i].work.next = NULL;
+        h[i].work.execute = bulk_helper_run;
+        h[i].work.cancel = bulk_helper_cancel;
+        if (submit(p, &h[i].work).code) bulk_leave(job);  /* shutting down: the caller does it all */
+    }
+    bulk_participate(job);
+}
+
+static const ex_allocator *pool_allocator(void *self) { return ((ex_pool *)self)->frame_alloc; }
+
+/* Owning handles (a task holds its scheduler) are counted per worker: a
+ * shared counter, bumped by every task on every worker, was a tenth of a
+ * task benchmark.  A handle may be dropped on another thread than the one
+ * that took it, so single counters go negative; only the sum means
+ * anything, and destroy reads it once the workers are joined and their
+ * counters can no longer move. */
+static void pool_retain(void *self) {
+    ex_pool *p = self;
+    exi_worker *w = tls_worker;
+    if (w && w->pool == p) exi_owner_add_u64(&w->holds, 1);
+    else exi_faa_u32(&p->holders, 1);
+}
+
+/* A drop off the workers while destroy waits wakes it.  `closing` is read
+ * before the drop, while the handle still keeps the pool's memory; a wake
+ * missed that way costs destroy one poll interval.  The wake may reach
+ * memory destroy has just freed: a futex wake on a stale address wakes
+ * nobody who is not ready for a spurious wake-up, so that is safe. */
+static void pool_release(void *self) {
+    ex_pool *p = self;
+    exi_worker *w = tls_worker;
+    if (w && w->pool == p) {
+        exi_owner_add_u64(&w->holds, (uint64_t)-1);
+        return;
+    }
+    bool closing = exi_load_acq_u32(&p->closing);
+    exi_faa_u32(&p->holders, (uint32_t)-1);
+    if (closing) syscall(SYS_futex, &p->holders, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static const ex_scheduler_vtable pool_vt = {
+    .name = "pool",
+    .schedule_op_size = sizeof(exi_queued_op),
+    .schedule_op_align = alignof(exi_queued_op),
+    .schedule_flags = EX_SIGS_STOPPED | EX_SIGS_ERROR,
+    .connect_schedule = pool_connect,
+    .progress = EX_PROGRESS_PARALLEL,
+    .equal = NULL,
+    .post = pool_post,
+    .dispatch = pool_dispatch,
+    .yield = pool_yield,
+    .bulk = pool_bulk,
+    .allocator = pool_allocator,
+    .retain = pool_retain,
+    .release = pool_release,
+};
+
+ex_scheduler ex_pool_scheduler(ex_pool *p) {
+    ex_scheduler s = { &pool_vt, p };
+    return s;
+}
+
+/* ------------------------------------------------------- create / destroy */
+
+unsigned ex_pool_size(const ex_pool *p) { return p ? p->n : 0; }
+
+unsigned exi_pool_size_of(ex_scheduler sch) { return sch.vt == &pool_vt ? ex_pool_size(sch.self) : 0; }
+
+bool exi_pool_post_here(ex_scheduler sch, ex_work *w) {
+    exi_worker *me = tls_worker;
+    if (sch.vt != &pool_vt || !me || me->pool != sch.self) return false;
+    return submit(me->pool, w).code == EX_OK;
+}
+
+uint64_t exi_pool_backlog_here(ex_scheduler sch) {
+    exi_worker *me = tls_worker;
+    if (sch.vt != &pool_vt || !me || me->pool != sch.self) return 0;
+    int64_t n = (int64_t)exi_load_rlx_u64(&me->deque.bottom) - (int64_t)exi_load_rlx_u64(&me->deque.top);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
+int ex_pool_current_worker(const ex_pool *p) {
+    exi_worker *me = tls_worker;
+    return me && me->pool == p ? (int)me->index : -1;
+}
+
+ex_error ex_pool_worker_stats_get(const ex_pool *p, unsigned i, ex_pool_worker_stats *out) {
+    if (!p || !out || i >= p->n) return ex_err(EX_EINVAL, "ex_pool_worker_stats_get: bad pool or worker index");
+    const ex_pool_worker_stats *s = &p->workers[i].stats;
+    out->executed = exi_load_rlx_u64(&s->executed);
+    out->stolen = exi_load_rlx_u64(&s->stolen);
+    out->parked = exi_load_rlx_u64(&s->parked);
+    out->woken = exi_load_rlx_u64(&s->woken);
+    return ex_ok();
+}
+
+static void free_pool(ex_pool *p) {
+    const ex_allocator *a = p->alloc;
+    if (p->workers) {
+        for (unsigned i = 0; i < p->n; i++) {
+            exi_worker *w = &p->workers[i];
+            if (w->deque.array) exi_deque_destroy(&w->deque);
+            if (w->trace.events)
+                ex_deallocate(a, w->trace.events, w->trace.capacity * sizeof(exi_trace_event), alignof(exi_trace_event));
+        }
+        ex_deallocate(a, p->workers, p->n * sizeof(exi_worker), alignof(exi_worker));
+    }
+    if (p->idle) ex_deallocate(a, p->idle, p->idle_words * sizeof(uint64_t), alignof(uint64_t));
+    if (p->trace_path) ex_deallocate(a, p->trace_path, strlen(p->trace_path) + 1, 1);
+    pthread_mutex_destroy(&p->shutdown_mu);
+    exi_jemalloc_park(p->arenas);
+    ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
+}
+
+/* Stops and joins the started workers, then cancels what is queued. */
+static void stop_workers(ex_pool *p) {
+    (void)exi_fas_u32(&p->stopping, 1);
+    for (unsigned i = 0; i < p->n; i++) exi_event_inc(&p->workers[i].event);
+    for (unsigned i = 0; i < p->n; i++)
+        if (p->workers[i].started) pthread_join(p->workers[i].thread, NULL);
+    /* External submitters that passed the gate before `stopping` finish
+     * their push and wake-up; later ones see `stopping` and are refused. */
+    for (unsigned i = 0; i < p->n; i++)
+        while (exi_load_acq_u32(&p->workers[i].inbox.gate)) sched_yield();
+}
+
+/* Cancels every queued item; a cancellation may queue nothing new (the pool
+ * refuses), so one sweep until all queues are empty suffices. */
+static void drain(ex_pool *p) {
+    for (bool any = true; any;) {
+        any = false;
+        for (unsigned i = 0; i < p->n; i++) {
+            exi_worker *w = &p->workers[i];
+            ex_work *item;
+            exi_steal_result r;
+            while ((r = exi_deque_steal(&w->deque, &item)) != EXI_STEAL_EMPTY) {
+                if (r != EXI_STEAL_OK) continue;
+                any = true;
+                if (item->cancel) item->cancel(item);
+                else item->execute(item);
+            }
+            while (exi_inbox_nonempty(&w->inbox)) {
+                if (!(item = exi_inbox_pop(&w->inbox))) { sched_yield(); continue; }
+                any = true;
+                if (item->cancel) item->cancel(item);
+                else item->execute(item);
+            }
+        }
+    }
+}
+
+static void write_trace(ex_pool *p) {
+    if (!p->trace_path) return;
+    exi_trace_buf bufs_stack[64];
+    const char *names_stack[64];
+    exi_trace_buf *bufs = bufs_stack;
+    const char **names = names_stack;
+    bool heap = p->n > 64;
+    if (heap) {
+        bufs = ex_allocate(p->alloc, p->n * sizeof *bufs, alignof(exi_trace_buf));
+        names = ex_allocate(p->alloc, p->n * sizeof *names, alignof(const char *));
+        if (!bufs || !names) {
+            if (bufs) ex_deallocate(p->alloc, bufs, p->n * sizeof *bufs, alignof(exi_trace_buf));
+            if (names) ex_deallocate(p->alloc, (void *)names, p->n * sizeof *names, alignof(const char *));
+            fprintf(stderr, "cexec: out of memory writing the trace %s\n", p->trace_path);
+            return;
+        }
+    }
+    for (unsigned i = 0; i < p->n; i++) {
+        bufs[i] = p->workers[i].trace;
+        names[i] = p->workers[i].name;
+    }
+    if (exi_trace_write(p->trace_path, bufs, names, p->n, p->trace_origin))
+        fprintf(stderr, "cexec: could not write the trace %s\n", p->trace_path);
+    if (heap) {
+        ex_deallocate(p->alloc, bufs, p->n * sizeof *bufs, alignof(exi_trace_buf));
+        ex_deallocate(p->alloc, (void *)names, p->n * sizeof *names, alignof(const char *));
+    }
+}
+
+ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
+    if (!out) return ex_err(EX_EINVAL, "ex_pool_create: out is NULL");
+    *out = NULL;
+    ex_pool_config c = { 0 };
+    if (cfg) c = *cfg;
+    unsigned n = c.threads ? c.threads : ex_default_thread_count();
+    if (n > 4096) return ex_err(EX_EINVAL, "ex_pool_create: more than 4096 threads");
+    const char *prefix = c.name_prefix ? c.name_prefix : "cexec";
+    const char *trace_path = c.trace_path ? c.trace_path : getenv("CEXEC_TRACE");
+    if (trace_path && !trace_path[0]) trace_path = NULL;
+    unsigned trace_cap = c.trace_capacity ? c.trace_capacity : 1u << 16;
+
+    exi_barrier_init();
+    const ex_allocator *a = ex_default_allocator();
+    ex_pool *p = ex_allocate(a, sizeof *p, alignof(ex_pool));
+    if (!p) return ex_err(EX_ENOMEM, "ex_pool_create: out of memory");
+    memset(p, 0, sizeof *p);
+    if (pthread_mutex_init(&p->shutdown_mu, NULL)) {
+        ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
+        return ex_err(EX_EAGAIN, "ex_pool_create: pthread_mutex_init failed");
+    }
+    p->alloc = a;
+    p->frame_alloc = c.allocator;
+    if (!c.allocator && c.frames == EX_POOL_FRAMES_ARENAS) {
+        /* Workers beyond the allocator's 1024 arenas share them (index modulo). */
+        ex_error e = exi_jemalloc_acquire(n < 1024 ? n : 1024, &p->arenas);
+        if (e.code) {
+            pthread_mutex_destroy(&p->shutdown_mu);
+            ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
+            return e;
+        }
+        p->frame_alloc = ex_jemalloc_allocator_get(p->arenas);
+    }
+    p->id = exi_faa_u64(&next_pool_id, 1);
+    p->fork_gen = exi_fork_watch();
+    p->n = n;
+    p->spin_rounds = c.spin_rounds ? c.spin_rounds : DEFAULT_SPIN_ROUNDS;
+    p->pin = c.pin_threads;
+    p->idle_words = (n + 63) / 64;
+    p->idle = ex_allocate(a, p->idle_words * sizeof(uint64_t), alignof(uint64_t));
+    p->workers = ex_allocate(a, n * sizeof(exi_worker), alignof(exi_worker));
+    /* Zeroed before any error path: free_pool reads what was set up. */
+    if (p->idle) memset(p->idle, 0, p->idle_words * sizeof(uint64_t));
+    if (p->workers) memset(p->workers, 0, n * sizeof(exi_worker));
+    else p->n = 0;
+    if (trace_path) {
+        size_t len = strlen(trace_path) + 1;
+        if ((p->trace_path = ex_allocate(a, len, 1))) memcpy(p->trace_path, trace_path, len);
+    }
+    if (!p->idle || !p->workers || (trace_path && !p->trace_path)) {
+        free_pool(p);
+        return ex_err(EX_ENOMEM, "ex_pool_create: out of memory");
+    }
+    for (unsigned i = 0; i < n; i++) {
+        exi_worker *w = &p->workers[i];
+        w->pool = p;
+        w->index = i;
+        w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
+        snprintf(w->name, sizeof w->name, "%s-%u", prefix, i);
+        exi_inbox_init(&w->inbox);
+        exi_event_init(&w->event);
+        ex_error e = exi_deque_init(&w->deque, DEQUE_INITIAL, a);
+        if (!e.code && p->trace_path) {
+            w->trace.events = ex_allocate(a, trace_cap * sizeof(exi_trace_event), alignof(exi_trace_event));
+            w->trace.capacity = trace_cap;
+            if (!w->trace.events) e = ex_err(EX_ENOMEM, "ex_pool_create: out of memory for the trace");
+        }
+        if (e.code) {
+            free_pool(p);
+            return e;
+        }
+    }
+    p->trace_origin = exi_now_ns();
+    for (unsigned i = 0; i < n; i++) {
+        exi_worker *w = &p->workers[i];
+        if (pthread_create(&w->thread, NULL, worker_main, w)) {
+            stop_workers(p);
+            free_pool(p);
+            return ex_err(EX_EAGAIN, "ex_pool_create: pthread_create failed");
+        }
+        w->started = true;
+    }
+    *out = p;
+    return ex_ok();
+}
+
+/* EX_EINVAL when p may not be shut down or destroyed from here. */
+static ex_error check_owner_call(ex_pool *p, const char *forked_msg, const char *worker_msg) {
+    if (forked(p)) return ex_err(EX_EINVAL, forked_msg);
+    if (tls_worker && tls_worker->pool == p) return ex_err(EX_EINVAL, worker_msg);
+    return ex_ok();
+}
+
+ex_error ex_pool_shutdown(ex_pool *p) {
+    if (!p) return ex_err(EX_EINVAL, "ex_pool_shutdown: NULL pool");
+    ex_error e = check_owner_call(p, "ex_pool_shutdown: the pool was created before fork(), in another process",
+                                  "ex_pool_shutdown: called on one of the pool's own workers");
+    if (e.code) return e;
+    /* A cancellation this shutdown runs, calling it again: it is under way
+     * here, and ends when the outer call returns (the lock is not
+     * recursive; waiting for it here would wait for ever). */
+    if (exi_load_rlx_ptr((void *const *)&p->shutting_thread) == exi_thread_id()) return ex_ok();
+    pthread_mutex_lock(&p->shutdown_mu);
+    if (!p->shut) {
+        exi_store_rlx_ptr((void **)&p->shutting_thread, (void *)(uintptr_t)exi_thread_id());
+        stop_workers(p);
+        drain(p);
+        write_trace(p);
+        p->shut = true;
+        exi_store_rlx_ptr((void **)&p->shutting_thread, NULL);
+    }
+    pthread_mutex_unlock(&p->shutdown_mu);
+    return ex_ok();
+}
+
+ex_error ex_pool_destroy(ex_pool *p) {
+    if (!p) return ex_err(EX_EINVAL, "ex_pool_destroy: NULL pool");
+    ex_error e = check_owner_call(p, "ex_pool_destroy: the pool was created before fork(), in another process",
+                                  "ex_pool_destroy: called on one of the pool's own workers");
+    if (e.code) return e;
+    if (exi_load_rlx_ptr((void *const *)&p->shutting_thread) == exi_thread_id())
+        return ex_err(EX_EBUSY, "ex_pool_destroy: called from a cancellation the pool's own shutdown runs");
+    e = ex_pool_shutdown(p);
+    if (e.code) return e;
+    /* Owning handles keep the memory: wait for the last one.  The workers
+     * are joined, so their counts are final; only outside drops move. */
+    exi_store_rel_u32(&p->closing, 1);
+    int64_t on_workers = 0;
+    for (unsigned i = 0; i < p->n; i++) on_workers += (int64_t)exi_load_rlx_u64(&p->workers[i].holds);
+    for (;;) {
+        uint32_t h = exi_load_acq_u32(&p->holders);
+        if ((int64_t)(int32_t)h + on_workers == 0) break;
+        struct timespec poll = { 0, 10 * 1000 * 1000 };  /* a drop that read `closing` too early */
+        syscall(SYS_futex, &p->holders, FUTEX_WAIT_PRIVATE, h, &poll, NULL, 0);
+    }
+    free_pool(p);
+    return ex_ok();
+}

@@ -1,0 +1,935 @@
+/* algo_loops: ex_for_each_index, ex_transform and ex_transform_f64
+ * (cexec/algorithms.h) on every kind of scheduler: every index is visited
+ * exactly once, in ranges of the grain; the first error of the function is
+ * the result and stops further ranges; stop requests; completion on the
+ * scheduler's agents; argument checks.  No timing assertions. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/algo_helpers.h"
+
+TEST_SUITE(algo_loops, 120);
+
+/* ========================================================= for_each_index */
+
+typedef struct fe_ctx {
+    size_t n, grain;
+    ex_pool *pool;
+    const void *expect_thread;     /* every range on this thread, if set */
+    const void *avoid_thread;      /* no range on this thread, if set */
+    atomic_uchar *hits;
+    atomic_long ranges, indices;
+    atomic_int bad_range, off_pool, wrong_thread, twice;
+    size_t fail_at;                /* the range containing it fails (SIZE_MAX: never) */
+    ex_error fail_err;
+    size_t stop_at;                /* the range containing it requests stop */
+    ex_stop_source *stop;
+} fe_ctx;
+
+static void fe_init(fe_ctx *c, size_t n, size_t grain, ex_pool *p) {
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    c->grain = grain;
+    c->pool = p;
+    c->hits = xmalloc(n ? n : 1);
+    for (size_t i = 0; i < n; i++) atomic_init(&c->hits[i], 0);
+    c->fail_at = c->stop_at = SIZE_MAX;
+}
+
+static void fe_fini(fe_ctx *c) { free((void *)c->hits); }
+
+static ex_error fe_fn(void *ctx, size_t begin, size_t end) {
+    fe_ctx *c = ctx;
+    atomic_fetch_add(&c->ranges, 1);
+    if (begin >= end || end > c->n) {
+        atomic_store(&c->bad_range, 1);
+        return ex_ok();
+    }
+    if (c->grain && (begin % c->grain != 0 || (end - begin != c->grain && end != c->n)))
+        atomic_store(&c->bad_range, 1);
+    if (c->pool && ex_pool_current_worker(c->pool) < 0) atomic_store(&c->off_pool, 1);
+    if (c->expect_thread && test_thread_id() != c->expect_thread) atomic_store(&c->wrong_thread, 1);
+    if (c->avoid_thread && test_thread_id() == c->avoid_thread) atomic_store(&c->wrong_thread, 1);
+    for (size_t i = begin; i < end; i++)
+        if (atomic_fetch_add_explicit(&c->hits[i], 1, memory_order_relaxed)) atomic_store(&c->twice, 1);
+    atomic_fetch_add(&c->indices, (long)(end - begin));
+    if (c->stop_at >= begin && c->stop_at < end) ex_stop_source_request_stop(c->stop);
+    if (c->fail_at >= begin && c->fail_at < end) return c->fail_err;
+    return ex_ok();
+}
+
+static void fe_expect_each_once(fe_ctx *c, const char *what) {
+    cr_assert_eq(atomic_load(&c->bad_range), 0, "%s n=%zu grain %zu: a range was empty, past n or not of the grain",
+                 what, c->n, c->grain);
+    cr_assert_eq(atomic_load(&c->twice), 0, "%s n=%zu grain %zu: an index was visited twice", what, c->n, c->grain);
+    for (size_t i = 0; i < c->n; i++)
+        cr_assert_eq(atomic_load(&c->hits[i]), 1, "%s n=%zu grain %zu: index %zu visited %d times", what, c->n, c->grain,
+                     i, atomic_load(&c->hits[i]));
+    cr_assert_eq(atomic_load(&c->indices), (long)c->n);
+    if (c->grain)
+        cr_assert_eq(atomic_load(&c->ranges), (long)((c->n + c->grain - 1) / c->grain), "%s: ranges of the grain", what);
+    cr_assert_eq(atomic_load(&c->off_pool), 0, "%s: a range ran outside the pool", what);
+    cr_assert_eq(atomic_load(&c->wrong_thread), 0, "%s: a range ran on the wrong thread", what);
+}
+
+static void run_fe(algo_sched *a, fe_ctx *c, arec *r) {
+    ex_sender *s = ex_for_each_index(a->sch, c->n, c->grain, fe_fn, c);
+    cr_assert_eq(ex_sender_status(s).code, 0, "%s: %s", a->name, ex_sender_status(s).msg ? ex_sender_status(s).msg : "");
+    as_run(a, s, r);
+    ex_sender_release(s);
+}
+
+static void fe_every_size(as_kind k) {
+    algo_sched a;
+    as_init(&a, k);
+    for (size_t j = 0; j <= algo_nsizes; j++) {
+        size_t n = j < algo_nsizes ? algo_sizes[j] : ALGO_HUGE;
+        size_t grains[] = { 0, 1, 7, n / 3 + 1, n + 5 };
+        for (size_t g = 0; g < sizeof grains / sizeof grains[0]; g++) {
+            fe_ctx c;
+            fe_init(&c, n, grains[g], a.pool);
+            if (k == AS_INLINE || k == AS_RUN_LOOP) c.expect_thread = test_thread_id();
+            if (k == AS_STC) c.avoid_thread = test_thread_id();
+            arec r;
+            arec_init(&r, a.pool);
+            run_fe(&a, &c, &r);
+            algo_expect_value(&r, 0, a.name);
+            fe_expect_each_once(&c, a.name);
+            if (grains[g] > n && n) cr_assert_eq(atomic_load(&c.ranges), 1, "a grain above n is one range");
+            if (a.pool) cr_assert_geq(r.worker, 0, "%s: completes on a worker", a.name);
+            fe_fini(&c);
+        }
+    }
+    as_fini(&a);
+    expect_no_leaks();
+}
+
+Test(algo_loops, for_each_every_size_and_grain_inline) { fe_every_size(AS_INLINE); }
+Test(algo_loops, for_each_every_size_and_grain_run_loop) { fe_every_size(AS_RUN_LOOP); }
+Test(algo_loops, for_each_every_size_and_grain_single_thread_context) { fe_every_size(AS_STC); }
+Test(algo_loops, for_each_every_size_and_grain_pool1) { fe_every_size(AS_POOL1); }
+Test(algo_loops, for_each_every_size_and_grain_pool2) { fe_every_size(AS_POOL2); }
+Test(algo_loops, for_each_every_size_and_grain_pool4) { fe_every_size(AS_POOL4); }
+
+Test(algo_loops, for_each_default_grain_gives_several_ranges_on_a_pool) {
+    algo_sched a;
+    as_init(&a, AS_POOL4);
+    fe_ctx c;
+    fe_init(&c, 100000, 0, a.pool);
+    arec r;
+    arec_init(&r, a.pool);
+    run_fe(&a, &c, &r);
+    algo_expect_value(&r, 0, a.name);
+    fe_expect_each_once(&c, a.name);
+    long ranges = atomic_load(&c.ranges);
+    cr_assert_geq(ranges, 4, "the default grain must give every worker something (%ld ranges)", ranges);
+    cr_assert_leq(ranges, 100000);
+    fe_fini(&c);
+    as_fini(&a);
+    expect_no_leaks();
+}
+
+static void fe_error(as_kind k) {
+    static int payload;
+    algo_sched a;
+    as_init(&a, k);
+    bool serial = a.kind == AS_INLINE || a.kind == AS_RUN_LOOP || a.kind == AS_STC || a.kind == AS_POOL1;
+    /* an early range fails */
+    fe_ctx c;
+    fe_init(&c, 200000, 1, a.pool);
+    c.fail_at = 10;
+    c.fail_err = ex_err_data(EX_EUSER + 42, "range ten failed", &payload);
+    arec r;
+    arec_init(&r, a.pool);
+    run_fe(&a, &c, &r);
+    cr_assert_eq(atomic_load(&r.errors), 1, "%s: expected set_error, values %d stops %d", a.name,
+                 atomic_load(&r.values), atomic_load(&r.stops));
+    cr_assert_eq(r.err.code, EX_EUSER + 42);
+    cr_assert_str_eq(r.err.msg, "range ten failed");
+    cr_assert_eq(r.err.data, &payload);
+    cr_assert_eq(atomic_load(&c.hits[10]), 1);
+    cr_assert_eq(atomic_load(&c.twice), 0);
+    if (serial)
+        cr_assert_eq(atomic_load(&c.ranges), 11, "%s: one agent: no range starts after the failing one (%ld ran)",
+                     a.name, atomic_load(&c.ranges));
+    else
+        cr_assert_lt(atomic_load(&c.ranges), 200000, "%s: every range ran although range 10 failed", a.name);
+    fe_fini(&c);
+
+    /* the last range fails; an error without a message gets one */
+    fe_init(&c, 1000, 7, a.pool);
+    c.fail_at = 999;
+    c.fail_err.code = EX_EUSER + 1;
+    arec_init(&r, a.pool);
+    run_fe(&a, &c, &r);
+    cr_assert_eq(atomic_load(&r.errors), 1, "%s", a.name);
+    cr_assert_eq(r.err.code, EX_EUSER + 1);
+    cr_assert_not_null(r.err.msg, "an error without a message gets one");
+    cr_assert_eq(atomic_load(&c.twice), 0);
+    fe_fini(&c);
+
+    /* the first range fails */
+    fe_init(&c, 5000, 3, a.pool);
+    c.fail_at = 0;
+    c.fail_err = ex_err(EX_EUSER + 7, "first");
+    arec_init(&r, a.pool);
+    run_fe(&a, &c, &r);
+    cr_assert_eq(atomic_load(&r.errors), 1);
+    cr_assert_eq(r.err.code, EX_EUSER + 7);
+    fe_fini(&c);
+    as_fini(&a);
+    expect_no_leaks();
+}
+
+Test(algo_loops, for_each_error_inline) { fe_error(AS_INLINE); }
+Test(algo_loops, for_each_error_run_loop) { fe_error(AS_RUN_LOOP); }
+Test(algo_loops, for_each_error_single_thread_context) { fe_error(AS_STC); }
+Test(algo_loops, for_each_error_pool1) { fe_error(AS_POOL1); }
+Test(algo_loops, for_each_error_pool2) { fe_error(AS_POOL2); }
+Test(algo_loops, for_each_error_pool4) { fe_error(AS_POOL4); }
+
+/* An error from every range at once, on a pool: one of them is the result. */
+static ex_error always_fail(void *ctx, size_t begin, size_t end) {
+    atomic_fetch_add((atomic_long *)ctx, (long)(end - begin));
+    return ex_err(EX_EUSER + (int)(begin % 5), "every range fails");
+}
+
+Test(algo_loops, for_each_every_range_failing_completes_once_with_one_of_the_errors) {
+    algo_sched a;
+    as_init(&a, AS_POOL4);
+    for (int rep = 0; rep < 20; rep++) {
+        atomic_long ran = 0;
+        ex_sender *s = ex_for_each_index(a.sch, 10000, 1, always_fail, &ran);
+        arec r;
+        as_run_plain(&a, s, &r);
+        cr_assert_eq(atomic_load(&r.errors), 1);
+        cr_assert(r.err.code >= EX_EUSER && r.err.code < EX_EUSER + 5);
+        cr_assert_str_eq(r.err.msg, "every range fails");
+        cr_assert_lt(atomic_load(&ran), 10000);
+        ex_sender_release(s);
+    }
+    as_fini(&a);
+    expect_no_leaks();
+}
+
+static void fe_stop(as_kind k) {
+    algo_sched a;
+    as_init(&a, k);
+    bool serial = a.kind == AS_INLINE || a.kind == AS_RUN_LOOP || a.kind == AS_STC || a.kind == AS_POOL1;
+    /* requested from inside the body */
+    fe_ctx c;
+    fe_init(&c, 100000, 1, a.pool);
+    arec r;
+    arec_init(&r, a.pool);
+    arec_with_stop(&r);
+    c.stop_at = 20;
+    c.stop = &r.stop;
+    run_fe(&a, &c, &r);
+    cr_assert_eq(atomic_load(&r.stops), 1, "%s: a stop requested in the body completes set_stopped (values %d errors %d)",
+                 a.name, atomic_load(&r.values), atomic_load(&r.errors));
+    cr_assert_eq(atomic_load(&c.twice), 0);
+    if (serial)
+        cr_assert_eq(atomic_load(&c.ranges), 21, "%s: no range starts after the stop request (%ld ran)", a.name,
+                     atomic_load(&c.ranges));
+    else
+        cr_assert_lt(atomic_load(&c.ranges), 100000, "%s: every range ran although stopped", a.name);
+    fe_fini(&c);
+
+    /* requested before start: nothing runs */
+    static const size_t sizes[] = { 0, 1, 1000 };
+    for (int j = 0; j < 3; j++) {
+        fe_init(&c, sizes[j], 0, a.pool);
+        arec_init(&r, a.pool);
+        arec_with_stop(&r);
+        ex_stop_source_request_stop(&r.stop);
+        run_fe(&a, &c, &r);
+        cr_assert_eq(atomic_load(&r.stops), 1, "%s n=%zu: stopped before start", a.name, sizes[j]);
+        cr_assert_eq(atomic_load(&c.ranges), 0, "%s: a range ran although stop was requested before start", a.name);
+        fe_fini(&c);
+    }
+    as_fini(&a);
+    expect_no_leaks();
+}
+
+Test(algo_loops, for_each_stop_inline) { fe_stop(AS_INLINE); }
+Test(algo_loops, for_each_stop_run_loop) { fe_stop(AS_RUN_LOOP); }
+Test(algo_loops, for_each_stop_single_thread_context) { fe_stop(AS_STC); }
+Test(algo_loops, for_each_stop_pool1) { fe_stop(AS_POOL1); }
+Test(algo_loops, for_each_stop_pool2) { fe_stop(AS_POOL2); }
+Test(algo_loops, for_each_stop_pool4) { fe_stop(AS_POOL4); }
+
+/* A body that blocks until another thread requested stop. */
+typedef struct ext_stop {
+    ex_stop_source *src;
+    atomic_int reached, requested, timed_out;
+    atomic_long ranges;
+} ext_stop;
+
+static ex_error ext_body(void *ctx, size_t begin, size_t end) {
+    (void)end;
+    ext_stop *e = ctx;
+    atomic_fetch_add(&e->ranges, 1);
+    if (begin == 0) {
+        atomic_store(&e->reached, 1);
+        double stop_at = algo_now() + 20;
+        while (!atomic_load(&e->requested) && algo_now() < stop_at) sched_yield();
+        if (!atomic_load(&e->requested)) atomic_store(&e->timed_out, 1);
+    }
+    return ex_ok();
+}
+
+static void *ext_stopper(void *p) {
+    ext_stop *e = p;
+    double end = algo_now() + 20;
+    while (!atomic_load(&e->reached) && algo_now() < end) sched_yield();
+    ex_stop_source_request_stop(e->src);
+    atomic_store(&e->requested, 1);
+    return NULL;
+}
+
+Test(algo_loops, for_each_stop_from_another_thread_on_a_pool) {
+    for (int k = AS_POOL1; k <= AS_POOL4; k++) {
+        algo_sched a;
+        as_init(&a, (as_kind)k);
+        arec r;
+        arec_init(&r, a.pool);
+        arec_with_stop(&r);
+        ext_stop e;
+        memset(&e, 0, sizeof e);
+        e.src = &r.stop;
+        /* The other workers may run many short ranges while range 0 blocks,
+         * but not a million of them before the stop request. */
+        ex_sender *s = ex_for_each_index(a.sch, 1000000, 1, ext_body, &e);
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, ext_stopper, &e), 0);
+        as_run(&a, s, &r);
+        pthread_join(th, NULL);
+        cr_assert_eq(atomic_load(&e.timed_out), 0);
+        cr_assert_eq(atomic_load(&r.stops), 1, "%s: values %d errors %d", a.name, atomic_load(&r.values),
+                     atomic_load(&r.errors));
+        cr_assert_geq(r.worker, 0);
+        ex_sender_release(s);
+        as_fini(&a);
+    }
+    expect_no_leaks();
+}
+
+/* A body that runs a reduction on the same pool and waits for it (the wait
+ * runs the pool's work instead of blocking the worker). */
+typedef struct nest_ctx {
+    ex_pool *pool;
+    const int64_t *data;
+    size_t len;
+    int64_t want;
+    atomic_int bad;
+} nest_ctx;
+
+static ex_error nest_body(void *ctx, size_t begin, size_t end) {
+    nest_ctx *c = ctx;
+    for (size_t i = begin; i < end; i++) {
+        ex_result r = ex_sync_wait(ex_reduce_i64(ex_pool_scheduler(c->pool), c->data, c->len, (int64_t)i));
+        if (r.disposition != EX_DISP_VALUE || r.values[0].as.i != (int64_t)((uint64_t)c->want + i))
+            atomic_store(&c->bad, 1);
+        ex_result_destroy(&r);
+    }
+    return ex_ok();
+}
+
+Test(algo_loops, for_each_body_can_wait_for_a_reduction_on_the_same_pool) {
+    for (int k = AS_POOL1; k <= AS_POOL4; k++) {
+        algo_sched a;
+        as_init(&a, (as_kind)k);
+        nest_ctx c;
+        memset(&c, 0, sizeof c);
+        c.pool = a.pool;
+        c.len = 3 * ALGO_TILE + 1;
+        int64_t *data = xmalloc(c.len * 8);
+        fill_i64(data, c.len, 5);
+        c.data = data;
+        c.want = ref_sum_i64(data, c.len, 0);
+        ex_sender *s = ex_for_each_index(a.sch, 24, 1, nest_body, &c);
+        arec r;
+        as_run_plain(&a, s, &r);
+        algo_expect_value(&r, 0, a.name);
+        cr_assert_eq(atomic_load(&c.bad), 0, "%s: a nested reduction gave a wrong result", a.name);
+        ex_sender_release(s);
+        free(data);
+        as_fini(&a);
+    }
+    expect_no_leaks();
+}
+
+Test(algo_loops, for_each_sender_is_multi_shot) {
+    algo_sched a;
+    as_init(&a, AS_POOL2);
+    fe_ctx c;
+    fe_init(&c, 3000, 10, a.pool);
+    ex_sender *s = ex_for_each_index(a.sch, 3000, 10, fe_fn, &c);
+    for (int rep = 0; rep < 3; rep++) {
+        arec r;
+        as_run_plain(&a, s, &r);
+        algo_expect_value(&r, 0, "reuse");
+        cr_assert_eq(atomic_load(&c.indices), 3000L * (rep + 1));
+    }
+    for (size_t i = 0; i < 3000; i++) cr_assert_eq(atomic_load(&c.hits[i]), 3);
+    ex_sender_release(s);
+    fe_fini(&c);
+    as_fini(&a);
+    expect_no_leaks();
+}
+
+static ex_error nop_body(void *ctx, size_t b, size_t e) {
+    (void)b, (void)e;
+    atomic_fetch_add((atomic_long *)ctx, 1);
+    return ex_ok();
+}
+
+Test(algo_loops, for_each_bad_arguments_give_einval) {
+    ex_scheduler bad = { NULL, NULL };
+    algo_expect_einval(ex_for_each_index(bad, 10, 0, nop_body, NULL), "ex_for_each_index", "invalid scheduler");
+    algo_expect_einval(ex_for_each_index(ex_inline_scheduler(), 10, 0, NULL, NULL), "ex_for_each_index", "NULL fn");
+    algo_expect_einval(ex_for_each_index(ex_inline_scheduler(), 0, 1, NULL, NULL), "ex_for_each_index", "NULL fn, n 0");
+    expect_no_leaks();
+}
+
+/* for_each and transform allocate nothing per run. */
+static double twice_plus_one(void *ctx, double x) {
+    (void)ctx;
+    return 2 * x + 1;
+}
+
+static void loops_allocate_nothing(as_kind k) {
+    algo_sched a;
+    as_init(&a, k);
+    size_t n = 50000;
+    double *in = xmalloc(n * 8), *out = xmalloc(n * 8);
+    fill_f64_int(in, n, 3);
+    atomic_long calls = 0;
+    ex_sender *s[2] = { ex_for_each_index(a.sch, n, 0, nop_body, &calls),
+                        ex_transform_f64(a.sch, in, out, n, twice_plus_one, NULL) };
+    for (int b = 0; b < 2; b++) {
+        size_t size = ex_sender_op_size(s[b]), align = ex_sender_op_align(s[b]);
+        void *storage = NULL;
+        cr_assert_eq(posix_memalign(&storage, align < sizeof(void *) ? sizeof(void *) : align, size), 0);
+        for (int run = 0; run < 3; run++) {
+            arec r;
+            arec_init(&r, a.pool);
+            long before = test_alloc_count();
+            ex_operation *op = NULL;
+            cr_assert_eq(ex_connect(s[b], arec_receiver(&r), storage, size, &op).code, 0);
+            ex_start(op);
+            cr_assert(algo_wait(&r, NULL, 30.0));
+            ex_operation_destroy(op);
+            long made = test_alloc_count() - before;
+            cr_assert_eq(made, 0, "%s builder %d: %ld allocation(s) per run", a.name, b, made);
+            algo_expect_value(&r, 0, a.name);
+        }
+        free(storage);
+        ex_sender_release(s[b]);
+    }
+    for (size_t i = 0; i < n; i++) cr_assert(out[i] == 2 * in[i] + 1);
+    free(in), free(out);
+    as_fini(&a);
+    expect_no_leaks();
+}
+
+Test(algo_loops, for_each_and_transform_allocate_nothing_per_run_inline) { loops_allocate_nothing(AS_INLINE); }
+Test(algo_loops, for_each_and_transform_allocate_nothing_per_run_pool4) { loops_allocate_nothing(AS_POOL4); }
+
+/* Building can run out of memory: EX_ENOMEM, or the exact result. */
+Test(algo_loops, oom_sweep) {
+    algo_sched a;
+    as_init(&a, AS_POOL2);
+    size_t n = 20000;
+    double *in = xmalloc(n * 8), *out = xmalloc(n * 8);
+    fill_f64_int(in, n, 77);
+    long base = test_stats.in_use;
+    for (int which = 0; which < 2; which++) {
+        bool clean = false;
+        for (long k = 1; k <= 100 && !clean; k++) {
+            fe_ctx c;
+            fe_init(&c, n, 0, a.pool);
+            long failed_before = test_stats.failed;
+            test_alloc_fail_at(k);
+            ex_result r = ex_sync_wait(which ? ex_for_each_index(a.sch, n, 0, fe_fn, &c)
+                                             : ex_transform_f64(a.sch, in, out, n, twice_plus_one, NULL));
+            bool failed = test_stats.failed != failed_before;
+            test_alloc_fail_at(0);
+            if (r.disposition == EX_DISP_ERROR) {
+                cr_assert_eq(r.error.code, EX_ENOMEM, "k=%ld: %d", k, r.error.code);
+                cr_assert(failed);
+            } else {
+                cr_assert_eq(r.disposition, EX_DISP_VALUE);
+                if (which) fe_expect_each_once(&c, "oom sweep");
+                else
+                    for (size_t i = 0; i < n; i++) cr_assert(out[i] == 2 * in[i] + 1, "k=%ld: out[%zu]", k, i);
+                clean = !failed;
+            }
+            ex_result_destroy(&r);
+            fe_fini(&c);
+            cr_assert_eq(test_stats.in_use, base, "k=%ld: leaked", k);
+        }
+        cr_assert(clean);
+    }
+    free(in), free(out);
+    as_fini(&a);
+    expect_no_leaks();
+}
+
+Test(algo_loops, for_each_on_a_shut_down_pool_completes_with_eshutdown_or_stopped) {
+    for (unsigned threads = 1; threads <= 4; threads *= 2) {
+        ex_pool *p = algo_pool_new(threads);
+        atomic_long calls = 0;
+        ex_sender *s = ex_for_each_index(ex_pool_scheduler(p), 100000, 0, nop_body, &calls);
+        cr_assert_eq(ex_pool_shutdown(p).code, 0);
+        arec r;
+        arec_init(&r, p);
+        ex_operation *op;
+        cr_assert_eq(ex_connect_alloc(s, arec_receiver(&r), &op).code, 0);
+        ex_start(op);
+        cr_assert(algo_wait(&r, NULL, 20.0), "pool(%u): hangs after shutdown", threads);
+        cr_assert_eq(atomic_load(&r.values), 0);
+        if (atomic_load(&r.errors)) cr_assert_eq(r.err.code, EX_ESHUTDOWN);
+        cr_assert_eq(atomic_load(&calls), 0);
+        ex_operation_free(op);
+
+        /* shut down while ranges run */
+        ex_pool *q = algo_pool_new(threads);
+        ex_sender *s2 = ex_for_each_index(ex_pool_scheduler(q), 1000000, 1, nop_body, &calls);
+        arec_init(&r, q);
+        cr_assert_eq(ex_connect_alloc(s2, arec_receiver(&r), &op).code, 0);
+        ex_start(op);
+        cr_assert_eq(ex_pool_shutdown(q).code, 0);
+        cr_assert(algo_wait(&r, NULL, 20.0), "pool(%u): hangs when shut down during the loop", threads);
+        sched_yield();
+        cr_assert_eq(atomic_load(&r.total), 1);
+        if (atomic_load(&r.errors)) cr_assert_eq(r.err.code, EX_ESHUTDOWN);
+        ex_operation_free(op);
+        ex_sender_release(s2);
+        algo_pool_free(q);
+        ex_sender_release(s);
+        algo_pool_free(p);
+    }
+    expect_no_leaks();
+}
+
+/* ============================================================== transform */
+
+typedef struct tf_ctx {
+    const unsigned char *base;     /* the input array, to find the index */
+    size_t in_size, n;
+    ex_pool *pool;
+    atomic_uchar *hits;
+    atomic_int bad, off_pool;
+} tf_ctx;
+
+static void tf_init(tf_ctx *c, const void *base, size_t in_size, size_t n, ex_pool *p) {
+    memset(c, 0, sizeof *c);
+    c->base = base;
+    c->in_size = in_size;
+    c->n = n;
+    c->pool = p;
+    c->hits = xmalloc(n ? n : 1);
+    for (size_t i = 0; i < n; i++) atomic_init(&c->hits[i], 0);
+}
+
+static size_t tf_note(tf_ctx *c, const void *x) {
+    size_t off = (size_t)((const unsigned char *)x - c->base);
+    if (off % c->in_size || off / c->in_size >= c->n) {
+        atomic_store(&c->bad, 1);
+        return 0;
+    }
+    size_t i = off / c->in_size;
+    if (atomic_fetch_add(&c->hits[i], 1)) atomic_store(&c->bad, 1);
+    if (c->pool && ex_pool_current_worker(c->pool) < 0) atomic_store(&c->off_pool, 1);
+    return i;
+}
+
+static void tf_expect_each_once(tf_ctx *c, const char *what) {
+    cr_assert_eq(atomic_load(&c->bad), 0, "%s n=%zu: an element was transformed twice or out of range", what, c->n);
+    for (size_t i = 0; i < c->n; i++)
+        cr_assert_eq(atomic_load(&c->hits[i]), 1, "%s n=%zu: element %zu transformed %d times", what, c->n, i,
+                     atomic_load(&c->hits[i]));
+    cr_assert_eq(atomic_load(&c->off_pool), 0, "%s: transformed outside the pool", what);
+}
+
+/* int32 -> int64: y = x * x - index */
+static void sq_fn(void *ctx, const void *x, void *y) {
+    tf_ctx *c = ctx;
+    size_t i = tf_note(c, x);
+    int32_t v;
+    memcpy(&v, x, 4);
+    int64_t r = (int64_t)v * v - (int64_t)i;
+    memcpy(y, &r, 8);
+}
+
+/* 200 bytes -> 1 byte: a checksum */
+static void sum8_fn(void *ctx, const void *x, void *y) {
+    tf_note(ctx, x);
+    const unsigned char *p = x;
+    unsigned s = 0;
+    for (int k = 0; k < 200; k++) s = s * 31 + p[k];
+    *(unsigned char *)y = (unsigned char)s;
+}
+
+/* 1 byte -> 200 bytes: the byte spread out */
+static void spread_fn(void *ctx, const void *x, void *y) {
+    tf_note(ctx, x);
+    unsigned char v = *(const unsigned char *)x;
+    unsigned char *q = y;
+    for (int k = 0; k < 200; k++) q[k] = (unsigned char)(v + k);
+}
+
+/* 8 -> 8 bytes, for in place: y = ~x */
+static void not_fn(void *ctx, const void *x, void *y) {
+    tf_note(ctx, x);
+    uint64_t v;
+    memcpy(&v, x, 8);
+    v = ~v;
+    memcpy(y, &v, 8);
+}
+
+static double f64_fn(void *ctx, double x) {
+    const double *scale = ctx;
+    return x * *scale + 0.5;
+}
+
+static void run_tf(algo_sched *a, ex_sender *s, const char *what) {
+    cr_assert_eq(ex_sender_status(s).code, 0, "%s %s: %s", a->name, what,
+                 ex_sender_status(s).msg ? ex_sender_status(s).msg : "");
+    arec r;
+    as_run_plain(a, s, &r);
+    algo_expect_value(&r, 0, what);
+    if (a->pool) cr_assert_geq(r.worker, 0, "%s: completes on a worker", a->name);
+    ex_sender_release(s);
+}
+
+static void transform_every_size(as_kind k) {
+    algo_sched a;
+    as_init(&a, k);
+    for (size_t j = 0; j <= algo_nsizes; j++) {
+        size_t n = j < algo_nsizes ? algo_sizes[j] : ALGO_HUGE;
+        /* the double form */
+        double *din = xmalloc(n * 8), *dout = xmalloc(n * 8);
+        fill_f64_mixed(din, n, 60 + j);
+        double scale = -3.0;
+        run_tf(&a, ex_transform_f64(a.sch, din, dout, n, f64_fn, &scale), "ex_transform_f64");
+        for (size_t i = 0; i < n; i++)
+            cr_assert(dout[i] == din[i] * scale + 0.5, "%s n=%zu: out[%zu] = %g", a.name, n, i, dout[i]);
+        /* in place */
+        memcpy(dout, din, n * 8);
+        run_tf(&a, ex_transform_f64(a.sch, dout, dout, n, f64_fn, &scale), "ex_transform_f64 in place");
+        for (size_t i = 0; i < n; i++) cr_assert(dout[i] == din[i] * scale + 0.5, "%s n=%zu in place: out[%zu]", a.name, n, i);
+        free(din), free(dout);
+
+        /* int32 -> int64 */
+        int32_t *in = xmalloc(n * 4);
+        int64_t *out = xmalloc(n * 8);
+        for (size_t i = 0; i < n; i++) in[i] = (int32_t)(i * 2654435761u);
+        tf_ctx c;
+        tf_init(&c, in, 4, n, a.pool);
+        run_tf(&a, ex_transform(a.sch, in, 4, out, 8, n, sq_fn, &c), "ex_transform 4->8");
+        tf_expect_each_once(&c, a.name);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(out[i], (int64_t)in[i] * in[i] - (int64_t)i, "%s n=%zu: out[%zu]", a.name, n, i);
+        free((void *)c.hits);
+
+        /* 8 -> 8 in place */
+        uint64_t *buf = (uint64_t *)(void *)out;
+        for (size_t i = 0; i < n; i++) buf[i] = i * 0x9e3779b97f4a7c15ull;
+        tf_init(&c, buf, 8, n, a.pool);
+        run_tf(&a, ex_transform(a.sch, buf, 8, buf, 8, n, not_fn, &c), "ex_transform in place");
+        tf_expect_each_once(&c, a.name);
+        for (size_t i = 0; i < n; i++) cr_assert_eq(buf[i], ~(i * 0x9e3779b97f4a7c15ull), "%s in place: out[%zu]", a.name, i);
+        free((void *)c.hits);
+        free(in), free(out);
+    }
+    /* large and 1-byte elements */
+    static const size_t wide[] = { 0, 1, 255, 256, 257, 5000 };
+    for (size_t j = 0; j < sizeof wide / sizeof wide[0]; j++) {
+        size_t n = wide[j];
+        unsigned char *big = xmalloc(n * 200), *small = xmalloc(n ? n : 1), *big2 = xmalloc(n * 200);
+        uint64_t seed = 70 + j;
+        for (size_t i = 0; i < n * 200; i++) big[i] = (unsigned char)algo_rand(&seed);
+        tf_ctx c;
+        tf_init(&c, big, 200, n, a.pool);
+        run_tf(&a, ex_transform(a.sch, big, 200, small, 1, n, sum8_fn, &c), "ex_transform 200->1");
+        tf_expect_each_once(&c, a.name);
+        for (size_t i = 0; i < n; i++) {
+            unsigned s = 0;
+            for (size_t q = 0; q < 200; q++) s = s * 31 + big[i * 200 + q];
+            cr_assert_eq(small[i], (unsigned char)s, "%s n=%zu: checksum %zu", a.name, n, i);
+        }
+        free((void *)c.hits);
+        tf_init(&c, small, 1, n, a.pool);
+        run_tf(&a, ex_transform(a.sch, small, 1, big2, 200, n, spread_fn, &c), "ex_transform 1->200");
+        tf_expect_each_once(&c, a.name);
+        for (size_t i = 0; i < n; i++)
+            for (size_t q = 0; q < 200; q++) cr_assert_eq(big2[i * 200 + q], (unsigned char)(small[i] + q));
+        free((void *)c.hits);
+        free(big), free(small), free(big2);
+    }
+    as_fini(&a);
+    expect_no_leaks();
+}
+
+Test(algo_loops, transform_every_size_inline) { transform_every_size(AS_INLINE); }
+Test(algo_loops, transform_every_size_run_loop) { transform_every_size(AS_RUN_LOOP); }
+Test(algo_loops, transform_every_size_single_thread_context) { transform_every_size(AS_STC); }
+Test(algo_loops, transform_every_size_pool1) { transform_every_size(AS_POOL1); }
+Test(algo_loops, transform_every_size_pool2) { transform_every_size(AS_POOL2); }
+Test(algo_loops, transform_every_size_pool4) { transform_every_size(AS_POOL4); }
+
+Test(algo_loops, transform_stop_before_start_writes_nothing) {
+    for (int k = 0; k < AS_COUNT; k++) {
+        algo_sched a;
+        as_init(&a, (as_kind)k);
+        size_t n = 40000;
+        double *in = xmalloc(n * 8), *out = xmalloc(n * 8);
+        fill_f64_int(in, n, 9);
+        memset(out, 0, n * 8);
+        double scale = 2;
+        tf_ctx c;
+        tf_init(&c, in, 8, n, a.pool);
+        ex_sender *s[2] = { ex_transform_f64(a.sch, in, out, n, f64_fn, &scale),
+                            ex_transform(a.sch, in, 8, out, 8, n, not_fn, &c) };
+        for (int b = 0; b < 2; b++) {
+            arec r;
+            arec_init(&r, a.pool);
+            arec_with_stop(&r);
+            ex_stop_source_request_stop(&r.stop);
+            as_run(&a, s[b], &r);
+            cr_assert_eq(atomic_load(&r.stops), 1, "%s builder %d", a.name, b);
+            ex_sender_release(s[b]);
+        }
+        for (size_t i = 0; i < n; i++) cr_assert(out[i] == 0, "%s: element %zu written although stopped", a.name, i);
+        for (size_t i = 0; i < n; i++) cr_assert_eq(atomic_load(&c.hits[i]), 0, "%s: fn ran although stopped", a.name);
+        free((void *)c.hits);
+        free(in), free(out);
+        as_fini(&a);
+    }
+    expect_no_leaks();
+}
+
+Test(algo_loops, transform_bad_arguments_give_einval) {
+    ex_scheduler bad = { NULL, NULL };
+    ex_scheduler sch = ex_inline_scheduler();
+    static double d[64];
+    static unsigned char b[1024];
+    algo_expect_einval(ex_transform_f64(bad, d, d + 32, 8, f64_fn, NULL), "ex_transform_f64", "invalid scheduler");
+    algo_expect_einval(ex_transform_f64(sch, NULL, d, 8, f64_fn, NULL), "ex_transform_f64", "NULL in");
+    algo_expect_einval(ex_transform_f64(sch, d, NULL, 8, f64_fn, NULL), "ex_transform_f64", "NULL out");
+    algo_expect_einval(ex_transform_f64(sch, d, d + 32, 8, NULL, NULL), "ex_transform_f64", "NULL fn");
+    algo_expect_einval(ex_transform_f64(sch, d, d + 4, 8, f64_fn, NULL), "ex_transform_f64", "overlap");
+    algo_expect_einval(ex_transform_f64(sch, d + 1, d, 8, f64_fn, NULL), "ex_transform_f64", "overlap");
+    algo_expect_einval(ex_transform(bad, b, 8, b + 512, 8, 8, not_fn, NULL), "ex_transform", "invalid scheduler");
+    algo_expect_einval(ex_transform(sch, NULL, 8, b, 8, 8, not_fn, NULL), "ex_transform", "NULL in");
+    algo_expect_einval(ex_transform(sch, b, 8, NULL, 8, 8, not_fn, NULL), "ex_transform", "NULL out");
+    algo_expect_einval(ex_transform(sch, b, 8, b + 512, 8, 8, NULL, NULL), "ex_transform", "NULL fn");
+    algo_expect_einval(ex_transform(sch, b, 0, b + 512, 8, 8, not_fn, NULL), "ex_transform", "in_size 0");
+    algo_expect_einval(ex_transform(sch, b, 8, b + 512, 0, 8, not_fn, NULL), "ex_transform", "out_size 0");
+    algo_expect_einval(ex_transform(sch, b, 8, b + 8, 8, 8, not_fn, NULL), "ex_transform", "overlap");
+    algo_expect_einval(ex_transform(sch, b + 100, 4, b, 200, 2, not_fn, NULL), "ex_transform", "overlap, wider out");
+    algo_expect_einval(ex_transform(sch, b, 8, b + 512, 8, SIZE_MAX / 4, not_fn, NULL), "ex_transform", "overflow");
+    algo_expect_einval(ex_transform(sch, b, 1, b + 512, 16, SIZE_MAX / 8, not_fn, NULL), "ex_transform",
+                       "overflow of the wider size");
+    /* NULL arrays with n == 0 are fine; adjacent arrays too */
+    ex_sender *s = ex_transform(sch, NULL, 8, NULL, 8, 0, not_fn, NULL);
+    cr_assert_eq(ex_sender_status(s).code, 0);
+    ex_sender_release(s);
+    s = ex_transform_f64(sch, NULL, NULL, 0, f64_fn, NULL);
+    cr_assert_eq(ex_sender_status(s).code, 0);
+    ex_sender_release(s);
+    s = ex_transform(sch, b, 4, b + 32, 8, 8, not_fn, NULL);
+    cr_assert_eq(ex_sender_status(s).code, 0, "adjacent arrays do not overlap");
+    ex_sender_release(s);
+    expect_no_leaks();
+}
+
+/* in == out is "in place", which the overlap check lets through whatever
+ * the element sizes.  With out_size > in_size, out[i] covers inputs that
+ * have not been read yet (on any scheduler), so such a call must either be
+ * rejected (EX_EINVAL) or still produce out[i] = fn(in[i]).  It does
+ * neither: the builder accepts it and the output is wrong. */
+static void widen_fn(void *ctx, const void *x, void *y) {
+    (void)ctx;
+    int32_t v;
+    memcpy(&v, x, 4);
+    int64_t w = (int64_t)v * 3;
+    memcpy(y, &w, 8);
+}
+
+Test(algo_loops, transform_in_place_with_a_wider_output_is_rejected_or_correct) {
+    size_t n = 1000;
+    unsigned char *buf = xmalloc(n * 8);
+    int32_t *orig = xmalloc(n * 4);
+    for (size_t i = 0; i < n; i++) orig[i] = (int32_t)i + 1;
+    memcpy(buf, orig, n * 4);
+    ex_sender *s = ex_transform(ex_inline_scheduler(), buf, 4, buf, 8, n, widen_fn, NULL);
+    if (ex_sender_status(s).code) {
+        cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
+        ex_sender_release(s);
+    } else {
+        ex_result r = ex_sync_wait(s);
+        cr_assert_eq(r.disposition, EX_DISP_VALUE);
+        size_t bad = SIZE_MAX;
+        for (size_t i = 0; i < n && bad == SIZE_MAX; i++) {
+            int64_t y;
+            memcpy(&y, buf + i * 8, 8);
+            if (y != (int64_t)orig[i] * 3) bad = i;
+        }
+        cr_expect_eq(bad, SIZE_MAX,
+                     "ex_transform(in == out, in_size 4, out_size 8) was accepted but out[%zu] != fn(in[%zu]): "
+                     "in place with different element sizes must be rejected",
+                     bad, bad);
+    }
+    free(buf), free(orig);
+    expect_no_leaks();
+}
+
+/* The same with a narrower output (8 -> 4 bytes): a serial loop would get
+ * it right (out[i] lies below in[i]), but tiles run at once: tile 1 writes
+ * out[g .. 2g), the bytes of tile 0's inputs in[g/2 .. g).  Tile 0 waits
+ * here until tile 1 is done, so the overwrite is certain. */
+typedef struct narrow_ctx {
+    const unsigned char *base;
+    size_t g;
+    atomic_long tile1_done;
+    atomic_int waited_out;
+} narrow_ctx;
+
+static void narrow_fn(void *ctx, const void *x, void *y) {
+    narrow_ctx *c = ctx;
+    size_t i = (size_t)((const unsigned char *)x - c->base) / 8;
+    int64_t v;
+    memcpy(&v, x, 8);
+    if (i == 0) {
+        double end = algo_now() + 5;
+        while (atomic_load(&c->tile1_done) < (long)c->g && algo_now() < end) sched_yield();
+        if (atomic_load(&c->tile1_done) < (long)c->g) atomic_store(&c->waited_out, 1);
+    }
+    int32_t w = (int32_t)v + 1;
+    memcpy(y, &w, 4);
+    if (i >= c->g && i < 2 * c->g) atomic_fetch_add(&c->tile1_done, 1);
+}
+
+Test(algo_loops, transform_in_place_with_a_narrower_output_on_a_pool_is_rejected_or_correct) {
+    ex_pool *p = algo_pool_new(2);
+    size_t n = 65536;
+    size_t g = n / (16 * 2) + 1;  /* the default grain on 2 workers */
+    unsigned char *buf = xmalloc(n * 8);
+    for (size_t i = 0; i < n; i++) {
+        int64_t v = (int64_t)i * 1000 + 7;
+        memcpy(buf + i * 8, &v, 8);
+    }
+    narrow_ctx c;
+    memset(&c, 0, sizeof c);
+    c.base = buf;
+    c.g = g;
+    ex_sender *s = ex_transform(ex_pool_scheduler(p), buf, 8, buf, 4, n, narrow_fn, &c);
+    if (ex_sender_status(s).code) {
+        cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
+        ex_sender_release(s);
+    } else {
+        ex_result r = ex_sync_wait(s);
+        cr_assert_eq(r.disposition, EX_DISP_VALUE);
+        size_t bad = SIZE_MAX;
+        for (size_t i = 0; i < n && bad == SIZE_MAX; i++) {
+            int32_t y;
+            memcpy(&y, buf + i * 4, 4);
+            if (y != (int32_t)(i * 1000 + 8)) bad = i;
+        }
+        cr_expect_eq(bad, SIZE_MAX,
+                     "ex_transform(in == out, in_size 8, out_size 4) on a pool was accepted but out[%zu] != fn(in[%zu])%s",
+                     bad, bad, atomic_load(&c.waited_out) ? " (tile 1 did not finish first)" : "");
+    }
+    free(buf);
+    algo_pool_free(p);
+    expect_no_leaks();
+}
+
+/* for_each_index over an index space that ends near SIZE_MAX: the ranges
+ * must stay inside [0, n).  The function only records the ranges. */
+typedef struct span_ctx {
+    size_t n, covered, next;
+    long calls, bad, out_of_order;
+    size_t bad_begin, bad_end;
+} span_ctx;
+
+static ex_error span_fn(void *ctx, size_t begin, size_t end) {
+    span_ctx *c = ctx;
+    c->calls++;
+    if (begin >= end || end > c->n) {
+        if (!c->bad) c->bad_begin = begin, c->bad_end = end;
+        c->bad++;
+        return ex_ok();
+    }
+    if (begin != c->next) c->out_of_order++;
+    c->next = end;
+    c->covered += end - begin;
+    return ex_ok();
+}
+
+Test(algo_loops, for_each_index_near_size_max_gives_ranges_inside_n) {
+    static const size_t grains[] = { 0, ((size_t)1 << 63) + 1, SIZE_MAX / 3 };
+    for (size_t j = 0; j < sizeof grains / sizeof grains[0]; j++) {
+        span_ctx c;
+        memset(&c, 0, sizeof c);
+        c.n = SIZE_MAX;
+        ex_sender *s = ex_for_each_index(ex_inline_scheduler(), SIZE_MAX, grains[j], span_fn, &c);
+        cr_assert_eq(ex_sender_status(s).code, 0);
+        ex_result r = ex_sync_wait(s);
+        cr_assert_eq(r.disposition, EX_DISP_VALUE);
+        cr_expect_eq(c.bad, 0, "grain %zu: %ld range(s) outside [0, SIZE_MAX), first [%zu, %zu)", grains[j], c.bad,
+                     c.bad_begin, c.bad_end);
+        cr_expect_eq(c.out_of_order, 0);
+        cr_expect_eq(c.covered, (size_t)SIZE_MAX, "grain %zu: the ranges cover %zu of SIZE_MAX indices", grains[j],
+                     c.covered);
+    }
+    expect_no_leaks();
+}
+
+/* Every worker of a pool takes part: range 0 waits until a range ran on
+ * another worker. */
+typedef struct par_ctx {
+    ex_pool *pool;
+    atomic_uint workers;
+    atomic_int timed_out;
+} par_ctx;
+
+static ex_error par_body(void *ctx, size_t begin, size_t end) {
+    (void)end;
+    par_ctx *c = ctx;
+    int w = ex_pool_current_worker(c->pool);
+    unsigned me = w >= 0 ? 1u << w : 0;
+    atomic_fetch_or(&c->workers, me);
+    if (begin == 0) {
+        double stop_at = algo_now() + 10;
+        while (!(atomic_load(&c->workers) & ~me) && algo_now() < stop_at) sched_yield();
+        if (!(atomic_load(&c->workers) & ~me)) atomic_store(&c->timed_out, 1);
+    }
+    return ex_ok();
+}
+
+Test(algo_loops, for_each_runs_on_several_workers_of_a_pool) {
+    for (int k = AS_POOL2; k <= AS_POOL4; k++) {
+        algo_sched a;
+        as_init(&a, (as_kind)k);
+        par_ctx c;
+        memset(&c, 0, sizeof c);
+        c.pool = a.pool;
+        ex_sender *s = ex_for_each_index(a.sch, 256, 1, par_body, &c);
+        arec r;
+        as_run_plain(&a, s, &r);
+        algo_expect_value(&r, 0, a.name);
+        cr_assert_eq(atomic_load(&c.timed_out), 0, "%s: no other worker ran a range while range 0 waited", a.name);
+        cr_assert_geq(__builtin_popcount(atomic_load(&c.workers)), 2);
+        ex_sender_release(s);
+        as_fini(&a);
+    }
+    expect_no_leaks();
+}
