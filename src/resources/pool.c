@@ -42,51 +42,11 @@
 #include "resources/exi_inbox.h"
 #include "resources/exi_park.h"
 #include "resources/exi_pool.h"
+#include "resources/exi_pool_impl.h"
 #include <cexec/pool.h>
 
 #define DEFAULT_SPIN_ROUNDS 256
 #define DEQUE_INITIAL 256
-#define NAME_MAX_LEN 16
-
-typedef struct exi_worker {
-    exi_deque deque;
-    exi_inbox inbox;
-    _Alignas(64) exi_event event;
-    ex_pool *pool;
-    unsigned index;
-    pthread_t thread;
-    bool started;
-    uint64_t rng;
-    ex_pool_worker_stats stats;  /* written by the owner (relaxed), read by anyone */
-    uint64_t holds;              /* scheduler handles taken minus dropped on this worker: its
-                                    own (relaxed) writes, summed by destroy after the join */
-    exi_trace_buf trace;
-    char name[NAME_MAX_LEN];
-} exi_worker;
-
-struct ex_pool {
-    unsigned n;
-    exi_worker *workers;
-    uint64_t *idle;           /* bit i: worker i is parked or about to park */
-    unsigned idle_words;
-    uint32_t stopping;
-    pthread_mutex_t shutdown_mu;  /* serialises shutdown; `shut` under it */
-    bool shut;
-    const void *shutting_thread;  /* exi_thread_id() of the thread inside shutdown, else NULL */
-    uint64_t fork_gen;        /* the process's fork generation at create (exi_fork.h) */
-    uint32_t next_home;       /* round-robin inbox choice for new submitting threads */
-    uint32_t holders;         /* handles taken minus dropped off the workers (int32); a futex word */
-    uint32_t closing;         /* destroy is waiting for the handles */
-    uint64_t id;              /* unique per pool, even at a recycled address */
-    const ex_allocator *frame_alloc;  /* config.allocator, or the arenas below */
-    ex_jemalloc_allocator *arenas;    /* owned, with EX_POOL_FRAMES_ARENAS */
-    unsigned spin_rounds;
-    bool pin;
-    char *trace_path;
-    uint64_t trace_origin;
-    const ex_allocator *alloc;
-};
-
 static EXI_TLS exi_worker *tls_worker;
 
 /* Inbox choice of a submitting thread that is not a worker, for the pool
@@ -94,7 +54,6 @@ static EXI_TLS exi_worker *tls_worker;
 static EXI_TLS struct { uint64_t pool_id; unsigned home; } tls_home;
 static uint64_t next_pool_id = 1;
 
-static inline bool tracing(const exi_worker *w) { return w->trace.events != NULL; }
 
 static uint64_t xorshift(uint64_t *s) {
     uint64_t x = *s;
@@ -197,6 +156,8 @@ static ex_error submit(ex_pool *p, ex_work *w) {
     exi_faa_u32(&q->gate, (uint32_t)-1);
     return ex_ok();
 }
+
+ex_error exi_pool_submit(ex_pool *p, ex_work *w) { return submit(p, w); }
 
 /* ----------------------------------------------------------- finding work */
 
@@ -378,78 +339,6 @@ static ex_error pool_dispatch(void *self, ex_work *w) {
     return submit(self, w);
 }
 
-/* ------------------------------------------------------------------ bulk */
-
-/* Chunks are claimed from a shared counter, so uneven chunks balance
- * themselves: whoever is free takes the next one.  The caller takes part;
- * up to n-1 helper items let idle workers join (they are stolen from the
- * caller's deque like any other work).  The last participant to leave
- * completes the job.  scratch: [0] next chunk, [1] participants still
- * inside, [2] chunk count, [3] chunk size. */
-enum { BJ_NEXT, BJ_INSIDE, BJ_CHUNKS, BJ_GRAIN };
-
-static void bulk_leave(ex_bulk_job *job) {
-    if (exi_faa_u64(&job->scratch[BJ_INSIDE], (uint64_t)-1) != 1) return;
-    if (job->extra) ex_deallocate(ex_bulk_job_allocator(job), job->extra, job->extra_size, alignof(ex_bulk_helper));
-    job->extra = NULL;
-    ex_bulk_job_done(job);
-}
-
-static void bulk_participate(ex_bulk_job *job) {
-    uint64_t chunks = job->scratch[BJ_CHUNKS], grain = job->scratch[BJ_GRAIN];
-    for (;;) {
-        uint64_t c = exi_faa_u64(&job->scratch[BJ_NEXT], 1);
-        if (c >= chunks) break;
-        size_t begin = (size_t)(c * grain);  /* < shape: c < chunks */
-        size_t end = job->shape - begin > grain ? begin + (size_t)grain : job->shape;  /* no wrap near SIZE_MAX */
-        if (!ex_bulk_job_run(job, begin, end)) {
-            exi_store_rlx_u64(&job->scratch[BJ_NEXT], chunks);  /* nobody starts another chunk */
-            break;
-        }
-    }
-    bulk_leave(job);
-}
-
-static void bulk_helper_run(ex_work *w) { bulk_participate(((ex_bulk_helper *)(void *)w)->job); }
-/* Dropped at shutdown: the other participants run the chunks. */
-static void bulk_helper_cancel(ex_work *w) { bulk_leave(((ex_bulk_helper *)(void *)w)->job); }
-
-static void pool_bulk(void *self, ex_bulk_job *job) {
-    ex_pool *p = self;
-    uint64_t shape = job->shape;
-    /* Rounded-up divisions written so that a shape near SIZE_MAX cannot
-     * wrap (it once made 0 chunks: a silent no-op). */
-    uint64_t parts = 8ull * p->n;
-    uint64_t grain = job->grain ? job->grain : shape / parts + (shape % parts != 0);
-    if (grain == 0) grain = 1;
-    uint64_t chunks = shape / grain + (shape % grain != 0);
-    uint64_t helpers = chunks > 1 ? chunks - 1 : 0;
-    if (helpers > p->n - 1) helpers = p->n - 1;
-    ex_bulk_helper *h = job->helpers;
-    if (helpers > EX_BULK_INLINE_HELPERS) {
-        size_t bytes = (size_t)helpers * sizeof(ex_bulk_helper);
-        if ((h = ex_allocate(ex_bulk_job_allocator(job), bytes, alignof(ex_bulk_helper)))) {
-            job->extra = h;
-            job->extra_size = bytes;
-        } else {
-            h = job->helpers;  /* fewer helpers: slower, never wrong */
-            helpers = EX_BULK_INLINE_HELPERS;
-        }
-    }
-    job->scratch[BJ_NEXT] = 0;
-    job->scratch[BJ_INSIDE] = helpers + 1;
-    job->scratch[BJ_CHUNKS] = chunks;
-    job->scratch[BJ_GRAIN] = grain;
-    for (uint64_t i = 0; i < helpers; i++) {
-        h[i].job = job;
-        h[i].work.next = NULL;
-        h[i].work.execute = bulk_helper_run;
-        h[i].work.cancel = bulk_helper_cancel;
-        if (submit(p, &h[i].work).code) bulk_leave(job);  /* shutting down: the caller does it all */
-    }
-    bulk_participate(job);
-}
-
 static const ex_allocator *pool_allocator(void *self) { return ((ex_pool *)self)->frame_alloc; }
 
 /* Owning handles (a task holds its scheduler) are counted per worker: a
@@ -493,7 +382,7 @@ static const ex_scheduler_vtable pool_vt = {
     .post = pool_post,
     .dispatch = pool_dispatch,
     .yield = pool_yield,
-    .bulk = pool_bulk,
+    .bulk = exi_pool_bulk,
     .allocator = pool_allocator,
     .retain = pool_retain,
     .release = pool_release,

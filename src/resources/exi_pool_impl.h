@@ -1,0 +1,67 @@
+/* exi_pool_impl.h - the pool's own structures, shared by its files
+ * (pool.c: workers, submission, scheduler, life cycle; pool_bulk.c: the
+ * bulk hook).  Internal to resources/; the rest of the library uses
+ * exi_pool.h. */
+#ifndef EXI_POOL_IMPL_H
+#define EXI_POOL_IMPL_H
+
+#include <pthread.h>
+
+#include <cexec/cexec.h>
+
+#include "base/exi_trace.h"
+#include "resources/exi_deque.h"
+#include "resources/exi_inbox.h"
+#include "resources/exi_park.h"
+
+#define EXI_POOL_NAME_MAX 16
+
+typedef struct exi_worker {
+    exi_deque deque;
+    exi_inbox inbox;
+    _Alignas(64) exi_event event;
+    ex_pool *pool;
+    unsigned index;
+    pthread_t thread;
+    bool started;
+    uint64_t rng;
+    ex_pool_worker_stats stats;  /* written by the owner (relaxed), read by anyone */
+    uint64_t holds;              /* scheduler handles taken minus dropped on this worker: its
+                                    own (relaxed) writes, summed by destroy after the join */
+    exi_trace_buf trace;
+    char name[EXI_POOL_NAME_MAX];
+} exi_worker;
+
+struct ex_pool {
+    unsigned n;
+    exi_worker *workers;
+    uint64_t *idle;           /* bit i: worker i is parked or about to park */
+    unsigned idle_words;
+    uint32_t stopping;
+    pthread_mutex_t shutdown_mu;  /* serialises shutdown; `shut` under it */
+    bool shut;
+    const void *shutting_thread;  /* exi_thread_id() of the thread inside shutdown, else NULL */
+    uint64_t fork_gen;        /* the process's fork generation at create (exi_fork.h) */
+    uint32_t next_home;       /* round-robin inbox choice for new submitting threads */
+    uint32_t holders;         /* handles taken minus dropped off the workers (int32); a futex word */
+    uint32_t closing;         /* destroy is waiting for the handles */
+    uint64_t id;              /* unique per pool, even at a recycled address */
+    const ex_allocator *frame_alloc;  /* config.allocator, or the arenas below */
+    ex_jemalloc_allocator *arenas;    /* owned, with EX_POOL_FRAMES_ARENAS */
+    unsigned spin_rounds;
+    bool pin;
+    char *trace_path;
+    uint64_t trace_origin;
+    const ex_allocator *alloc;
+};
+
+static inline bool tracing(const exi_worker *w) { return w->trace.events != NULL; }
+
+/* Queues w on p as ex_post does (its deque on one of p's workers, else an
+ * inbox), waking a parked worker; EX_ESHUTDOWN once p is shutting down. */
+ex_error exi_pool_submit(ex_pool *p, ex_work *w);
+
+/* The pool scheduler's bulk hook (pool_bulk.c). */
+void exi_pool_bulk(void *self, ex_bulk_job *job);
+
+#endif
