@@ -191,8 +191,9 @@ cexec.pc: cexec.pc.in
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $(BUILD)/cexec.pc
 
 install: all cexec.pc
-	install -d $(DESTDIR)$(PREFIX)/include/cexec $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/include/cexec/detail $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/cexec/*.h $(DESTDIR)$(PREFIX)/include/cexec/
+	install -m 644 include/cexec/detail/*.h $(DESTDIR)$(PREFIX)/include/cexec/detail/
 	install -m 644 $(BUILD)/libcexec.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libcexec.so $(DESTDIR)$(PREFIX)/lib/libcexec.so.$(VERSION)
 	ln -sf libcexec.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)

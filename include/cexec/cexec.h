@@ -18,7 +18,7 @@
 #include <cexec/then.h>
 #include <cexec/let.h>
 #include <cexec/into_variant.h>
-#include <cexec/transfer.h>
+#include <cexec/on.h>
 #include <cexec/write_env.h>
 #include <cexec/sync_wait.h>
 #include <cexec/when_all.h>

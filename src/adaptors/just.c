@@ -1,5 +1,4 @@
-/* just.c - just, just_stopped and read_env ([exec.just], [exec.read.env]).
- * just_error lives with the other error senders in sender.c. */
+/* just.c - just, just_error, just_stopped and read_env ([exec.just], [exec.read.env]). */
 #include <string.h>
 
 #include <stdalign.h>
@@ -69,6 +68,16 @@ ex_sender *ex_just_n(const ex_value *v, size_t n) {
     s->op_size = sizeof(just_op) + n * sizeof(ex_value);
     s->op_align = alignof(just_op);
     return s;
+}
+
+/* -------------------------------------------------------------- just_error */
+
+static const ex_sender_vtable just_error_vt = { "ex_just_error", exi_error_connect, NULL, NULL };
+
+ex_sender *ex_just_error(ex_error e) {
+    if (e.code == EX_OK) e = ex_err(EX_EINVAL, "ex_just_error: error code is EX_OK");
+    if (!e.msg) e.msg = "ex_just_error";
+    return exi_error_sender_new(&just_error_vt, e, false);
 }
 
 /* ------------------------------------------------------------ just_stopped */

@@ -77,6 +77,13 @@ static inline ex_sender *exi_reject1(int code, const char *msg, ex_sender *in) {
     return ex_reject(code, msg, 1, &in);
 }
 
+/* A sender that completes with set_error(e) when started (vt's connect
+ * must be exi_error_connect; vt->name names it in messages).  invalid:
+ * it is an invalid sender (status e), which connect and builders refuse.
+ * Out of memory: the shared out-of-memory invalid sender. */
+ex_sender *exi_error_sender_new(const ex_sender_vtable *vt, ex_error e, bool invalid);
+ex_error exi_error_connect(const ex_sender *s, ex_receiver r, void *storage);
+
 /* Starts an allocated block where the allocation-free path has none. */
 ex_sender *exi_oom_sender(void);
 

@@ -29,7 +29,7 @@ typedef struct error_sender {
     ex_error e;
 } error_sender;
 
-static ex_error error_connect(const ex_sender *s, ex_receiver r, void *storage) {
+ex_error exi_error_connect(const ex_sender *s, ex_receiver r, void *storage) {
     error_op *o = storage;
     o->base.vt = &error_op_vt;
     o->r = r;
@@ -37,8 +37,7 @@ static ex_error error_connect(const ex_sender *s, ex_receiver r, void *storage) 
     return ex_ok();
 }
 
-static const ex_sender_vtable invalid_vt = { "ex_invalid_sender", error_connect, NULL, NULL };
-static const ex_sender_vtable just_error_vt = { "ex_just_error", error_connect, NULL, NULL };
+static const ex_sender_vtable invalid_vt = { "ex_invalid_sender", exi_error_connect, NULL, NULL };
 
 static ex_sender oom_sender = {
     .vt = &invalid_vt,
@@ -52,7 +51,7 @@ static ex_sender oom_sender = {
 
 ex_sender *exi_oom_sender(void) { return &oom_sender; }
 
-static ex_sender *error_sender_new(const ex_sender_vtable *vt, ex_error e, bool invalid) {
+ex_sender *exi_error_sender_new(const ex_sender_vtable *vt, ex_error e, bool invalid) {
     ex_sender *s = ex_sender_alloc(vt, sizeof(error_sender));
     if (!s) return &oom_sender;
     ((error_sender *)s)->e = e;
@@ -66,13 +65,7 @@ static ex_sender *error_sender_new(const ex_sender_vtable *vt, ex_error e, bool 
 ex_sender *ex_invalid_sender(int code, const char *msg) {
     if (code == EX_ENOMEM) return &oom_sender;
     if (code == EX_OK) code = EX_EINVAL;
-    return error_sender_new(&invalid_vt, ex_err(code, msg ? msg : "cexec: invalid sender"), true);
-}
-
-ex_sender *ex_just_error(ex_error e) {
-    if (e.code == EX_OK) e = ex_err(EX_EINVAL, "ex_just_error: error code is EX_OK");
-    if (!e.msg) e.msg = "ex_just_error";
-    return error_sender_new(&just_error_vt, e, false);
+    return exi_error_sender_new(&invalid_vt, ex_err(code, msg ? msg : "cexec: invalid sender"), true);
 }
 
 ex_sender *ex_reject(int code, const char *msg, size_t n, ex_sender *const *inputs) {
