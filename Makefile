@@ -61,7 +61,7 @@ EXAMPLES := $(wildcard examples/*.c)
 EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test check-layers test-asan test-tsan stress examples run-examples demo bench install clean deps check-clang
+.PHONY: all test check-layers check-header-examples test-asan test-tsan stress examples run-examples demo bench install clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so
 
@@ -106,7 +106,7 @@ $(BUILD)/tests/cexec_tests: $(TEST_OBJ) $(BUILD)/libcexec.a
 # Leaks are checked inside each test body (expect_no_leaks calls
 # __lsan_do_recoverable_leak_check); the exit-time check is off because
 # Criterion's runner keeps a few bytes of its own at exit.
-test: check-layers $(BUILD)/tests/cexec_tests
+test: check-layers check-header-examples $(BUILD)/tests/cexec_tests
 	ASAN_OPTIONS="leak_check_at_exit=0 $(ASAN_OPTIONS)" $(BUILD)/tests/cexec_tests --jobs 2 $(TEST_ARGS)
 
 test-asan:
@@ -182,6 +182,12 @@ bench: $(BUILD)/bench/bench
 check-layers: $(LIB_OBJ)
 	@scripts/check-layers.sh --self-test
 	@scripts/check-layers.sh $(BUILD)/obj
+
+# Every code example in a public header is an excerpt of examples/ (which
+# run-examples compiles and runs).
+check-header-examples:
+	@scripts/check-header-examples.sh --self-test
+	@scripts/check-header-examples.sh
 
 # Warning-free with clang as well (used by CI).
 check-clang:

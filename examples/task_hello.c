@@ -8,7 +8,7 @@
 static ex_task_result hello(ex_task *t, void *arg) {
     (void)arg;
     printf("Hello, world!\n");
-    /* An await that completes inline: no stack switch. */
+    // An await that completes inline: no stack switch.
     ex_await_result r = ex_await(t, ex_just(ex_int(41)));
     if (r.status != EX_AWAIT_VALUE) return ex_task_void();
     return ex_task_i64(r.v[0].as.i + 1);

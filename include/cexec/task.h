@@ -4,14 +4,21 @@
  * A task is a C function run on a stack of its own (or, when its parent
  * waits for it anyway, on the rest of its parent's: see "Nesting").  Inside it,
  * ex_await(t, sender) suspends the task until the sender completes and
- * gives back its value(s), or its error for the body to inspect:
+ * gives back its value(s), or its error for the body to inspect.  This
+ * task's main runs it on sync_wait's run loop and gets 42
+ * (examples/task_hello.c):
  *
- *     static ex_task_result body(ex_task *t, void *arg) {
- *         ex_await_result r = ex_await(t, ex_then(ex_just(ex_int(20)), add_one, NULL));
- *         if (r.status != EX_AWAIT_VALUE) return ex_task_void();   // see "Stopped"
- *         return ex_task_i64(r.v[0].as.i * 2);
+ *     static ex_task_result hello(ex_task *t, void *arg) {
+ *         (void)arg;
+ *         printf("Hello, world!\n");
+ *         // An await that completes inline: no stack switch.
+ *         ex_await_result r = ex_await(t, ex_just(ex_int(41)));
+ *         if (r.status != EX_AWAIT_VALUE) return ex_task_void();
+ *         return ex_task_i64(r.v[0].as.i + 1);
  *     }
- *     ex_sync_wait(ex_task_create(body, NULL, NULL), ...);          // 42
+ *
+ *     int main(void) {
+ *         ex_result r = ex_sync_wait(ex_task_create(hello, NULL, NULL));
  *
  * The sender ex_task_create returns is lazy (nothing runs before start) and
  * single-shot (a second connect fails with EX_EINVAL).  It completes with

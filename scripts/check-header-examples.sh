@@ -1,0 +1,86 @@
+#!/bin/sh
+# check-header-examples.sh - every code example in a public header is a
+# verbatim excerpt of a program in examples/ (which CI compiles and runs).
+#
+# In a header comment an example is announced by a line ending in
+# "(examples/NAME.c):"; the lines after it indented by four or more spaces
+# are the excerpt, up to the next line of prose; blank lines separate
+# excerpts of the same program.  Each excerpt's lines (leading and trailing blanks
+# ignored) must appear one after the other in examples/NAME.c.  An
+# indented line that looks like code (ends in ';', '{' or '}') with no
+# announcement is an unchecked example, and fails too.
+#
+#   scripts/check-header-examples.sh [--self-test]
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+# Prints "FILE:LINE<TAB>EXAMPLE<TAB>TEXT" for each excerpt line, and
+# "FILE:LINE<TAB>-<TAB>TEXT" for an unannounced code-like line.
+extract() {
+    awk '
+        FNR == 1 { ex = ""; inblock = 0 }
+        match($0, /\(examples\/[A-Za-z0-9_]+\.c\):[ \t]*$/) {
+            ex = substr($0, RSTART + 1, RLENGTH - 1); sub(/\):.*/, "", ex); inblock = 0; next
+        }
+        /^ \*/ {
+            text = substr($0, 3)
+            if (text ~ /^     /) {                  # " *" then 4+ spaces of indentation
+                if (ex != "") { inblock = 1; printf "%s:%d\t%s\t%s\n", FILENAME, FNR, ex, text }
+                else if (text ~ /[;{}][ \t]*(\/\/.*)?$/ && text ~ /[(=]|^[ \t]*}/) printf "%s:%d\t-\t%s\n", FILENAME, FNR, text
+                next
+            }
+            if (text ~ /^[ \t]*$/) next  # blank lines: the example goes on (a new excerpt)
+            ex = ""; inblock = 0; next
+        }
+        { ex = ""; inblock = 0 }
+    ' "$@"
+}
+
+check() {  # $1: the include folder, $2: the repository root (examples/)
+    extract "$1"/*.h "$1"/*/*.h 2>/dev/null | awk -F '\t' -v root="$2" '
+        function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]+$/, "", s); return s }
+        function load(f,   line, n) {
+            if (f in loaded) return loaded[f]
+            n = 0
+            while ((getline line < (root "/" f)) > 0) file[f, ++n] = trim(line)
+            close(root "/" f)
+            loaded[f] = n
+            return n
+        }
+        function flush(   n, i, j, ok) {
+            if (nb == 0) return
+            n = load(bex)
+            if (n == 0) { printf "%s: %s does not exist or is empty\n", bwhere, bex; bad = 1; nb = 0; return }
+            for (i = 1; i + nb - 1 <= n; i++) {
+                ok = 1
+                for (j = 1; j <= nb; j++) if (file[bex, i + j - 1] != blk[j]) { ok = 0; break }
+                if (ok) { nb = 0; return }
+            }
+            printf "%s: this example is not an excerpt of %s (first line: %s)\n", bwhere, bex, blk[1]; bad = 1
+            nb = 0
+        }
+        {
+            split($1, w, ":"); line = w[2] + 0
+            if ($2 == "-") { flush(); printf "%s: code in a comment with no (examples/NAME.c): announcement\n", $1; bad = 1; next }
+            if (nb > 0 && (w[1] != bfile || line != bline + 1 || $2 != bex)) flush()
+            if (nb == 0) { bfile = w[1]; bwhere = $1; bex = $2 }
+            blk[++nb] = trim($3); bline = line
+        }
+        END { flush(); exit bad }'
+}
+
+if [ "${1:-}" = "--self-test" ]; then
+    t=$(mktemp -d)
+    trap 'rm -rf "$t"' EXIT
+    mkdir -p "$t/include" "$t/examples"
+    printf 'int f(void) {\n    return 1;\n}\n' > "$t/examples/ok.c"
+    printf '/* Example (examples/ok.c):\n *\n *     int f(void) {\n *         return 1;\n *     }\n */\n' > "$t/include/a.h"
+    check "$t/include" "$t" >/dev/null || { echo "check-header-examples: self-test: a true excerpt failed"; exit 1; }
+    printf '/* Example (examples/ok.c):\n *\n *     int f(void) {\n *         return 2;\n *     }\n */\n' > "$t/include/a.h"
+    if check "$t/include" "$t" >/dev/null; then echo "check-header-examples: self-test: a wrong excerpt passed"; exit 1; fi
+    printf '/* Use it so:\n *\n *     f(1, 2);\n */\n' > "$t/include/a.h"
+    if check "$t/include" "$t" >/dev/null; then echo "check-header-examples: self-test: an unannounced example passed"; exit 1; fi
+    echo "check-header-examples: self-test passed"
+    exit 0
+fi
+check "$root/include/cexec" "$root" && echo "check-header-examples: every header example is an excerpt of examples/"
