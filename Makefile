@@ -149,7 +149,7 @@ demo: $(BUILD)/bench/bench
 BENCH_OBJ := $(BUILD)/bench/bench.o $(BUILD)/bench/algos.o $(BUILD)/bench/harness.o $(BUILD)/bench/baselines_omp.o \
              $(BUILD)/bench/baselines_tbb.o $(BUILD)/bench/baselines_fiber.o $(BUILD)/bench/tasks.o \
              $(BUILD)/bench/ex_fib.o $(BUILD)/bench/ex_scan.o
-BENCH_CFLAGS = $(CSTD) -Wall -Wextra -Werror -O3 -march=native -g -pthread -Iinclude $(CFLAGS)
+BENCH_CFLAGS = $(CSTD) -Wall -Wextra -Werror -O3 -march=native -g -pthread -Iinclude -Isrc $(CFLAGS)
 
 $(BUILD)/.bench-deps-ok: scripts/deps.sh
 	@mkdir -p $(BUILD)

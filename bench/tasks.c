@@ -7,8 +7,8 @@
 
 #include <cexec/cexec.h>
 
-#include "../src/exi_fiber.h"
-#include "../src/exi_stack.h"
+#include "task/exi_fiber.h"
+#include "task/exi_stack.h"
 #include "baselines.h"
 #include "bench.h"
 #include "harness.h"
