@@ -19,8 +19,9 @@ FUZZ_COMMON      := $(CSTD) -O1 -g -pthread -Iinclude -Isrc $(CK_CFLAGS) -DCEXEC
 FUZZ_LIB_CFLAGS  := $(FUZZ_COMMON) $(WARN) -fsanitize=fuzzer-no-link
 FUZZ_CFLAGS      := $(FUZZ_COMMON) -Wall -Wextra -Werror -Wshadow -fsanitize=fuzzer
 FUZZ_LIB_OBJ     := $(SRC:src/%.c=$(FUZZ_DIR)/obj/%.o)
-FUZZ_SRC         := fuzz/sender_graph.c fuzz/ref_interp.c
-FUZZ_HDR         := fuzz/graph.h fuzz/ref_interp.h
+FUZZ_REF_SRC     := fuzz/ref_interp.c fuzz/ref_values.c fuzz/ref_sigs.c fuzz/ref_adaptors.c fuzz/ref_tasks_scopes.c
+FUZZ_SRC         := fuzz/sender_graph.c $(FUZZ_REF_SRC)
+FUZZ_HDR         := fuzz/graph.h fuzz/ref_interp.h fuzz/ref_private.h
 # The algorithm nodes' model and per-element loops: sanitizers, but no
 # coverage instrumentation (its comparison tracing made big inputs slow).
 FUZZ_MODEL_OBJ   := $(FUZZ_DIR)/algo_model.o
