@@ -1,6 +1,6 @@
 /* graph.h - the sender graph the fuzzer decodes from its input, shared by
- * the harness (sender_graph.c: decoder, builder, runner) and the reference
- * interpreter (ref_interp.c).
+ * the decoder (graph_decode.c), the harness (harness.h: builder, runner)
+ * and the reference interpreter (ref_interp.h).
  *
  * A graph is a tree of nodes (array indices, root first) plus a table of
  * split definitions: a split is one node whose result is shared by 1..3
@@ -172,7 +172,7 @@ typedef struct g_node {
     uint8_t depth;
     uint8_t in_body;      /* inside some let body (built at run time) */
     uint8_t task;         /* G_TASK: TK_* */
-    uint8_t boxed;        /* G_JUST: each value sent as a tuple (see g_box in sender_graph.c); needs G_BOXING */
+    uint8_t boxed;        /* G_JUST: each value sent as a tuple (see just_boxed in build_nodes.c); needs G_BOXING */
     uint8_t op;           /* G_ALGO: AO_*; G_VARIANT: VK_*; G_READ_ENV: RK_*; G_WRITE_ENV: WK_*; G_SCOPE: SC_* */
     uint8_t aflags;       /* G_ALGO: AF_* */
     uint8_t agrain;       /* G_ALGO, for_each: the grain argument */

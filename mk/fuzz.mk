@@ -3,7 +3,7 @@
 #   make fuzz-build   $(BUILD)/fuzz/sender_graph (clang, -fsanitize=fuzzer,address,undefined)
 #   make fuzz-ci      run it FUZZ_SECONDS (60) on a copy of fuzz/corpus; fails on any crash
 #   make fuzz         run it FUZZ_LONG_SECONDS (600), keeping what it finds in $(BUILD)/fuzz/corpus
-#   make fuzz-seeds   regenerate fuzz/corpus from the seed writer (-DGRAPH_SEED_WRITER)
+#   make fuzz-seeds   regenerate fuzz/corpus from the seed writer (fuzz/seed_writer.c)
 #
 # The library sources are compiled again here, with the harness's
 # sanitizers and libFuzzer's coverage instrumentation, and with jemalloc
@@ -19,8 +19,13 @@ FUZZ_COMMON      := $(CSTD) -O1 -g -pthread -Iinclude -Isrc $(CK_CFLAGS) -DCEXEC
 FUZZ_LIB_CFLAGS  := $(FUZZ_COMMON) $(WARN) -fsanitize=fuzzer-no-link
 FUZZ_CFLAGS      := $(FUZZ_COMMON) -Wall -Wextra -Werror -Wshadow -fsanitize=fuzzer
 FUZZ_LIB_OBJ     := $(SRC:src/%.c=$(FUZZ_DIR)/obj/%.o)
-FUZZ_SRC         := fuzz/sender_graph.c fuzz/ref_interp.c
-FUZZ_HDR         := fuzz/graph.h fuzz/ref_interp.h
+# The graph's decoder and dump: the harness's and the seed writer's.
+FUZZ_GRAPH_SRC   := fuzz/graph_decode.c fuzz/graph_dump.c
+FUZZ_HARNESS_SRC := fuzz/sender_graph.c fuzz/harness_state.c fuzz/build_nodes.c fuzz/build_algo.c \
+                    fuzz/build_tasks_scopes.c
+FUZZ_REF_SRC     := fuzz/ref_interp.c fuzz/ref_values.c fuzz/ref_sigs.c fuzz/ref_adaptors.c fuzz/ref_tasks_scopes.c
+FUZZ_SRC         := $(FUZZ_HARNESS_SRC) $(FUZZ_REF_SRC) $(FUZZ_GRAPH_SRC)
+FUZZ_HDR         := fuzz/graph.h fuzz/harness.h fuzz/ref_interp.h fuzz/ref_private.h
 # The algorithm nodes' model and per-element loops: sanitizers, but no
 # coverage instrumentation (its comparison tracing made big inputs slow).
 FUZZ_MODEL_OBJ   := $(FUZZ_DIR)/algo_model.o
@@ -63,9 +68,9 @@ fuzz: $(FUZZ_BIN)
 	    grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^Done [0-9]+ runs|stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb' $(FUZZ_DIR)/fuzz.log; \
 	    if [ $$rc -ne 0 ]; then tail -n 80 $(FUZZ_DIR)/fuzz.log; echo "fuzz: FAILED (exit $$rc)"; exit 1; fi
 
-fuzz-seeds: $(FUZZ_SRC) $(FUZZ_HDR) $(FUZZ_MODEL_OBJ) $(FUZZ_LIB_OBJ)
+fuzz-seeds: fuzz/seed_writer.c $(FUZZ_GRAPH_SRC) fuzz/graph.h $(FUZZ_MODEL_OBJ)
 	@mkdir -p $(FUZZ_DIR) fuzz/corpus
-	$(FUZZ_CC) $(FUZZ_COMMON) -Wall -Wextra -Werror -DGRAPH_SEED_WRITER -o $(FUZZ_DIR)/seed_writer fuzz/sender_graph.c $(FUZZ_MODEL_OBJ) -lm
+	$(FUZZ_CC) $(FUZZ_COMMON) -Wall -Wextra -Werror -o $(FUZZ_DIR)/seed_writer fuzz/seed_writer.c $(FUZZ_GRAPH_SRC) $(FUZZ_MODEL_OBJ) -lm
 	rm -f fuzz/corpus/*
 	$(FUZZ_DIR)/seed_writer fuzz/corpus
 
