@@ -1,0 +1,412 @@
+/* The strand (cexec/strand.h): create and destroy (argument errors, OOM,
+ * EX_EBUSY while busy), the scheduler's properties (equality, forward
+ * progress, completion scheduler, executed count) and the allocator it
+ * answers.  The other exec_strand files: strand_order.c,
+ * strand_post_dispatch.c, strand_underneath.c, strand_pool_destroy.c. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "resources/strand_fixtures.h"
+
+TEST_SUITE(exec_strand, 30);
+
+/* ======================================================= create / destroy */
+
+static const ex_scheduler_vtable no_connect_vt = { .name = "no-connect" };
+
+Test(exec_strand, create_rejects_an_invalid_scheduler_and_a_null_out) {
+    ex_strand *s = (ex_strand *)(uintptr_t)0x1;
+    ex_scheduler invalid = { NULL, NULL };
+    ex_error e = ex_strand_create(invalid, NULL, &s);
+    cr_assert_eq(e.code, EX_EINVAL, "invalid scheduler: got %d", e.code);
+    cr_assert_not_null(e.msg);
+    cr_assert_null(s, "out is set to NULL on failure");
+
+    s = (ex_strand *)(uintptr_t)0x1;
+    ex_scheduler no_connect = { &no_connect_vt, NULL };
+    e = ex_strand_create(no_connect, NULL, &s);
+    cr_assert_eq(e.code, EX_EINVAL, "scheduler without connect_schedule: got %d", e.code);
+    cr_assert_null(s);
+
+    e = ex_strand_create(ex_inline_scheduler(), NULL, NULL);
+    cr_assert_eq(e.code, EX_EINVAL, "NULL out: got %d", e.code);
+    cr_assert_not_null(e.msg);
+
+    cr_assert_eq(test_stats.in_use, 0, "a failed create left %ld block(s)", test_stats.in_use);
+    expect_no_leaks();
+}
+
+/* An allocator that counts and can fail, in front of the test allocator. */
+typedef struct counting {
+    ex_allocator a;
+    atomic_long allocs, frees, in_use;
+    atomic_long fail_next;     /* fail this many allocations */
+} counting;
+
+static void *counting_allocate(void *ctx, size_t size, size_t align) {
+    counting *c = ctx;
+    if (atomic_load(&c->fail_next) > 0) {
+        atomic_fetch_sub(&c->fail_next, 1);
+        return NULL;
+    }
+    void *p = test_allocator.allocate(test_allocator.ctx, size, align);
+    if (p) {
+        atomic_fetch_add(&c->allocs, 1);
+        atomic_fetch_add(&c->in_use, 1);
+    }
+    return p;
+}
+
+static void counting_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    counting *c = ctx;
+    atomic_fetch_add(&c->frees, 1);
+    atomic_fetch_sub(&c->in_use, 1);
+    test_allocator.deallocate(test_allocator.ctx, p, size, align);
+}
+
+static void counting_init(counting *c) {
+    memset(c, 0, sizeof *c);
+    c->a.allocate = counting_allocate;
+    c->a.deallocate = counting_deallocate;
+    c->a.ctx = c;
+    c->a.name = "counting";
+}
+
+Test(exec_strand, create_out_of_memory_is_enomem_and_leaks_nothing) {
+    /* The process default (the test allocator) fails. */
+    ex_strand *s = (ex_strand *)(uintptr_t)0x1;
+    test_alloc_fail_at(1);
+    ex_error e = ex_strand_create(ex_inline_scheduler(), NULL, &s);
+    cr_assert_eq(e.code, EX_ENOMEM, "default allocator failing: got %d (%s)", e.code, e.msg ? e.msg : "");
+    cr_assert_not_null(e.msg);
+    cr_assert_null(s);
+    cr_assert_geq(test_stats.failed, 1, "the create did not allocate from the default allocator");
+    cr_assert_eq(test_stats.in_use, 0);
+    test_alloc_reset();
+
+    /* An explicit allocator fails, over a pool and over the inline scheduler. */
+    ex_pool *p = pool_new(1);
+    counting c;
+    counting_init(&c);
+    ex_scheduler unders[2] = { ex_pool_scheduler(p), ex_inline_scheduler() };
+    for (int k = 0; k < 2; k++) {
+        atomic_store(&c.fail_next, 1);
+        s = (ex_strand *)(uintptr_t)0x1;
+        long before = test_alloc_count();
+        e = ex_strand_create(unders[k], &c.a, &s);
+        cr_assert_eq(e.code, EX_ENOMEM, "under %d: got %d", k, e.code);
+        cr_assert_null(s);
+        cr_assert_eq(atomic_load(&c.in_use), 0);
+        cr_assert_eq(test_alloc_count(), before, "a failing explicit allocator fell back to the default one");
+    }
+    /* The same call works once memory is back. */
+    e = ex_strand_create(ex_pool_scheduler(p), &c.a, &s);
+    cr_assert_eq(e.code, 0);
+    strand_free_now(s);
+    pool_free(p);
+    expect_no_leaks();
+}
+
+Test(exec_strand, create_allocates_from_the_given_allocator_only) {
+    counting c;
+    counting_init(&c);
+    long before = test_alloc_count();
+    ex_strand *s = NULL;
+    cr_assert_eq(ex_strand_create(ex_inline_scheduler(), &c.a, &s).code, 0);
+    cr_assert_geq(atomic_load(&c.allocs), 1, "nothing allocated from the given allocator");
+    cr_assert_eq(test_alloc_count() - before, atomic_load(&c.allocs),
+                 "the strand allocated from the process default as well");
+    strand_free_now(s);
+    cr_assert_eq(atomic_load(&c.in_use), 0, "destroy did not give the memory back to the given allocator");
+    cr_assert_eq(atomic_load(&c.frees), atomic_load(&c.allocs));
+
+    /* NULL: the process default. */
+    before = test_alloc_count();
+    s = strand_new(ex_inline_scheduler());
+    cr_assert_geq(test_alloc_count() - before, 1);
+    strand_free_now(s);
+    expect_no_leaks();
+}
+
+Test(exec_strand, destroy_null_is_a_no_op) {
+    ex_error e = ex_strand_destroy(NULL);
+    cr_assert_eq(e.code, 0);
+    expect_no_leaks();
+}
+
+Test(exec_strand, post_and_dispatch_reject_bad_work_items) {
+    ex_strand *s = strand_new(ex_inline_scheduler());
+    ex_scheduler sch = ex_strand_scheduler(s);
+    cr_assert_eq(ex_post(sch, NULL).code, EX_EINVAL);
+    cr_assert_eq(ex_dispatch(sch, NULL).code, EX_EINVAL);
+    ex_work w = { NULL, NULL, NULL };
+    cr_assert_eq(ex_post(sch, &w).code, EX_EINVAL);
+    cr_assert_eq(ex_dispatch(sch, &w).code, EX_EINVAL);
+    cr_assert_eq(ex_strand_executed(s), 0);
+    strand_free_now(s);
+    expect_no_leaks();
+}
+
+Test(exec_strand, destroy_while_items_are_queued_is_ebusy_and_destroys_nothing) {
+    ex_pool *p = pool_new(1);
+    atomic_int release = 0;
+    hold h;
+    hold_init(&h, &release);
+    hold_post(p, &h);
+    ex_strand *s = strand_new(ex_pool_scheduler(p));
+    box *b = box_new(p);
+    item *it = items_new(3, b);
+    post_ok(ex_strand_scheduler(s), &it[0]);
+    sop *o = sops_new(1, b, 1);
+    ex_sender *snd = ex_schedule(ex_strand_scheduler(s));
+    sop_start(&o[0], snd);
+
+    for (int k = 0; k < 3; k++) {
+        ex_error e = ex_strand_destroy(s);
+        cr_assert_eq(e.code, EX_EBUSY, "destroy with queued items: got %d", e.code);
+        cr_assert_not_null(e.msg);
+    }
+    /* Nothing was destroyed: the queue and the strand still work. */
+    post_ok(ex_strand_scheduler(s), &it[2]);
+    atomic_store(&release, 1);
+    WAIT_INT(&b->ran, 3);
+    expect_log_in_order(b, 3);
+    cr_assert_eq(atomic_load(&it[0].runs), 1);
+    cr_assert_eq(atomic_load(&o[0].values), 1);
+    cr_assert_eq(atomic_load(&it[2].runs), 1);
+    cr_assert_eq(ex_strand_executed(s), 3);
+    strand_free(s);
+    sops_destroy(o, 1);
+    ex_sender_release(snd);
+    pool_free(p);
+    free(o);
+    free(it);
+    free(b);
+    expect_no_leaks();
+}
+
+/* The item holds the strand until main tried to destroy it. */
+static void wait_flag_action(item *it) {
+    atomic_int *go = it->arg;
+    atomic_store((atomic_int *)it->arg2, 1);
+    double end = test_now_s() + WAIT_LIMIT_S;
+    while (!atomic_load(go) && test_now_s() < end) sched_yield();
+}
+
+Test(exec_strand, destroy_while_an_item_runs_is_ebusy) {
+    ex_pool *p = pool_new(2);
+    ex_strand *s = strand_new(ex_pool_scheduler(p));
+    box *b = box_new(p);
+    item *it = items_new(2, b);
+    atomic_int go = 0, entered = 0;
+    it[0].action = wait_flag_action;
+    it[0].arg = &go;
+    it[0].arg2 = &entered;
+    post_ok(ex_strand_scheduler(s), &it[0]);
+    WAIT_INT(&entered, 1);
+    ex_error e = ex_strand_destroy(s);
+    cr_assert_eq(e.code, EX_EBUSY, "destroy while an item runs: got %d", e.code);
+    cr_assert_not_null(e.msg);
+    atomic_store(&go, 1);
+    WAIT_INT(&it[0].runs, 1);
+    post_ok(ex_strand_scheduler(s), &it[1]);
+    WAIT_INT(&b->ran, 2);
+    expect_log_in_order(b, 2);
+    strand_free(s);
+    pool_free(p);
+    free(it);
+    free(b);
+    expect_no_leaks();
+}
+
+Test(exec_strand, destroy_while_an_owning_handle_holds_it_is_ebusy) {
+    ex_pool *p = pool_new(1);
+    ex_strand *s = strand_new(ex_pool_scheduler(p));
+    ex_scheduler h1 = ex_scheduler_retain(ex_strand_scheduler(s));
+    cr_assert(ex_scheduler_equal(h1, ex_strand_scheduler(s)), "retain returns the handle");
+    ex_scheduler h2 = ex_scheduler_retain(ex_strand_scheduler(s));
+    ex_error e = ex_strand_destroy(s);
+    cr_assert_eq(e.code, EX_EBUSY, "two holders: got %d", e.code);
+    cr_assert_not_null(e.msg);
+    /* Still usable while held. */
+    ex_result r = ex_sync_wait(ex_schedule(h1));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    ex_result_destroy(&r);
+    ex_scheduler_release(h1);
+    e = ex_strand_destroy(s);
+    cr_assert_eq(e.code, EX_EBUSY, "one holder left: got %d", e.code);
+    ex_scheduler_release(h2);
+    strand_free(s);
+    pool_free(p);
+    expect_no_leaks();
+}
+
+Test(exec_strand, strand_is_idle_once_its_only_worker_moved_on) {
+    /* On a one-worker pool, work posted after the strand's last item ran
+     * runs after the strand's turn ended: the strand must be idle then. */
+    ex_pool *p = pool_new(1);
+    box *b = box_new(p);
+    for (int round = 0; round < 50; round++) {
+        ex_strand *s = strand_new(ex_pool_scheduler(p));
+        ex_result r = ex_sync_wait(ex_schedule(ex_strand_scheduler(s)));
+        cr_assert_eq(r.disposition, EX_DISP_VALUE);
+        ex_result_destroy(&r);
+        direct d;
+        direct_init(&d, b);
+        cr_assert_eq(ex_post(ex_pool_scheduler(p), &d.w).code, 0);
+        WAIT_INT(&d.runs, 1);
+        strand_free_now(s);
+    }
+    pool_free(p);
+    free(b);
+    expect_no_leaks();
+}
+
+/* ======================================================= scheduler properties */
+
+Test(exec_strand, schedulers_compare_by_strand) {
+    ex_pool *p = pool_new(1);
+    ex_strand *a = strand_new(ex_pool_scheduler(p));
+    ex_strand *b = strand_new(ex_pool_scheduler(p));
+    cr_assert(ex_scheduler_equal(ex_strand_scheduler(a), ex_strand_scheduler(a)));
+    cr_assert(ex_scheduler_equal(ex_strand_scheduler(b), ex_strand_scheduler(b)));
+    cr_assert_not(ex_scheduler_equal(ex_strand_scheduler(a), ex_strand_scheduler(b)));
+    cr_assert_not(ex_scheduler_equal(ex_strand_scheduler(b), ex_strand_scheduler(a)));
+    cr_assert_not(ex_scheduler_equal(ex_strand_scheduler(a), ex_pool_scheduler(p)),
+                 "a strand is not its underlying scheduler");
+    cr_assert_not(ex_scheduler_equal(ex_pool_scheduler(p), ex_strand_scheduler(a)));
+    /* Equal through a value copy as well. */
+    ex_value v = ex_sched_value(ex_strand_scheduler(a));
+    cr_assert(ex_scheduler_equal(v.as.sched, ex_strand_scheduler(a)));
+    strand_free_now(a);
+    strand_free_now(b);
+    pool_free(p);
+    expect_no_leaks();
+}
+
+Test(exec_strand, forward_progress_and_completion_scheduler) {
+    ex_pool *p = pool_new(1);
+    ex_strand *s = strand_new(ex_pool_scheduler(p));
+    ex_scheduler sch = ex_strand_scheduler(s);
+    cr_assert_eq(ex_get_forward_progress_guarantee(sch), EX_PROGRESS_WEAKLY_PARALLEL,
+                 "one agent at a time: weakly parallel at most");
+    ex_strand *si = strand_new(ex_inline_scheduler());
+    cr_assert_eq(ex_get_forward_progress_guarantee(ex_strand_scheduler(si)), EX_PROGRESS_WEAKLY_PARALLEL);
+    ex_sender *snd = ex_schedule(sch);
+    cr_assert_eq(ex_sender_status(snd).code, 0);
+    ex_scheduler got;
+    cr_assert(ex_get_completion_scheduler(snd, &ex_key_completion_scheduler_value, &got));
+    cr_assert(ex_scheduler_equal(got, sch), "the value completion scheduler is the strand");
+    ex_sender_release(snd);
+    strand_free_now(si);
+    strand_free_now(s);
+    pool_free(p);
+    expect_no_leaks();
+}
+
+Test(exec_strand, executed_counts_items_run_through_the_strand) {
+    ex_pool *p = pool_new(2);
+    ex_strand *s = strand_new(ex_pool_scheduler(p));
+    cr_assert_eq(ex_strand_executed(s), 0);
+    box *b = box_new(p);
+    item *it = items_new(10, b);
+    for (int i = 0; i < 10; i++) post_ok(ex_strand_scheduler(s), &it[i]);
+    WAIT_INT(&b->ran, 10);
+    cr_assert_eq(ex_strand_executed(s), 10);
+    for (int i = 0; i < 5; i++) {
+        ex_result r = ex_sync_wait(ex_schedule(ex_strand_scheduler(s)));
+        cr_assert_eq(r.disposition, EX_DISP_VALUE);
+        ex_result_destroy(&r);
+    }
+    cr_assert_eq(ex_strand_executed(s), 15);
+    /* dispatch from outside the strand queues the item: it counts too. */
+    item extra;
+    item_init(&extra, 10, b);
+    tl_in_call = true;
+    cr_assert_eq(ex_dispatch(ex_strand_scheduler(s), &extra.w).code, 0);
+    tl_in_call = false;
+    WAIT_INT(&extra.runs, 1);
+    cr_assert_eq(ex_strand_executed(s), 16);
+    /* Another strand counts its own. */
+    ex_strand *s2 = strand_new(ex_pool_scheduler(p));
+    cr_assert_eq(ex_strand_executed(s2), 0);
+    strand_free(s2);
+    strand_free(s);
+    pool_free(p);
+    free(it);
+    free(b);
+    expect_no_leaks();
+}
+
+/* ============================================================== allocator */
+
+typedef struct spawn_env {
+    ex_env_pair pair;
+} spawn_env;
+
+static ex_error count_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    atomic_fetch_add((atomic_int *)ctx, 1);
+    return ex_ok();
+}
+
+Test(exec_strand, allocator_is_the_underlying_schedulers) {
+    counting c;
+    counting_init(&c);
+    ex_pool *p = pool_new_cfg(2, &c.a);
+    ex_pool_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.threads = 1;
+    pc.frames = EX_POOL_FRAMES_PROCESS;  /* a pool without a frame allocator */
+    ex_pool *plain = NULL;
+    cr_assert_eq(ex_pool_create(&pc, &plain).code, 0);
+    ex_run_loop loop;
+    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    ex_strand *s = strand_new(ex_pool_scheduler(p));
+    ex_strand *ss = strand_new(ex_strand_scheduler(s));
+    ex_strand *sp = strand_new(ex_pool_scheduler(plain));
+    ex_strand *sl = strand_new(ex_run_loop_scheduler(&loop));
+
+    ex_env_pair e;
+    ex_env_pair_init(&e, &ex_key_get_scheduler, ex_sched_value(ex_strand_scheduler(s)), ex_env_empty());
+    cr_assert_eq(ex_get_allocator(ex_env_of_pair(&e)), &c.a, "a strand over the pool answers the pool's allocator");
+    ex_env_pair_init(&e, &ex_key_get_scheduler, ex_sched_value(ex_strand_scheduler(ss)), ex_env_empty());
+    cr_assert_eq(ex_get_allocator(ex_env_of_pair(&e)), &c.a, "a strand over that strand: the same");
+    ex_env_pair_init(&e, &ex_key_get_scheduler, ex_sched_value(ex_strand_scheduler(sp)), ex_env_empty());
+    cr_assert_eq(ex_get_allocator(ex_env_of_pair(&e)), ex_default_allocator(), "a pool without one: the default");
+    ex_env_pair_init(&e, &ex_key_get_scheduler, ex_sched_value(ex_strand_scheduler(sl)), ex_env_empty());
+    cr_assert_eq(ex_get_allocator(ex_env_of_pair(&e)), ex_default_allocator());
+
+    /* Used for real: spawned work whose environment names the strand gets
+     * its operation from the pool's allocator. */
+    ex_counting_scope scope;
+    cr_assert_eq(ex_counting_scope_init(&scope).code, 0);
+    atomic_int ran = 0;
+    long before = atomic_load(&c.allocs);
+    ex_env_pair_init(&e, &ex_key_get_scheduler, ex_sched_value(ex_strand_scheduler(s)), ex_env_empty());
+    for (int i = 0; i < 10; i++) {
+        ex_sender *w = ex_then(ex_schedule(ex_strand_scheduler(s)), count_fn, &ran, EX_SIG0, EX_SIG0);
+        cr_assert_eq(ex_spawn_env(w, ex_counting_scope_token(&scope), ex_env_of_pair(&e)).code, 0);
+    }
+    ex_result jr = ex_sync_wait(ex_counting_scope_join(&scope));
+    cr_assert_eq(jr.disposition, EX_DISP_VALUE);
+    ex_result_destroy(&jr);
+    cr_assert_eq(atomic_load(&ran), 10);
+    cr_assert_geq(atomic_load(&c.allocs) - before, 10, "spawned operations did not come from the pool's allocator");
+    cr_assert_eq(ex_counting_scope_destroy(&scope).code, 0);
+
+    strand_free(ss);
+    strand_free(s);
+    strand_free_now(sp);
+    strand_free_now(sl);
+    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    pool_free(plain);
+    pool_free(p);
+    cr_assert_eq(atomic_load(&c.in_use), 0);
+    expect_no_leaks();
+}
+

@@ -1,0 +1,149 @@
+/* strand_fixtures.h - what the exec_strand suite's files share: pools and
+ * strands made with assertions, the box that checks mutual exclusion and
+ * order, work items and schedule operations that record where and when
+ * they ran, an item that holds a pool worker, and an item posted straight
+ * to a pool.
+ *
+ * No assertion is about time: sleeps only give threads a chance to reach a
+ * point, and every wait for asynchronous work is bounded so that a lost item
+ * fails with a message instead of hanging. */
+#ifndef CEXEC_TEST_STRAND_FIXTURES_H
+#define CEXEC_TEST_STRAND_FIXTURES_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include <cexec/strand.h>
+#include "common/helpers.h"
+
+#define WAIT_LIMIT_S 10.0
+
+/* Waits (bounded) until *c >= target; returns the last value seen. */
+int wait_int_reaches(atomic_int *c, int target);
+
+#define WAIT_INT(c, target)                                                                        \
+    do {                                                                                           \
+        int w_target_ = (target);                                                                  \
+        int w_seen_ = wait_int_reaches((c), w_target_);                                                    \
+        cr_assert_geq(w_seen_, w_target_, "timed out waiting for %s: %d of %d", #c, w_seen_, w_target_); \
+    } while (0)
+
+ex_pool *pool_new_cfg(unsigned threads, const ex_allocator *alloc);
+ex_pool *pool_new(unsigned threads);
+void pool_free(ex_pool *p);
+
+ex_strand *strand_new(ex_scheduler under);
+/* Destroys a strand whose items have all completed, retrying EX_EBUSY for
+ * a bounded time (its turn may still be finishing). */
+void strand_free(ex_strand *s);
+/* Destroy that must succeed at once (the underlying agents are known idle). */
+void strand_free_now(ex_strand *s);
+
+/* Set on the calling thread around ex_post / ex_dispatch calls: an item that
+ * sees it set on the thread running it ran inside the call. */
+extern _Thread_local bool tl_in_call;
+
+/* ---------------------------------------------------------- shared state */
+
+#define LOG_MAX 8192
+
+/* The state the items of one test share.  `plain` and `log` are written
+ * without synchronisation by items of one strand: the strand orders them. */
+typedef struct box {
+    atomic_int inside;       /* items inside their strand now */
+    atomic_int violations;   /* an item found another one inside */
+    atomic_int ran;          /* items (and receivers) that finished */
+    long plain;
+    int log[LOG_MAX];
+    int nlog;
+    ex_pool *pool;           /* for worker indexes */
+} box;
+
+box *box_new(ex_pool *p);
+/* Counts the caller in (a second one inside is a violation) and out. */
+void box_enter(box *b);
+void box_leave(box *b);
+void expect_log_in_order(const box *b, int n);
+
+/* ------------------------------------------------------------- work items */
+
+typedef struct item item;
+typedef void (*item_action)(item *it);
+
+struct item {
+    ex_work w;               /* first member */
+    int id;
+    box *b;
+    bool nested;             /* runs inline inside another item: no enter/leave */
+    atomic_int runs, cancels;
+    int worker;
+    pthread_t tid;
+    const void *thread;
+    bool saw_in_call;
+    int ran_seen;            /* b->ran when the item ran */
+    unsigned spin;
+    item_action action;
+    void *arg, *arg2;
+    ex_scheduler sch;
+    ex_error call_err;
+    int flag;                /* free for actions */
+};
+
+void item_init(item *it, int id, box *b);
+item *items_new(int n, box *b);
+/* ex_post with tl_in_call set, asserting success. */
+void post_ok(ex_scheduler sch, item *it);
+/* ex_dispatch with tl_in_call set, asserting success. */
+void dispatch_ok(ex_scheduler sch, item *it);
+
+/* --------------------------------------------- schedule operations (sops) */
+
+typedef struct sop {
+    box *b;
+    int id;
+    atomic_int hits, values, errors, stops;
+    int worker;
+    pthread_t tid;
+    bool saw_in_call;
+    ex_error err;
+    bool has_stop;
+    ex_stop_source stop;
+    ex_env_pair pair;
+    ex_operation *op;
+    _Alignas(max_align_t) unsigned char storage[256];
+} sop;
+
+void sop_init(sop *o, int id, box *b);
+sop *sops_new(int n, box *b, int first_id);
+void sop_with_stop(sop *o);
+/* Connects snd into the sop's storage and starts it. */
+void sop_start(sop *o, const ex_sender *snd);
+void sops_destroy(sop *o, int n);
+
+/* ---------------------------------------------------------------- blockers */
+
+/* An item posted straight to a pool that holds its worker until released. */
+typedef struct hold {
+    ex_work w;
+    atomic_int started, done, cancelled;
+    atomic_int *release;
+} hold;
+
+void hold_init(hold *h, atomic_int *release);
+/* Posts h to the pool and waits until it occupies a worker. */
+void hold_post(ex_pool *p, hold *h);
+
+/* An item posted straight to a pool that notes how many strand items had
+ * run when it ran. */
+typedef struct direct {
+    ex_work w;
+    box *b;
+    atomic_int runs;
+    int ran_seen;
+} direct;
+
+void direct_init(direct *d, box *b);
+
+#endif
