@@ -89,7 +89,7 @@ Test(exec_strand, create_out_of_memory_is_enomem_and_leaks_nothing) {
     test_alloc_reset();
 
     /* An explicit allocator fails, over a pool and over the inline scheduler. */
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     counting c;
     counting_init(&c);
     ex_scheduler unders[2] = { ex_pool_scheduler(p), ex_inline_scheduler() };
@@ -107,7 +107,7 @@ Test(exec_strand, create_out_of_memory_is_enomem_and_leaks_nothing) {
     e = ex_strand_create(ex_pool_scheduler(p), &c.a, &s);
     cr_assert_eq(e.code, 0);
     strand_free_now(s);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
@@ -152,7 +152,7 @@ Test(exec_strand, post_and_dispatch_reject_bad_work_items) {
 }
 
 Test(exec_strand, destroy_while_items_are_queued_is_ebusy_and_destroys_nothing) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     atomic_int release = 0;
     hold h;
     hold_init(&h, &release);
@@ -173,7 +173,7 @@ Test(exec_strand, destroy_while_items_are_queued_is_ebusy_and_destroys_nothing) 
     /* Nothing was destroyed: the queue and the strand still work. */
     post_ok(ex_strand_scheduler(s), &it[2]);
     atomic_store(&release, 1);
-    WAIT_INT(&b->ran, 3);
+    EXPECT_INT_REACHES(&b->ran, 3);
     expect_log_in_order(b, 3);
     cr_assert_eq(atomic_load(&it[0].runs), 1);
     cr_assert_eq(atomic_load(&o[0].values), 1);
@@ -182,7 +182,7 @@ Test(exec_strand, destroy_while_items_are_queued_is_ebusy_and_destroys_nothing) 
     strand_free(s);
     sops_destroy(o, 1);
     ex_sender_release(snd);
-    pool_free(p);
+    test_pool_free(p);
     free(o);
     free(it);
     free(b);
@@ -193,12 +193,12 @@ Test(exec_strand, destroy_while_items_are_queued_is_ebusy_and_destroys_nothing) 
 static void wait_flag_action(item *it) {
     atomic_int *go = it->arg;
     atomic_store((atomic_int *)it->arg2, 1);
-    double end = test_now_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + TEST_WAIT_LIMIT_S;
     while (!atomic_load(go) && test_now_s() < end) sched_yield();
 }
 
 Test(exec_strand, destroy_while_an_item_runs_is_ebusy) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     box *b = box_new(p);
     item *it = items_new(2, b);
@@ -207,24 +207,24 @@ Test(exec_strand, destroy_while_an_item_runs_is_ebusy) {
     it[0].arg = &go;
     it[0].arg2 = &entered;
     post_ok(ex_strand_scheduler(s), &it[0]);
-    WAIT_INT(&entered, 1);
+    EXPECT_INT_REACHES(&entered, 1);
     ex_error e = ex_strand_destroy(s);
     cr_assert_eq(e.code, EX_EBUSY, "destroy while an item runs: got %d", e.code);
     cr_assert_not_null(e.msg);
     atomic_store(&go, 1);
-    WAIT_INT(&it[0].runs, 1);
+    EXPECT_INT_REACHES(&it[0].runs, 1);
     post_ok(ex_strand_scheduler(s), &it[1]);
-    WAIT_INT(&b->ran, 2);
+    EXPECT_INT_REACHES(&b->ran, 2);
     expect_log_in_order(b, 2);
     strand_free(s);
-    pool_free(p);
+    test_pool_free(p);
     free(it);
     free(b);
     expect_no_leaks();
 }
 
 Test(exec_strand, destroy_while_an_owning_handle_holds_it_is_ebusy) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     ex_scheduler h1 = ex_scheduler_retain(ex_strand_scheduler(s));
     cr_assert(ex_scheduler_equal(h1, ex_strand_scheduler(s)), "retain returns the handle");
@@ -241,14 +241,14 @@ Test(exec_strand, destroy_while_an_owning_handle_holds_it_is_ebusy) {
     cr_assert_eq(e.code, EX_EBUSY, "one holder left: got %d", e.code);
     ex_scheduler_release(h2);
     strand_free(s);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_strand, strand_is_idle_once_its_only_worker_moved_on) {
     /* On a one-worker pool, work posted after the strand's last item ran
      * runs after the strand's turn ended: the strand must be idle then. */
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     box *b = box_new(p);
     for (int round = 0; round < 50; round++) {
         ex_strand *s = strand_new(ex_pool_scheduler(p));
@@ -258,10 +258,10 @@ Test(exec_strand, strand_is_idle_once_its_only_worker_moved_on) {
         direct d;
         direct_init(&d, b);
         cr_assert_eq(ex_post(ex_pool_scheduler(p), &d.w).code, 0);
-        WAIT_INT(&d.runs, 1);
+        EXPECT_INT_REACHES(&d.runs, 1);
         strand_free_now(s);
     }
-    pool_free(p);
+    test_pool_free(p);
     free(b);
     expect_no_leaks();
 }
@@ -269,7 +269,7 @@ Test(exec_strand, strand_is_idle_once_its_only_worker_moved_on) {
 /* ======================================================= scheduler properties */
 
 Test(exec_strand, schedulers_compare_by_strand) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     ex_strand *a = strand_new(ex_pool_scheduler(p));
     ex_strand *b = strand_new(ex_pool_scheduler(p));
     cr_assert(ex_scheduler_equal(ex_strand_scheduler(a), ex_strand_scheduler(a)));
@@ -284,12 +284,12 @@ Test(exec_strand, schedulers_compare_by_strand) {
     cr_assert(ex_scheduler_equal(v.as.sched, ex_strand_scheduler(a)));
     strand_free_now(a);
     strand_free_now(b);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_strand, forward_progress_and_completion_scheduler) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     ex_scheduler sch = ex_strand_scheduler(s);
     cr_assert_eq(ex_get_forward_progress_guarantee(sch), EX_PROGRESS_WEAKLY_PARALLEL,
@@ -304,18 +304,18 @@ Test(exec_strand, forward_progress_and_completion_scheduler) {
     ex_sender_release(snd);
     strand_free_now(si);
     strand_free_now(s);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_strand, executed_counts_items_run_through_the_strand) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     cr_assert_eq(ex_strand_executed(s), 0);
     box *b = box_new(p);
     item *it = items_new(10, b);
     for (int i = 0; i < 10; i++) post_ok(ex_strand_scheduler(s), &it[i]);
-    WAIT_INT(&b->ran, 10);
+    EXPECT_INT_REACHES(&b->ran, 10);
     cr_assert_eq(ex_strand_executed(s), 10);
     for (int i = 0; i < 5; i++) {
         ex_result r = ex_sync_wait(ex_schedule(ex_strand_scheduler(s)));
@@ -329,14 +329,14 @@ Test(exec_strand, executed_counts_items_run_through_the_strand) {
     tl_in_call = true;
     cr_assert_eq(ex_dispatch(ex_strand_scheduler(s), &extra.w).code, 0);
     tl_in_call = false;
-    WAIT_INT(&extra.runs, 1);
+    EXPECT_INT_REACHES(&extra.runs, 1);
     cr_assert_eq(ex_strand_executed(s), 16);
     /* Another strand counts its own. */
     ex_strand *s2 = strand_new(ex_pool_scheduler(p));
     cr_assert_eq(ex_strand_executed(s2), 0);
     strand_free(s2);
     strand_free(s);
-    pool_free(p);
+    test_pool_free(p);
     free(it);
     free(b);
     expect_no_leaks();
@@ -357,13 +357,12 @@ static ex_error count_fn(void *ctx, const ex_value *in, size_t n, ex_value *out)
 Test(exec_strand, allocator_is_the_underlying_schedulers) {
     counting c;
     counting_init(&c);
-    ex_pool *p = pool_new_cfg(2, &c.a);
-    ex_pool_config pc;
-    memset(&pc, 0, sizeof pc);
-    pc.threads = 1;
+    ex_pool_config pc = test_pool_config(2, NULL);
+    pc.allocator = &c.a;
+    ex_pool *p = test_pool_new_cfg(&pc);
+    pc = test_pool_config(1, NULL);
     pc.frames = EX_POOL_FRAMES_PROCESS;  /* a pool without a frame allocator */
-    ex_pool *plain = NULL;
-    cr_assert_eq(ex_pool_create(&pc, &plain).code, 0);
+    ex_pool *plain = test_pool_new_cfg(&pc);
     ex_run_loop loop;
     cr_assert_eq(ex_run_loop_init(&loop).code, 0);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
@@ -404,8 +403,8 @@ Test(exec_strand, allocator_is_the_underlying_schedulers) {
     strand_free_now(sp);
     strand_free_now(sl);
     cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    pool_free(plain);
-    pool_free(p);
+    test_pool_free(plain);
+    test_pool_free(p);
     cr_assert_eq(atomic_load(&c.in_use), 0);
     expect_no_leaks();
 }

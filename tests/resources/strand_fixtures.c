@@ -5,32 +5,6 @@
 
 #include "resources/strand_fixtures.h"
 
-/* Waits (bounded) until *c >= target; returns the last value seen. */
-int wait_int_reaches(atomic_int *c, int target) {
-    double end = test_now_s() + WAIT_LIMIT_S;
-    int v;
-    while ((v = atomic_load(c)) < target && test_now_s() < end) sched_yield();
-    return v;
-}
-
-ex_pool *pool_new_cfg(unsigned threads, const ex_allocator *alloc) {
-    ex_pool_config c;
-    memset(&c, 0, sizeof c);
-    c.threads = threads;
-    c.allocator = alloc;
-    ex_pool *p = NULL;
-    ex_error e = ex_pool_create(&c, &p);
-    cr_assert_eq(e.code, 0, "ex_pool_create: %s", e.msg ? e.msg : "");
-    return p;
-}
-
-ex_pool *pool_new(unsigned threads) { return pool_new_cfg(threads, NULL); }
-
-void pool_free(ex_pool *p) {
-    ex_error e = ex_pool_destroy(p);
-    cr_assert_eq(e.code, 0, "ex_pool_destroy: %s", e.msg ? e.msg : "");
-}
-
 ex_strand *strand_new(ex_scheduler under) {
     ex_strand *s = NULL;
     ex_error e = ex_strand_create(under, NULL, &s);
@@ -44,7 +18,7 @@ ex_strand *strand_new(ex_scheduler under) {
  * (EX_EBUSY is then correct: its drain is running), so EX_EBUSY is retried
  * for a bounded time; anything else fails. */
 void strand_free(ex_strand *s) {
-    double end = test_now_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + TEST_WAIT_LIMIT_S;
     ex_error e;
     while ((e = ex_strand_destroy(s)).code == EX_EBUSY && test_now_s() < end) sched_yield();
     cr_assert_eq(e.code, 0, "ex_strand_destroy of a strand with nothing queued: %d (%s)", e.code,
@@ -214,32 +188,6 @@ void sop_start(sop *o, const ex_sender *snd) {
 void sops_destroy(sop *o, int n) {
     for (int i = 0; i < n; i++)
         if (o[i].op) ex_operation_destroy(o[i].op);
-}
-
-/* ---------------------------------------------------------------- blockers */
-
-static void hold_exec(ex_work *w) {
-    hold *h = (hold *)(void *)w;
-    atomic_store(&h->started, 1);
-    double end = test_now_s() + WAIT_LIMIT_S;
-    while (!atomic_load(h->release) && test_now_s() < end) sched_yield();
-    atomic_store(&h->done, 1);
-}
-
-static void hold_cancel(ex_work *w) { atomic_store(&((hold *)(void *)w)->cancelled, 1); }
-
-void hold_init(hold *h, atomic_int *release) {
-    memset(h, 0, sizeof *h);
-    h->w.execute = hold_exec;
-    h->w.cancel = hold_cancel;
-    h->release = release;
-}
-
-/* Posts h to the pool and waits until it occupies a worker. */
-void hold_post(ex_pool *p, hold *h) {
-    ex_error e = ex_post(ex_pool_scheduler(p), &h->w);
-    cr_assert_eq(e.code, 0, "ex_post: %s", e.msg ? e.msg : "");
-    WAIT_INT(&h->started, 1);
 }
 
 static void direct_exec(ex_work *w) {

@@ -1,8 +1,7 @@
 /* strand_fixtures.h - what the exec_strand suite's files share: pools and
  * strands made with assertions, the box that checks mutual exclusion and
  * order, work items and schedule operations that record where and when
- * they ran, an item that holds a pool worker, and an item posted straight
- * to a pool.
+ * they ran, and an item posted straight to a pool.
  *
  * No assertion is about time: sleeps only give threads a chance to reach a
  * point, and every wait for asynchronous work is bounded so that a lost item
@@ -17,22 +16,8 @@
 
 #include <cexec/strand.h>
 #include "common/helpers.h"
-
-#define WAIT_LIMIT_S 10.0
-
-/* Waits (bounded) until *c >= target; returns the last value seen. */
-int wait_int_reaches(atomic_int *c, int target);
-
-#define WAIT_INT(c, target)                                                                        \
-    do {                                                                                           \
-        int w_target_ = (target);                                                                  \
-        int w_seen_ = wait_int_reaches((c), w_target_);                                                    \
-        cr_assert_geq(w_seen_, w_target_, "timed out waiting for %s: %d of %d", #c, w_seen_, w_target_); \
-    } while (0)
-
-ex_pool *pool_new_cfg(unsigned threads, const ex_allocator *alloc);
-ex_pool *pool_new(unsigned threads);
-void pool_free(ex_pool *p);
+#include "resources/common_stand_ins.h"
+#include "resources/hold.h"
 
 ex_strand *strand_new(ex_scheduler under);
 /* Destroys a strand whose items have all completed, retrying EX_EBUSY for
@@ -123,17 +108,6 @@ void sop_start(sop *o, const ex_sender *snd);
 void sops_destroy(sop *o, int n);
 
 /* ---------------------------------------------------------------- blockers */
-
-/* An item posted straight to a pool that holds its worker until released. */
-typedef struct hold {
-    ex_work w;
-    atomic_int started, done, cancelled;
-    atomic_int *release;
-} hold;
-
-void hold_init(hold *h, atomic_int *release);
-/* Posts h to the pool and waits until it occupies a worker. */
-void hold_post(ex_pool *p, hold *h);
 
 /* An item posted straight to a pool that notes how many strand items had
  * run when it ran. */

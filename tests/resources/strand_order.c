@@ -79,7 +79,7 @@ static void *me_spawner(void *arg) {
 }
 
 Test(exec_strand, mutual_exclusion_under_load_post_sync_wait_and_spawn) {
-    ex_pool *p = pool_new(4);
+    ex_pool *p = test_pool_new(4);
     memset(&ME, 0, sizeof ME);
     ME.s = strand_new(ex_pool_scheduler(p));
     ME.b = box_new(p);
@@ -100,7 +100,7 @@ Test(exec_strand, mutual_exclusion_under_load_post_sync_wait_and_spawn) {
     ex_result_destroy(&jr);
 
     const int total = ME_POSTERS * ME_PER_POSTER + ME_WAITERS * ME_PER_WAITER + ME_SPAWNS;
-    WAIT_INT(&ME.b->ran, total);
+    EXPECT_INT_REACHES(&ME.b->ran, total);
     cr_assert_eq(ME.post_errors, 0);
     cr_assert_eq(ME.wait_bad, 0);
     cr_assert_eq(ME.spawn_errors, 0);
@@ -116,7 +116,7 @@ Test(exec_strand, mutual_exclusion_under_load_post_sync_wait_and_spawn) {
     cr_assert_eq(ex_strand_executed(ME.s), (uint64_t)total);
     cr_assert_eq(ex_counting_scope_destroy(&ME.scope).code, 0);
     strand_free(ME.s);
-    pool_free(p);
+    test_pool_free(p);
     for (int t = 0; t < ME_POSTERS; t++) free(ME.items[t]);
     free(ME.b);
     expect_no_leaks();
@@ -125,7 +125,7 @@ Test(exec_strand, mutual_exclusion_under_load_post_sync_wait_and_spawn) {
 /* Items of one strand see what the previous one wrote, whichever worker ran
  * it: a chain of non-atomic increments, on four workers. */
 Test(exec_strand, each_item_sees_the_writes_of_the_previous_one) {
-    ex_pool *p = pool_new(4);
+    ex_pool *p = test_pool_new(4);
     enum { N = 3000, STRANDS = 3 };
     ex_strand *s[STRANDS];
     box *b[STRANDS];
@@ -138,7 +138,7 @@ Test(exec_strand, each_item_sees_the_writes_of_the_previous_one) {
     for (int i = 0; i < N; i++)
         for (int k = 0; k < STRANDS; k++) post_ok(ex_strand_scheduler(s[k]), &it[k][i]);
     for (int k = 0; k < STRANDS; k++) {
-        WAIT_INT(&b[k]->ran, N);
+        EXPECT_INT_REACHES(&b[k]->ran, N);
         cr_assert_eq(atomic_load(&b[k]->violations), 0);
         cr_assert_eq(b[k]->plain, N);
         expect_log_in_order(b[k], N);
@@ -148,14 +148,14 @@ Test(exec_strand, each_item_sees_the_writes_of_the_previous_one) {
         free(it[k]);
         free(b[k]);
     }
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 /* ================================================================ FIFO */
 
 Test(exec_strand, fifo_for_posts_and_schedules_from_one_thread) {
-    ex_pool *p = pool_new(4);
+    ex_pool *p = test_pool_new(4);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     enum { N = 3000 };
     box *b = box_new(p);
@@ -175,7 +175,7 @@ Test(exec_strand, fifo_for_posts_and_schedules_from_one_thread) {
             post_ok(ex_strand_scheduler(s), &it[i]);
         }
     }
-    WAIT_INT(&b->ran, N);
+    EXPECT_INT_REACHES(&b->ran, N);
     expect_log_in_order(b, N);
     cr_assert_eq(atomic_load(&b->violations), 0);
     for (int i = 0; i < N; i++) {
@@ -190,7 +190,7 @@ Test(exec_strand, fifo_for_posts_and_schedules_from_one_thread) {
     strand_free(s);
     sops_destroy(o, N);
     ex_sender_release(snd);
-    pool_free(p);
+    test_pool_free(p);
     free(o);
     free(it);
     free(b);
@@ -203,7 +203,7 @@ static void post_arg_action(item *it) {
 }
 
 Test(exec_strand, items_posted_from_inside_go_to_the_back) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     atomic_int release = 0;
     hold h;
     hold_init(&h, &release);
@@ -217,11 +217,11 @@ Test(exec_strand, items_posted_from_inside_go_to_the_back) {
     it[0].sch = ex_strand_scheduler(s);
     for (int i = 0; i < N; i++) post_ok(ex_strand_scheduler(s), &it[i]);
     atomic_store(&release, 1);
-    WAIT_INT(&b->ran, N + 1);
+    EXPECT_INT_REACHES(&b->ran, N + 1);
     cr_assert_eq(it[0].call_err.code, 0);
     expect_log_in_order(b, N + 1);
     strand_free(s);
-    pool_free(p);
+    test_pool_free(p);
     free(it);
     free(b);
     expect_no_leaks();
@@ -230,7 +230,7 @@ Test(exec_strand, items_posted_from_inside_go_to_the_back) {
 /* ===================================================== completion agents */
 
 Test(exec_strand, completions_run_on_workers_of_the_underlying_pool) {
-    ex_pool *p = pool_new(3);
+    ex_pool *p = test_pool_new(3);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     enum { N = 300 };
     box *b = box_new(p);
@@ -241,7 +241,7 @@ Test(exec_strand, completions_run_on_workers_of_the_underlying_pool) {
         post_ok(ex_strand_scheduler(s), &it[i]);
         sop_start(&o[i], snd);
     }
-    WAIT_INT(&b->ran, 2 * N);
+    EXPECT_INT_REACHES(&b->ran, 2 * N);
     for (int i = 0; i < N; i++) {
         cr_assert_geq(it[i].worker, 0, "item %d ran off the pool's workers", i);
         cr_assert_lt(it[i].worker, 3);
@@ -253,7 +253,7 @@ Test(exec_strand, completions_run_on_workers_of_the_underlying_pool) {
     strand_free(s);
     sops_destroy(o, N);
     ex_sender_release(snd);
-    pool_free(p);
+    test_pool_free(p);
     free(o);
     free(it);
     free(b);
@@ -263,7 +263,7 @@ Test(exec_strand, completions_run_on_workers_of_the_underlying_pool) {
 /* ================================================================== stop */
 
 Test(exec_strand, stop_requested_before_the_items_turn_completes_stopped) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     atomic_int release = 0;
     hold h;
     hold_init(&h, &release);
@@ -281,7 +281,7 @@ Test(exec_strand, stop_requested_before_the_items_turn_completes_stopped) {
     }
     for (int i = 0; i < N; i++) cr_assert_eq(atomic_load(&o[i].hits), 0, "op %d completed before its turn", i);
     atomic_store(&release, 1);
-    WAIT_INT(&b->ran, N);
+    EXPECT_INT_REACHES(&b->ran, N);
     for (int i = 0; i < N; i++) {
         cr_assert_eq(atomic_load(&o[i].hits), 1);
         cr_assert_eq(atomic_load(&o[i].errors), 0);
@@ -293,7 +293,7 @@ Test(exec_strand, stop_requested_before_the_items_turn_completes_stopped) {
     strand_free(s);
     sops_destroy(o, N);
     ex_sender_release(snd);
-    pool_free(p);
+    test_pool_free(p);
     free(o);
     free(b);
     expect_no_leaks();
@@ -302,7 +302,7 @@ Test(exec_strand, stop_requested_before_the_items_turn_completes_stopped) {
 static void request_stop_action(item *it) { ex_stop_source_request_stop(it->arg); }
 
 Test(exec_strand, stop_requested_by_an_earlier_item_completes_stopped) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     atomic_int release = 0;
     hold h[2];
     hold_init(&h[0], &release);
@@ -323,21 +323,21 @@ Test(exec_strand, stop_requested_by_an_earlier_item_completes_stopped) {
     sop_start(&o[0], snd);
     sop_start(&o[1], snd);
     atomic_store(&release, 1);
-    WAIT_INT(&b->ran, 3);
+    EXPECT_INT_REACHES(&b->ran, 3);
     cr_assert_eq(atomic_load(&o[0].stops), 1, "stop was requested before its turn");
     cr_assert_eq(atomic_load(&o[1].values), 1);
     expect_log_in_order(b, 3);
     strand_free(s);
     sops_destroy(o, 2);
     ex_sender_release(snd);
-    pool_free(p);
+    test_pool_free(p);
     free(o);
     free(b);
     expect_no_leaks();
 }
 
 Test(exec_strand, sync_wait_on_a_strand_schedule) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     for (int i = 0; i < 100; i++) {
         ex_result r = ex_sync_wait(ex_schedule(ex_strand_scheduler(s)));
@@ -346,7 +346,7 @@ Test(exec_strand, sync_wait_on_a_strand_schedule) {
         ex_result_destroy(&r);
     }
     strand_free(s);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
@@ -356,7 +356,7 @@ Test(exec_strand, fairness_a_busy_strand_lets_other_pool_work_run) {
     /* One worker; the strand gets 200 items, then an item goes straight to
      * the pool.  The strand runs at most 64 items per turn and then queues
      * itself again, so the direct item runs before the 200th strand item. */
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     atomic_int release = 0;
     hold h;
     hold_init(&h, &release);
@@ -370,15 +370,15 @@ Test(exec_strand, fairness_a_busy_strand_lets_other_pool_work_run) {
     direct_init(&d, b);
     cr_assert_eq(ex_post(ex_pool_scheduler(p), &d.w).code, 0);
     atomic_store(&release, 1);
-    WAIT_INT(&b->ran, N);
-    WAIT_INT(&d.runs, 1);
+    EXPECT_INT_REACHES(&b->ran, N);
+    EXPECT_INT_REACHES(&d.runs, 1);
     expect_log_in_order(b, N);
     cr_expect_lt(d.ran_seen, N,
                  "the item posted to the pool ran only after all %d strand items (it saw %d): the strand's "
                  "re-queued turn was preferred to older pool work",
                  N, d.ran_seen);
     strand_free(s);
-    pool_free(p);
+    test_pool_free(p);
     free(it);
     free(b);
     expect_no_leaks();
@@ -387,7 +387,7 @@ Test(exec_strand, fairness_a_busy_strand_lets_other_pool_work_run) {
 Test(exec_strand, fairness_the_same_from_a_strand_item_on_the_worker) {
     /* As above, with the direct item posted by the first strand item from
      * the worker itself. */
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     enum { N = 200 };
     box *b = box_new(p);
@@ -403,13 +403,13 @@ Test(exec_strand, fairness_the_same_from_a_strand_item_on_the_worker) {
     it[0].sch = ex_pool_scheduler(p);
     for (int i = 0; i < N; i++) post_ok(ex_strand_scheduler(s), &it[i]);
     atomic_store(&release, 1);
-    WAIT_INT(&b->ran, N);
-    WAIT_INT(&d.runs, 1);
+    EXPECT_INT_REACHES(&b->ran, N);
+    EXPECT_INT_REACHES(&d.runs, 1);
     cr_assert_eq(it[0].call_err.code, 0);
     cr_expect_lt(d.ran_seen, N, "the pool item posted from the strand's turn ran only after all %d strand items",
                  N);
     strand_free(s);
-    pool_free(p);
+    test_pool_free(p);
     free(it);
     free(b);
     expect_no_leaks();

@@ -32,7 +32,7 @@ static void refuser_exec(ex_work *w) {
     refuser *r = (refuser *)(void *)w;
     atomic_store(&r->started, 1);
     r->refusal = -1;
-    double end = test_now_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + TEST_WAIT_LIMIT_S;
     for (int k = 0; k < PROBES && test_now_s() < end; k++) {
         ex_work *pr = &r->probes[k];
         pr->next = NULL;
@@ -137,13 +137,13 @@ static void pd_free(pd_set *x) {
 }
 
 Test(exec_strand, pool_destroyed_with_strand_items_queued_drops_each_once) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     refuser *r = refuser_new(p);
     cr_assert_eq(ex_post(ex_pool_scheduler(p), &r->w).code, 0);
-    WAIT_INT(&r->started, 1);
+    EXPECT_INT_REACHES(&r->started, 1);
     pd_set x;
     pd_queue(&x, p);
-    pool_free(p);
+    test_pool_free(p);
     refuser_check(r);
     int values = pd_check(&x, true);
     cr_assert_eq(values, 0);
@@ -154,16 +154,16 @@ Test(exec_strand, pool_destroyed_with_strand_items_queued_drops_each_once) {
 }
 
 Test(exec_strand, pool_destroyed_during_a_strand_turn_completes_each_once) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     refuser *r = refuser_new(p);
     pd_set x;
     /* The blocker is the first item of strand 0: its turn is under way when
      * destroy begins, with many items behind it. */
     ex_strand *s0 = strand_new(ex_pool_scheduler(p));
     cr_assert_eq(ex_post(ex_strand_scheduler(s0), &r->w).code, 0);
-    WAIT_INT(&r->started, 1);
+    EXPECT_INT_REACHES(&r->started, 1);
     pd_queue(&x, p);
-    pool_free(p);
+    test_pool_free(p);
     refuser_check(r);
     (void)pd_check(&x, false);
     strand_free_now(s0);
@@ -174,7 +174,7 @@ Test(exec_strand, pool_destroyed_during_a_strand_turn_completes_each_once) {
 
 /* The blocker shares strand 0 with the queued items. */
 Test(exec_strand, pool_destroyed_during_a_turn_of_the_same_strand) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     refuser *r = refuser_new(p);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     enum { N = 300 };
@@ -183,12 +183,12 @@ Test(exec_strand, pool_destroyed_during_a_turn_of_the_same_strand) {
     item *w = items_new(N, b);
     ex_sender *snd = ex_schedule(ex_strand_scheduler(s));
     cr_assert_eq(ex_post(ex_strand_scheduler(s), &r->w).code, 0);
-    WAIT_INT(&r->started, 1);
+    EXPECT_INT_REACHES(&r->started, 1);
     for (int i = 0; i < N; i++) {
         sop_start(&o[i], snd);
         post_ok(ex_strand_scheduler(s), &w[i]);
     }
-    pool_free(p);
+    test_pool_free(p);
     refuser_check(r);
     int values = 0, stops = 0;
     for (int i = 0; i < N; i++) {
@@ -217,10 +217,10 @@ Test(exec_strand, pool_destroyed_during_a_turn_of_the_same_strand) {
 
 Test(exec_strand, pool_destroyed_right_after_submission_loses_nothing) {
     for (int round = 0; round < 10; round++) {
-        ex_pool *p = pool_new(round % 2 ? 4 : 2);
+        ex_pool *p = test_pool_new(round % 2 ? 4 : 2);
         pd_set x;
         pd_queue(&x, p);
-        pool_free(p);
+        test_pool_free(p);
         (void)pd_check(&x, false);
         pd_free(&x);
     }
@@ -228,7 +228,7 @@ Test(exec_strand, pool_destroyed_right_after_submission_loses_nothing) {
 }
 
 Test(exec_strand, after_the_pool_shut_down_new_work_is_dropped_at_once) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     cr_assert_eq(ex_pool_shutdown(p).code, 0);
     ex_result r = ex_sync_wait(ex_schedule(ex_strand_scheduler(s)));
@@ -249,7 +249,7 @@ Test(exec_strand, after_the_pool_shut_down_new_work_is_dropped_at_once) {
     cr_assert_eq(atomic_load(&c.runs), 1, "a refused item without cancel runs its execute");
     cr_assert_eq(ex_strand_executed(s), 0);
     strand_free_now(s);
-    pool_free(p);
+    test_pool_free(p);
     free(b);
     expect_no_leaks();
 }

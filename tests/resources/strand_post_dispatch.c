@@ -48,8 +48,8 @@ static void call_from_worker(ex_pool *p, ex_strand *s, box *b, bool use_dispatch
     item_init(in, 0, b);
     caller_init(c, ex_strand_scheduler(s), in, use_dispatch);
     cr_assert_eq(ex_post(ex_pool_scheduler(p), &c->w).code, 0);
-    WAIT_INT(&c->done, 1);
-    WAIT_INT(&in->runs, 1);
+    EXPECT_INT_REACHES(&c->done, 1);
+    EXPECT_INT_REACHES(&in->runs, 1);
     cr_assert_eq(c->err.code, 0);
 }
 
@@ -63,7 +63,7 @@ static void call_action(item *it) {
 }
 
 Test(exec_strand, post_never_runs_inline_on_a_pool) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     box *b = box_new(p);
 
@@ -77,7 +77,7 @@ Test(exec_strand, post_never_runs_inline_on_a_pool) {
     post_ok(ex_strand_scheduler(s), &a);
     cr_assert_eq(atomic_load(&a.runs), 0, "the only worker is busy: the item cannot have run");
     atomic_store(&release, 1);
-    WAIT_INT(&a.runs, 1);
+    EXPECT_INT_REACHES(&a.runs, 1);
     cr_assert_not(a.saw_in_call);
     cr_assert_eq(a.worker, 0);
 
@@ -99,19 +99,19 @@ Test(exec_strand, post_never_runs_inline_on_a_pool) {
     outer.arg = &inner;
     outer.sch = ex_strand_scheduler(s);
     post_ok(ex_strand_scheduler(s), &outer);
-    WAIT_INT(&inner.runs, 1);
+    EXPECT_INT_REACHES(&inner.runs, 1);
     cr_assert_eq(outer.call_err.code, 0);
     cr_assert_eq(outer.ran_seen, 0, "a post from inside the strand ran the item inline");
     cr_assert_not(inner.saw_in_call);
     cr_assert_eq(atomic_load(&b->violations), 0);
     strand_free(s);
-    pool_free(p);
+    test_pool_free(p);
     free(b);
     expect_no_leaks();
 }
 
 Test(exec_strand, post_never_runs_inline_on_four_workers) {
-    ex_pool *p = pool_new(4);
+    ex_pool *p = test_pool_new(4);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     box *b = box_new(p);
     for (int k = 0; k < 200; k++) {
@@ -124,7 +124,7 @@ Test(exec_strand, post_never_runs_inline_on_four_workers) {
         cr_assert_geq(in.worker, 0);
     }
     strand_free(s);
-    pool_free(p);
+    test_pool_free(p);
     free(b);
     expect_no_leaks();
 }
@@ -147,7 +147,7 @@ Test(exec_strand, post_never_runs_inline_on_a_run_loop) {
     caller_init(&c, ex_strand_scheduler(s), &in, false);
     ex_run_loop_push(&loop, &c.w);
     cr_assert_eq(atomic_load(&in.runs), 0);
-    double end = test_now_s() + WAIT_LIMIT_S;
+    double end = test_now_s() + TEST_WAIT_LIMIT_S;
     while (atomic_load(&b->ran) < 2 && test_now_s() < end) ex_run_loop_run_one(&loop);
     cr_assert_eq(atomic_load(&a.runs), 1);
     cr_assert_eq(atomic_load(&in.runs), 1);
@@ -178,10 +178,10 @@ Test(exec_strand, post_never_runs_inline_on_a_single_thread_context) {
         caller_init(&c[k], ex_strand_scheduler(s), &in[k], false);
         cr_assert_eq(ex_post(under, &c[k].w).code, 0);
     }
-    WAIT_INT(&b->ran, N);
+    EXPECT_INT_REACHES(&b->ran, N);
     pthread_t ctx_thread = ex_single_thread_context_thread_id(&ctx);
     for (int k = 0; k < N; k++) {
-        WAIT_INT(&c[k].done, 1);
+        EXPECT_INT_REACHES(&c[k].done, 1);
         cr_assert_eq(c[k].err.code, 0);
         cr_assert_eq(c[k].runs_at_return, 0, "item %d ran inside ex_post on the context's thread", k);
         cr_assert_not(in[k].saw_in_call);
@@ -192,7 +192,7 @@ Test(exec_strand, post_never_runs_inline_on_a_single_thread_context) {
     item m;
     item_init(&m, N, b);
     post_ok(ex_strand_scheduler(s), &m);
-    WAIT_INT(&m.runs, 1);
+    EXPECT_INT_REACHES(&m.runs, 1);
     cr_assert(pthread_equal(m.tid, ctx_thread));
     cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
     strand_free_now(s); /* the context ran its queue and joined: the strand is idle */
@@ -203,7 +203,7 @@ Test(exec_strand, post_never_runs_inline_on_a_single_thread_context) {
 /* ============================================================== dispatch */
 
 Test(exec_strand, dispatch_inside_an_item_runs_inline_ahead_of_the_queue) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     box *b = box_new(p);
     for (int round = 0; round < 50; round++) {
@@ -221,7 +221,7 @@ Test(exec_strand, dispatch_inside_an_item_runs_inline_ahead_of_the_queue) {
         outer.sch = ex_strand_scheduler(s);
         post_ok(ex_strand_scheduler(s), &outer);
         post_ok(ex_strand_scheduler(s), &behind);
-        WAIT_INT(&b->ran, 3);
+        EXPECT_INT_REACHES(&b->ran, 3);
         cr_assert_eq(outer.call_err.code, 0);
         cr_assert_eq(outer.ran_seen, 1, "round %d: the dispatched item had not run when ex_dispatch returned", round);
         cr_assert(inner.saw_in_call, "round %d: the dispatched item did not run inside the call", round);
@@ -232,7 +232,7 @@ Test(exec_strand, dispatch_inside_an_item_runs_inline_ahead_of_the_queue) {
     }
     cr_assert_eq(atomic_load(&b->violations), 0);
     strand_free(s);
-    pool_free(p);
+    test_pool_free(p);
     free(b);
     expect_no_leaks();
 }
@@ -257,7 +257,7 @@ static ex_error inside_fn(void *ctx, const ex_value *in, size_t n, ex_value *out
 }
 
 Test(exec_strand, schedule_completion_runs_inside_the_strand) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     box *b = box_new(p);
     for (int k = 0; k < 20; k++) {
@@ -275,13 +275,13 @@ Test(exec_strand, schedule_completion_runs_inside_the_strand) {
         cr_assert_geq(inner.worker, 0);
     }
     strand_free(s);
-    pool_free(p);
+    test_pool_free(p);
     free(b);
     expect_no_leaks();
 }
 
 Test(exec_strand, dispatch_from_outside_the_strand_queues_the_item) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     box *b = box_new(p);
 
@@ -297,7 +297,7 @@ Test(exec_strand, dispatch_from_outside_the_strand_queues_the_item) {
     tl_in_call = false;
     cr_assert_eq(atomic_load(&a.runs), 0, "dispatch from main ran the item");
     atomic_store(&release, 1);
-    WAIT_INT(&a.runs, 1);
+    EXPECT_INT_REACHES(&a.runs, 1);
     cr_assert_not(a.saw_in_call);
     cr_assert_eq(a.worker, 0);
 
@@ -310,13 +310,13 @@ Test(exec_strand, dispatch_from_outside_the_strand_queues_the_item) {
         cr_assert_not(in.saw_in_call);
     }
     strand_free(s);
-    pool_free(p);
+    test_pool_free(p);
     free(b);
     expect_no_leaks();
 }
 
 Test(exec_strand, dispatch_from_inside_a_different_strand_queues_the_item) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     ex_strand *s1 = strand_new(ex_pool_scheduler(p));
     ex_strand *s2 = strand_new(ex_pool_scheduler(p));
     box *b1 = box_new(p), *b2 = box_new(p);
@@ -329,14 +329,14 @@ Test(exec_strand, dispatch_from_inside_a_different_strand_queues_the_item) {
         outer.flag = 1;
         outer.sch = ex_strand_scheduler(s2);
         post_ok(ex_strand_scheduler(s1), &outer);
-        WAIT_INT(&inner.runs, 1);
+        EXPECT_INT_REACHES(&inner.runs, 1);
         cr_assert_eq(outer.call_err.code, 0);
         cr_assert_eq(outer.ran_seen, 0, "round %d: dispatch to another (idle) strand ran inline", k);
         cr_assert_not(inner.saw_in_call);
     }
     strand_free(s1);
     strand_free(s2);
-    pool_free(p);
+    test_pool_free(p);
     free(b1);
     free(b2);
     expect_no_leaks();
@@ -346,7 +346,7 @@ Test(exec_strand, dispatch_from_inside_a_different_strand_queues_the_item) {
  * so the thread is running an item of A: dispatch to A runs inline there.
  * From an item of A that is not B's turn, dispatch to B queues. */
 Test(exec_strand, dispatch_to_the_outer_strand_from_an_inner_strand_item_runs_inline) {
-    ex_pool *p = pool_new(1);
+    ex_pool *p = test_pool_new(1);
     ex_strand *a = strand_new(ex_pool_scheduler(p));
     ex_strand *bs = strand_new(ex_strand_scheduler(a));
     box *b1 = box_new(p), *b2 = box_new(p);
@@ -360,8 +360,8 @@ Test(exec_strand, dispatch_to_the_outer_strand_from_an_inner_strand_item_runs_in
     outer.flag = 1;
     outer.sch = ex_strand_scheduler(a);
     post_ok(ex_strand_scheduler(bs), &outer);
-    WAIT_INT(&inner.runs, 1);
-    WAIT_INT(&outer.runs, 1);
+    EXPECT_INT_REACHES(&inner.runs, 1);
+    EXPECT_INT_REACHES(&outer.runs, 1);
 
     item outer2, inner2;
     item_init(&outer2, 1, b1);
@@ -371,7 +371,7 @@ Test(exec_strand, dispatch_to_the_outer_strand_from_an_inner_strand_item_runs_in
     outer2.flag = 1;
     outer2.sch = ex_strand_scheduler(bs);
     post_ok(ex_strand_scheduler(a), &outer2);
-    WAIT_INT(&inner2.runs, 1);
+    EXPECT_INT_REACHES(&inner2.runs, 1);
     cr_assert_eq(outer2.call_err.code, 0);
     cr_assert_eq(outer2.ran_seen, 0, "dispatch to the inner strand from an outer item (not its turn) ran inline");
 
@@ -381,7 +381,7 @@ Test(exec_strand, dispatch_to_the_outer_strand_from_an_inner_strand_item_runs_in
                  "was queued instead of running inline");
     strand_free(bs);
     strand_free(a);
-    pool_free(p);
+    test_pool_free(p);
     free(b1);
     free(b2);
     expect_no_leaks();

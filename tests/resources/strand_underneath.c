@@ -85,7 +85,7 @@ Test(exec_strand, strand_over_inline_serialises_threads) {
     atomic_store(&go, 1);
     for (int k = 0; k < T; k++) pthread_join(th[k], NULL);
     /* Every post returned; each item ran on some posting thread. */
-    WAIT_INT(&b->ran, T * N);
+    EXPECT_INT_REACHES(&b->ran, T * N);
     cr_assert_eq(atomic_load(&b->violations), 0, "%d item(s) overlapped", atomic_load(&b->violations));
     cr_assert_eq(b->plain, T * N);
     for (int k = 0; k < T; k++)
@@ -172,8 +172,8 @@ Test(exec_strand, strand_over_a_run_loop_runs_items_when_the_loop_runs) {
     r.loop = &loop;
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, loop_runner_main, &r), 0);
-    WAIT_INT(&b->ran, N + M);
-    WAIT_INT(&r.started, 1);
+    EXPECT_INT_REACHES(&b->ran, N + M);
+    EXPECT_INT_REACHES(&r.started, 1);
     ex_run_loop_finish(&loop);
     pthread_join(th, NULL);
     for (int i = 0; i < N; i++) cr_assert(pthread_equal(it[i].tid, r.tid), "item %d ran off the loop's thread", i);
@@ -209,7 +209,7 @@ static void *sos_poster(void *arg) {
 }
 
 Test(exec_strand, strand_over_a_strand_is_serialised_with_it) {
-    ex_pool *p = pool_new(4);
+    ex_pool *p = test_pool_new(4);
     ex_strand *a = strand_new(ex_pool_scheduler(p));
     ex_strand *bs = strand_new(ex_strand_scheduler(a));
     /* One box for both: an item of B runs inside an item of A. */
@@ -225,7 +225,7 @@ Test(exec_strand, strand_over_a_strand_is_serialised_with_it) {
     atomic_store(&go, 1);
     pthread_join(th[0], NULL);
     pthread_join(th[1], NULL);
-    WAIT_INT(&b->ran, 2 * N);
+    EXPECT_INT_REACHES(&b->ran, 2 * N);
     cr_assert_eq(atomic_load(&b->violations), 0, "items of A and of B (over A) overlapped");
     cr_assert_eq(b->plain, 2 * N);
     for (int i = 0; i < N; i++) {
@@ -242,7 +242,7 @@ Test(exec_strand, strand_over_a_strand_is_serialised_with_it) {
     cr_assert_geq(ex_strand_executed(a), (uint64_t)N + 1, "A runs its own items and B's turns");
     strand_free(bs);
     strand_free(a);
-    pool_free(p);
+    test_pool_free(p);
     free(ia);
     free(ib);
     free(b);
@@ -445,7 +445,7 @@ Test(exec_strand, strand_over_a_scheduler_without_post_driven_by_a_thread) {
     }
     atomic_store(&go, 1);
     for (int k = 0; k < T; k++) pthread_join(th[k], NULL);
-    WAIT_INT(&b->ran, T * N);
+    EXPECT_INT_REACHES(&b->ran, T * N);
     atomic_store(&d.stop, 1);
     pthread_join(dt, NULL);
     cr_assert_eq(atomic_load(&b->violations), 0);
@@ -519,7 +519,7 @@ static void run_batch(ex_scheduler sch, ex_sender *snd, box *b, item *it, int n,
         sop_start(&o[i], snd);
     }
     if (drive) drive(drive_arg);
-    WAIT_INT(&b->ran, n + m);
+    EXPECT_INT_REACHES(&b->ran, n + m);
 }
 
 static void drive_loop(void *arg) {
@@ -531,7 +531,7 @@ static void drive_manual(void *arg) { manual_run_all(arg); }
 
 Test(exec_strand, running_work_through_a_strand_allocates_nothing) {
     enum { N = 4000, M = 1000 };
-    ex_pool *p = pool_new(4);
+    ex_pool *p = test_pool_new(4);
     ex_run_loop loop;
     cr_assert_eq(ex_run_loop_init(&loop).code, 0);
     manual m;
@@ -562,7 +562,7 @@ Test(exec_strand, running_work_through_a_strand_allocates_nothing) {
     }
     cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
     pthread_mutex_destroy(&m.mu);
-    pool_free(p);
+    test_pool_free(p);
     free(o);
     free(it);
     free(b);

@@ -1,0 +1,29 @@
+/* hold.c - see hold.h. */
+#include <sched.h>
+#include <string.h>
+
+#include "resources/common_stand_ins.h"
+#include "resources/hold.h"
+
+static void hold_exec(ex_work *w) {
+    hold *h = (hold *)(void *)w;
+    atomic_store(&h->started, 1);
+    double end = test_now_s() + TEST_WAIT_LIMIT_S;
+    while (!atomic_load(h->release) && test_now_s() < end) sched_yield();
+    atomic_store(&h->done, 1);
+}
+
+static void hold_cancel(ex_work *w) { atomic_store(&((hold *)(void *)w)->cancelled, 1); }
+
+void hold_init(hold *h, atomic_int *release) {
+    memset(h, 0, sizeof *h);
+    h->w.execute = hold_exec;
+    h->w.cancel = hold_cancel;
+    h->release = release;
+}
+
+void hold_post(ex_pool *p, hold *h) {
+    ex_error e = ex_post(ex_pool_scheduler(p), &h->w);
+    cr_assert_eq(e.code, 0, "ex_post: %s", e.msg ? e.msg : "");
+    EXPECT_INT_REACHES(&h->started, 1);
+}
