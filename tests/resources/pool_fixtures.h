@@ -1,0 +1,74 @@
+/* pool_fixtures.h - what the exec_pool suite's files share: a named pool,
+ * the sum of the workers' statistics, a then() callback that notes where
+ * it ran, and a thread-safe receiver slot with its own operation storage.
+ *
+ * Nothing here asserts on timing; every wait for asynchronous completions
+ * is bounded so a lost item fails the test with a message instead of
+ * hanging. */
+#ifndef CEXEC_TEST_POOL_FIXTURES_H
+#define CEXEC_TEST_POOL_FIXTURES_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/helpers.h"
+#include "resources/common_stand_ins.h"
+#include "resources/hold.h"
+
+/* A pool of `threads` workers named prefix-<i> (asserts creation worked). */
+ex_pool *pool_named(unsigned threads, const char *prefix);
+
+/* The statistics of all workers added up (asserting each read worked). */
+ex_pool_worker_stats stats_sum(ex_pool *p);
+
+/* ---------------------------------------- where a then callback ran */
+
+typedef struct where {
+    ex_pool *pool;
+    int calls;
+    int worker;       /* ex_pool_current_worker(pool) inside the callback */
+    pthread_t tid;
+    char name[32];    /* thread name inside the callback */
+} where;
+
+/* A then() callback (ctx: a where) that notes where it ran. */
+ex_error where_fn(void *ctx, const ex_value *in, size_t n, ex_value *out);
+/* Runs one then(schedule(pool)) through sync_wait from the calling thread. */
+void run_where(ex_pool *p, where *w);
+
+/* --------------------------------------------- a thread-safe receiver slot */
+
+extern atomic_long g_completed;  /* completions of every slot */
+
+#define SLOT_STORAGE 256
+
+typedef struct slot {
+    atomic_int hits, values, errors, stops;
+    ex_pool *pool;         /* for the worker index */
+    int worker;            /* ex_pool_current_worker(pool) at completion */
+    pthread_t tid;
+    size_t n;
+    int64_t ival;          /* first value if it is an int */
+    ex_error err;
+    bool has_env;
+    ex_stop_source stop;
+    ex_env_pair pair;
+    ex_operation *op;
+    _Alignas(max_align_t) unsigned char storage[SLOT_STORAGE];
+} slot;
+
+void slot_init(slot *s, ex_pool *p);
+/* The receiver's environment answers get_stop_token with the slot's source. */
+void slot_with_stop(slot *s);
+/* Connects snd into the slot's own storage; does not start. */
+ex_error slot_connect(slot *s, const ex_sender *snd);
+/* Main-thread version: connect (asserting) and start. */
+void slot_start(slot *s, const ex_sender *snd);
+/* Every slot completed exactly once; returns how many with a value. */
+int slots_expect_once(slot *s, int n);
+void slots_destroy(slot *s, int n);
+
+#endif
