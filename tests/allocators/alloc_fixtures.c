@@ -1,0 +1,183 @@
+/* alloc_fixtures.c - see alloc_fixtures.h. */
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "allocators/alloc_fixtures.h"
+
+ex_alloc_stats stats_of(const ex_allocator *a) {
+    ex_alloc_stats s;
+    memset(&s, 0, sizeof s);
+    ex_error e = ex_allocator_stats(a, &s);
+    cr_assert_eq(e.code, 0, "ex_allocator_stats(%s): %s", a->name, e.msg ? e.msg : "");
+    return s;
+}
+
+bool aligned_to(const void *p, size_t align) { return ((uintptr_t)p & (align - 1)) == 0; }
+
+/* A small deterministic generator for sizes (per thread). */
+uint32_t lcg(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+
+/* ------------------------------------------------- a tracking allocator */
+
+static void *trk_allocate(void *ctx, size_t size, size_t align) {
+    trk_alloc *t = ctx;
+    void *p = NULL;
+    if (t->under) p = t->under->allocate(t->under->ctx, size, align);
+    else if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)) p = NULL;
+    if (!p) return NULL;
+    atomic_fetch_add(&t->allocs, 1);
+    atomic_fetch_add(&t->in_use, 1);
+    if (atomic_load(&t->armed)) {
+        int i = atomic_fetch_add(&t->traced, 1);
+        if (i < TRK_TRACES) {
+            t->size[i] = size;
+            t->depth[i] = backtrace(t->bt[i], TRK_DEPTH);
+        }
+    }
+    return p;
+}
+
+static void trk_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    trk_alloc *t = ctx;
+    if (t->under) t->under->deallocate(t->under->ctx, p, size, align);
+    else free(p);
+    atomic_fetch_add(&t->frees, 1);
+    atomic_fetch_sub(&t->in_use, 1);
+}
+
+void trk_init(trk_alloc *t, const ex_allocator *under, const char *name) {
+    memset(t, 0, sizeof *t);
+    t->a.allocate = trk_allocate;
+    t->a.deallocate = trk_deallocate;
+    t->a.ctx = t;
+    t->a.name = name;
+    t->a.stats = NULL;
+    t->under = under;
+    atomic_init(&t->allocs, 0);
+    atomic_init(&t->frees, 0);
+    atomic_init(&t->in_use, 0);
+    atomic_init(&t->armed, 0);
+    atomic_init(&t->traced, 0);
+}
+
+/* Prints the recorded call stacks, resolved to function and line with
+ * addr2line when it is installed (the test binary is not linked with
+ * -rdynamic, so backtrace_symbols alone gives only offsets). */
+void trk_dump(trk_alloc *t, const char *label) {
+    int n = atomic_load(&t->traced);
+    if (n > TRK_TRACES) n = TRK_TRACES;
+    Dl_info self;
+    bool have_self = dladdr((void *)(uintptr_t)trk_dump, &self) != 0;
+    for (int i = 0; i < n; i++) {
+        fprintf(stderr, "[frame_allocators] %s: unexpected allocation #%d of %zu bytes from:\n", label, i + 1, t->size[i]);
+        backtrace_symbols_fd(t->bt[i], t->depth[i], 2);
+        if (!have_self) continue;
+        char cmd[64 + TRK_DEPTH * 24];
+        int len = snprintf(cmd, sizeof cmd, "addr2line -f -i -C -s -p -e /proc/%ld/exe", (long)getpid());
+        int frames = 0;
+        for (int j = 0; j < t->depth[i] && len < (int)sizeof cmd - 24; j++) {
+            Dl_info di;
+            if (!dladdr(t->bt[i][j], &di) || di.dli_fbase != self.dli_fbase) continue;
+            /* return addresses: step back into the call instruction */
+            len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %#lx",
+                            (unsigned long)((uintptr_t)t->bt[i][j] - (uintptr_t)di.dli_fbase - 1));
+            frames++;
+        }
+        if (!frames) continue;
+        fflush(stderr);
+        FILE *pipe = popen(cmd, "r");
+        if (!pipe) continue;
+        char line[512];
+        while (fgets(line, sizeof line, pipe)) fprintf(stderr, "    at %s", line);
+        pclose(pipe);
+    }
+}
+
+/* ------------------------------------------------- common sender pieces */
+
+ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)n;
+    out[0] = ex_int(in[0].as.i + 1);
+    return ex_ok();
+}
+
+ex_sender *let_plus1(void *ctx, const ex_value *in, size_t n) {
+    (void)ctx, (void)n;
+    return ex_just(ex_int(in[0].as.i + 1));
+}
+
+/* An inner sender with a larger operation: just -> then -> then. */
+ex_sender *let_plus3(void *ctx, const ex_value *in, size_t n) {
+    (void)ctx, (void)n;
+    ex_sender *s = ex_then(ex_just(ex_int(in[0].as.i + 1)), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    return ex_then(s, plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+}
+
+ex_error ret1(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)in, (void)n;
+    out[0] = ex_int(1);
+    return ex_ok();
+}
+
+ex_error bulk_count(void *ctx, size_t i, const ex_value *v, size_t n) {
+    (void)v, (void)n;
+    atomic_uint *hits = ctx;
+    atomic_fetch_add(&hits[i], 1);
+    return ex_ok();
+}
+
+/* ------------------------------------------------- errors on other threads */
+
+void terr_init(thread_errors *t) {
+    atomic_init(&t->count, 0);
+    t->first[0] = 0;
+    pthread_mutex_init(&t->mu, NULL);
+}
+
+void terr_record(thread_errors *t, const char *what, long a, long b) {
+    pthread_mutex_lock(&t->mu);
+    if (atomic_fetch_add(&t->count, 1) == 0) snprintf(t->first, sizeof t->first, "%s (%ld, %ld)", what, a, b);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void terr_check(thread_errors *t, const char *test) {
+    pthread_mutex_lock(&t->mu);
+    int n = atomic_load(&t->count);
+    cr_expect_eq(n, 0, "%s: %d error(s) on other threads, first: %s", test, n, t->first);
+    pthread_mutex_unlock(&t->mu);
+    pthread_mutex_destroy(&t->mu);
+}
+
+void start_threads(pthread_t *th, int n, void *(*fn)(void *), void *args, size_t arg_size) {
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, fn, (char *)args + (size_t)i * arg_size), 0, "pthread_create %d", i);
+}
+
+void join_threads(pthread_t *th, int n) {
+    for (int i = 0; i < n; i++) cr_assert_eq(pthread_join(th[i], NULL), 0);
+}
+
+/* ---------------------------------------------------------------- pools */
+
+ex_pool *alloc_pool(unsigned threads, bool arenas, const ex_allocator *frame_alloc) {
+    ex_pool_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.threads = threads;
+    cfg.name_prefix = "fa";
+    cfg.allocator = frame_alloc;
+    cfg.frames = arenas ? EX_POOL_FRAMES_ARENAS : EX_POOL_FRAMES_PROCESS;
+    ex_pool *p = NULL;
+    ex_error e = ex_pool_create(&cfg, &p);
+    cr_assert_eq(e.code, 0, "ex_pool_create: %s", e.msg ? e.msg : "");
+    cr_assert_not_null(p);
+    return p;
+}
+
+void destroy_pool(ex_pool *p) { cr_assert_eq(ex_pool_destroy(p).code, 0); }

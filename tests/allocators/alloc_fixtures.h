@@ -1,0 +1,86 @@
+/* alloc_fixtures.h - what the allocator tests share: statistics read with
+ * an assertion, alignment and a small deterministic generator, errors
+ * recorded on other threads and asserted after joining, a tracking
+ * allocator that can report where unexpected allocations came from,
+ * sender pieces (plus one, let_value bodies, a bulk counter) and a pool
+ * with or without per-worker arenas. */
+#ifndef CEXEC_TEST_ALLOC_FIXTURES_H
+#define CEXEC_TEST_ALLOC_FIXTURES_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cexec/allocators.h>
+#include "common/helpers.h"
+
+/* Bounded waits (not timing assertions: the bound only turns a hang into a
+ * failure with a message). */
+#define ALLOC_WAIT_LIMIT_S 20.0
+
+/* The allocator's statistics (asserts it keeps them). */
+ex_alloc_stats stats_of(const ex_allocator *a);
+bool aligned_to(const void *p, size_t align);
+/* A small deterministic generator for sizes (per thread). */
+uint32_t lcg(uint32_t *s);
+
+/* ------------------------------------------------- errors on other threads */
+
+typedef struct thread_errors {
+    atomic_int count;
+    char first[256];
+    pthread_mutex_t mu;
+} thread_errors;
+
+void terr_init(thread_errors *t);
+void terr_record(thread_errors *t, const char *what, long a, long b);
+/* Expects no error was recorded (test names the threads); destroys t. */
+void terr_check(thread_errors *t, const char *test);
+
+/* Starts n threads fn(args + i * arg_size); joins them. */
+void start_threads(pthread_t *th, int n, void *(*fn)(void *), void *args, size_t arg_size);
+void join_threads(pthread_t *th, int n);
+
+/* ------------------------------------------------- a tracking allocator */
+
+/* Counts allocations, optionally forwards to another allocator (else
+ * posix_memalign), and, while armed, records the call stacks of the first
+ * few allocations so an unexpected allocation can be located. */
+#define TRK_TRACES 4
+#define TRK_DEPTH 24
+
+typedef struct trk_alloc {
+    ex_allocator a;
+    const ex_allocator *under;
+    atomic_long allocs, frees, in_use;
+    atomic_int armed;
+    atomic_int traced;
+    void *bt[TRK_TRACES][TRK_DEPTH];
+    int depth[TRK_TRACES];
+    size_t size[TRK_TRACES];
+} trk_alloc;
+
+void trk_init(trk_alloc *t, const ex_allocator *under, const char *name);
+/* Prints the recorded call stacks (label names the allocator). */
+void trk_dump(trk_alloc *t, const char *label);
+
+/* ------------------------------------------------- common sender pieces */
+
+/* then: in[0] + 1. */
+ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out);
+/* then: the value 1. */
+ex_error ret1(void *ctx, const ex_value *in, size_t n, ex_value *out);
+/* let_value: just(in[0] + 1). */
+ex_sender *let_plus1(void *ctx, const ex_value *in, size_t n);
+/* let_value with a larger inner operation: just -> then -> then, in[0] + 3. */
+ex_sender *let_plus3(void *ctx, const ex_value *in, size_t n);
+/* bulk: counts index i in ((atomic_uint *)ctx)[i]. */
+ex_error bulk_count(void *ctx, size_t i, const ex_value *v, size_t n);
+
+/* A pool whose work allocates from frame_alloc if given, else from
+ * per-worker arenas (arenas) or the process default. */
+ex_pool *alloc_pool(unsigned threads, bool arenas, const ex_allocator *frame_alloc);
+void destroy_pool(ex_pool *p);
+
+#endif
