@@ -2,7 +2,7 @@
 #include <sched.h>
 #include <string.h>
 
-#include "resources/common_stand_ins.h"
+#include "common/helpers.h"
 #include "resources/hold.h"
 
 static void hold_exec(ex_work *w) {

@@ -15,7 +15,6 @@
 #include <stdint.h>
 
 #include "common/helpers.h"
-#include "resources/common_stand_ins.h"
 #include "resources/hold.h"
 
 /* A pool of `threads` workers named prefix-<i> (asserts creation worked). */

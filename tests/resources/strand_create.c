@@ -40,42 +40,6 @@ Test(exec_strand, create_rejects_an_invalid_scheduler_and_a_null_out) {
     expect_no_leaks();
 }
 
-/* An allocator that counts and can fail, in front of the test allocator. */
-typedef struct counting {
-    ex_allocator a;
-    atomic_long allocs, frees, in_use;
-    atomic_long fail_next;     /* fail this many allocations */
-} counting;
-
-static void *counting_allocate(void *ctx, size_t size, size_t align) {
-    counting *c = ctx;
-    if (atomic_load(&c->fail_next) > 0) {
-        atomic_fetch_sub(&c->fail_next, 1);
-        return NULL;
-    }
-    void *p = test_allocator.allocate(test_allocator.ctx, size, align);
-    if (p) {
-        atomic_fetch_add(&c->allocs, 1);
-        atomic_fetch_add(&c->in_use, 1);
-    }
-    return p;
-}
-
-static void counting_deallocate(void *ctx, void *p, size_t size, size_t align) {
-    counting *c = ctx;
-    atomic_fetch_add(&c->frees, 1);
-    atomic_fetch_sub(&c->in_use, 1);
-    test_allocator.deallocate(test_allocator.ctx, p, size, align);
-}
-
-static void counting_init(counting *c) {
-    memset(c, 0, sizeof *c);
-    c->a.allocate = counting_allocate;
-    c->a.deallocate = counting_deallocate;
-    c->a.ctx = c;
-    c->a.name = "counting";
-}
-
 Test(exec_strand, create_out_of_memory_is_enomem_and_leaks_nothing) {
     /* The process default (the test allocator) fails. */
     ex_strand *s = (ex_strand *)(uintptr_t)0x1;
@@ -90,21 +54,21 @@ Test(exec_strand, create_out_of_memory_is_enomem_and_leaks_nothing) {
 
     /* An explicit allocator fails, over a pool and over the inline scheduler. */
     ex_pool *p = test_pool_new(1);
-    counting c;
-    counting_init(&c);
+    cnt_alloc c;
+    cnt_alloc_init_over(&c, &test_allocator, "counting");
     ex_scheduler unders[2] = { ex_pool_scheduler(p), ex_inline_scheduler() };
     for (int k = 0; k < 2; k++) {
         atomic_store(&c.fail_next, 1);
         s = (ex_strand *)(uintptr_t)0x1;
         long before = test_alloc_count();
-        e = ex_strand_create(unders[k], &c.a, &s);
+        e = ex_strand_create(unders[k], &c.base, &s);
         cr_assert_eq(e.code, EX_ENOMEM, "under %d: got %d", k, e.code);
         cr_assert_null(s);
         cr_assert_eq(atomic_load(&c.in_use), 0);
         cr_assert_eq(test_alloc_count(), before, "a failing explicit allocator fell back to the default one");
     }
     /* The same call works once memory is back. */
-    e = ex_strand_create(ex_pool_scheduler(p), &c.a, &s);
+    e = ex_strand_create(ex_pool_scheduler(p), &c.base, &s);
     cr_assert_eq(e.code, 0);
     strand_free_now(s);
     test_pool_free(p);
@@ -112,11 +76,11 @@ Test(exec_strand, create_out_of_memory_is_enomem_and_leaks_nothing) {
 }
 
 Test(exec_strand, create_allocates_from_the_given_allocator_only) {
-    counting c;
-    counting_init(&c);
+    cnt_alloc c;
+    cnt_alloc_init_over(&c, &test_allocator, "counting");
     long before = test_alloc_count();
     ex_strand *s = NULL;
-    cr_assert_eq(ex_strand_create(ex_inline_scheduler(), &c.a, &s).code, 0);
+    cr_assert_eq(ex_strand_create(ex_inline_scheduler(), &c.base, &s).code, 0);
     cr_assert_geq(atomic_load(&c.allocs), 1, "nothing allocated from the given allocator");
     cr_assert_eq(test_alloc_count() - before, atomic_load(&c.allocs),
                  "the strand allocated from the process default as well");
@@ -355,10 +319,10 @@ static ex_error count_fn(void *ctx, const ex_value *in, size_t n, ex_value *out)
 }
 
 Test(exec_strand, allocator_is_the_underlying_schedulers) {
-    counting c;
-    counting_init(&c);
+    cnt_alloc c;
+    cnt_alloc_init_over(&c, &test_allocator, "counting");
     ex_pool_config pc = test_pool_config(2, NULL);
-    pc.allocator = &c.a;
+    pc.allocator = &c.base;
     ex_pool *p = test_pool_new_cfg(&pc);
     pc = test_pool_config(1, NULL);
     pc.frames = EX_POOL_FRAMES_PROCESS;  /* a pool without a frame allocator */
@@ -372,9 +336,9 @@ Test(exec_strand, allocator_is_the_underlying_schedulers) {
 
     ex_env_pair e;
     ex_env_pair_init(&e, &ex_key_get_scheduler, ex_sched_value(ex_strand_scheduler(s)), ex_env_empty());
-    cr_assert_eq(ex_get_allocator(ex_env_of_pair(&e)), &c.a, "a strand over the pool answers the pool's allocator");
+    cr_assert_eq(ex_get_allocator(ex_env_of_pair(&e)), &c.base, "a strand over the pool answers the pool's allocator");
     ex_env_pair_init(&e, &ex_key_get_scheduler, ex_sched_value(ex_strand_scheduler(ss)), ex_env_empty());
-    cr_assert_eq(ex_get_allocator(ex_env_of_pair(&e)), &c.a, "a strand over that strand: the same");
+    cr_assert_eq(ex_get_allocator(ex_env_of_pair(&e)), &c.base, "a strand over that strand: the same");
     ex_env_pair_init(&e, &ex_key_get_scheduler, ex_sched_value(ex_strand_scheduler(sp)), ex_env_empty());
     cr_assert_eq(ex_get_allocator(ex_env_of_pair(&e)), ex_default_allocator(), "a pool without one: the default");
     ex_env_pair_init(&e, &ex_key_get_scheduler, ex_sched_value(ex_strand_scheduler(sl)), ex_env_empty());

@@ -16,7 +16,6 @@
 
 #include <cexec/strand.h>
 #include "common/helpers.h"
-#include "resources/common_stand_ins.h"
 #include "resources/hold.h"
 
 ex_strand *strand_new(ex_scheduler under);
