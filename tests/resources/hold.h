@@ -9,11 +9,15 @@
 typedef struct hold {
     ex_work w;
     atomic_int started, done, cancelled;
-    atomic_int *release;
+    atomic_int release;
 } hold;
 
-void hold_init(hold *h, atomic_int *release);
-/* Posts h to the pool and waits (bounded) until it occupies a worker. */
+/* Posts h (initialised here) to p and waits (bounded) until it occupies a
+ * worker. */
 void hold_post(ex_pool *p, hold *h);
+/* Lets the held worker go. */
+void hold_release(hold *h);
+/* A one-worker pool whose only worker h holds. */
+ex_pool *held_pool(hold *h);
 
 #endif

@@ -38,11 +38,8 @@ Test(exec_pool, stop_requested_before_start_completes_stopped) {
 }
 
 Test(exec_pool, stop_requested_while_queued_completes_stopped) {
-    ex_pool *p = test_pool_new(1);
-    atomic_int release = 0;
     hold h;
-    hold_init(&h, &release);
-    hold_post(p, &h);
+    ex_pool *p = held_pool(&h);
     ex_sender *snd = ex_schedule(ex_pool_scheduler(p));
     slot s;
     slot_init(&s, p);
@@ -51,7 +48,7 @@ Test(exec_pool, stop_requested_while_queued_completes_stopped) {
     slot_start(&s, snd);
     cr_assert_eq(atomic_load(&s.hits), 0, "the only worker is busy: nothing ran yet");
     ex_stop_source_request_stop(&s.stop);
-    atomic_store(&release, 1);
+    hold_release(&h);
     cr_assert_eq(wait_long_reaches(&g_completed, 1), 1);
     cr_assert_eq(atomic_load(&s.stops), 1, "stop requested before the item ran: values %d errors %d",
                  atomic_load(&s.values), atomic_load(&s.errors));
@@ -167,11 +164,8 @@ Test(exec_pool, post_from_a_worker_never_runs_inline_four_threads) {
 }
 
 Test(exec_pool, post_from_main_is_queued_and_runs_once_on_a_worker) {
-    ex_pool *p = test_pool_new(1);
-    atomic_int release = 0;
     hold h;
-    hold_init(&h, &release);
-    hold_post(p, &h);
+    ex_pool *p = held_pool(&h);
     pd x;
     pd_init(&x, p, false);
     atomic_store(&x.outer_done, 1); /* inner only */
@@ -180,7 +174,7 @@ Test(exec_pool, post_from_main_is_queued_and_runs_once_on_a_worker) {
     tl_inside_call = false;
     cr_assert_eq(e.code, 0);
     cr_assert_eq(atomic_load(&x.inner_runs), 0, "the only worker is busy: the item cannot have run");
-    atomic_store(&release, 1);
+    hold_release(&h);
     EXPECT_INT_REACHES(&x.inner_runs, 1);
     cr_assert_not(pthread_equal(x.inner_tid, pthread_self()));
     cr_assert_eq(x.inner_worker, 0);
@@ -207,11 +201,8 @@ Test(exec_pool, dispatch_on_a_worker_runs_inline) {
 }
 
 Test(exec_pool, dispatch_from_main_is_queued) {
-    ex_pool *p = test_pool_new(1);
-    atomic_int release = 0;
     hold h;
-    hold_init(&h, &release);
-    hold_post(p, &h);
+    ex_pool *p = held_pool(&h);
     pd x;
     pd_init(&x, p, true);
     tl_inside_call = true;
@@ -219,7 +210,7 @@ Test(exec_pool, dispatch_from_main_is_queued) {
     tl_inside_call = false;
     cr_assert_eq(e.code, 0, "ex_dispatch: %s", e.msg ? e.msg : "");
     cr_assert_eq(atomic_load(&x.inner_runs), 0, "dispatch from a non-worker ran the item inline");
-    atomic_store(&release, 1);
+    hold_release(&h);
     EXPECT_INT_REACHES(&x.inner_runs, 1);
     cr_assert_not(x.inner_saw_inside_call);
     cr_assert_not(pthread_equal(x.inner_tid, pthread_self()));

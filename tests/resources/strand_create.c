@@ -116,41 +116,26 @@ Test(exec_strand, post_and_dispatch_reject_bad_work_items) {
 }
 
 Test(exec_strand, destroy_while_items_are_queued_is_ebusy_and_destroys_nothing) {
-    ex_pool *p = test_pool_new(1);
-    atomic_int release = 0;
-    hold h;
-    hold_init(&h, &release);
-    hold_post(p, &h);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    box *b = box_new(p);
-    item *it = items_new(3, b);
-    post_ok(ex_strand_scheduler(s), &it[0]);
-    sop *o = sops_new(1, b, 1);
-    ex_sender *snd = ex_schedule(ex_strand_scheduler(s));
-    sop_start(&o[0], snd);
-
+    rig r;
+    rig_open_held(&r, 3, 1);
+    r.o[0].id = 1;  /* between item 0 and item 2 */
+    rig_post(&r, 0, 1);
+    rig_start(&r, 0, 1);
     for (int k = 0; k < 3; k++) {
-        ex_error e = ex_strand_destroy(s);
+        ex_error e = ex_strand_destroy(r.s);
         cr_assert_eq(e.code, EX_EBUSY, "destroy with queued items: got %d", e.code);
         cr_assert_not_null(e.msg);
     }
     /* Nothing was destroyed: the queue and the strand still work. */
-    post_ok(ex_strand_scheduler(s), &it[2]);
-    atomic_store(&release, 1);
-    EXPECT_INT_REACHES(&b->ran, 3);
-    expect_log_in_order(b, 3);
-    cr_assert_eq(atomic_load(&it[0].runs), 1);
-    cr_assert_eq(atomic_load(&o[0].values), 1);
-    cr_assert_eq(atomic_load(&it[2].runs), 1);
-    cr_assert_eq(ex_strand_executed(s), 3);
-    strand_free(s);
-    sops_destroy(o, 1);
-    ex_sender_release(snd);
-    test_pool_free(p);
-    free(o);
-    free(it);
-    free(b);
-    expect_no_leaks();
+    rig_post(&r, 2, 3);
+    rig_release(&r);
+    EXPECT_INT_REACHES(&r.b->ran, 3);
+    expect_log_in_order(r.b, 3);
+    cr_assert_eq(atomic_load(&r.it[0].runs), 1);
+    cr_assert_eq(atomic_load(&r.o[0].values), 1);
+    cr_assert_eq(atomic_load(&r.it[2].runs), 1);
+    cr_assert_eq(ex_strand_executed(r.s), 3);
+    rig_close(&r, false);
 }
 
 /* The item holds the strand until main tried to destroy it. */
@@ -162,51 +147,40 @@ static void wait_flag_action(item *it) {
 }
 
 Test(exec_strand, destroy_while_an_item_runs_is_ebusy) {
-    ex_pool *p = test_pool_new(2);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    box *b = box_new(p);
-    item *it = items_new(2, b);
+    rig r;
+    rig_open(&r, 2, 2, 0);
     atomic_int go = 0, entered = 0;
-    it[0].action = wait_flag_action;
-    it[0].arg = &go;
-    it[0].arg2 = &entered;
-    post_ok(ex_strand_scheduler(s), &it[0]);
+    r.it[0].action = wait_flag_action;
+    r.it[0].arg = &go;
+    r.it[0].arg2 = &entered;
+    rig_post(&r, 0, 1);
     EXPECT_INT_REACHES(&entered, 1);
-    ex_error e = ex_strand_destroy(s);
+    ex_error e = ex_strand_destroy(r.s);
     cr_assert_eq(e.code, EX_EBUSY, "destroy while an item runs: got %d", e.code);
     cr_assert_not_null(e.msg);
     atomic_store(&go, 1);
-    EXPECT_INT_REACHES(&it[0].runs, 1);
-    post_ok(ex_strand_scheduler(s), &it[1]);
-    EXPECT_INT_REACHES(&b->ran, 2);
-    expect_log_in_order(b, 2);
-    strand_free(s);
-    test_pool_free(p);
-    free(it);
-    free(b);
-    expect_no_leaks();
+    EXPECT_INT_REACHES(&r.it[0].runs, 1);
+    rig_post(&r, 1, 2);
+    EXPECT_INT_REACHES(&r.b->ran, 2);
+    expect_log_in_order(r.b, 2);
+    rig_close(&r, false);
 }
 
 Test(exec_strand, destroy_while_an_owning_handle_holds_it_is_ebusy) {
-    ex_pool *p = test_pool_new(1);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    ex_scheduler h1 = ex_scheduler_retain(ex_strand_scheduler(s));
-    cr_assert(ex_scheduler_equal(h1, ex_strand_scheduler(s)), "retain returns the handle");
-    ex_scheduler h2 = ex_scheduler_retain(ex_strand_scheduler(s));
-    ex_error e = ex_strand_destroy(s);
+    rig r;
+    rig_open(&r, 1, 0, 0);
+    ex_scheduler h1 = ex_scheduler_retain(r.sch);
+    cr_assert(ex_scheduler_equal(h1, r.sch), "retain returns the handle");
+    ex_scheduler h2 = ex_scheduler_retain(r.sch);
+    ex_error e = ex_strand_destroy(r.s);
     cr_assert_eq(e.code, EX_EBUSY, "two holders: got %d", e.code);
     cr_assert_not_null(e.msg);
-    /* Still usable while held. */
-    ex_result r = ex_sync_wait(ex_schedule(h1));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    ex_result_destroy(&r);
+    sync_schedule_ok(h1); /* still usable while held */
     ex_scheduler_release(h1);
-    e = ex_strand_destroy(s);
+    e = ex_strand_destroy(r.s);
     cr_assert_eq(e.code, EX_EBUSY, "one holder left: got %d", e.code);
     ex_scheduler_release(h2);
-    strand_free(s);
-    test_pool_free(p);
-    expect_no_leaks();
+    rig_close(&r, false);
 }
 
 Test(exec_strand, strand_is_idle_once_its_only_worker_moved_on) {
@@ -216,9 +190,7 @@ Test(exec_strand, strand_is_idle_once_its_only_worker_moved_on) {
     box *b = box_new(p);
     for (int round = 0; round < 50; round++) {
         ex_strand *s = strand_new(ex_pool_scheduler(p));
-        ex_result r = ex_sync_wait(ex_schedule(ex_strand_scheduler(s)));
-        cr_assert_eq(r.disposition, EX_DISP_VALUE);
-        ex_result_destroy(&r);
+        sync_schedule_ok(ex_strand_scheduler(s));
         direct d;
         direct_init(&d, b);
         cr_assert_eq(ex_post(ex_pool_scheduler(p), &d.w).code, 0);
@@ -233,77 +205,56 @@ Test(exec_strand, strand_is_idle_once_its_only_worker_moved_on) {
 /* ======================================================= scheduler properties */
 
 Test(exec_strand, schedulers_compare_by_strand) {
-    ex_pool *p = test_pool_new(1);
-    ex_strand *a = strand_new(ex_pool_scheduler(p));
-    ex_strand *b = strand_new(ex_pool_scheduler(p));
-    cr_assert(ex_scheduler_equal(ex_strand_scheduler(a), ex_strand_scheduler(a)));
-    cr_assert(ex_scheduler_equal(ex_strand_scheduler(b), ex_strand_scheduler(b)));
-    cr_assert_not(ex_scheduler_equal(ex_strand_scheduler(a), ex_strand_scheduler(b)));
-    cr_assert_not(ex_scheduler_equal(ex_strand_scheduler(b), ex_strand_scheduler(a)));
-    cr_assert_not(ex_scheduler_equal(ex_strand_scheduler(a), ex_pool_scheduler(p)),
-                 "a strand is not its underlying scheduler");
-    cr_assert_not(ex_scheduler_equal(ex_pool_scheduler(p), ex_strand_scheduler(a)));
+    rig r;
+    rig_open(&r, 1, 0, 0);
+    ex_strand *b = strand_new(ex_pool_scheduler(r.p));
+    ex_scheduler sa = r.sch, sb = ex_strand_scheduler(b), sp = ex_pool_scheduler(r.p);
+    cr_assert(ex_scheduler_equal(sa, sa));
+    cr_assert(ex_scheduler_equal(sb, sb));
+    cr_assert_not(ex_scheduler_equal(sa, sb));
+    cr_assert_not(ex_scheduler_equal(sb, sa));
+    cr_assert_not(ex_scheduler_equal(sa, sp), "a strand is not its underlying scheduler");
+    cr_assert_not(ex_scheduler_equal(sp, sa));
     /* Equal through a value copy as well. */
-    ex_value v = ex_sched_value(ex_strand_scheduler(a));
-    cr_assert(ex_scheduler_equal(v.as.sched, ex_strand_scheduler(a)));
-    strand_free_now(a);
+    ex_value v = ex_sched_value(sa);
+    cr_assert(ex_scheduler_equal(v.as.sched, sa));
     strand_free_now(b);
-    test_pool_free(p);
-    expect_no_leaks();
+    rig_close(&r, true);
 }
 
 Test(exec_strand, forward_progress_and_completion_scheduler) {
-    ex_pool *p = test_pool_new(1);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    ex_scheduler sch = ex_strand_scheduler(s);
-    cr_assert_eq(ex_get_forward_progress_guarantee(sch), EX_PROGRESS_WEAKLY_PARALLEL,
+    rig r;
+    rig_open(&r, 1, 0, 0);
+    cr_assert_eq(ex_get_forward_progress_guarantee(r.sch), EX_PROGRESS_WEAKLY_PARALLEL,
                  "one agent at a time: weakly parallel at most");
     ex_strand *si = strand_new(ex_inline_scheduler());
     cr_assert_eq(ex_get_forward_progress_guarantee(ex_strand_scheduler(si)), EX_PROGRESS_WEAKLY_PARALLEL);
-    ex_sender *snd = ex_schedule(sch);
-    cr_assert_eq(ex_sender_status(snd).code, 0);
+    cr_assert_eq(ex_sender_status(r.snd).code, 0);
     ex_scheduler got;
-    cr_assert(ex_get_completion_scheduler(snd, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sch), "the value completion scheduler is the strand");
-    ex_sender_release(snd);
+    cr_assert(ex_get_completion_scheduler(r.snd, &ex_key_completion_scheduler_value, &got));
+    cr_assert(ex_scheduler_equal(got, r.sch), "the value completion scheduler is the strand");
     strand_free_now(si);
-    strand_free_now(s);
-    test_pool_free(p);
-    expect_no_leaks();
+    rig_close(&r, true);
 }
 
 Test(exec_strand, executed_counts_items_run_through_the_strand) {
-    ex_pool *p = test_pool_new(2);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    cr_assert_eq(ex_strand_executed(s), 0);
-    box *b = box_new(p);
-    item *it = items_new(10, b);
-    for (int i = 0; i < 10; i++) post_ok(ex_strand_scheduler(s), &it[i]);
-    EXPECT_INT_REACHES(&b->ran, 10);
-    cr_assert_eq(ex_strand_executed(s), 10);
-    for (int i = 0; i < 5; i++) {
-        ex_result r = ex_sync_wait(ex_schedule(ex_strand_scheduler(s)));
-        cr_assert_eq(r.disposition, EX_DISP_VALUE);
-        ex_result_destroy(&r);
-    }
-    cr_assert_eq(ex_strand_executed(s), 15);
+    rig r;
+    rig_open(&r, 2, 11, 0);
+    cr_assert_eq(ex_strand_executed(r.s), 0);
+    rig_post(&r, 0, 10);
+    EXPECT_INT_REACHES(&r.b->ran, 10);
+    cr_assert_eq(ex_strand_executed(r.s), 10);
+    for (int i = 0; i < 5; i++) sync_schedule_ok(r.sch);
+    cr_assert_eq(ex_strand_executed(r.s), 15);
     /* dispatch from outside the strand queues the item: it counts too. */
-    item extra;
-    item_init(&extra, 10, b);
-    tl_in_call = true;
-    cr_assert_eq(ex_dispatch(ex_strand_scheduler(s), &extra.w).code, 0);
-    tl_in_call = false;
-    EXPECT_INT_REACHES(&extra.runs, 1);
-    cr_assert_eq(ex_strand_executed(s), 16);
+    dispatch_ok(r.sch, &r.it[10]);
+    EXPECT_INT_REACHES(&r.it[10].runs, 1);
+    cr_assert_eq(ex_strand_executed(r.s), 16);
     /* Another strand counts its own. */
-    ex_strand *s2 = strand_new(ex_pool_scheduler(p));
+    ex_strand *s2 = strand_new(ex_pool_scheduler(r.p));
     cr_assert_eq(ex_strand_executed(s2), 0);
     strand_free(s2);
-    strand_free(s);
-    test_pool_free(p);
-    free(it);
-    free(b);
-    expect_no_leaks();
+    rig_close(&r, false);
 }
 
 /* ============================================================== allocator */

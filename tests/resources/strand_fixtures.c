@@ -201,3 +201,61 @@ void direct_init(direct *d, box *b) {
     d->w.execute = direct_exec;
     d->b = b;
 }
+
+void sync_schedule_ok(ex_scheduler sch) {
+    ex_result r = ex_sync_wait(ex_schedule(sch));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE, "sync_wait(schedule): disposition %d", r.disposition);
+    ex_result_destroy(&r);
+}
+
+/* ------------------------------------------------------------------ rigs */
+
+static void rig_fill(rig *r, ex_scheduler under, int n, int m) {
+    r->s = strand_new(under);
+    r->sch = ex_strand_scheduler(r->s);
+    r->b = box_new(r->p);
+    r->n = n;
+    r->m = m;
+    r->it = items_new(n ? n : 1, r->b);
+    r->o = sops_new(m ? m : 1, r->b, n);
+    r->snd = ex_schedule(r->sch);
+}
+
+void rig_open(rig *r, unsigned threads, int n, int m) {
+    memset(r, 0, sizeof *r);
+    r->p = test_pool_new(threads);
+    rig_fill(r, ex_pool_scheduler(r->p), n, m);
+}
+
+void rig_open_held(rig *r, int n, int m) {
+    memset(r, 0, sizeof *r);
+    r->p = held_pool(&r->h);
+    rig_fill(r, ex_pool_scheduler(r->p), n, m);
+}
+
+void rig_open_over(rig *r, ex_scheduler under, int n, int m) {
+    memset(r, 0, sizeof *r);
+    rig_fill(r, under, n, m);
+}
+
+void rig_release(rig *r) { hold_release(&r->h); }
+
+void rig_post(rig *r, int from, int to) {
+    for (int i = from; i < to; i++) post_ok(r->sch, &r->it[i]);
+}
+
+void rig_start(rig *r, int from, int to) {
+    for (int i = from; i < to; i++) sop_start(&r->o[i], r->snd);
+}
+
+void rig_close(rig *r, bool idle) {
+    if (idle) strand_free_now(r->s);
+    else strand_free(r->s);
+    sops_destroy(r->o, r->m);
+    ex_sender_release(r->snd);
+    if (r->p) test_pool_free(r->p);
+    free(r->o);
+    free(r->it);
+    free(r->b);
+    expect_no_leaks();
+}

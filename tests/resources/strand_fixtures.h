@@ -108,6 +108,43 @@ void sops_destroy(sop *o, int n);
 
 /* ---------------------------------------------------------------- blockers */
 
+/* sync_wait(schedule(sch)), asserting it completed with a value. */
+void sync_schedule_ok(ex_scheduler sch);
+
+/* ------------------------------------------------------------------ rigs */
+
+/* What most strand tests start from: a strand (over a pool of its own, or
+ * over a given scheduler), a box, n items (ids 0..n-1) and m schedule
+ * operations (ids n..n+m-1) with the strand's schedule sender. */
+typedef struct rig {
+    ex_pool *p;          /* NULL over a given scheduler */
+    hold h;              /* with rig_open_held: holds the pool's only worker */
+    ex_strand *s;
+    ex_scheduler sch;    /* the strand's scheduler */
+    box *b;
+    item *it;
+    sop *o;
+    int n, m;
+    ex_sender *snd;      /* schedule(sch) */
+} rig;
+
+/* A strand over a new pool of `threads` workers. */
+void rig_open(rig *r, unsigned threads, int n, int m);
+/* The same over a one-worker pool whose worker is held (rig_release lets
+ * it go) before the strand is made: nothing runs until then. */
+void rig_open_held(rig *r, int n, int m);
+/* A strand over under (the box knows no pool). */
+void rig_open_over(rig *r, ex_scheduler under, int n, int m);
+void rig_release(rig *r);
+/* Posts items [from, to) of the rig in order. */
+void rig_post(rig *r, int from, int to);
+/* Starts schedule operations [from, to) of the rig in order. */
+void rig_start(rig *r, int from, int to);
+/* Destroys the strand (idle: its agents are known idle, so at once; else
+ * retrying EX_EBUSY while its last turn ends), the operations, the pool,
+ * and checks nothing leaked. */
+void rig_close(rig *r, bool idle);
+
 /* An item posted straight to a pool that notes how many strand items had
  * run when it ran. */
 typedef struct direct {

@@ -155,288 +155,192 @@ Test(exec_strand, each_item_sees_the_writes_of_the_previous_one) {
 /* ================================================================ FIFO */
 
 Test(exec_strand, fifo_for_posts_and_schedules_from_one_thread) {
-    ex_pool *p = test_pool_new(4);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
     enum { N = 3000 };
-    box *b = box_new(p);
-    item *it = items_new(N, b);
-    sop *o = sops_new(N, b, 0);
-    ex_sender *snd = ex_schedule(ex_strand_scheduler(s));
+    rig r;
+    rig_open(&r, 4, N, N);
     bool is_sop[N];
     for (int i = 0; i < N; i++) {
         is_sop[i] = i % 3 == 2;
-        if (is_sop[i]) {
-            sop_start(&o[i], snd);
-        } else if (i % 3 == 1) {
-            tl_in_call = true;
-            cr_assert_eq(ex_dispatch(ex_strand_scheduler(s), &it[i].w).code, 0); /* from outside: queued */
-            tl_in_call = false;
-        } else {
-            post_ok(ex_strand_scheduler(s), &it[i]);
-        }
+        r.o[i].id = i;
+        if (is_sop[i]) rig_start(&r, i, i + 1);
+        else if (i % 3 == 1) dispatch_ok(r.sch, &r.it[i]); /* from outside: queued */
+        else rig_post(&r, i, i + 1);
     }
-    EXPECT_INT_REACHES(&b->ran, N);
-    expect_log_in_order(b, N);
-    cr_assert_eq(atomic_load(&b->violations), 0);
+    EXPECT_INT_REACHES(&r.b->ran, N);
+    expect_log_in_order(r.b, N);
+    cr_assert_eq(atomic_load(&r.b->violations), 0);
     for (int i = 0; i < N; i++) {
         if (is_sop[i]) {
-            cr_assert_eq(atomic_load(&o[i].values), 1);
-            cr_assert_eq(atomic_load(&o[i].hits), 1);
+            cr_assert_eq(atomic_load(&r.o[i].values), 1);
+            cr_assert_eq(atomic_load(&r.o[i].hits), 1);
         } else {
-            cr_assert_eq(atomic_load(&it[i].runs), 1);
-            cr_assert_not(it[i].saw_in_call, "item %d ran inside the posting call", i);
+            cr_assert_eq(atomic_load(&r.it[i].runs), 1);
+            cr_assert_not(r.it[i].saw_in_call, "item %d ran inside the posting call", i);
         }
     }
-    strand_free(s);
-    sops_destroy(o, N);
-    ex_sender_release(snd);
-    test_pool_free(p);
-    free(o);
-    free(it);
-    free(b);
-    expect_no_leaks();
+    rig_close(&r, false);
 }
 
-/* Item 0 posts item N from inside: it goes behind everything already queued. */
+/* Posts it->arg (an item) to it->sch from inside an item. */
 static void post_arg_action(item *it) {
     it->call_err = ex_post(it->sch, &((item *)it->arg)->w);
 }
 
+/* Item 0 posts item N from inside: it goes behind everything already queued. */
 Test(exec_strand, items_posted_from_inside_go_to_the_back) {
-    ex_pool *p = test_pool_new(1);
-    atomic_int release = 0;
-    hold h;
-    hold_init(&h, &release);
-    hold_post(p, &h); /* everything is queued before item 0 runs */
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
     enum { N = 150 };
-    box *b = box_new(p);
-    item *it = items_new(N + 1, b);
-    it[0].action = post_arg_action;
-    it[0].arg = &it[N];
-    it[0].sch = ex_strand_scheduler(s);
-    for (int i = 0; i < N; i++) post_ok(ex_strand_scheduler(s), &it[i]);
-    atomic_store(&release, 1);
-    EXPECT_INT_REACHES(&b->ran, N + 1);
-    cr_assert_eq(it[0].call_err.code, 0);
-    expect_log_in_order(b, N + 1);
-    strand_free(s);
-    test_pool_free(p);
-    free(it);
-    free(b);
-    expect_no_leaks();
+    rig r;
+    rig_open_held(&r, N + 1, 0); /* everything is queued before item 0 runs */
+    r.it[0].action = post_arg_action;
+    r.it[0].arg = &r.it[N];
+    r.it[0].sch = r.sch;
+    rig_post(&r, 0, N);
+    rig_release(&r);
+    EXPECT_INT_REACHES(&r.b->ran, N + 1);
+    cr_assert_eq(r.it[0].call_err.code, 0);
+    expect_log_in_order(r.b, N + 1);
+    rig_close(&r, false);
 }
 
 /* ===================================================== completion agents */
 
 Test(exec_strand, completions_run_on_workers_of_the_underlying_pool) {
-    ex_pool *p = test_pool_new(3);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
     enum { N = 300 };
-    box *b = box_new(p);
-    item *it = items_new(N, b);
-    sop *o = sops_new(N, b, N);
-    ex_sender *snd = ex_schedule(ex_strand_scheduler(s));
+    rig r;
+    rig_open(&r, 3, N, N);
     for (int i = 0; i < N; i++) {
-        post_ok(ex_strand_scheduler(s), &it[i]);
-        sop_start(&o[i], snd);
+        rig_post(&r, i, i + 1);
+        rig_start(&r, i, i + 1);
     }
-    EXPECT_INT_REACHES(&b->ran, 2 * N);
+    EXPECT_INT_REACHES(&r.b->ran, 2 * N);
     for (int i = 0; i < N; i++) {
-        cr_assert_geq(it[i].worker, 0, "item %d ran off the pool's workers", i);
-        cr_assert_lt(it[i].worker, 3);
-        cr_assert_eq(atomic_load(&o[i].values), 1);
-        cr_assert_geq(o[i].worker, 0, "schedule op %d completed off the pool's workers", i);
-        cr_assert_not(pthread_equal(o[i].tid, pthread_self()));
+        cr_assert_geq(r.it[i].worker, 0, "item %d ran off the pool's workers", i);
+        cr_assert_lt(r.it[i].worker, 3);
+        cr_assert_eq(atomic_load(&r.o[i].values), 1);
+        cr_assert_geq(r.o[i].worker, 0, "schedule op %d completed off the pool's workers", i);
+        cr_assert_not(pthread_equal(r.o[i].tid, pthread_self()));
     }
-    cr_assert_eq(atomic_load(&b->violations), 0);
-    strand_free(s);
-    sops_destroy(o, N);
-    ex_sender_release(snd);
-    test_pool_free(p);
-    free(o);
-    free(it);
-    free(b);
-    expect_no_leaks();
+    cr_assert_eq(atomic_load(&r.b->violations), 0);
+    rig_close(&r, false);
 }
 
 /* ================================================================== stop */
 
 Test(exec_strand, stop_requested_before_the_items_turn_completes_stopped) {
-    ex_pool *p = test_pool_new(1);
-    atomic_int release = 0;
-    hold h;
-    hold_init(&h, &release);
-    hold_post(p, &h);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
     enum { N = 12 };
-    box *b = box_new(p);
-    sop *o = sops_new(N, b, 0);
-    ex_sender *snd = ex_schedule(ex_strand_scheduler(s));
+    rig r;
+    rig_open_held(&r, 0, N);
     for (int i = 0; i < N; i++) {
-        sop_with_stop(&o[i]);
-        if (i % 3 == 0) ex_stop_source_request_stop(&o[i].stop); /* before start */
-        sop_start(&o[i], snd);
-        if (i % 3 == 1) ex_stop_source_request_stop(&o[i].stop); /* started, queued */
+        r.o[i].id = i;
+        sop_with_stop(&r.o[i]);
+        if (i % 3 == 0) ex_stop_source_request_stop(&r.o[i].stop); /* before start */
+        rig_start(&r, i, i + 1);
+        if (i % 3 == 1) ex_stop_source_request_stop(&r.o[i].stop); /* started, queued */
     }
-    for (int i = 0; i < N; i++) cr_assert_eq(atomic_load(&o[i].hits), 0, "op %d completed before its turn", i);
-    atomic_store(&release, 1);
-    EXPECT_INT_REACHES(&b->ran, N);
+    for (int i = 0; i < N; i++) cr_assert_eq(atomic_load(&r.o[i].hits), 0, "op %d completed before its turn", i);
+    rig_release(&r);
+    EXPECT_INT_REACHES(&r.b->ran, N);
     for (int i = 0; i < N; i++) {
-        cr_assert_eq(atomic_load(&o[i].hits), 1);
-        cr_assert_eq(atomic_load(&o[i].errors), 0);
-        if (i % 3 == 2) cr_assert_eq(atomic_load(&o[i].values), 1, "op %d (no stop) did not complete with a value", i);
-        else cr_assert_eq(atomic_load(&o[i].stops), 1, "op %d (stop requested) did not complete stopped", i);
-        cr_assert_eq(o[i].worker, 0);
+        cr_assert_eq(atomic_load(&r.o[i].hits), 1);
+        cr_assert_eq(atomic_load(&r.o[i].errors), 0);
+        if (i % 3 == 2) cr_assert_eq(atomic_load(&r.o[i].values), 1, "op %d (no stop) did not complete with a value", i);
+        else cr_assert_eq(atomic_load(&r.o[i].stops), 1, "op %d (stop requested) did not complete stopped", i);
+        cr_assert_eq(r.o[i].worker, 0);
     }
-    expect_log_in_order(b, N); /* stopped completions take their turn too */
-    strand_free(s);
-    sops_destroy(o, N);
-    ex_sender_release(snd);
-    test_pool_free(p);
-    free(o);
-    free(b);
-    expect_no_leaks();
+    expect_log_in_order(r.b, N); /* stopped completions take their turn too */
+    rig_close(&r, false);
 }
 
 static void request_stop_action(item *it) { ex_stop_source_request_stop(it->arg); }
 
 Test(exec_strand, stop_requested_by_an_earlier_item_completes_stopped) {
-    ex_pool *p = test_pool_new(2);
-    atomic_int release = 0;
+    rig r;
+    rig_open(&r, 2, 1, 2);
     hold h[2];
-    hold_init(&h[0], &release);
-    hold_init(&h[1], &release);
-    hold_post(p, &h[0]);
-    hold_post(p, &h[1]);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    box *b = box_new(p);
-    item first;
-    item_init(&first, 0, b);
-    sop *o = sops_new(2, b, 1);
-    sop_with_stop(&o[0]);
-    sop_with_stop(&o[1]);
-    first.action = request_stop_action;
-    first.arg = &o[0].stop;
-    ex_sender *snd = ex_schedule(ex_strand_scheduler(s));
-    post_ok(ex_strand_scheduler(s), &first);
-    sop_start(&o[0], snd);
-    sop_start(&o[1], snd);
-    atomic_store(&release, 1);
-    EXPECT_INT_REACHES(&b->ran, 3);
-    cr_assert_eq(atomic_load(&o[0].stops), 1, "stop was requested before its turn");
-    cr_assert_eq(atomic_load(&o[1].values), 1);
-    expect_log_in_order(b, 3);
-    strand_free(s);
-    sops_destroy(o, 2);
-    ex_sender_release(snd);
-    test_pool_free(p);
-    free(o);
-    free(b);
-    expect_no_leaks();
+    hold_post(r.p, &h[0]);
+    hold_post(r.p, &h[1]);
+    sop_with_stop(&r.o[0]);
+    sop_with_stop(&r.o[1]);
+    r.it[0].action = request_stop_action;
+    r.it[0].arg = &r.o[0].stop;
+    rig_post(&r, 0, 1);
+    rig_start(&r, 0, 2);
+    hold_release(&h[0]);
+    hold_release(&h[1]);
+    EXPECT_INT_REACHES(&r.b->ran, 3);
+    cr_assert_eq(atomic_load(&r.o[0].stops), 1, "stop was requested before its turn");
+    cr_assert_eq(atomic_load(&r.o[1].values), 1);
+    expect_log_in_order(r.b, 3);
+    rig_close(&r, false);
 }
 
 Test(exec_strand, sync_wait_on_a_strand_schedule) {
-    ex_pool *p = test_pool_new(2);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
+    rig r;
+    rig_open(&r, 2, 0, 0);
     for (int i = 0; i < 100; i++) {
-        ex_result r = ex_sync_wait(ex_schedule(ex_strand_scheduler(s)));
-        cr_assert_eq(r.disposition, EX_DISP_VALUE, "disposition %d", r.disposition);
-        cr_assert_eq(r.n, 0);
-        ex_result_destroy(&r);
+        ex_result res = ex_sync_wait(ex_schedule(r.sch));
+        cr_assert_eq(res.disposition, EX_DISP_VALUE, "disposition %d", res.disposition);
+        cr_assert_eq(res.n, 0);
+        ex_result_destroy(&res);
     }
-    strand_free(s);
-    test_pool_free(p);
-    expect_no_leaks();
+    rig_close(&r, false);
 }
 
 /* =============================================================== fairness */
 
-Test(exec_strand, fairness_a_busy_strand_lets_other_pool_work_run) {
-    /* One worker; the strand gets 200 items, then an item goes straight to
-     * the pool.  The strand runs at most 64 items per turn and then queues
-     * itself again, so the direct item runs before the 200th strand item. */
-    ex_pool *p = test_pool_new(1);
-    atomic_int release = 0;
-    hold h;
-    hold_init(&h, &release);
-    hold_post(p, &h);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
+/* One worker; the strand gets 200 items (and, when by_item, its first item
+ * posts an item straight to the pool; else main does, after them).  The
+ * strand runs at most 64 items per turn and then queues itself again, so
+ * the direct item runs before the 200th strand item. */
+static void fairness_on_a_pool(bool by_item) {
     enum { N = 200 };
-    box *b = box_new(p);
-    item *it = items_new(N, b);
-    for (int i = 0; i < N; i++) post_ok(ex_strand_scheduler(s), &it[i]);
+    rig r;
+    rig_open_held(&r, N, 0);
     direct d;
-    direct_init(&d, b);
-    cr_assert_eq(ex_post(ex_pool_scheduler(p), &d.w).code, 0);
-    atomic_store(&release, 1);
-    EXPECT_INT_REACHES(&b->ran, N);
+    direct_init(&d, r.b);
+    if (by_item) {
+        r.it[0].action = post_arg_action;  /* posts it->arg (the direct item) to it->sch (the pool) */
+        r.it[0].arg = &d;
+        r.it[0].sch = ex_pool_scheduler(r.p);
+    }
+    rig_post(&r, 0, N);
+    if (!by_item) cr_assert_eq(ex_post(ex_pool_scheduler(r.p), &d.w).code, 0);
+    rig_release(&r);
+    EXPECT_INT_REACHES(&r.b->ran, N);
     EXPECT_INT_REACHES(&d.runs, 1);
-    expect_log_in_order(b, N);
+    cr_assert_eq(r.it[0].call_err.code, 0);
+    expect_log_in_order(r.b, N);
     cr_expect_lt(d.ran_seen, N,
-                 "the item posted to the pool ran only after all %d strand items (it saw %d): the strand's "
+                 "the item posted to the pool (%s) ran only after all %d strand items (it saw %d): the strand's "
                  "re-queued turn was preferred to older pool work",
-                 N, d.ran_seen);
-    strand_free(s);
-    test_pool_free(p);
-    free(it);
-    free(b);
-    expect_no_leaks();
+                 by_item ? "from the strand's turn" : "by main", N, d.ran_seen);
+    rig_close(&r, false);
 }
 
-Test(exec_strand, fairness_the_same_from_a_strand_item_on_the_worker) {
-    /* As above, with the direct item posted by the first strand item from
-     * the worker itself. */
-    ex_pool *p = test_pool_new(1);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    enum { N = 200 };
-    box *b = box_new(p);
-    item *it = items_new(N, b);
-    direct d;
-    direct_init(&d, b);
-    atomic_int release = 0;
-    hold h;
-    hold_init(&h, &release);
-    hold_post(p, &h);
-    it[0].action = post_arg_action;  /* posts it->arg (the direct item) to it->sch (the pool) */
-    it[0].arg = &d;
-    it[0].sch = ex_pool_scheduler(p);
-    for (int i = 0; i < N; i++) post_ok(ex_strand_scheduler(s), &it[i]);
-    atomic_store(&release, 1);
-    EXPECT_INT_REACHES(&b->ran, N);
-    EXPECT_INT_REACHES(&d.runs, 1);
-    cr_assert_eq(it[0].call_err.code, 0);
-    cr_expect_lt(d.ran_seen, N, "the pool item posted from the strand's turn ran only after all %d strand items",
-                 N);
-    strand_free(s);
-    test_pool_free(p);
-    free(it);
-    free(b);
-    expect_no_leaks();
-}
+Test(exec_strand, fairness_a_busy_strand_lets_other_pool_work_run) { fairness_on_a_pool(false); }
+
+/* As above, with the direct item posted by the first strand item from the
+ * worker itself. */
+Test(exec_strand, fairness_the_same_from_a_strand_item_on_the_worker) { fairness_on_a_pool(true); }
 
 Test(exec_strand, fairness_on_a_run_loop_the_turn_ends_after_64_items) {
+    enum { N = 200 };
     ex_run_loop loop;
     cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_strand *s = strand_new(ex_run_loop_scheduler(&loop));
-    enum { N = 200 };
-    box *b = box_new(NULL);
-    item *it = items_new(N, b);
-    for (int i = 0; i < N; i++) post_ok(ex_strand_scheduler(s), &it[i]);
+    rig r;
+    rig_open_over(&r, ex_run_loop_scheduler(&loop), N, 0);
+    rig_post(&r, 0, N);
     direct d;
-    direct_init(&d, b);
+    direct_init(&d, r.b);
     ex_run_loop_push(&loop, &d.w);
     ex_run_loop_finish(&loop);
     cr_assert_eq(ex_run_loop_run(&loop).code, 0);
-    cr_assert_eq(atomic_load(&b->ran), N);
+    cr_assert_eq(atomic_load(&r.b->ran), N);
     cr_assert_eq(atomic_load(&d.runs), 1);
     cr_assert_leq(d.ran_seen, 64, "a turn ran %d items before the loop's other item", d.ran_seen);
     cr_assert_gt(d.ran_seen, 0);
-    expect_log_in_order(b, N);
-    strand_free_now(s);
+    expect_log_in_order(r.b, N);
+    rig_close(&r, true);
     cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    free(it);
-    free(b);
     expect_no_leaks();
 }
-

@@ -62,30 +62,38 @@ static void call_action(item *it) {
     it->ran_seen = atomic_load(&inner->runs); /* (reused: inner runs at return) */
 }
 
-Test(exec_strand, post_never_runs_inline_on_a_pool) {
-    ex_pool *p = test_pool_new(1);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    box *b = box_new(p);
+/* Makes outer an item that posts (or dispatches) inner to target. */
+static void make_caller_item(item *outer, item *inner, ex_scheduler target, bool use_dispatch) {
+    outer->action = call_action;
+    outer->arg = inner;
+    outer->flag = use_dispatch;
+    outer->sch = target;
+}
 
-    /* From main while the only worker is busy. */
-    atomic_int release = 0;
-    hold h;
-    hold_init(&h, &release);
-    hold_post(p, &h);
-    item a;
-    item_init(&a, 0, b);
-    post_ok(ex_strand_scheduler(s), &a);
-    cr_assert_eq(atomic_load(&a.runs), 0, "the only worker is busy: the item cannot have run");
-    atomic_store(&release, 1);
-    EXPECT_INT_REACHES(&a.runs, 1);
-    cr_assert_not(a.saw_in_call);
-    cr_assert_eq(a.worker, 0);
+/* From main while the only worker of the rig's pool is busy: the item is
+ * queued, and runs on the worker once it is free. */
+static void call_from_main_while_busy(rig *r, bool use_dispatch) {
+    item *a = &r->it[0];
+    if (use_dispatch) dispatch_ok(r->sch, a);
+    else post_ok(r->sch, a);
+    cr_assert_eq(atomic_load(&a->runs), 0, "the only worker is busy: %s from main ran the item",
+                 use_dispatch ? "dispatch" : "post");
+    rig_release(r);
+    EXPECT_INT_REACHES(&a->runs, 1);
+    cr_assert_not(a->saw_in_call);
+    cr_assert_eq(a->worker, 0);
+}
+
+Test(exec_strand, post_never_runs_inline_on_a_pool) {
+    rig r;
+    rig_open_held(&r, 1, 0);
+    call_from_main_while_busy(&r, false);
 
     /* From a worker of the pool, to an idle strand. */
     for (int k = 0; k < 20; k++) {
         item in;
         caller c;
-        call_from_worker(p, s, b, false, &c, &in);
+        call_from_worker(r.p, r.s, r.b, false, &c, &in);
         cr_assert_eq(c.runs_at_return, 0, "round %d: the posted item ran inside ex_post on the worker", k);
         cr_assert_not(in.saw_in_call);
         cr_assert(pthread_equal(in.tid, c.tid), "one worker: the item runs on it, after the poster returned");
@@ -93,148 +101,121 @@ Test(exec_strand, post_never_runs_inline_on_a_pool) {
 
     /* From inside a strand item to the same strand. */
     item outer, inner;
-    item_init(&outer, 0, b);
-    item_init(&inner, 1, b);
-    outer.action = call_action;
-    outer.arg = &inner;
-    outer.sch = ex_strand_scheduler(s);
-    post_ok(ex_strand_scheduler(s), &outer);
+    item_init(&outer, 0, r.b);
+    item_init(&inner, 1, r.b);
+    make_caller_item(&outer, &inner, r.sch, false);
+    post_ok(r.sch, &outer);
     EXPECT_INT_REACHES(&inner.runs, 1);
     cr_assert_eq(outer.call_err.code, 0);
     cr_assert_eq(outer.ran_seen, 0, "a post from inside the strand ran the item inline");
     cr_assert_not(inner.saw_in_call);
-    cr_assert_eq(atomic_load(&b->violations), 0);
-    strand_free(s);
-    test_pool_free(p);
-    free(b);
-    expect_no_leaks();
+    cr_assert_eq(atomic_load(&r.b->violations), 0);
+    rig_close(&r, false);
 }
 
 Test(exec_strand, post_never_runs_inline_on_four_workers) {
-    ex_pool *p = test_pool_new(4);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    box *b = box_new(p);
+    rig r;
+    rig_open(&r, 4, 0, 0);
     for (int k = 0; k < 200; k++) {
         item in;
         caller c;
-        call_from_worker(p, s, b, false, &c, &in);
+        call_from_worker(r.p, r.s, r.b, false, &c, &in);
         cr_assert_not(in.saw_in_call, "round %d: the item ran inside ex_post", k);
         if (pthread_equal(in.tid, c.tid))
             cr_assert_eq(c.runs_at_return, 0, "round %d: ran on the poster's thread before post returned", k);
         cr_assert_geq(in.worker, 0);
     }
-    strand_free(s);
-    test_pool_free(p);
-    free(b);
-    expect_no_leaks();
+    rig_close(&r, false);
 }
 
 /* A run-loop item that posts to a strand over the same loop. */
 Test(exec_strand, post_never_runs_inline_on_a_run_loop) {
     ex_run_loop loop;
     cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_strand *s = strand_new(ex_run_loop_scheduler(&loop));
-    box *b = box_new(NULL);
-    item a;
-    item_init(&a, 0, b);
-    post_ok(ex_strand_scheduler(s), &a);
-    cr_assert_eq(atomic_load(&a.runs), 0, "nothing runs before the loop runs");
+    rig r;
+    rig_open_over(&r, ex_run_loop_scheduler(&loop), 2, 0);
+    rig_post(&r, 0, 1);
+    cr_assert_eq(atomic_load(&r.it[0].runs), 0, "nothing runs before the loop runs");
 
     /* A loop item (on the loop's thread, outside the strand) posts. */
-    item in;
-    item_init(&in, 1, b);
+    item *in = &r.it[1];
     caller c;
-    caller_init(&c, ex_strand_scheduler(s), &in, false);
+    caller_init(&c, r.sch, in, false);
     ex_run_loop_push(&loop, &c.w);
-    cr_assert_eq(atomic_load(&in.runs), 0);
+    cr_assert_eq(atomic_load(&in->runs), 0);
     double end = test_now_s() + TEST_WAIT_LIMIT_S;
-    while (atomic_load(&b->ran) < 2 && test_now_s() < end) ex_run_loop_run_one(&loop);
-    cr_assert_eq(atomic_load(&a.runs), 1);
-    cr_assert_eq(atomic_load(&in.runs), 1);
+    while (atomic_load(&r.b->ran) < 2 && test_now_s() < end) ex_run_loop_run_one(&loop);
+    cr_assert_eq(atomic_load(&r.it[0].runs), 1);
+    cr_assert_eq(atomic_load(&in->runs), 1);
     cr_assert_eq(c.err.code, 0);
     cr_assert_eq(c.runs_at_return, 0, "the posted item ran inside ex_post on the loop's thread");
-    cr_assert_not(in.saw_in_call);
-    cr_assert(pthread_equal(in.tid, pthread_self()));
-    expect_log_in_order(b, 2);
-    strand_free_now(s);
+    cr_assert_not(in->saw_in_call);
+    cr_assert(pthread_equal(in->tid, pthread_self()));
+    expect_log_in_order(r.b, 2);
     ex_run_loop_finish(&loop);
     cr_assert_eq(ex_run_loop_run(&loop).code, 0);
+    rig_close(&r, true);
     cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    free(b);
-    expect_no_leaks();
 }
 
 Test(exec_strand, post_never_runs_inline_on_a_single_thread_context) {
+    enum { N = 20 };
     ex_single_thread_context ctx;
     cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
     ex_scheduler under = ex_single_thread_context_scheduler(&ctx);
-    ex_strand *s = strand_new(under);
-    box *b = box_new(NULL);
-    enum { N = 20 };
-    item in[N];
+    rig r;
+    rig_open_over(&r, under, N + 1, 0);
     caller c[N];
     for (int k = 0; k < N; k++) {
-        item_init(&in[k], k, b);
-        caller_init(&c[k], ex_strand_scheduler(s), &in[k], false);
+        caller_init(&c[k], r.sch, &r.it[k], false);
         cr_assert_eq(ex_post(under, &c[k].w).code, 0);
     }
-    EXPECT_INT_REACHES(&b->ran, N);
+    EXPECT_INT_REACHES(&r.b->ran, N);
     pthread_t ctx_thread = ex_single_thread_context_thread_id(&ctx);
     for (int k = 0; k < N; k++) {
         EXPECT_INT_REACHES(&c[k].done, 1);
         cr_assert_eq(c[k].err.code, 0);
         cr_assert_eq(c[k].runs_at_return, 0, "item %d ran inside ex_post on the context's thread", k);
-        cr_assert_not(in[k].saw_in_call);
-        cr_assert(pthread_equal(in[k].tid, ctx_thread), "item %d ran off the context's thread", k);
+        cr_assert_not(r.it[k].saw_in_call);
+        cr_assert(pthread_equal(r.it[k].tid, ctx_thread), "item %d ran off the context's thread", k);
     }
-    expect_log_in_order(b, N);
+    expect_log_in_order(r.b, N);
     /* From main as well: runs on the context's thread. */
-    item m;
-    item_init(&m, N, b);
-    post_ok(ex_strand_scheduler(s), &m);
-    EXPECT_INT_REACHES(&m.runs, 1);
-    cr_assert(pthread_equal(m.tid, ctx_thread));
+    rig_post(&r, N, N + 1);
+    EXPECT_INT_REACHES(&r.it[N].runs, 1);
+    cr_assert(pthread_equal(r.it[N].tid, ctx_thread));
     cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
-    strand_free_now(s); /* the context ran its queue and joined: the strand is idle */
-    free(b);
-    expect_no_leaks();
+    rig_close(&r, true); /* the context ran its queue and joined: the strand is idle */
 }
 
 /* ============================================================== dispatch */
 
 Test(exec_strand, dispatch_inside_an_item_runs_inline_ahead_of_the_queue) {
-    ex_pool *p = test_pool_new(2);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    box *b = box_new(p);
+    rig r;
+    rig_open(&r, 2, 0, 0);
     for (int round = 0; round < 50; round++) {
-        b->nlog = 0;
-        atomic_store(&b->ran, 0);
+        r.b->nlog = 0;
+        atomic_store(&r.b->ran, 0);
         /* log: outer (0), inner (1), then the item queued behind outer (2) */
         item outer, inner, behind;
-        item_init(&outer, 0, b);
-        item_init(&inner, 1, b);
-        item_init(&behind, 2, b);
+        item_init(&outer, 0, r.b);
+        item_init(&inner, 1, r.b);
+        item_init(&behind, 2, r.b);
         inner.nested = true;
-        outer.action = call_action;
-        outer.arg = &inner;
-        outer.flag = 1; /* dispatch */
-        outer.sch = ex_strand_scheduler(s);
-        post_ok(ex_strand_scheduler(s), &outer);
-        post_ok(ex_strand_scheduler(s), &behind);
-        EXPECT_INT_REACHES(&b->ran, 3);
+        make_caller_item(&outer, &inner, r.sch, true);
+        post_ok(r.sch, &outer);
+        post_ok(r.sch, &behind);
+        EXPECT_INT_REACHES(&r.b->ran, 3);
         cr_assert_eq(outer.call_err.code, 0);
         cr_assert_eq(outer.ran_seen, 1, "round %d: the dispatched item had not run when ex_dispatch returned", round);
         cr_assert(inner.saw_in_call, "round %d: the dispatched item did not run inside the call", round);
         cr_assert(pthread_equal(inner.tid, outer.tid));
         cr_assert_geq(inner.worker, 0);
         cr_assert_eq(atomic_load(&inner.runs), 1);
-        expect_log_in_order(b, 3);
+        expect_log_in_order(r.b, 3);
     }
-    cr_assert_eq(atomic_load(&b->violations), 0);
-    strand_free(s);
-    test_pool_free(p);
-    free(b);
-    expect_no_leaks();
+    cr_assert_eq(atomic_load(&r.b->violations), 0);
+    rig_close(&r, false);
 }
 
 /* A schedule completion runs inside the strand: a then() callback on it can
@@ -257,120 +238,85 @@ static ex_error inside_fn(void *ctx, const ex_value *in, size_t n, ex_value *out
 }
 
 Test(exec_strand, schedule_completion_runs_inside_the_strand) {
-    ex_pool *p = test_pool_new(2);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    box *b = box_new(p);
+    rig r;
+    rig_open(&r, 2, 0, 0);
     for (int k = 0; k < 20; k++) {
         item inner;
-        item_init(&inner, 0, b);
+        item_init(&inner, 0, r.b);
         inner.nested = true;
-        inside_probe x = { ex_strand_scheduler(s), &inner, -1, ex_ok() };
-        ex_result r = ex_sync_wait(ex_then(ex_schedule(ex_strand_scheduler(s)), inside_fn, &x, EX_SIG0, EX_SIG0));
-        cr_assert_eq(r.disposition, EX_DISP_VALUE);
-        ex_result_destroy(&r);
+        inside_probe x = { r.sch, &inner, -1, ex_ok() };
+        ex_result res = ex_sync_wait(ex_then(ex_schedule(r.sch), inside_fn, &x, EX_SIG0, EX_SIG0));
+        cr_assert_eq(res.disposition, EX_DISP_VALUE);
+        ex_result_destroy(&res);
         cr_assert_eq(x.err.code, 0);
         cr_assert_eq(x.runs_at_return, 1, "round %d: dispatch from a schedule completion of the strand did not run "
                      "inline", k);
         cr_assert(inner.saw_in_call);
         cr_assert_geq(inner.worker, 0);
     }
-    strand_free(s);
-    test_pool_free(p);
-    free(b);
-    expect_no_leaks();
+    rig_close(&r, false);
 }
 
 Test(exec_strand, dispatch_from_outside_the_strand_queues_the_item) {
-    ex_pool *p = test_pool_new(1);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    box *b = box_new(p);
-
-    /* From main while the only worker is busy. */
-    atomic_int release = 0;
-    hold h;
-    hold_init(&h, &release);
-    hold_post(p, &h);
-    item a;
-    item_init(&a, 0, b);
-    tl_in_call = true;
-    cr_assert_eq(ex_dispatch(ex_strand_scheduler(s), &a.w).code, 0);
-    tl_in_call = false;
-    cr_assert_eq(atomic_load(&a.runs), 0, "dispatch from main ran the item");
-    atomic_store(&release, 1);
-    EXPECT_INT_REACHES(&a.runs, 1);
-    cr_assert_not(a.saw_in_call);
-    cr_assert_eq(a.worker, 0);
+    rig r;
+    rig_open_held(&r, 1, 0);
+    call_from_main_while_busy(&r, true);
 
     /* From a worker of the underlying pool that is not inside the strand. */
     for (int k = 0; k < 20; k++) {
         item in;
         caller c;
-        call_from_worker(p, s, b, true, &c, &in);
+        call_from_worker(r.p, r.s, r.b, true, &c, &in);
         cr_assert_eq(c.runs_at_return, 0, "round %d: dispatch on a pool worker outside the strand ran inline", k);
         cr_assert_not(in.saw_in_call);
     }
-    strand_free(s);
-    test_pool_free(p);
-    free(b);
-    expect_no_leaks();
+    rig_close(&r, false);
 }
 
 Test(exec_strand, dispatch_from_inside_a_different_strand_queues_the_item) {
-    ex_pool *p = test_pool_new(1);
-    ex_strand *s1 = strand_new(ex_pool_scheduler(p));
-    ex_strand *s2 = strand_new(ex_pool_scheduler(p));
-    box *b1 = box_new(p), *b2 = box_new(p);
+    rig r;
+    rig_open(&r, 1, 0, 0);
+    ex_strand *s2 = strand_new(ex_pool_scheduler(r.p));
+    box *b2 = box_new(r.p);
     for (int k = 0; k < 20; k++) {
         item outer, inner;
-        item_init(&outer, 0, b1);
+        item_init(&outer, 0, r.b);
         item_init(&inner, 0, b2);
-        outer.action = call_action;
-        outer.arg = &inner;
-        outer.flag = 1;
-        outer.sch = ex_strand_scheduler(s2);
-        post_ok(ex_strand_scheduler(s1), &outer);
+        make_caller_item(&outer, &inner, ex_strand_scheduler(s2), true);
+        post_ok(r.sch, &outer);
         EXPECT_INT_REACHES(&inner.runs, 1);
         cr_assert_eq(outer.call_err.code, 0);
         cr_assert_eq(outer.ran_seen, 0, "round %d: dispatch to another (idle) strand ran inline", k);
         cr_assert_not(inner.saw_in_call);
     }
-    strand_free(s1);
     strand_free(s2);
-    test_pool_free(p);
-    free(b1);
     free(b2);
-    expect_no_leaks();
+    rig_close(&r, false);
 }
 
 /* Strand B over strand A: an item of B runs inside an item of A (B's turn),
  * so the thread is running an item of A: dispatch to A runs inline there.
  * From an item of A that is not B's turn, dispatch to B queues. */
 Test(exec_strand, dispatch_to_the_outer_strand_from_an_inner_strand_item_runs_inline) {
-    ex_pool *p = test_pool_new(1);
-    ex_strand *a = strand_new(ex_pool_scheduler(p));
-    ex_strand *bs = strand_new(ex_strand_scheduler(a));
-    box *b1 = box_new(p), *b2 = box_new(p);
+    rig a;  /* strand A, items of A in a.b */
+    rig_open(&a, 1, 0, 0);
+    ex_strand *bs = strand_new(a.sch);
+    box *b2 = box_new(a.p);
 
     item outer, inner;
-    item_init(&outer, 0, b1);
+    item_init(&outer, 0, a.b);
     item_init(&inner, 0, b2);
     inner.nested = true;
-    outer.action = call_action;
-    outer.arg = &inner;
-    outer.flag = 1;
-    outer.sch = ex_strand_scheduler(a);
+    make_caller_item(&outer, &inner, a.sch, true);
     post_ok(ex_strand_scheduler(bs), &outer);
     EXPECT_INT_REACHES(&inner.runs, 1);
     EXPECT_INT_REACHES(&outer.runs, 1);
 
     item outer2, inner2;
-    item_init(&outer2, 1, b1);
+    item_init(&outer2, 1, a.b);
     item_init(&inner2, 1, b2);
-    outer2.action = call_action;
-    outer2.arg = &inner2;
-    outer2.flag = 1;
-    outer2.sch = ex_strand_scheduler(bs);
-    post_ok(ex_strand_scheduler(a), &outer2);
+    make_caller_item(&outer2, &inner2, ex_strand_scheduler(bs), true);
+    post_ok(a.sch, &outer2);
     EXPECT_INT_REACHES(&inner2.runs, 1);
     cr_assert_eq(outer2.call_err.code, 0);
     cr_assert_eq(outer2.ran_seen, 0, "dispatch to the inner strand from an outer item (not its turn) ran inline");
@@ -380,10 +326,6 @@ Test(exec_strand, dispatch_to_the_outer_strand_from_an_inner_strand_item_runs_in
                  "dispatch to strand A from an item of strand B (B over A: the thread runs A's item) "
                  "was queued instead of running inline");
     strand_free(bs);
-    strand_free(a);
-    test_pool_free(p);
-    free(b1);
     free(b2);
-    expect_no_leaks();
+    rig_close(&a, false);
 }
-
