@@ -8,7 +8,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "resources/run_loop_fixtures.h"
 #include "resources/strand_fixtures.h"
+
+/* Threads that post their items to a strand, all starting together. */
+enum { MAX_POSTERS = 4 };
+
+typedef struct poster {
+    ex_scheduler sch;
+    item *its;
+    int n;
+    atomic_int *go;
+} poster;
+
+static void *poster_main(void *arg) {
+    poster *t = arg;
+    while (!atomic_load(t->go)) sched_yield();
+    for (int i = 0; i < t->n; i++) (void)ex_post(t->sch, &t->its[i].w);
+    return NULL;
+}
+
+/* Thread k posts items its[k][0..n) to schs[k]; returns when every post
+ * returned. */
+static void post_from_threads(int threads, const ex_scheduler *schs, item *const *its, int n) {
+    poster t[MAX_POSTERS];
+    pthread_t th[MAX_POSTERS];
+    atomic_int go = 0;
+    cr_assert_leq(threads, MAX_POSTERS);
+    for (int k = 0; k < threads; k++) {
+        t[k] = (poster){ schs[k], its[k], n, &go };
+        cr_assert_eq(pthread_create(&th[k], NULL, poster_main, &t[k]), 0);
+    }
+    atomic_store(&go, 1);
+    for (int k = 0; k < threads; k++) pthread_join(th[k], NULL);
+}
+
+/* Each poster's items ran once, in its order (ran_seen: items run before). */
+static void expect_each_poster_in_order(item *const *its, int threads, int n) {
+    for (int k = 0; k < threads; k++)
+        for (int i = 0; i < n; i++) {
+            cr_assert_eq(atomic_load(&its[k][i].runs), 1, "poster %d item %d ran %d times", k, i,
+                         atomic_load(&its[k][i].runs));
+            if (i) cr_assert_gt(its[k][i].ran_seen, its[k][i - 1].ran_seen, "poster %d: item %d before %d", k, i, i - 1);
+        }
+}
 
 /* =================================================== inline underneath */
 
@@ -19,82 +62,50 @@ static void post_arg_record_action(item *it) {
 }
 
 Test(exec_strand, strand_over_inline_runs_inline_and_in_order) {
-    ex_strand *s = strand_new(ex_inline_scheduler());
-    box *b = box_new(NULL);
-    item a;
-    item_init(&a, 0, b);
-    tl_in_call = true;
-    cr_assert_eq(ex_post(ex_strand_scheduler(s), &a.w).code, 0);
-    tl_in_call = false;
-    cr_assert_eq(atomic_load(&a.runs), 1, "over the inline scheduler the item runs inside post");
-    cr_assert(pthread_equal(a.tid, pthread_self()));
+    rig r;
+    rig_open_over(&r, ex_inline_scheduler(), 3, 0);
+    item *a = &r.it[0];
+    rig_post(&r, 0, 1);
+    cr_assert_eq(atomic_load(&a->runs), 1, "over the inline scheduler the item runs inside post");
+    cr_assert(pthread_equal(a->tid, pthread_self()));
 
     /* An item that posts to its strand: queued behind it, not nested in it,
      * and run before the outer post returns. */
-    item outer, inner;
-    item_init(&outer, 1, b);
-    item_init(&inner, 2, b);
-    outer.action = post_arg_record_action;
-    outer.arg = &inner;
-    outer.sch = ex_strand_scheduler(s);
-    cr_assert_eq(ex_post(ex_strand_scheduler(s), &outer.w).code, 0);
-    cr_assert_eq(outer.call_err.code, 0);
-    cr_assert_eq(outer.ran_seen, 0, "a post from inside ran the item nested in the poster");
-    cr_assert_eq(atomic_load(&inner.runs), 1);
-    expect_log_in_order(b, 3);
-    cr_assert_eq(atomic_load(&b->violations), 0);
+    item *outer = &r.it[1], *inner = &r.it[2];
+    outer->action = post_arg_record_action;
+    outer->arg = inner;
+    outer->sch = r.sch;
+    rig_post(&r, 1, 2);
+    cr_assert_eq(outer->call_err.code, 0);
+    cr_assert_eq(outer->ran_seen, 0, "a post from inside ran the item nested in the poster");
+    cr_assert_eq(atomic_load(&inner->runs), 1);
+    expect_log_in_order(r.b, 3);
+    cr_assert_eq(atomic_load(&r.b->violations), 0);
 
-    /* schedule: set_value inside start. */
-    ex_result r = ex_sync_wait(ex_schedule(ex_strand_scheduler(s)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    ex_result_destroy(&r);
-    cr_assert_eq(ex_strand_executed(s), 4);
-    strand_free_now(s);
-    free(b);
-    expect_no_leaks();
-}
-
-typedef struct inl_thread {
-    ex_strand *s;
-    item *its;
-    int n;
-    atomic_int *go;
-} inl_thread;
-
-static void *inl_poster(void *arg) {
-    inl_thread *t = arg;
-    while (!atomic_load(t->go)) sched_yield();
-    for (int i = 0; i < t->n; i++) (void)ex_post(ex_strand_scheduler(t->s), &t->its[i].w);
-    return NULL;
+    sync_schedule_ok(r.sch); /* set_value inside start */
+    cr_assert_eq(ex_strand_executed(r.s), 4);
+    rig_close(&r, true);
 }
 
 Test(exec_strand, strand_over_inline_serialises_threads) {
-    ex_strand *s = strand_new(ex_inline_scheduler());
-    box *b = box_new(NULL);
     enum { T = 4, N = 2000 };
+    rig r;
+    rig_open_over(&r, ex_inline_scheduler(), T * N, 0);
+    ex_scheduler schs[T];
     item *its[T];
-    inl_thread t[T];
-    pthread_t th[T];
-    atomic_int go = 0;
     for (int k = 0; k < T; k++) {
-        its[k] = items_new(N, b);
-        for (int i = 0; i < N; i++) its[k][i].spin = 200;
-        t[k] = (inl_thread){ s, its[k], N, &go };
-        cr_assert_eq(pthread_create(&th[k], NULL, inl_poster, &t[k]), 0);
+        schs[k] = r.sch;
+        its[k] = r.it + k * N;
     }
-    atomic_store(&go, 1);
-    for (int k = 0; k < T; k++) pthread_join(th[k], NULL);
+    for (int i = 0; i < T * N; i++) r.it[i].spin = 200;
+    post_from_threads(T, schs, its, N);
     /* Every post returned; each item ran on some posting thread. */
-    EXPECT_INT_REACHES(&b->ran, T * N);
-    cr_assert_eq(atomic_load(&b->violations), 0, "%d item(s) overlapped", atomic_load(&b->violations));
-    cr_assert_eq(b->plain, T * N);
-    for (int k = 0; k < T; k++)
-        for (int i = 0; i < N; i++) cr_assert_eq(atomic_load(&its[k][i].runs), 1);
-    cr_assert_eq(ex_strand_executed(s), (uint64_t)(T * N));
-    strand_free(s);
-    for (int k = 0; k < T; k++) free(its[k]);
-    free(b);
-    expect_no_leaks();
+    EXPECT_INT_REACHES(&r.b->ran, T * N);
+    cr_assert_eq(atomic_load(&r.b->violations), 0, "%d item(s) overlapped", atomic_load(&r.b->violations));
+    cr_assert_eq(r.b->plain, T * N);
+    for (int i = 0; i < T * N; i++) cr_assert_eq(atomic_load(&r.it[i].runs), 1);
+    cr_assert_eq(ex_strand_executed(r.s), (uint64_t)(T * N));
+    rig_close(&r, false);
 }
 
 /* A chain of items, each posting the next from inside, over the inline
@@ -138,115 +149,54 @@ Test(exec_strand, strand_over_inline_stack_does_not_grow_with_the_queue) {
 
 /* ====================================================== run loop underneath */
 
-typedef struct loop_runner {
-    ex_run_loop *loop;
-    pthread_t tid;
-    atomic_int started;
-} loop_runner;
-
-static void *loop_runner_main(void *arg) {
-    loop_runner *r = arg;
-    r->tid = pthread_self();
-    atomic_store(&r->started, 1);
-    (void)ex_run_loop_run(r->loop);
-    return NULL;
-}
-
 Test(exec_strand, strand_over_a_run_loop_runs_items_when_the_loop_runs) {
+    enum { N = 200, M = 40 };
     ex_run_loop loop;
     cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_strand *s = strand_new(ex_run_loop_scheduler(&loop));
-    enum { N = 200, M = 40 };
-    box *b = box_new(NULL);
-    item *it = items_new(N, b);
-    sop *o = sops_new(M, b, N);
-    ex_sender *snd = ex_schedule(ex_strand_scheduler(s));
-    for (int i = 0; i < N; i++) post_ok(ex_strand_scheduler(s), &it[i]);
-    for (int i = 0; i < M; i++) sop_start(&o[i], snd);
+    rig r;
+    rig_open_over(&r, ex_run_loop_scheduler(&loop), N, M);
+    rig_post(&r, 0, N);
+    rig_start(&r, 0, M);
     test_sleep_ms(5);
-    cr_assert_eq(atomic_load(&b->ran), 0, "items ran although the loop does not run");
-    cr_assert_eq(ex_strand_destroy(s).code, EX_EBUSY);
+    cr_assert_eq(atomic_load(&r.b->ran), 0, "items ran although the loop does not run");
+    cr_assert_eq(ex_strand_destroy(r.s).code, EX_EBUSY);
 
-    loop_runner r;
-    memset(&r, 0, sizeof r);
-    r.loop = &loop;
+    rl_runner rn;
     pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, loop_runner_main, &r), 0);
-    EXPECT_INT_REACHES(&b->ran, N + M);
-    EXPECT_INT_REACHES(&r.started, 1);
+    rl_runner_start(&rn, &loop, &th);
+    EXPECT_INT_REACHES(&r.b->ran, N + M);
     ex_run_loop_finish(&loop);
     pthread_join(th, NULL);
-    for (int i = 0; i < N; i++) cr_assert(pthread_equal(it[i].tid, r.tid), "item %d ran off the loop's thread", i);
+    for (int i = 0; i < N; i++) cr_assert(pthread_equal(r.it[i].tid, th), "item %d ran off the loop's thread", i);
     for (int i = 0; i < M; i++) {
-        cr_assert_eq(atomic_load(&o[i].values), 1);
-        cr_assert(pthread_equal(o[i].tid, r.tid), "op %d completed off the loop's thread", i);
+        cr_assert_eq(atomic_load(&r.o[i].values), 1);
+        cr_assert(pthread_equal(r.o[i].tid, th), "op %d completed off the loop's thread", i);
     }
-    expect_log_in_order(b, N + M);
-    strand_free_now(s); /* the loop's thread returned: the strand is idle */
+    expect_log_in_order(r.b, N + M);
+    rig_close(&r, true); /* the loop's thread returned: the strand is idle */
     cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    sops_destroy(o, M);
-    ex_sender_release(snd);
-    free(o);
-    free(it);
-    free(b);
-    expect_no_leaks();
 }
 
 /* ======================================================== strand over strand */
 
-typedef struct sos_thread {
-    ex_scheduler sch;
-    item *its;
-    int n;
-    atomic_int *go;
-} sos_thread;
-
-static void *sos_poster(void *arg) {
-    sos_thread *t = arg;
-    while (!atomic_load(t->go)) sched_yield();
-    for (int i = 0; i < t->n; i++) (void)ex_post(t->sch, &t->its[i].w);
-    return NULL;
-}
-
 Test(exec_strand, strand_over_a_strand_is_serialised_with_it) {
-    ex_pool *p = test_pool_new(4);
-    ex_strand *a = strand_new(ex_pool_scheduler(p));
-    ex_strand *bs = strand_new(ex_strand_scheduler(a));
-    /* One box for both: an item of B runs inside an item of A. */
-    box *b = box_new(p);
     enum { N = 1500 };
-    item *ia = items_new(N, b), *ib = items_new(N, b);
-    for (int i = 0; i < N; i++) ia[i].spin = ib[i].spin = 100;
-    atomic_int go = 0;
-    sos_thread ta = { ex_strand_scheduler(a), ia, N, &go }, tb = { ex_strand_scheduler(bs), ib, N, &go };
-    pthread_t th[2];
-    cr_assert_eq(pthread_create(&th[0], NULL, sos_poster, &ta), 0);
-    cr_assert_eq(pthread_create(&th[1], NULL, sos_poster, &tb), 0);
-    atomic_store(&go, 1);
-    pthread_join(th[0], NULL);
-    pthread_join(th[1], NULL);
-    EXPECT_INT_REACHES(&b->ran, 2 * N);
-    cr_assert_eq(atomic_load(&b->violations), 0, "items of A and of B (over A) overlapped");
-    cr_assert_eq(b->plain, 2 * N);
-    for (int i = 0; i < N; i++) {
-        cr_assert_eq(atomic_load(&ia[i].runs), 1);
-        cr_assert_eq(atomic_load(&ib[i].runs), 1);
-        cr_assert_geq(ib[i].worker, 0, "an item of B ran off the pool");
-    }
-    /* Per strand, the order of its one poster (ran_seen: items run before). */
-    for (int i = 1; i < N; i++) {
-        cr_assert_gt(ia[i].ran_seen, ia[i - 1].ran_seen, "A ran item %d before item %d", i, i - 1);
-        cr_assert_gt(ib[i].ran_seen, ib[i - 1].ran_seen, "B ran item %d before item %d", i, i - 1);
-    }
+    rig a;  /* strand A; its box serves B as well: an item of B runs inside an item of A */
+    rig_open(&a, 4, 2 * N, 0);
+    ex_strand *bs = strand_new(a.sch);
+    for (int i = 0; i < 2 * N; i++) a.it[i].spin = 100;
+    ex_scheduler schs[2] = { a.sch, ex_strand_scheduler(bs) };
+    item *its[2] = { a.it, a.it + N };
+    post_from_threads(2, schs, its, N);
+    EXPECT_INT_REACHES(&a.b->ran, 2 * N);
+    cr_assert_eq(atomic_load(&a.b->violations), 0, "items of A and of B (over A) overlapped");
+    cr_assert_eq(a.b->plain, 2 * N);
+    for (int i = 0; i < N; i++) cr_assert_geq(its[1][i].worker, 0, "an item of B ran off the pool");
+    expect_each_poster_in_order(its, 2, N); /* per strand, the order of its one poster */
     cr_assert_eq(ex_strand_executed(bs), (uint64_t)N);
-    cr_assert_geq(ex_strand_executed(a), (uint64_t)N + 1, "A runs its own items and B's turns");
+    cr_assert_geq(ex_strand_executed(a.s), (uint64_t)N + 1, "A runs its own items and B's turns");
     strand_free(bs);
-    strand_free(a);
-    test_pool_free(p);
-    free(ia);
-    free(ib);
-    free(b);
-    expect_no_leaks();
+    rig_close(&a, false);
 }
 
 /* ============================================ schedulers without post */
@@ -363,48 +313,40 @@ static int manual_run_all(manual *m) {
 }
 
 Test(exec_strand, strand_over_a_scheduler_without_post) {
+    enum { N = 200, M = 20 };
     manual m;
     manual_init(&m, MS_QUEUE);
     atomic_store(&manual_overlaps, 0);
-    ex_strand *s = strand_new(manual_scheduler(&m));
-    enum { N = 200, M = 20 };
-    box *b = box_new(NULL);
-    item *it = items_new(N, b);
-    sop *o = sops_new(M, b, N);
-    ex_sender *snd = ex_schedule(ex_strand_scheduler(s));
-    for (int i = 0; i < N; i++) post_ok(ex_strand_scheduler(s), &it[i]);
-    for (int i = 0; i < M; i++) sop_start(&o[i], snd);
-    cr_assert_eq(atomic_load(&b->ran), 0, "nothing runs before the scheduler runs its operations");
+    rig r;
+    rig_open_over(&r, manual_scheduler(&m), N + 1, M);
+    for (int i = 0; i < M; i++) r.o[i].id = N + i;
+    item *more = &r.it[N];
+    more->id = N + M;
+    rig_post(&r, 0, N);
+    rig_start(&r, 0, M);
+    cr_assert_eq(atomic_load(&r.b->ran), 0, "nothing runs before the scheduler runs its operations");
     cr_assert_eq(atomic_load(&m.connects), 1, "one turn queued for the whole queue");
-    cr_assert_eq(ex_strand_destroy(s).code, EX_EBUSY);
+    cr_assert_eq(ex_strand_destroy(r.s).code, EX_EBUSY);
     int turns = manual_run_all(&m);
-    cr_assert_eq(atomic_load(&b->ran), N + M);
+    cr_assert_eq(atomic_load(&r.b->ran), N + M);
     cr_assert_geq(turns, (N + M + 63) / 64, "at most 64 items per turn");
-    expect_log_in_order(b, N + M);
+    expect_log_in_order(r.b, N + M);
     for (int i = 0; i < N; i++) {
-        cr_assert_not(it[i].saw_in_call);
-        cr_assert(pthread_equal(it[i].tid, pthread_self()));
+        cr_assert_not(r.it[i].saw_in_call);
+        cr_assert(pthread_equal(r.it[i].tid, pthread_self()));
     }
-    for (int i = 0; i < M; i++) cr_assert_eq(atomic_load(&o[i].values), 1);
+    for (int i = 0; i < M; i++) cr_assert_eq(atomic_load(&r.o[i].values), 1);
     /* Idle, then busy again: a new turn. */
-    item more;
-    item_init(&more, N + M, b);
-    post_ok(ex_strand_scheduler(s), &more);
-    cr_assert_eq(atomic_load(&more.runs), 0);
+    rig_post(&r, N, N + 1);
+    cr_assert_eq(atomic_load(&more->runs), 0);
     cr_assert_eq(manual_run_all(&m), 1);
-    cr_assert_eq(atomic_load(&more.runs), 1);
+    cr_assert_eq(atomic_load(&more->runs), 1);
     cr_assert_eq(atomic_load(&manual_overlaps), 0, "a turn's operation was connected over a live one");
-    cr_assert_eq(ex_strand_executed(s), (uint64_t)(N + M + 1));
-    strand_free_now(s);
+    cr_assert_eq(ex_strand_executed(r.s), (uint64_t)(N + M + 1));
+    rig_close(&r, true);
     cr_assert_eq(atomic_load(&m.live), 0, "connects %d, destroys %d: the strand leaked an operation",
                  atomic_load(&m.connects), atomic_load(&m.destroys));
-    sops_destroy(o, M);
-    ex_sender_release(snd);
     pthread_mutex_destroy(&m.mu);
-    free(o);
-    free(it);
-    free(b);
-    expect_no_leaks();
 }
 
 typedef struct driver {
@@ -423,47 +365,36 @@ static void *driver_main(void *arg) {
 }
 
 Test(exec_strand, strand_over_a_scheduler_without_post_driven_by_a_thread) {
+    enum { T = 3, N = 2000 };
     manual m;
     manual_init(&m, MS_QUEUE);
     atomic_store(&manual_overlaps, 0);
-    ex_strand *s = strand_new(manual_scheduler(&m));
+    rig r;
+    rig_open_over(&r, manual_scheduler(&m), T * N, 0);
     driver d;
     memset(&d, 0, sizeof d);
     d.m = &m;
     pthread_t dt;
     cr_assert_eq(pthread_create(&dt, NULL, driver_main, &d), 0);
-    box *b = box_new(NULL);
-    enum { T = 3, N = 2000 };
+    ex_scheduler schs[T];
     item *its[T];
-    sos_thread t[T];
-    pthread_t th[T];
-    atomic_int go = 0;
     for (int k = 0; k < T; k++) {
-        its[k] = items_new(N, b);
-        t[k] = (sos_thread){ ex_strand_scheduler(s), its[k], N, &go };
-        cr_assert_eq(pthread_create(&th[k], NULL, sos_poster, &t[k]), 0);
+        schs[k] = r.sch;
+        its[k] = r.it + k * N;
     }
-    atomic_store(&go, 1);
-    for (int k = 0; k < T; k++) pthread_join(th[k], NULL);
-    EXPECT_INT_REACHES(&b->ran, T * N);
+    post_from_threads(T, schs, its, N);
+    EXPECT_INT_REACHES(&r.b->ran, T * N);
     atomic_store(&d.stop, 1);
     pthread_join(dt, NULL);
-    cr_assert_eq(atomic_load(&b->violations), 0);
-    cr_assert_eq(b->plain, T * N);
-    for (int k = 0; k < T; k++)
-        for (int i = 0; i < N; i++) {
-            cr_assert_eq(atomic_load(&its[k][i].runs), 1);
-            cr_assert(pthread_equal(its[k][i].tid, d.tid), "poster %d item %d ran off the driver thread", k, i);
-            if (i) cr_assert_gt(its[k][i].ran_seen, its[k][i - 1].ran_seen, "poster %d: item %d before %d", k, i, i - 1);
-        }
+    cr_assert_eq(atomic_load(&r.b->violations), 0);
+    cr_assert_eq(r.b->plain, T * N);
+    expect_each_poster_in_order(its, T, N);
+    for (int i = 0; i < T * N; i++) cr_assert(pthread_equal(r.it[i].tid, d.tid), "item %d ran off the driver thread", i);
     cr_assert_eq(atomic_load(&manual_overlaps), 0, "a turn's operation was connected over a live one");
-    strand_free_now(s);
+    rig_close(&r, true);
     cr_assert_eq(atomic_load(&m.live), 0, "connects %d, destroys %d", atomic_load(&m.connects),
                  atomic_load(&m.destroys));
     pthread_mutex_destroy(&m.mu);
-    for (int k = 0; k < T; k++) free(its[k]);
-    free(b);
-    expect_no_leaks();
 }
 
 Test(exec_strand, strand_over_a_scheduler_that_refuses_drops_the_queue) {
@@ -472,34 +403,26 @@ Test(exec_strand, strand_over_a_scheduler_that_refuses_drops_the_queue) {
         manual m;
         manual_init(&m, modes[k]);
         atomic_store(&manual_overlaps, 0);
-        ex_strand *s = strand_new(manual_scheduler(&m));
-        box *b = box_new(NULL);
-        item a, c;
-        item_init(&a, 0, b);
-        item_init(&c, 1, b);
-        c.w.cancel = NULL;
-        sop o;
-        sop_init(&o, 2, b);
-        ex_sender *snd = ex_schedule(ex_strand_scheduler(s));
-        post_ok(ex_strand_scheduler(s), &a);
-        cr_assert_eq(atomic_load(&a.cancels), 1, "mode %d: a dropped item with cancel is cancelled", k);
-        cr_assert_eq(atomic_load(&a.runs), 0);
-        post_ok(ex_strand_scheduler(s), &c);
-        cr_assert_eq(atomic_load(&c.runs), 1, "mode %d: a dropped item without cancel runs execute", k);
-        sop_start(&o, snd);
-        cr_assert_eq(atomic_load(&o.hits), 1, "mode %d", k);
-        cr_assert_eq(atomic_load(&o.stops), 1, "mode %d: a dropped schedule op completes stopped", k);
-        cr_assert_eq(ex_strand_executed(s), 0);
-        strand_free_now(s);
+        rig r;
+        rig_open_over(&r, manual_scheduler(&m), 2, 1);
+        item *a = &r.it[0], *c = &r.it[1];
+        sop *o = &r.o[0];
+        c->w.cancel = NULL;
+        rig_post(&r, 0, 1);
+        cr_assert_eq(atomic_load(&a->cancels), 1, "mode %d: a dropped item with cancel is cancelled", k);
+        cr_assert_eq(atomic_load(&a->runs), 0);
+        rig_post(&r, 1, 2);
+        cr_assert_eq(atomic_load(&c->runs), 1, "mode %d: a dropped item without cancel runs execute", k);
+        rig_start(&r, 0, 1);
+        cr_assert_eq(atomic_load(&o->hits), 1, "mode %d", k);
+        cr_assert_eq(atomic_load(&o->stops), 1, "mode %d: a dropped schedule op completes stopped", k);
+        cr_assert_eq(ex_strand_executed(r.s), 0);
+        rig_close(&r, true);
         cr_assert_eq(atomic_load(&m.live), 0, "mode %d: connects %d destroys %d", k, atomic_load(&m.connects),
                      atomic_load(&m.destroys));
         cr_assert_eq(atomic_load(&manual_overlaps), 0);
-        if (o.op) ex_operation_destroy(o.op);
-        ex_sender_release(snd);
         pthread_mutex_destroy(&m.mu);
-        free(b);
     }
-    expect_no_leaks();
 }
 
 /* ====================================================== no allocation */
