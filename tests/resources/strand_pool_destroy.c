@@ -58,6 +58,13 @@ static refuser *refuser_new(ex_pool *p) {
     return r;
 }
 
+/* Posts the blocker to sch (the pool or a strand over it) and waits until
+ * it runs. */
+static void refuser_post(refuser *r, ex_scheduler sch) {
+    cr_assert_eq(ex_post(sch, &r->w).code, 0);
+    EXPECT_INT_REACHES(&r->started, 1);
+}
+
 static void refuser_check(refuser *r) {
     cr_assert_eq(atomic_load(&r->done), 1, "the blocker never returned");
     cr_assert_eq(r->refusal, EX_ESHUTDOWN, "the blocker ended with %d, not the pool's refusal", r->refusal);
@@ -65,6 +72,7 @@ static void refuser_check(refuser *r) {
                  "probes: %d accepted, %d ran, %d cancelled", r->accepted, atomic_load(&r->probe_runs),
                  atomic_load(&r->probe_cancels));
 }
+
 /* ========================================= the underlying pool is destroyed */
 
 enum { PD_STRANDS = 3, PD_SOPS = 100, PD_WORKS = 50 };
@@ -136,83 +144,79 @@ static void pd_free(pd_set *x) {
     }
 }
 
-Test(exec_strand, pool_destroyed_with_strand_items_queued_drops_each_once) {
-    ex_pool *p = test_pool_new(1);
-    refuser *r = refuser_new(p);
-    cr_assert_eq(ex_post(ex_pool_scheduler(p), &r->w).code, 0);
-    EXPECT_INT_REACHES(&r->started, 1);
-    pd_set x;
-    pd_queue(&x, p);
-    test_pool_free(p);
-    refuser_check(r);
-    int values = pd_check(&x, true);
-    cr_assert_eq(values, 0);
-    for (int k = 0; k < PD_STRANDS; k++) cr_assert_eq(ex_strand_executed(x.s[k]), 0);
-    pd_free(&x);
-    free(r);
-    expect_no_leaks();
+/* Destroys the rig's pool (the rig then closes without it). */
+static void rig_destroy_pool(rig *r) {
+    test_pool_free(r->p);
+    r->p = NULL;
 }
 
-Test(exec_strand, pool_destroyed_during_a_strand_turn_completes_each_once) {
+/* A blocker holds the only worker of a pool (posted straight to it, or as
+ * the first item of a strand of its own), the strands get their work, and
+ * the pool is destroyed. */
+static void destroy_with_a_blocker(bool blocker_on_a_strand, bool all_stopped) {
     ex_pool *p = test_pool_new(1);
     refuser *r = refuser_new(p);
-    pd_set x;
-    /* The blocker is the first item of strand 0: its turn is under way when
-     * destroy begins, with many items behind it. */
     ex_strand *s0 = strand_new(ex_pool_scheduler(p));
-    cr_assert_eq(ex_post(ex_strand_scheduler(s0), &r->w).code, 0);
-    EXPECT_INT_REACHES(&r->started, 1);
+    refuser_post(r, blocker_on_a_strand ? ex_strand_scheduler(s0) : ex_pool_scheduler(p));
+    pd_set x;
     pd_queue(&x, p);
     test_pool_free(p);
     refuser_check(r);
-    (void)pd_check(&x, false);
+    int values = pd_check(&x, all_stopped);
+    if (all_stopped) {
+        cr_assert_eq(values, 0);
+        for (int k = 0; k < PD_STRANDS; k++) cr_assert_eq(ex_strand_executed(x.s[k]), 0);
+    }
     strand_free_now(s0);
     pd_free(&x);
     free(r);
     expect_no_leaks();
 }
 
-/* The blocker shares strand 0 with the queued items. */
+Test(exec_strand, pool_destroyed_with_strand_items_queued_drops_each_once) {
+    destroy_with_a_blocker(false, true);
+}
+
+/* The blocker is the first item of strand 0: its turn is under way when
+ * destroy begins, with many items behind it. */
+Test(exec_strand, pool_destroyed_during_a_strand_turn_completes_each_once) {
+    destroy_with_a_blocker(true, false);
+}
+
+/* The blocker shares the strand with the queued items. */
 Test(exec_strand, pool_destroyed_during_a_turn_of_the_same_strand) {
-    ex_pool *p = test_pool_new(1);
-    refuser *r = refuser_new(p);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
     enum { N = 300 };
-    box *b = box_new(p);
-    sop *o = sops_new(N, b, 0);
-    item *w = items_new(N, b);
-    ex_sender *snd = ex_schedule(ex_strand_scheduler(s));
-    cr_assert_eq(ex_post(ex_strand_scheduler(s), &r->w).code, 0);
-    EXPECT_INT_REACHES(&r->started, 1);
+    rig x;
+    rig_open(&x, 1, N, N);
+    refuser *r = refuser_new(x.p);
+    for (int i = 0; i < N; i++) x.o[i].id = i;
+    refuser_post(r, x.sch);
     for (int i = 0; i < N; i++) {
-        sop_start(&o[i], snd);
-        post_ok(ex_strand_scheduler(s), &w[i]);
+        rig_start(&x, i, i + 1);
+        rig_post(&x, i, i + 1);
     }
-    test_pool_free(p);
+    rig_destroy_pool(&x);
     refuser_check(r);
     int values = 0, stops = 0;
     for (int i = 0; i < N; i++) {
-        cr_assert_eq(atomic_load(&o[i].hits), 1, "op %d completed %d times", i, atomic_load(&o[i].hits));
-        cr_assert_eq(atomic_load(&o[i].errors), 0);
-        values += atomic_load(&o[i].values);
-        stops += atomic_load(&o[i].stops);
-        cr_assert_eq(atomic_load(&w[i].runs) + atomic_load(&w[i].cancels), 1, "work %d: %d runs %d cancels", i,
-                     atomic_load(&w[i].runs), atomic_load(&w[i].cancels));
+        sop *o = &x.o[i];
+        item *w = &x.it[i];
+        cr_assert_eq(atomic_load(&o->hits), 1, "op %d completed %d times", i, atomic_load(&o->hits));
+        cr_assert_eq(atomic_load(&o->errors), 0);
+        values += atomic_load(&o->values);
+        stops += atomic_load(&o->stops);
+        cr_assert_eq(atomic_load(&w->runs) + atomic_load(&w->cancels), 1, "work %d: %d runs %d cancels", i,
+                     atomic_load(&w->runs), atomic_load(&w->cancels));
     }
     cr_assert_eq(values + stops, N);
     cr_assert_gt(stops, 0, "a pool being destroyed cannot run all %d items of the turn", 2 * N);
     /* What ran, ran in order, before anything was dropped. */
     for (int i = 1; i < N; i++)
-        if (atomic_load(&o[i].values)) cr_assert_eq(atomic_load(&o[i - 1].values), 1, "op %d ran, op %d did not", i, i - 1);
-    cr_assert_eq(atomic_load(&b->violations), 0);
-    strand_free_now(s);
-    sops_destroy(o, N);
-    ex_sender_release(snd);
-    free(o);
-    free(w);
-    free(b);
+        if (atomic_load(&x.o[i].values))
+            cr_assert_eq(atomic_load(&x.o[i - 1].values), 1, "op %d ran, op %d did not", i, i - 1);
+    cr_assert_eq(atomic_load(&x.b->violations), 0);
     free(r);
-    expect_no_leaks();
+    rig_close(&x, true);
 }
 
 Test(exec_strand, pool_destroyed_right_after_submission_loses_nothing) {
@@ -228,29 +232,20 @@ Test(exec_strand, pool_destroyed_right_after_submission_loses_nothing) {
 }
 
 Test(exec_strand, after_the_pool_shut_down_new_work_is_dropped_at_once) {
-    ex_pool *p = test_pool_new(1);
-    ex_strand *s = strand_new(ex_pool_scheduler(p));
-    cr_assert_eq(ex_pool_shutdown(p).code, 0);
-    ex_result r = ex_sync_wait(ex_schedule(ex_strand_scheduler(s)));
+    rig x;
+    rig_open(&x, 1, 2, 0);
+    cr_assert_eq(ex_pool_shutdown(x.p).code, 0);
+    ex_result r = ex_sync_wait(ex_schedule(x.sch));
     cr_assert_eq(r.disposition, EX_DISP_STOPPED, "schedule on a strand whose pool refuses: disposition %d",
                  r.disposition);
     ex_result_destroy(&r);
-    box *b = box_new(p);
-    item a, c;
-    item_init(&a, 0, b);
-    item_init(&c, 1, b);
-    c.w.cancel = NULL;
-    post_ok(ex_strand_scheduler(s), &a);
-    cr_assert_eq(atomic_load(&a.cancels), 1, "the refused item's cancel runs");
-    cr_assert_eq(atomic_load(&a.runs), 0);
-    tl_in_call = true;
-    cr_assert_eq(ex_dispatch(ex_strand_scheduler(s), &c.w).code, 0);
-    tl_in_call = false;
-    cr_assert_eq(atomic_load(&c.runs), 1, "a refused item without cancel runs its execute");
-    cr_assert_eq(ex_strand_executed(s), 0);
-    strand_free_now(s);
-    test_pool_free(p);
-    free(b);
-    expect_no_leaks();
+    item *a = &x.it[0], *c = &x.it[1];
+    c->w.cancel = NULL;
+    rig_post(&x, 0, 1);
+    cr_assert_eq(atomic_load(&a->cancels), 1, "the refused item's cancel runs");
+    cr_assert_eq(atomic_load(&a->runs), 0);
+    dispatch_ok(x.sch, c);
+    cr_assert_eq(atomic_load(&c->runs), 1, "a refused item without cancel runs its execute");
+    cr_assert_eq(ex_strand_executed(x.s), 0);
+    rig_close(&x, true);
 }
-
