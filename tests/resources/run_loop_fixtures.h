@@ -35,20 +35,36 @@ typedef struct rl_item {
 } rl_item;
 
 void rl_item_init(rl_item *it, int id, rl_log *log, ex_run_loop *loop);
-/* Initialises n items 0..n-1 and pushes them in order. */
-void rl_items_push(rl_item *it, int n, rl_log *log, ex_run_loop *loop);
 /* Asserts the log holds 0..n-1 in order. */
 void rl_expect_log_in_order(const rl_log *log, int n);
 
-/* A thread that runs a loop. */
+/* A loop, its log and items 0..RL_ITEMS-1 logging into it. */
+#define RL_ITEMS 16
+
+typedef struct rl_env {
+    ex_run_loop loop;
+    rl_log log;
+    rl_item it[RL_ITEMS];
+} rl_env;
+
+/* Initialises the loop (asserting), an empty log and the items, and pushes
+ * the first `pushed` of them. */
+void rl_env_open(rl_env *e, int pushed);
+/* Destroys the loop (asserting EX_OK) and checks nothing leaked. */
+void rl_env_close(rl_env *e);
+
+/* A thread that runs fn(arg) (ex_run_loop_run by default). */
 typedef struct rl_runner {
-    ex_run_loop *loop;
+    ex_error (*fn)(void *arg);
+    void *arg;
     ex_error result;
     const void *thread;
     atomic_int started;
     atomic_int returned;
 } rl_runner;
 
+/* Starts a thread running fn(arg) and waits until it started. */
+void rl_thread_start(rl_runner *r, ex_error (*fn)(void *arg), void *arg, pthread_t *th);
 /* Starts a thread running loop and waits until it started. */
 void rl_runner_start(rl_runner *r, ex_run_loop *loop, pthread_t *th);
 
@@ -60,6 +76,12 @@ typedef struct rl_sched_op {
 } rl_sched_op;
 
 void rl_connect_schedule(rl_sched_op *o, ex_sender *s);
+/* Initialises n operations' receivers, connects them to s and starts them
+ * in order. */
+void rl_sched_ops_start(rl_sched_op *o, int n, ex_sender *s);
+/* Asserts each of the n operations completed once with a value (on thread
+ * `thread` unless NULL) and destroys it. */
+void rl_sched_ops_expect_values(rl_sched_op *o, int n, const void *thread);
 
 /* An item that finishes its loop (if any), then holds its thread inside it
  * until the test lets it go. */

@@ -11,44 +11,42 @@
 /* ------------------------------------------------------------ scheduler */
 
 Test(exec_run_loop, scheduler_equality) {
-    ex_run_loop a, b;
-    cr_assert_eq(ex_run_loop_init(&a).code, 0);
-    cr_assert_eq(ex_run_loop_init(&b).code, 0);
-    ex_scheduler sa1 = ex_run_loop_scheduler(&a), sa2 = ex_run_loop_scheduler(&a);
-    ex_scheduler sb = ex_run_loop_scheduler(&b);
+    rl_env a, b;
+    rl_env_open(&a, 0);
+    rl_env_open(&b, 0);
+    ex_scheduler sa1 = ex_run_loop_scheduler(&a.loop), sa2 = ex_run_loop_scheduler(&a.loop);
+    ex_scheduler sb = ex_run_loop_scheduler(&b.loop);
     cr_assert(ex_scheduler_valid(sa1));
     cr_assert(ex_scheduler_equal(sa1, sa2), "schedulers from the same loop compare equal");
     cr_assert(ex_scheduler_equal(sa1, sa1));
     cr_assert_not(ex_scheduler_equal(sa1, sb), "schedulers from different loops are not equal");
     cr_assert_not(ex_scheduler_equal(sb, sa2));
     cr_assert_not(ex_scheduler_equal(sa1, ex_inline_scheduler()));
-    cr_assert_eq(ex_run_loop_destroy(&a).code, 0);
-    cr_assert_eq(ex_run_loop_destroy(&b).code, 0);
-    expect_no_leaks();
+    rl_env_close(&b);
+    rl_env_close(&a);
 }
 
 Test(exec_run_loop, forward_progress_guarantee) {
     /* run-loop-scheduler defines no get_forward_progress_guarantee query, so
      * [exec.get.forward.progress.guarantee] gives the default. */
-    ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    cr_assert_eq(ex_get_forward_progress_guarantee(ex_run_loop_scheduler(&loop)), EX_PROGRESS_WEAKLY_PARALLEL);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    expect_no_leaks();
+    rl_env e;
+    rl_env_open(&e, 0);
+    cr_assert_eq(ex_get_forward_progress_guarantee(ex_run_loop_scheduler(&e.loop)), EX_PROGRESS_WEAKLY_PARALLEL);
+    rl_env_close(&e);
 }
 
 Test(exec_run_loop, schedule_sender_attributes_and_signatures) {
-    ex_run_loop loop, other;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    cr_assert_eq(ex_run_loop_init(&other).code, 0);
-    ex_scheduler sch = ex_run_loop_scheduler(&loop);
+    rl_env e, other;
+    rl_env_open(&e, 0);
+    rl_env_open(&other, 0);
+    ex_scheduler sch = ex_run_loop_scheduler(&e.loop);
     ex_sender *s = ex_schedule(sch);
     cr_assert_eq(ex_sender_status(s).code, 0);
     ex_scheduler got;
     memset(&got, 0, sizeof got);
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
     cr_assert(ex_scheduler_equal(got, sch), "value completion scheduler is the loop's");
-    cr_assert_not(ex_scheduler_equal(got, ex_run_loop_scheduler(&other)));
+    cr_assert_not(ex_scheduler_equal(got, ex_run_loop_scheduler(&other.loop)));
     memset(&got, 0, sizeof got);
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_stopped, &got));
     cr_assert(ex_scheduler_equal(got, sch), "stopped completion scheduler is the loop's");
@@ -59,128 +57,98 @@ Test(exec_run_loop, schedule_sender_attributes_and_signatures) {
     cr_assert_eq(sg->values[0].arity, 0, "set_value()");
     cr_assert(sg->flags & EX_SIGS_STOPPED, "set_stopped() is a completion of the run-loop sender");
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    cr_assert_eq(ex_run_loop_destroy(&other).code, 0);
-    expect_no_leaks();
+    rl_env_close(&other);
+    rl_env_close(&e);
 }
 
 Test(exec_run_loop, schedule_completes_on_the_thread_running_run) {
-    ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_sender *s = ex_schedule(ex_run_loop_scheduler(&loop));
+    rl_env e;
+    rl_env_open(&e, 0);
+    ex_sender *s = ex_schedule(ex_run_loop_scheduler(&e.loop));
     rl_sched_op o;
-    rec_init(&o.r);
-    rl_connect_schedule(&o, s);
-    ex_start(o.op);
+    rl_sched_ops_start(&o, 1, s);
     cr_assert_eq(rec_total(&o.r), 0, "start only queues the operation");
-    cr_assert_eq(ex_run_loop_count(&loop), 1);
+    cr_assert_eq(ex_run_loop_count(&e.loop), 1);
     rl_runner rn;
     pthread_t th;
-    rl_runner_start(&rn, &loop, &th);
-    while (ex_run_loop_count(&loop) != 0) sched_yield();
-    ex_run_loop_finish(&loop);
+    rl_runner_start(&rn, &e.loop, &th);
+    while (ex_run_loop_count(&e.loop) != 0) sched_yield();
+    ex_run_loop_finish(&e.loop);
     pthread_join(th, NULL);
-    cr_assert_eq(o.r.values, 1);
-    cr_assert_eq(rec_total(&o.r), 1);
     cr_assert_eq(o.r.n, 0);
-    cr_assert_eq(o.r.thread, rn.thread, "completes on the thread running run()");
-    cr_assert_neq(o.r.thread, test_thread_id());
-    ex_operation_destroy(o.op);
+    cr_assert_neq(rn.thread, test_thread_id());
+    rl_sched_ops_expect_values(&o, 1, rn.thread); /* on the thread running run() */
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    expect_no_leaks();
+    rl_env_close(&e);
 }
 
 Test(exec_run_loop, schedule_sender_is_multi_shot_and_fifo) {
-    ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_sender *s = ex_schedule(ex_run_loop_scheduler(&loop));
+    rl_env e;
+    rl_env_open(&e, 0);
+    ex_sender *s = ex_schedule(ex_run_loop_scheduler(&e.loop));
     rl_sched_op o[3];
-    rl_log log = { { 0 }, 0 };
-    for (int i = 0; i < 3; i++) {
-        rec_init(&o[i].r);
-        rl_connect_schedule(&o[i], s);
-        ex_start(o[i].op);
-    }
-    rl_item marker;
-    rl_item_init(&marker, 99, &log, &loop);
-    marker.finish = true;
-    ex_run_loop_push(&loop, &marker.work);
+    rl_sched_ops_start(o, 3, s);
+    e.it[0].finish = true; /* a marker behind them */
+    ex_run_loop_push(&e.loop, &e.it[0].work);
     /* run_one: completes the first operation only */
-    cr_assert(ex_run_loop_run_one(&loop));
+    cr_assert(ex_run_loop_run_one(&e.loop));
     cr_assert_eq(o[0].r.values, 1);
     cr_assert_eq(rec_total(&o[1].r), 0);
     cr_assert_eq(rec_total(&o[2].r), 0);
-    cr_assert_eq(ex_run_loop_run(&loop).code, 0);
-    for (int i = 0; i < 3; i++) {
-        cr_assert_eq(o[i].r.values, 1);
-        cr_assert_eq(rec_total(&o[i].r), 1);
-        ex_operation_destroy(o[i].op);
-    }
-    cr_assert_eq(log.n, 1);
+    cr_assert_eq(ex_run_loop_run(&e.loop).code, 0);
+    rl_sched_ops_expect_values(o, 3, NULL);
+    cr_assert_eq(e.log.n, 1);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    expect_no_leaks();
+    rl_env_close(&e);
 }
 
 Test(exec_run_loop, stop_requested_before_the_item_runs_gives_set_stopped) {
-    ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_sender *s = ex_schedule(ex_run_loop_scheduler(&loop));
-    rl_sched_op stopped_before_start, stopped_after_start, not_stopped;
-    rec_init(&stopped_before_start.r);
-    rec_init(&stopped_after_start.r);
-    rec_init(&not_stopped.r);
-    rec_with_stop(&stopped_before_start.r);
-    rec_with_stop(&stopped_after_start.r);
-    rec_with_stop(&not_stopped.r);
-
-    rl_connect_schedule(&stopped_before_start, s);
-    rl_connect_schedule(&stopped_after_start, s);
-    rl_connect_schedule(&not_stopped, s);
-    cr_assert(ex_stop_source_request_stop(&stopped_before_start.r.stop));
-    ex_start(stopped_before_start.op);
-    ex_start(stopped_after_start.op);
-    ex_start(not_stopped.op);
-    cr_assert(ex_stop_source_request_stop(&stopped_after_start.r.stop));
-    cr_assert_eq(rec_total(&stopped_before_start.r) + rec_total(&stopped_after_start.r), 0,
+    rl_env e;
+    rl_env_open(&e, 0);
+    ex_sender *s = ex_schedule(ex_run_loop_scheduler(&e.loop));
+    enum { BEFORE_START, AFTER_START, NOT_STOPPED };
+    rl_sched_op o[3];
+    for (int i = 0; i < 3; i++) {
+        rec_init(&o[i].r);
+        rec_with_stop(&o[i].r);
+        rl_connect_schedule(&o[i], s);
+    }
+    cr_assert(ex_stop_source_request_stop(&o[BEFORE_START].r.stop));
+    for (int i = 0; i < 3; i++) ex_start(o[i].op);
+    cr_assert(ex_stop_source_request_stop(&o[AFTER_START].r.stop));
+    cr_assert_eq(rec_total(&o[BEFORE_START].r) + rec_total(&o[AFTER_START].r), 0,
                  "stop does not complete a queued run-loop operation early");
-    ex_run_loop_finish(&loop);
-    cr_assert_eq(ex_run_loop_run(&loop).code, 0);
+    ex_run_loop_finish(&e.loop);
+    cr_assert_eq(ex_run_loop_run(&e.loop).code, 0);
 
-    cr_assert_eq(stopped_before_start.r.stops, 1);
-    cr_assert_eq(rec_total(&stopped_before_start.r), 1);
-    cr_assert_eq(stopped_after_start.r.stops, 1);
-    cr_assert_eq(rec_total(&stopped_after_start.r), 1);
-    cr_assert_eq(not_stopped.r.values, 1);
-    cr_assert_eq(rec_total(&not_stopped.r), 1);
-    cr_assert_eq(stopped_before_start.r.thread, test_thread_id());
-    ex_operation_destroy(stopped_before_start.op);
-    ex_operation_destroy(stopped_after_start.op);
-    ex_operation_destroy(not_stopped.op);
+    for (int i = BEFORE_START; i <= AFTER_START; i++) {
+        cr_assert_eq(o[i].r.stops, 1, "op %d stopped", i);
+        cr_assert_eq(rec_total(&o[i].r), 1);
+        ex_operation_destroy(o[i].op);
+    }
+    cr_assert_eq(o[BEFORE_START].r.thread, test_thread_id());
+    rl_sched_ops_expect_values(&o[NOT_STOPPED], 1, NULL);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    expect_no_leaks();
+    rl_env_close(&e);
 }
 
 Test(exec_run_loop, schedule_through_sync_wait_from_another_thread) {
     /* A loop run by another thread: sync_wait on its schedule sender. */
-    ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    rl_env e;
+    rl_env_open(&e, 0);
     rl_runner rn;
     pthread_t th;
-    rl_runner_start(&rn, &loop, &th);
+    rl_runner_start(&rn, &e.loop, &th);
     for (int i = 0; i < 20; i++) {
-        ex_result r = ex_sync_wait(ex_schedule(ex_run_loop_scheduler(&loop)));
+        ex_result r = ex_sync_wait(ex_schedule(ex_run_loop_scheduler(&e.loop)));
         cr_assert_eq(r.disposition, EX_DISP_VALUE);
         cr_assert_eq(r.n, 0);
         ex_result_destroy(&r);
     }
-    ex_run_loop_finish(&loop);
+    ex_run_loop_finish(&e.loop);
     pthread_join(th, NULL);
     cr_assert_eq(rn.result.code, 0);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    expect_no_leaks();
+    rl_env_close(&e);
 }
 
 /* ------------------------------------------------------- many producers */
@@ -228,16 +196,17 @@ static void *rl_producer_main(void *arg) {
 }
 
 Test(exec_run_loop, many_producers_each_item_exactly_once) {
-    ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    rl_env e;
+    rl_env_open(&e, 0);
+    ex_run_loop *loop = &e.loop;
     rl_consumer cons;
     memset(&cons, 0, sizeof cons);
     for (int p = 0; p < RL_PRODUCERS; p++) cons.last_seq[p] = -1;
-    ex_sender *sched = ex_schedule(ex_run_loop_scheduler(&loop));
+    ex_sender *sched = ex_schedule(ex_run_loop_scheduler(loop));
 
     rl_producer prod[RL_PRODUCERS];
     for (int p = 0; p < RL_PRODUCERS; p++) {
-        prod[p].loop = &loop;
+        prod[p].loop = loop;
         prod[p].id = p;
         prod[p].items = NULL;
         prod[p].ops = NULL;
@@ -264,11 +233,11 @@ Test(exec_run_loop, many_producers_each_item_exactly_once) {
 
     rl_runner rn;
     pthread_t consumer;
-    rl_runner_start(&rn, &loop, &consumer);
+    rl_runner_start(&rn, loop, &consumer);
     pthread_t th[RL_PRODUCERS];
     for (int p = 0; p < RL_PRODUCERS; p++) cr_assert_eq(pthread_create(&th[p], NULL, rl_producer_main, &prod[p]), 0);
     for (int p = 0; p < RL_PRODUCERS; p++) pthread_join(th[p], NULL);
-    ex_run_loop_finish(&loop);
+    ex_run_loop_finish(loop);
     pthread_join(consumer, NULL);
 
     char why[200] = "";
@@ -300,8 +269,7 @@ Test(exec_run_loop, many_producers_each_item_exactly_once) {
     cr_assert_eq(cons.order_errors, 0, "items of one producer ran out of order");
     cr_assert_eq(cons.executed, (long)(RL_PRODUCERS / 2) * RL_PER_PRODUCER);
     cr_assert_eq(completions, (long)(RL_PRODUCERS / 2) * RL_PER_PRODUCER);
-    cr_assert_eq(ex_run_loop_count(&loop), 0);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    expect_no_leaks();
+    cr_assert_eq(ex_run_loop_count(loop), 0);
+    rl_env_close(&e);
 }
 

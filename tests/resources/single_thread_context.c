@@ -33,27 +33,36 @@ static ex_error rl_destroy_from_inside(void *ctx, const ex_value *in, size_t n, 
     return ex_ok();
 }
 
-Test(exec_run_loop, single_thread_context_runs_work_on_its_thread) {
-    ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
-    pthread_t tid = ex_single_thread_context_thread_id(&ctx);
-    cr_assert_not(pthread_equal(tid, pthread_self()));
+static void stc_init(ex_single_thread_context *ctx) {
+    cr_assert_eq(ex_single_thread_context_init(ctx).code, 0);
+}
+
+/* Runs rl_record_thread on ctx through sync_wait; asserts it ran on the
+ * context's thread. */
+static void record_thread_on(ex_single_thread_context *ctx) {
     rl_where w;
     memset(&w, 0, sizeof w);
     w.thread = pthread_self();
     ex_result r = ex_sync_wait(
-        ex_then(ex_schedule(ex_single_thread_context_scheduler(&ctx)), rl_record_thread, &w, EX_SIG0, EX_SIG0));
+        ex_then(ex_schedule(ex_single_thread_context_scheduler(ctx)), rl_record_thread, &w, EX_SIG0, EX_SIG0));
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "got %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
     ex_result_destroy(&r);
-    cr_assert(pthread_equal(w.thread, tid), "work runs on the context's thread");
+    cr_assert(pthread_equal(w.thread, ex_single_thread_context_thread_id(ctx)), "work runs on the context's thread");
+}
+
+Test(exec_run_loop, single_thread_context_runs_work_on_its_thread) {
+    ex_single_thread_context ctx;
+    stc_init(&ctx);
+    cr_assert_not(pthread_equal(ex_single_thread_context_thread_id(&ctx), pthread_self()));
+    record_thread_on(&ctx);
     cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
     expect_no_leaks();
 }
 
 Test(exec_run_loop, single_thread_context_scheduler_properties) {
     ex_single_thread_context a, b;
-    cr_assert_eq(ex_single_thread_context_init(&a).code, 0);
-    cr_assert_eq(ex_single_thread_context_init(&b).code, 0);
+    stc_init(&a);
+    stc_init(&b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     cr_assert(ex_scheduler_equal(sa, ex_single_thread_context_scheduler(&a)));
     cr_assert_not(ex_scheduler_equal(sa, sb));
@@ -70,7 +79,7 @@ Test(exec_run_loop, single_thread_context_scheduler_properties) {
 
 Test(exec_run_loop, single_thread_context_stopped_channel) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    stc_init(&ctx);
     ex_sender *s = ex_schedule(ex_single_thread_context_scheduler(&ctx));
     rl_sched_op o;
     rec_init(&o.r);
@@ -97,9 +106,9 @@ static ex_error rl_slow_fn(void *ctx, const ex_value *in, size_t n, ex_value *ou
 }
 
 Test(exec_run_loop, single_thread_context_destroy_drains_and_joins) {
-    ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
     enum { N = 8 };
+    ex_single_thread_context ctx;
+    stc_init(&ctx);
     atomic_store(&rl_slow_done, 0);
     ex_sender *s = ex_schedule(ex_single_thread_context_scheduler(&ctx));
     /* a slow item first, so the operations below are still queued at destroy */
@@ -108,22 +117,13 @@ Test(exec_run_loop, single_thread_context_destroy_drains_and_joins) {
     ex_sender *slow_s = ex_then(ex_sender_retain(s), rl_slow_fn, NULL, EX_SIG0, EX_SIG0);
     ex_operation *slow = run_start(slow_s, &slow_rec);
     rl_sched_op o[N];
-    for (int i = 0; i < N; i++) {
-        rec_init(&o[i].r);
-        rl_connect_schedule(&o[i], s);
-        ex_start(o[i].op);
-    }
+    rl_sched_ops_start(o, N, s);
     cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
     /* destroy returned: everything queued ran and the thread is joined */
     cr_assert_eq(atomic_load(&rl_slow_done), 1);
     cr_assert_eq(slow_rec.values, 1);
-    for (int i = 0; i < N; i++) {
-        cr_assert_eq(o[i].r.values, 1, "op %d was not run before destroy returned", i);
-        cr_assert_eq(rec_total(&o[i].r), 1);
-        cr_assert_eq(o[i].r.thread, slow_rec.thread);
-        cr_assert_neq(o[i].r.thread, test_thread_id());
-        ex_operation_destroy(o[i].op);
-    }
+    cr_assert_neq(slow_rec.thread, test_thread_id());
+    rl_sched_ops_expect_values(o, N, slow_rec.thread);
     run_destroy(slow);
     ex_sender_release(slow_s);
     ex_sender_release(s);
@@ -132,7 +132,7 @@ Test(exec_run_loop, single_thread_context_destroy_drains_and_joins) {
 
 Test(exec_run_loop, single_thread_context_destroy_from_its_own_thread_is_einval) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    stc_init(&ctx);
     rl_where w;
     memset(&w, 0, sizeof w);
     w.ctx = &ctx;
@@ -144,12 +144,7 @@ Test(exec_run_loop, single_thread_context_destroy_from_its_own_thread_is_einval)
     cr_assert(pthread_equal(w.thread, ex_single_thread_context_thread_id(&ctx)));
     cr_assert_eq(w.destroy_result.code, EX_EINVAL);
     cr_assert_not_null(w.destroy_result.msg);
-    /* the context still works and is destroyed properly from here */
-    memset(&w, 0, sizeof w);
-    r = ex_sync_wait(
-        ex_then(ex_schedule(ex_single_thread_context_scheduler(&ctx)), rl_record_thread, &w, EX_SIG0, EX_SIG0));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert(pthread_equal(w.thread, ex_single_thread_context_thread_id(&ctx)));
+    record_thread_on(&ctx); /* the context still works and is destroyed properly from here */
     cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
     expect_no_leaks();
 }
@@ -179,18 +174,7 @@ static void rl_counted_init(rl_counted *c) {
     atomic_init(&c->runs, 0);
 }
 
-typedef struct rl_destroyer {
-    ex_single_thread_context *ctx;
-    ex_error result;
-    atomic_int done;
-} rl_destroyer;
-
-static void *rl_destroyer_main(void *arg) {
-    rl_destroyer *d = arg;
-    d->result = ex_single_thread_context_destroy(d->ctx);
-    atomic_store(&d->done, 1);
-    return NULL;
-}
+static ex_error destroy_context(void *ctx) { return ex_single_thread_context_destroy(ctx); }
 
 /* Destroy has begun while the context's thread is held in an item: from
  * then on post, dispatch and schedule are refused with EX_ESHUTDOWN, and
@@ -199,7 +183,7 @@ static void *rl_destroyer_main(void *arg) {
 Test(exec_run_loop, single_thread_context_refuses_work_once_destroy_began) {
     enum { MAX_TRIES = 2000 };
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    stc_init(&ctx);
     ex_scheduler sch = ex_single_thread_context_scheduler(&ctx);
     rl_holder h;
     rl_holder_init(&h, NULL);
@@ -215,10 +199,9 @@ Test(exec_run_loop, single_thread_context_refuses_work_once_destroy_began) {
     reposter.follow_up = &follow_up;
     cr_assert_eq(ex_post(sch, &reposter.work).code, 0);
 
-    rl_destroyer d = { .ctx = &ctx };
-    atomic_init(&d.done, 0);
+    rl_runner d;
     pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, rl_destroyer_main, &d), 0);
+    rl_thread_start(&d, destroy_context, &ctx, &th);
     int accepted = 0, code = 0;
     while (accepted < MAX_TRIES) {
         rl_counted_init(&items[accepted]);
@@ -237,7 +220,7 @@ Test(exec_run_loop, single_thread_context_refuses_work_once_destroy_began) {
     cr_assert_eq(sr.errors, 1, "schedule started after destroy began completes at once with an error");
     cr_assert_eq(sr.err.code, EX_ESHUTDOWN);
     cr_assert_eq(rec_total(&sr), 1);
-    cr_assert_eq(atomic_load(&d.done), 0, "destroy waits for the held item");
+    cr_assert_eq(atomic_load(&d.returned), 0, "destroy waits for the held item");
 
     atomic_store(&h.release, 1);
     pthread_join(th, NULL);
@@ -286,7 +269,7 @@ Test(exec_run_loop, single_thread_context_destroy_racing_submitters_loses_nothin
     }
     for (int round = 0; round < RL_RACE_ROUNDS; round++) {
         ex_single_thread_context ctx;
-        cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+        stc_init(&ctx);
         pthread_t th[RL_RACE_SUBMITTERS];
         for (int i = 0; i < RL_RACE_SUBMITTERS; i++) {
             sub[i].ctx = &ctx;

@@ -12,8 +12,6 @@
 #include "resources/strand_fixtures.h"
 
 /* Threads that post their items to a strand, all starting together. */
-enum { MAX_POSTERS = 4 };
-
 typedef struct poster {
     ex_scheduler sch;
     item *its;
@@ -21,8 +19,10 @@ typedef struct poster {
     atomic_int *go;
 } poster;
 
+enum { MAX_POSTERS = 4 };
+
 static void *poster_main(void *arg) {
-    poster *t = arg;
+    const poster *t = arg;
     while (!atomic_load(t->go)) sched_yield();
     for (int i = 0; i < t->n; i++) (void)ex_post(t->sch, &t->its[i].w);
     return NULL;
@@ -211,6 +211,7 @@ typedef struct manual {
     ex_work *head, *tail;
     int mode;
     atomic_int connects, destroys, starts, live;
+    atomic_int stop_driver;  /* tells driver_main to return */
 } manual;
 
 typedef struct manual_op {
@@ -349,18 +350,12 @@ Test(exec_strand, strand_over_a_scheduler_without_post) {
     pthread_mutex_destroy(&m.mu);
 }
 
-typedef struct driver {
-    manual *m;
-    atomic_int stop;
-    pthread_t tid;
-} driver;
-
+/* A thread that runs m's operations until stop_driver is set. */
 static void *driver_main(void *arg) {
-    driver *d = arg;
-    d->tid = pthread_self();
-    while (!atomic_load(&d->stop))
-        if (!manual_run_all(d->m)) sched_yield();
-    manual_run_all(d->m);
+    manual *m = arg;
+    while (!atomic_load(&m->stop_driver))
+        if (!manual_run_all(m)) sched_yield();
+    manual_run_all(m);
     return NULL;
 }
 
@@ -371,11 +366,8 @@ Test(exec_strand, strand_over_a_scheduler_without_post_driven_by_a_thread) {
     atomic_store(&manual_overlaps, 0);
     rig r;
     rig_open_over(&r, manual_scheduler(&m), T * N, 0);
-    driver d;
-    memset(&d, 0, sizeof d);
-    d.m = &m;
     pthread_t dt;
-    cr_assert_eq(pthread_create(&dt, NULL, driver_main, &d), 0);
+    cr_assert_eq(pthread_create(&dt, NULL, driver_main, &m), 0);
     ex_scheduler schs[T];
     item *its[T];
     for (int k = 0; k < T; k++) {
@@ -384,12 +376,12 @@ Test(exec_strand, strand_over_a_scheduler_without_post_driven_by_a_thread) {
     }
     post_from_threads(T, schs, its, N);
     EXPECT_INT_REACHES(&r.b->ran, T * N);
-    atomic_store(&d.stop, 1);
+    atomic_store(&m.stop_driver, 1);
     pthread_join(dt, NULL);
     cr_assert_eq(atomic_load(&r.b->violations), 0);
     cr_assert_eq(r.b->plain, T * N);
     expect_each_poster_in_order(its, T, N);
-    for (int i = 0; i < T * N; i++) cr_assert(pthread_equal(r.it[i].tid, d.tid), "item %d ran off the driver thread", i);
+    for (int i = 0; i < T * N; i++) cr_assert(pthread_equal(r.it[i].tid, dt), "item %d ran off the driver thread", i);
     cr_assert_eq(atomic_load(&manual_overlaps), 0, "a turn's operation was connected over a live one");
     rig_close(&r, true);
     cr_assert_eq(atomic_load(&m.live), 0, "connects %d, destroys %d", atomic_load(&m.connects),
