@@ -243,10 +243,7 @@ static steady_result run_steady(const ex_sender *s, steady_rcv *rc, ex_run_loop 
 
 static void steady_rcv_init(steady_rcv *rc) {
     memset(rc, 0, sizeof *rc);
-    rc->vt.set_value = st_value;
-    rc->vt.set_error = st_error;
-    rc->vt.set_stopped = st_stopped;
-    rc->vt.env = st_env;
+    rc->vt = (ex_receiver_vtable){ st_value, st_error, st_stopped, st_env, NULL };
     atomic_init(&rc->done, 0);
     pthread_mutex_init(&rc->mu, NULL);
     pthread_cond_init(&rc->cv, NULL);

@@ -10,6 +10,12 @@
 
 #include "allocators/alloc_fixtures.h"
 
+/* Initialises m over buf (len bytes) and upstream; returns its allocator. */
+static const ex_allocator *mono_init(ex_monotonic_allocator *m, void *buf, size_t len, const ex_allocator *upstream) {
+    ex_monotonic_allocator_init(m, buf, len, upstream);
+    return ex_monotonic_allocator_get(m);
+}
+
 /* ============================================================ monotonic */
 
 Test(frame_allocators, monotonic_bumps_with_alignment_inside_the_buffer) {
@@ -18,8 +24,7 @@ Test(frame_allocators, monotonic_bumps_with_alignment_inside_the_buffer) {
     unsigned char *buf = storage + 1;
     size_t len = 4096;
     ex_monotonic_allocator m;
-    ex_monotonic_allocator_init(&m, buf, len, NULL);
-    const ex_allocator *a = ex_monotonic_allocator_get(&m);
+    const ex_allocator *a = mono_init(&m, buf, len, NULL);
     static const size_t req[][2] = { { 1, 1 }, { 10, 16 }, { 3, 8 }, { 100, 64 }, { 7, 2 }, { 33, 32 }, { 1, 4 },
                                      { 200, 128 }, { 5, 1 }, { 64, 64 } };
     enum { N = sizeof req / sizeof req[0] };
@@ -55,8 +60,7 @@ Test(frame_allocators, monotonic_bumps_with_alignment_inside_the_buffer) {
 Test(frame_allocators, monotonic_exhaustion_without_upstream_fails) {
     static _Alignas(16) unsigned char buf[256];
     ex_monotonic_allocator m;
-    ex_monotonic_allocator_init(&m, buf, sizeof buf, NULL);
-    const ex_allocator *a = ex_monotonic_allocator_get(&m);
+    const ex_allocator *a = mono_init(&m, buf, sizeof buf, NULL);
     void *p = ex_allocate(a, 200, 8);
     cr_assert_not_null(p);
     cr_expect_null(ex_allocate(a, 100, 8), "200 + 100 > 256 and there is no upstream");
@@ -76,8 +80,7 @@ Test(frame_allocators, monotonic_exhaustion_without_upstream_fails) {
 Test(frame_allocators, monotonic_exhaustion_goes_upstream_and_frees_there) {
     static _Alignas(16) unsigned char buf[256];
     ex_monotonic_allocator m;
-    ex_monotonic_allocator_init(&m, buf, sizeof buf, &test_allocator);
-    const ex_allocator *a = ex_monotonic_allocator_get(&m);
+    const ex_allocator *a = mono_init(&m, buf, sizeof buf, &test_allocator);
     unsigned char *in = ex_allocate(a, 200, 8);
     cr_assert_not_null(in);
     cr_expect_eq(test_stats.allocs, 0, "a block from the buffer does not touch upstream");
@@ -114,8 +117,7 @@ Test(frame_allocators, monotonic_exhaustion_goes_upstream_and_frees_there) {
 Test(frame_allocators, monotonic_reset_makes_the_buffer_reusable) {
     static _Alignas(64) unsigned char buf[512];
     ex_monotonic_allocator m;
-    ex_monotonic_allocator_init(&m, buf, sizeof buf, NULL);
-    const ex_allocator *a = ex_monotonic_allocator_get(&m);
+    const ex_allocator *a = mono_init(&m, buf, sizeof buf, NULL);
     for (int round = 0; round < 5; round++) {
         unsigned char *first = ex_allocate(a, 64, 64);
         cr_assert_eq(first, buf, "round %d: the first block is the start of the buffer", round);

@@ -194,116 +194,95 @@ Test(exec_pool, completion_runs_on_a_worker) {
     expect_no_leaks();
 }
 
-/* Records thread names of the workers as they run items. */
-typedef struct names_seen {
+/* Notes, the first time each worker runs an item, its thread name and
+ * the one CPU it may run on (-1: not pinned to one CPU). */
+typedef struct first_runs {
     ex_pool *pool;
-    atomic_int calls;
     int bad_index;
+    atomic_int have[8];  /* 2: noted */
     char names[8][32];
-    atomic_int have[8];
-} names_seen;
+    int cpu[8];
+} first_runs;
 
-static ex_error names_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    names_seen *ns = ctx;
+static ex_error first_run_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    first_runs *f = ctx;
     (void)in, (void)n;
-    int i = ex_pool_current_worker(ns->pool);
+    int i = ex_pool_current_worker(f->pool);
+    int expected = 0;
     if (i < 0 || i >= 8) {
-        ns->bad_index = 1;
-    } else {
-        int expected = 0;
-        if (atomic_compare_exchange_strong(&ns->have[i], &expected, 1)) {
-            pthread_getname_np(pthread_self(), ns->names[i], sizeof ns->names[i]);
-            atomic_store(&ns->have[i], 2);
-        }
+        f->bad_index = 1;
+    } else if (atomic_compare_exchange_strong(&f->have[i], &expected, 1)) {
+        pthread_getname_np(pthread_self(), f->names[i], sizeof f->names[i]);
+        cpu_set_t set;
+        f->cpu[i] = -1;
+        if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0 && CPU_COUNT(&set) == 1)
+            for (int c = 0; c < CPU_SETSIZE; c++)
+                if (CPU_ISSET((size_t)c, &set)) f->cpu[i] = c;
+        atomic_store(&f->have[i], 2);
     }
-    atomic_fetch_add(&ns->calls, 1);
     out[0] = ex_int(i);
     return ex_ok();
+}
+
+static unsigned first_runs_seen(first_runs *f, unsigned threads) {
+    unsigned seen = 0;
+    for (unsigned i = 0; i < threads; i++) seen += atomic_load(&f->have[i]) == 2;
+    return seen;
+}
+
+static bool batches_left(first_runs *f, int rounds, int round, double end) {
+    if (rounds) return round < rounds;
+    unsigned threads = ex_pool_size(f->pool);
+    return first_runs_seen(f, threads) < threads && test_now_s() < end;
+}
+
+/* Runs batches of 64 items on p through first_run_fn: `rounds` of them, or
+ * (rounds 0) until each of the pool's workers ran one (bounded). */
+static first_runs *run_batches(ex_pool *p, int rounds) {
+    first_runs *f = calloc(1, sizeof *f);
+    cr_assert_not_null(f);
+    f->pool = p;
+    ex_sender *snd = ex_then(ex_schedule(ex_pool_scheduler(p)), first_run_fn, f, EX_SIG0, EX_SIG(EX_T_INT));
+    enum { BATCH = 64 };
+    slot *s = slots_new(BATCH);
+    double end = test_now_s() + TEST_WAIT_LIMIT_S;
+    for (int round = 0; batches_left(f, rounds, round, end); round++) {
+        slots_start(s, BATCH, p, snd);
+        cr_assert_eq(wait_long_reaches(&g_completed, BATCH), BATCH);
+        slots_destroy(s, BATCH);
+    }
+    ex_sender_release(snd);
+    free(s);
+    return f;
 }
 
 static void check_names(const char *prefix, unsigned threads) {
     ex_pool *p = pool_named(threads, prefix);
-    names_seen *ns = calloc(1, sizeof *ns);
-    cr_assert_not_null(ns);
-    ns->pool = p;
-    /* Run batches until every worker ran something (bounded). */
-    ex_sender *snd = ex_then(ex_schedule(ex_pool_scheduler(p)), names_fn, ns, EX_SIG0, EX_SIG(EX_T_INT));
-    enum { BATCH = 64 };
-    slot *s = calloc(BATCH, sizeof *s);
-    cr_assert_not_null(s);
-    double end = test_now_s() + TEST_WAIT_LIMIT_S;
-    unsigned seen = 0;
-    while (seen < threads && test_now_s() < end) {
-        atomic_store(&g_completed, 0);
-        for (int i = 0; i < BATCH; i++) {
-            slot_init(&s[i], p);
-            slot_start(&s[i], snd);
-        }
-        cr_assert_eq(wait_long_reaches(&g_completed, BATCH), BATCH);
-        slots_destroy(s, BATCH);
-        seen = 0;
-        for (unsigned i = 0; i < threads; i++) seen += atomic_load(&ns->have[i]) == 2;
-    }
-    cr_assert_not(ns->bad_index, "a callback ran outside the pool's workers");
-    cr_assert_geq(seen, 1u);
+    first_runs *f = run_batches(p, 0);
+    cr_assert_not(f->bad_index, "a callback ran outside the pool's workers");
+    cr_assert_geq(first_runs_seen(f, threads), 1u);
     char full[64];
     for (unsigned i = 0; i < threads; i++) {
-        if (atomic_load(&ns->have[i]) != 2) continue;
+        if (atomic_load(&f->have[i]) != 2) continue;
         snprintf(full, sizeof full, "%s-%u", prefix ? prefix : "cexec", i);
         if (strlen(full) <= 15) {
-            cr_assert_str_eq(ns->names[i], full, "worker %u is named \"%s\"", i, ns->names[i]);
+            cr_assert_str_eq(f->names[i], full, "worker %u is named \"%s\"", i, f->names[i]);
         } else {
-            cr_assert_eq(strlen(ns->names[i]), 15u, "name \"%s\" is not cut to 15 characters", ns->names[i]);
-            cr_assert_eq(strncmp(ns->names[i], full, 15), 0, "worker %u is named \"%s\", expected a cut \"%s\"", i,
-                         ns->names[i], full);
+            cr_assert_eq(strlen(f->names[i]), 15u, "name \"%s\" is not cut to 15 characters", f->names[i]);
+            cr_assert_eq(strncmp(f->names[i], full, 15), 0, "worker %u is named \"%s\", expected a cut \"%s\"", i,
+                         f->names[i], full);
         }
     }
-    ex_sender_release(snd);
-    free(s);
-    free(ns);
+    free(f);
     test_pool_free(p);
-}
-
-Test(exec_pool, workers_are_named_with_the_prefix) {
-    check_names("tpool", 4);
     expect_no_leaks();
 }
 
-Test(exec_pool, workers_default_name_prefix) {
-    check_names(NULL, 2);
-    expect_no_leaks();
-}
+Test(exec_pool, workers_are_named_with_the_prefix) { check_names("tpool", 4); }
 
-Test(exec_pool, long_prefix_is_cut_to_15_characters) {
-    check_names("abcdefghijklmnopqrstuvwxyz", 2);
-    expect_no_leaks();
-}
+Test(exec_pool, workers_default_name_prefix) { check_names(NULL, 2); }
 
-/* Records the affinity of workers. */
-typedef struct pin_seen {
-    ex_pool *pool;
-    int cpu[8];     /* the one CPU worker i may run on, -1: not pinned to one CPU */
-    atomic_int have[8];
-} pin_seen;
-
-static ex_error pin_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    pin_seen *ps = ctx;
-    (void)in, (void)n;
-    int i = ex_pool_current_worker(ps->pool);
-    if (i >= 0 && i < 8) {
-        int expected = 0;
-        if (atomic_compare_exchange_strong(&ps->have[i], &expected, 1)) {
-            cpu_set_t set;
-            ps->cpu[i] = -1;
-            if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0 && CPU_COUNT(&set) == 1)
-                for (int c = 0; c < CPU_SETSIZE; c++)
-                    if (CPU_ISSET((size_t)c, &set)) ps->cpu[i] = c;
-            atomic_store(&ps->have[i], 2);
-        }
-    }
-    out[0] = ex_int(i);
-    return ex_ok();
-}
+Test(exec_pool, long_prefix_is_cut_to_15_characters) { check_names("abcdefghijklmnopqrstuvwxyz", 2); }
 
 Test(exec_pool, pinned_workers_run_on_one_cpu_each) {
     cpu_set_t mask;
@@ -314,38 +293,19 @@ Test(exec_pool, pinned_workers_run_on_one_cpu_each) {
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET((size_t)c, &mask)) nth_cpu[k++] = c;
 
-    ex_pool_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.threads = 4;
+    ex_pool_config cfg = test_pool_config(4, NULL);
     cfg.pin_threads = true;
     ex_pool *p = test_pool_new_cfg(&cfg);
-    pin_seen *ps = calloc(1, sizeof *ps);
-    cr_assert_not_null(ps);
-    ps->pool = p;
-    ex_sender *snd = ex_then(ex_schedule(ex_pool_scheduler(p)), pin_fn, ps, EX_SIG0, EX_SIG(EX_T_INT));
-    enum { BATCH = 64 };
-    slot *s = calloc(BATCH, sizeof *s);
-    cr_assert_not_null(s);
-    for (int round = 0; round < 10; round++) {
-        atomic_store(&g_completed, 0);
-        for (int i = 0; i < BATCH; i++) {
-            slot_init(&s[i], p);
-            slot_start(&s[i], snd);
-        }
-        cr_assert_eq(wait_long_reaches(&g_completed, BATCH), BATCH);
-        slots_destroy(s, BATCH);
-    }
+    first_runs *f = run_batches(p, 10);
     int checked = 0;
     for (int i = 0; i < 4; i++) {
-        if (atomic_load(&ps->have[i]) != 2) continue;
+        if (atomic_load(&f->have[i]) != 2) continue;
         checked++;
-        cr_assert_eq(ps->cpu[i], nth_cpu[i % ncpu], "worker %d runs on CPU %d, expected CPU %d", i, ps->cpu[i],
+        cr_assert_eq(f->cpu[i], nth_cpu[i % ncpu], "worker %d runs on CPU %d, expected CPU %d", i, f->cpu[i],
                      nth_cpu[i % ncpu]);
     }
     cr_assert_geq(checked, 1);
-    ex_sender_release(snd);
-    free(s);
-    free(ps);
+    free(f);
     test_pool_free(p);
     expect_no_leaks();
 }

@@ -147,11 +147,7 @@ static void destroy_with_pending(unsigned threads, int k, bool check_refusals) {
     ex_sender *snd = ex_schedule(ex_pool_scheduler(D.pool));
     slot *s = calloc((size_t)k, sizeof *s);
     cr_assert_not_null(s);
-    atomic_store(&g_completed, 0);
-    for (int i = 0; i < k; i++) {
-        slot_init(&s[i], D.pool);
-        slot_start(&s[i], snd);
-    }
+    slots_start(s, k, D.pool, snd);
     for (int i = 0; i < k; i++)
         cr_assert_eq(atomic_load(&s[i].hits), 0, "every worker is busy: op %d cannot have completed", i);
 
@@ -227,16 +223,11 @@ Test(exec_pool, new_work_is_refused_with_eshutdown_once_destroy_began) {
 
 Test(exec_pool, destroy_right_after_submission_loses_nothing) {
     enum { K = 2000 };
-    slot *s = calloc(K, sizeof *s);
-    cr_assert_not_null(s);
+    slot *s = slots_new(K);
     for (int round = 0; round < 10; round++) {
         ex_pool *p = test_pool_new(round % 2 ? 4 : 2);
         ex_sender *snd = ex_schedule(ex_pool_scheduler(p));
-        atomic_store(&g_completed, 0);
-        for (int i = 0; i < K; i++) {
-            slot_init(&s[i], p);
-            slot_start(&s[i], snd);
-        }
+        slots_start(s, K, p, snd);
         test_pool_free(p);
         cr_assert_eq(atomic_load(&g_completed), K, "round %d: %ld of %d completed by the time destroy returned",
                      round, atomic_load(&g_completed), K);

@@ -1,5 +1,6 @@
 /* pool_fixtures.c - see pool_fixtures.h. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -118,6 +119,20 @@ void slot_start(slot *s, const ex_sender *snd) {
     ex_error e = slot_connect(s, snd);
     cr_assert_eq(e.code, 0, "ex_connect: %s", e.msg ? e.msg : "");
     ex_start(s->op);
+}
+
+slot *slots_new(int n) {
+    slot *s = calloc((size_t)n, sizeof *s);
+    cr_assert_not_null(s);
+    return s;
+}
+
+void slots_start(slot *s, int n, ex_pool *p, const ex_sender *snd) {
+    atomic_store(&g_completed, 0);
+    for (int i = 0; i < n; i++) {
+        slot_init(&s[i], p);
+        slot_start(&s[i], snd);
+    }
 }
 
 /* Every slot completed exactly once; returns how many with a value. */

@@ -66,6 +66,10 @@ void slot_with_stop(slot *s);
 ex_error slot_connect(slot *s, const ex_sender *snd);
 /* Main-thread version: connect (asserting) and start. */
 void slot_start(slot *s, const ex_sender *snd);
+/* n zeroed slots on the heap (asserting). */
+slot *slots_new(int n);
+/* Sets g_completed to 0, then initialises and starts n slots on snd. */
+void slots_start(slot *s, int n, ex_pool *p, const ex_sender *snd);
 /* Every slot completed exactly once; returns how many with a value. */
 int slots_expect_once(slot *s, int n);
 void slots_destroy(slot *s, int n);

@@ -30,14 +30,9 @@ Test(exec_pool, stats_executed_sums_to_items_run) {
     ex_pool *p = test_pool_new(4);
     ex_pool_worker_stats before = stats_sum(p);
     cr_assert_eq(before.executed, 0u, "a fresh pool ran nothing");
-    slot *s = calloc(N, sizeof *s);
-    cr_assert_not_null(s);
+    slot *s = slots_new(N);
     ex_sender *snd = ex_schedule(ex_pool_scheduler(p));
-    atomic_store(&g_completed, 0);
-    for (int i = 0; i < N; i++) {
-        slot_init(&s[i], p);
-        slot_start(&s[i], snd);
-    }
+    slots_start(s, N, p, snd);
     cr_assert_eq(wait_long_reaches(&g_completed, N), N);
     ex_pool_worker_stats sum = stats_sum(p);
     cr_assert_eq(sum.executed, (uint64_t)N, "executed %llu of %d", (unsigned long long)sum.executed, N);
@@ -396,15 +391,10 @@ Test(exec_pool, pool_with_more_than_64_workers) {
     c.trace_capacity = 64;
     ex_pool *p = test_pool_new_cfg(&c);
     cr_assert_eq(ex_pool_size(p), (unsigned)THREADS);
-    slot *s = calloc(N, sizeof *s);
-    cr_assert_not_null(s);
+    slot *s = slots_new(N);
     ex_sender *snd = ex_schedule(ex_pool_scheduler(p));
     for (int round = 0; round < 2; round++) {
-        atomic_store(&g_completed, 0);
-        for (int i = 0; i < N; i++) {
-            slot_init(&s[i], p);
-            slot_start(&s[i], snd);
-        }
+        slots_start(s, N, p, snd);
         long got = wait_long_reaches(&g_completed, N);
         cr_assert_eq(got, N, "round %d: %ld of %d", round, got, N);
         cr_assert_eq(slots_expect_once(s, N), N);

@@ -41,14 +41,9 @@ Test(exec_pool, ten_thousand_sync_waits_from_main) {
 Test(exec_pool, batch_of_ten_thousand_from_main_each_exactly_once) {
     enum { N = 10000 };
     ex_pool *p = test_pool_new(4);
-    slot *s = calloc(N, sizeof *s);
-    cr_assert_not_null(s);
+    slot *s = slots_new(N);
     ex_sender *snd = ex_schedule(ex_pool_scheduler(p));
-    atomic_store(&g_completed, 0);
-    for (int i = 0; i < N; i++) {
-        slot_init(&s[i], p);
-        slot_start(&s[i], snd);
-    }
+    slots_start(s, N, p, snd);
     long got = wait_long_reaches(&g_completed, N);
     cr_assert_eq(got, N, "%ld of %d completions", got, N);
     cr_assert_eq(slots_expect_once(s, N), N, "every item completes with a value");
@@ -72,11 +67,7 @@ static void small_batches(unsigned threads, int rounds, int batch) {
     cr_assert_leq(batch, 16);
     ex_sender *snd = ex_schedule(ex_pool_scheduler(p));
     for (int round = 0; round < rounds; round++) {
-        atomic_store(&g_completed, 0);
-        for (int i = 0; i < batch; i++) {
-            slot_init(&s[i], p);
-            slot_start(&s[i], snd);
-        }
+        slots_start(s, batch, p, snd);
         long got = wait_long_reaches(&g_completed, batch);
         cr_assert_eq(got, batch,
                      "%u thread(s), round %d: only %ld of %d items ran; the rest stayed queued with idle workers",
@@ -491,11 +482,7 @@ Test(exec_pool, new_pool_at_a_recycled_address_gets_its_work) {
         cr_assert_eq(b, a, "test setup: the recycling allocator did not give the old pool's address");
         slot s[10];
         ex_sender *snd = ex_schedule(ex_pool_scheduler(b));
-        atomic_store(&g_completed, 0);
-        for (int i = 0; i < 10; i++) {
-            slot_init(&s[i], b);
-            slot_start(&s[i], snd);
-        }
+        slots_start(s, 10, b, snd);
         long got = wait_long_reaches(&g_completed, 10);
         cr_assert_eq(got, 10, "attempt %d: the pool at the reused address ran %ld of 10 items from main", attempt,
                      got);
