@@ -167,17 +167,8 @@ void join_threads(pthread_t *th, int n) {
 /* ---------------------------------------------------------------- pools */
 
 ex_pool *alloc_pool(unsigned threads, bool arenas, const ex_allocator *frame_alloc) {
-    ex_pool_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.threads = threads;
-    cfg.name_prefix = "fa";
+    ex_pool_config cfg = test_pool_config(threads, "fa");
     cfg.allocator = frame_alloc;
     cfg.frames = arenas ? EX_POOL_FRAMES_ARENAS : EX_POOL_FRAMES_PROCESS;
-    ex_pool *p = NULL;
-    ex_error e = ex_pool_create(&cfg, &p);
-    cr_assert_eq(e.code, 0, "ex_pool_create: %s", e.msg ? e.msg : "");
-    cr_assert_not_null(p);
-    return p;
+    return test_pool_new_cfg(&cfg);
 }
-
-void destroy_pool(ex_pool *p) { cr_assert_eq(ex_pool_destroy(p).code, 0); }

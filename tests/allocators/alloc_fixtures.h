@@ -81,6 +81,5 @@ ex_error bulk_count(void *ctx, size_t i, const ex_value *v, size_t n);
 /* A pool whose work allocates from frame_alloc if given, else from
  * per-worker arenas (arenas) or the process default. */
 ex_pool *alloc_pool(unsigned threads, bool arenas, const ex_allocator *frame_alloc);
-void destroy_pool(ex_pool *p);
 
 #endif

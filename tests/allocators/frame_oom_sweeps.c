@@ -194,7 +194,7 @@ static void bulk_sweeps(unsigned threads) {
         cr_expect_eq(hits, 2, "%s: the helper items and the inner operation (%ld)", name, hits);
     else
         cr_expect_eq(hits, 1, "%s: only the inner operation (%ld)", name, hits);
-    destroy_pool(c.pool);
+    test_pool_free(c.pool);
 }
 
 Test(frame_allocators, oom_sweep_bulk_on_three_threads) {
@@ -289,7 +289,7 @@ static void spawn_sweep(sweep_mode mode) {
     cr_assert_leq(k, MAX_K, "%s: the sweep did not reach a run without failures", name);
     cr_assert_gt(hits, 0, "%s: no run hit an allocation failure", name);
     if (mode == AS_CHAIN) cr_expect_eq(hits, 6, "%s: three spawn blocks and three inner operations (%ld)", name, hits);
-    destroy_pool(p);
+    test_pool_free(p);
 }
 
 Test(frame_allocators, oom_sweep_spawn_into_counting_scope_fault_as_default) {

@@ -143,7 +143,7 @@ static void ownership_on_pool(unsigned workers) {
     cr_expect_eq(s.frees, s.allocations);
     cr_expect_eq(s.bytes_in_use, 0u);
     cr_expect_eq(s.failures, 0u);
-    destroy_pool(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 #else
@@ -206,7 +206,7 @@ Test(jemalloc_allocator, standalone_allocator_on_pool_workers_uses_worker_index_
         cr_expect_neq(c.arena[0], c.arena[1], "slots 0 and 1 are different arenas");
     }
 #endif
-    destroy_pool(p); /* the workers exit: their records are retired */
+    test_pool_free(p); /* the workers exit: their records are retired */
     ex_alloc_stats s = stats_of(c.a);
     cr_expect_eq(s.allocations, 32u);
     cr_expect_eq(s.frees, 32u);
@@ -238,7 +238,7 @@ Test(jemalloc_allocator, let_value_on_per_worker_arena_pool_allocates_from_the_a
     ex_pool *plain = alloc_pool(2, false, NULL);
     cr_expect_eq(pool_frame_allocator(plain), &test_allocator, "a plain pool's work uses the process default");
     long on_plain = run_lets(plain);
-    destroy_pool(plain);
+    test_pool_free(plain);
 
     ex_pool *arenas = alloc_pool(2, true, NULL);
     const ex_allocator *a = pool_frame_allocator(arenas);
@@ -253,7 +253,7 @@ Test(jemalloc_allocator, let_value_on_per_worker_arena_pool_allocates_from_the_a
     cr_expect_eq(on_plain - on_arenas, 2 * LET_RUNS,
                  "the inner operations are not in the default allocator's count (plain pool %ld, arena pool %ld)",
                  on_plain, on_arenas);
-    destroy_pool(arenas);
+    test_pool_free(arenas);
     expect_no_leaks();
 }
 
@@ -278,7 +278,7 @@ Test(jemalloc_allocator, bulk_on_per_worker_arena_pool_allocates_helpers_from_th
     /* 6 workers: 5 helpers, more than EX_BULK_INLINE_HELPERS: one allocation per run */
     ex_pool *plain = alloc_pool(6, false, NULL);
     long on_plain = run_bulks(plain, hits);
-    destroy_pool(plain);
+    test_pool_free(plain);
 
     ex_pool *arenas = alloc_pool(6, true, NULL);
     const ex_allocator *a = pool_frame_allocator(arenas);
@@ -292,7 +292,7 @@ Test(jemalloc_allocator, bulk_on_per_worker_arena_pool_allocates_helpers_from_th
     cr_expect_eq(on_plain - on_arenas, BULK_RUNS,
                  "the helpers are not in the default allocator's count (plain pool %ld, arena pool %ld)", on_plain,
                  on_arenas);
-    destroy_pool(arenas);
+    test_pool_free(arenas);
     expect_no_leaks();
 }
 
@@ -315,7 +315,7 @@ Test(jemalloc_allocator, explicit_pool_allocator_wins_over_the_arenas) {
                  atomic_load(&x.allocs));
     cr_expect_eq(atomic_load(&x.in_use), 0);
     cr_expect_gt(on_default, 0, "the senders still come from the default allocator");
-    destroy_pool(p);
+    test_pool_free(p);
     cr_expect_eq(atomic_load(&x.allocs), 2 * LET_RUNS, "creating and destroying the pool did not use it");
     expect_no_leaks();
 }
@@ -334,19 +334,19 @@ Test(jemalloc_allocator, pools_default_to_per_worker_arenas) {
                   (unsigned long long)st.allocations);
     cr_expect_eq(st.bytes_in_use, 0u);
     cr_expect_gt(on_default, 0, "the senders still come from the process default");
-    destroy_pool(p);
+    test_pool_free(p);
 
     ex_pool_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.threads = 2;
     cr_assert_eq(ex_pool_create(&cfg, &p).code, 0);
     cr_expect_str_eq(pool_frame_allocator(p)->name, "jemalloc", "a zeroed config means the arenas too");
-    destroy_pool(p);
+    test_pool_free(p);
 
     cfg.frames = EX_POOL_FRAMES_PROCESS;
     cr_assert_eq(ex_pool_create(&cfg, &p).code, 0);
     cr_expect_eq(pool_frame_allocator(p), &test_allocator, "EX_POOL_FRAMES_PROCESS: the process default");
-    destroy_pool(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 

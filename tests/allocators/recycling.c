@@ -531,7 +531,7 @@ Test(frame_allocators, recycling_as_pool_allocator_returns_worker_caches) {
     ex_alloc_stats s = stats_of(ex_recycling_allocator_get(r));
     cr_expect_geq(s.allocations, 100u, "the pool's work allocated its inner operations from the recycling allocator");
     cr_expect_eq(s.allocations, s.frees);
-    destroy_pool(p);
+    test_pool_free(p);
     ex_recycling_allocator_destroy(r);
     expect_no_leaks();
 }

@@ -49,10 +49,7 @@ Test(exec_pool, create_destroy_default_config) {
 Test(exec_pool, create_destroy_explicit_thread_counts) {
     static const unsigned counts[] = { 1, 2, 4 };
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
-        ex_pool_config c;
-        memset(&c, 0, sizeof c);
-        c.threads = counts[k];
-        c.name_prefix = "explicit";
+        ex_pool_config c = test_pool_config(counts[k], "explicit");
         c.spin_rounds = k == 0 ? 1 : 1000;
         ex_pool *p = test_pool_new_cfg(&c);
         cr_assert_eq(ex_pool_size(p), counts[k]);
@@ -130,9 +127,7 @@ Test(exec_pool, create_out_of_memory_at_every_allocation) {
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     close(fd);
-    ex_pool_config c;
-    memset(&c, 0, sizeof c);
-    c.threads = 2;
+    ex_pool_config c = test_pool_config(2, NULL);
     c.trace_path = path;
     c.trace_capacity = 16;
     bool created = false;

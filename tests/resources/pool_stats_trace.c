@@ -54,9 +54,7 @@ Test(exec_pool, stats_executed_sums_to_items_run) {
 }
 
 Test(exec_pool, idle_workers_park_and_are_woken_for_new_work) {
-    ex_pool_config c;
-    memset(&c, 0, sizeof c);
-    c.threads = 2;
+    ex_pool_config c = test_pool_config(2, NULL);
     c.spin_rounds = 1;
     ex_pool *p = test_pool_new_cfg(&c);
     /* Every worker parks once it finds nothing (bounded wait). */
@@ -263,6 +261,16 @@ static void temp_path(char *buf) {
     unlink(buf); /* the pool creates it */
 }
 
+/* A pool of `threads` workers named prefix-<i> (NULL: the default) that
+ * traces to path (NULL: where CEXEC_TRACE says) at most capacity events
+ * (0: the default). */
+static ex_pool *traced_pool(unsigned threads, const char *prefix, const char *path, unsigned capacity) {
+    ex_pool_config c = test_pool_config(threads, prefix);
+    c.trace_path = path;
+    c.trace_capacity = capacity;
+    return test_pool_new_cfg(&c);
+}
+
 /* Runs `items` items on p and destroys it. */
 static void run_items_and_destroy(ex_pool *p, int items) {
     for (int i = 0; i < items; i++) {
@@ -291,12 +299,7 @@ static void check_trace(const char *path, const char *prefix, unsigned threads, 
 Test(exec_pool, trace_path_gets_chrome_trace_json) {
     char path[] = "/tmp/cexec_pool_trace_XXXXXX";
     temp_path(path);
-    ex_pool_config c;
-    memset(&c, 0, sizeof c);
-    c.threads = 2;
-    c.name_prefix = "trc";
-    c.trace_path = path;
-    ex_pool *p = test_pool_new_cfg(&c);
+    ex_pool *p = traced_pool(2, "trc", path, 0);
     run_items_and_destroy(p, 100);
     check_trace(path, "trc", 2, 100);
     unlink(path);
@@ -306,13 +309,7 @@ Test(exec_pool, trace_path_gets_chrome_trace_json) {
 Test(exec_pool, trace_capacity_drops_later_events_and_stays_valid) {
     char path[] = "/tmp/cexec_pool_trace_XXXXXX";
     temp_path(path);
-    ex_pool_config c;
-    memset(&c, 0, sizeof c);
-    c.threads = 1;
-    c.name_prefix = "cap";
-    c.trace_path = path;
-    c.trace_capacity = 4;
-    ex_pool *p = test_pool_new_cfg(&c);
+    ex_pool *p = traced_pool(1, "cap", path, 4);
     run_items_and_destroy(p, 50);
     check_trace(path, "cap", 1, 1);
     char *text = read_all(path);
@@ -328,10 +325,7 @@ Test(exec_pool, trace_from_cexec_trace_env_var) {
     char path[] = "/tmp/cexec_pool_trace_XXXXXX";
     temp_path(path);
     cr_assert_eq(setenv("CEXEC_TRACE", path, 1), 0);
-    ex_pool_config c;
-    memset(&c, 0, sizeof c);
-    c.threads = 2;
-    ex_pool *p = test_pool_new_cfg(&c);
+    ex_pool *p = traced_pool(2, NULL, NULL, 0);
     unsetenv("CEXEC_TRACE");
     run_items_and_destroy(p, 20);
     check_trace(path, "cexec", 2, 20);
@@ -345,11 +339,7 @@ Test(exec_pool, trace_path_in_config_wins_over_env_var) {
     temp_path(env_path);
     temp_path(cfg_path);
     cr_assert_eq(setenv("CEXEC_TRACE", env_path, 1), 0);
-    ex_pool_config c;
-    memset(&c, 0, sizeof c);
-    c.threads = 1;
-    c.trace_path = cfg_path;
-    ex_pool *p = test_pool_new_cfg(&c);
+    ex_pool *p = traced_pool(1, NULL, cfg_path, 0);
     unsetenv("CEXEC_TRACE");
     run_items_and_destroy(p, 5);
     check_trace(cfg_path, "cexec", 1, 5);
@@ -362,12 +352,7 @@ Test(exec_pool, trace_path_in_config_wins_over_env_var) {
 Test(exec_pool, trace_is_valid_json_with_quotes_in_the_prefix) {
     char path[] = "/tmp/cexec_pool_trace_XXXXXX";
     temp_path(path);
-    ex_pool_config c;
-    memset(&c, 0, sizeof c);
-    c.threads = 1;
-    c.name_prefix = "a\"b\\c";
-    c.trace_path = path;
-    ex_pool *p = test_pool_new_cfg(&c);
+    ex_pool *p = traced_pool(1, "a\"b\\c", path, 0);
     run_items_and_destroy(p, 3);
     char *text = read_all(path);
     cr_assert_not_null(text);
@@ -383,13 +368,7 @@ Test(exec_pool, pool_with_more_than_64_workers) {
     enum { THREADS = 130, N = 4000 };
     char path[] = "/tmp/cexec_pool_trace_XXXXXX";
     temp_path(path);
-    ex_pool_config c;
-    memset(&c, 0, sizeof c);
-    c.threads = THREADS;
-    c.name_prefix = "big";
-    c.trace_path = path;
-    c.trace_capacity = 64;
-    ex_pool *p = test_pool_new_cfg(&c);
+    ex_pool *p = traced_pool(THREADS, "big", path, 64);
     cr_assert_eq(ex_pool_size(p), (unsigned)THREADS);
     slot *s = slots_new(N);
     ex_sender *snd = ex_schedule(ex_pool_scheduler(p));
