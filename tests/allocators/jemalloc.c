@@ -278,10 +278,10 @@ Test(jemalloc_allocator, two_allocators_on_one_thread_keep_their_own_blocks_and_
 #define RR_BLOCKS 16
 
 typedef struct rr_arg {
+    int index;       /* of the thread */
     const ex_allocator *a;
     thread_errors *errs;
-    int index;
-    unsigned arena;
+    unsigned arena;  /* where its blocks came from */
 } rr_arg;
 
 static void *rr_thread(void *v) {
@@ -323,7 +323,7 @@ Test(jemalloc_allocator, threads_other_than_workers_get_slots_round_robin) {
     rr_arg args[RR_THREADS];
     for (int t = 0; t < RR_THREADS; t++) {
         /* one after another, so the order of first use is known */
-        args[t] = (rr_arg){ a, &errs, t, 0 };
+        args[t] = (rr_arg){ t, a, &errs, 0 };
         pthread_t th;
         cr_assert_eq(pthread_create(&th, NULL, rr_thread, &args[t]), 0);
         cr_assert_eq(pthread_join(th, NULL), 0);

@@ -51,6 +51,17 @@ static void check_int(const ex_result *r, int64_t want) {
     cr_assert_eq(r->values[0].as.i, want, "got %lld, want %lld", (long long)r->values[0].as.i, (long long)want);
 }
 
+/* Asserts r has n_values values, the first a tuple of `size` datums with
+ * index `index`; returns that tuple. */
+static const ex_tuple *expect_tuple(const ex_result *r, size_t n_values, size_t index, size_t size) {
+    cr_assert_eq(r->n, n_values);
+    cr_assert_eq(r->values[0].type, EX_T_TUPLE);
+    const ex_tuple *t = r->values[0].as.tuple;
+    cr_assert_eq(t->index, index);
+    cr_assert_eq(t->n, size);
+    return t;
+}
+
 /* A single-thread context some pipelines run on. */
 typedef struct ctx_fixture {
     ex_single_thread_context ctx;
@@ -157,11 +168,7 @@ static ex_sender *build_variant_optional(void *ctx) {
 }
 
 static void check_variant_optional(const ex_result *r) {
-    cr_assert_eq(r->n, 1);
-    cr_assert_eq(r->values[0].type, EX_T_TUPLE);
-    const ex_tuple *v = r->values[0].as.tuple;
-    cr_assert_eq(v->index, 0);
-    cr_assert_eq(v->n, 1);
+    const ex_tuple *v = expect_tuple(r, 1, 0, 1);
     cr_assert_eq(v->v[0].type, EX_T_TUPLE);
     const ex_tuple *o = v->v[0].as.tuple;
     cr_assert_eq(o->n, 2);
@@ -184,10 +191,7 @@ static ex_sender *build_variant_optional_stopped(void *ctx) {
 }
 
 static void check_variant_none(const ex_result *r) {
-    cr_assert_eq(r->n, 1);
-    cr_assert_eq(r->values[0].type, EX_T_TUPLE);
-    const ex_tuple *v = r->values[0].as.tuple;
-    cr_assert_eq(v->n, 1);
+    const ex_tuple *v = expect_tuple(r, 1, 0, 1);
     cr_assert_eq(v->v[0].type, EX_T_NONE, "stopped became a disengaged optional");
 }
 
@@ -205,11 +209,7 @@ static ex_sender *build_continues_tuple(void *ctx) {
 }
 
 static void check_continues_tuple(const ex_result *r) {
-    cr_assert_eq(r->n, 2);
-    cr_assert_eq(r->values[0].type, EX_T_TUPLE);
-    const ex_tuple *t = r->values[0].as.tuple;
-    cr_assert_eq(t->index, 5);
-    cr_assert_eq(t->n, 3);
+    const ex_tuple *t = expect_tuple(r, 2, 5, 3);
     cr_assert_eq(t->v[0].as.i, 1);
     cr_assert_str_eq(t->v[1].as.s, "two");
     cr_assert_float_eq(t->v[2].as.d, 3.0, 0);
@@ -240,11 +240,7 @@ static ex_sender *build_write_read_tuple(void *ctx) {
 }
 
 static void check_tuple_42(const ex_result *r) {
-    cr_assert_eq(r->n, 1);
-    cr_assert_eq(r->values[0].type, EX_T_TUPLE);
-    const ex_tuple *t = r->values[0].as.tuple;
-    cr_assert_eq(t->index, 1);
-    cr_assert_eq(t->n, 2);
+    const ex_tuple *t = expect_tuple(r, 1, 1, 2);
     cr_assert_eq(t->v[0].as.i, 4);
     cr_assert_eq(t->v[1].as.i, 2);
 }

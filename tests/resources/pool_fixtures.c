@@ -97,9 +97,9 @@ static const ex_receiver_vtable slot_vt = { slot_value, slot_error, slot_stopped
 
 void slot_init(slot *s, ex_pool *p) {
     memset(s, 0, sizeof *s);
-    s->pool = p;
-    s->worker = -2;
     ex_stop_source_init(&s->stop);
+    s->pool = p;
+    s->worker = -2; /* not completed */
 }
 
 /* The receiver's environment answers get_stop_token with the slot's source. */

@@ -132,11 +132,55 @@ static void pd_run(pd *x, ex_pool *on) {
     EXPECT_INT_REACHES(&x->inner_runs, 1);
 }
 
+/* outer runs on a worker of `on` and posts (or dispatches) inner to
+ * target; returns when both ran. */
+static void pd_go(pd *x, ex_pool *target, bool use_dispatch, ex_pool *on) {
+    pd_init(x, target, use_dispatch);
+    pd_run(x, on);
+}
+
+/* From main while the only worker is busy: the item is queued, and runs
+ * once on the worker when it is free. */
+static void pd_from_main_while_busy(bool use_dispatch) {
+    hold h;
+    ex_pool *p = held_pool(&h);
+    pd x;
+    pd_init(&x, p, use_dispatch);
+    atomic_store(&x.outer_done, 1); /* inner only */
+    tl_inside_call = true;
+    ex_error e = use_dispatch ? ex_dispatch(ex_pool_scheduler(p), &x.inner) : ex_post(ex_pool_scheduler(p), &x.inner);
+    tl_inside_call = false;
+    cr_assert_eq(e.code, 0, "%s: %s", use_dispatch ? "ex_dispatch" : "ex_post", e.msg ? e.msg : "");
+    cr_assert_eq(atomic_load(&x.inner_runs), 0, "the only worker is busy: %s from a non-worker ran the item",
+                 use_dispatch ? "dispatch" : "post");
+    hold_release(&h);
+    EXPECT_INT_REACHES(&x.inner_runs, 1);
+    cr_assert_not(x.inner_saw_inside_call);
+    cr_assert_not(pthread_equal(x.inner_tid, pthread_self()));
+    cr_assert_eq(x.inner_worker, 0);
+    test_pool_free(p);
+    cr_assert_eq(atomic_load(&x.inner_runs), 1, "the item ran more than once");
+    cr_assert_eq(atomic_load(&h.cancelled), 0);
+    expect_no_leaks();
+}
+
+Test(exec_pool, post_and_dispatch_reject_bad_work_items) {
+    ex_pool *p = test_pool_new(1);
+    ex_work w;
+    memset(&w, 0, sizeof w);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    cr_assert_eq(ex_post(sch, NULL).code, EX_EINVAL);
+    cr_assert_eq(ex_post(sch, &w).code, EX_EINVAL, "execute NULL");
+    cr_assert_eq(ex_dispatch(sch, NULL).code, EX_EINVAL);
+    cr_assert_eq(ex_dispatch(sch, &w).code, EX_EINVAL);
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
 Test(exec_pool, post_from_a_worker_never_runs_inline_one_thread) {
     ex_pool *p = test_pool_new(1);
     pd x;
-    pd_init(&x, p, false);
-    pd_run(&x, p);
+    pd_go(&x, p, false, p);
     cr_assert_not(x.inner_saw_inside_call, "posted item ran inside ex_post");
     cr_assert_eq(x.inner_runs_after_call, 0, "posted item ran before ex_post returned");
     cr_assert_eq(x.inner_saw_outer_done, 1, "on a 1-thread pool the posted item runs after the poster returned");
@@ -151,8 +195,7 @@ Test(exec_pool, post_from_a_worker_never_runs_inline_four_threads) {
     ex_pool *p = test_pool_new(4);
     for (int i = 0; i < 200; i++) {
         pd x;
-        pd_init(&x, p, false);
-        pd_run(&x, p);
+        pd_go(&x, p, false, p);
         cr_assert_not(x.inner_saw_inside_call, "iteration %d: posted item ran inside ex_post", i);
         if (pthread_equal(x.inner_tid, x.outer_tid))
             cr_assert_eq(x.inner_saw_outer_done, 1, "iteration %d: ran on the poster's thread before it returned", i);
@@ -163,33 +206,13 @@ Test(exec_pool, post_from_a_worker_never_runs_inline_four_threads) {
     expect_no_leaks();
 }
 
-Test(exec_pool, post_from_main_is_queued_and_runs_once_on_a_worker) {
-    hold h;
-    ex_pool *p = held_pool(&h);
-    pd x;
-    pd_init(&x, p, false);
-    atomic_store(&x.outer_done, 1); /* inner only */
-    tl_inside_call = true;
-    ex_error e = ex_post(ex_pool_scheduler(p), &x.inner);
-    tl_inside_call = false;
-    cr_assert_eq(e.code, 0);
-    cr_assert_eq(atomic_load(&x.inner_runs), 0, "the only worker is busy: the item cannot have run");
-    hold_release(&h);
-    EXPECT_INT_REACHES(&x.inner_runs, 1);
-    cr_assert_not(pthread_equal(x.inner_tid, pthread_self()));
-    cr_assert_eq(x.inner_worker, 0);
-    test_pool_free(p);
-    cr_assert_eq(atomic_load(&x.inner_runs), 1);
-    cr_assert_eq(atomic_load(&h.cancelled), 0);
-    expect_no_leaks();
-}
+Test(exec_pool, post_from_main_is_queued_and_runs_once_on_a_worker) { pd_from_main_while_busy(false); }
 
 Test(exec_pool, dispatch_on_a_worker_runs_inline) {
     ex_pool *p = test_pool_new(2);
     for (int i = 0; i < 50; i++) {
         pd x;
-        pd_init(&x, p, true);
-        pd_run(&x, p);
+        pd_go(&x, p, true, p);
         cr_assert(x.inner_saw_inside_call, "dispatch on a worker of the pool must run the item inline");
         cr_assert_eq(x.inner_runs_after_call, 1, "the item had not run when ex_dispatch returned");
         cr_assert_eq(x.inner_saw_outer_done, 0);
@@ -200,49 +223,17 @@ Test(exec_pool, dispatch_on_a_worker_runs_inline) {
     expect_no_leaks();
 }
 
-Test(exec_pool, dispatch_from_main_is_queued) {
-    hold h;
-    ex_pool *p = held_pool(&h);
-    pd x;
-    pd_init(&x, p, true);
-    tl_inside_call = true;
-    ex_error e = ex_dispatch(ex_pool_scheduler(p), &x.inner);
-    tl_inside_call = false;
-    cr_assert_eq(e.code, 0, "ex_dispatch: %s", e.msg ? e.msg : "");
-    cr_assert_eq(atomic_load(&x.inner_runs), 0, "dispatch from a non-worker ran the item inline");
-    hold_release(&h);
-    EXPECT_INT_REACHES(&x.inner_runs, 1);
-    cr_assert_not(x.inner_saw_inside_call);
-    cr_assert_not(pthread_equal(x.inner_tid, pthread_self()));
-    cr_assert_eq(x.inner_worker, 0);
-    test_pool_free(p);
-    cr_assert_eq(atomic_load(&x.inner_runs), 1);
-    expect_no_leaks();
-}
+Test(exec_pool, dispatch_from_main_is_queued) { pd_from_main_while_busy(true); }
 
 Test(exec_pool, dispatch_from_a_worker_of_another_pool_is_queued) {
     ex_pool *p = test_pool_new(1);
     ex_pool *q = test_pool_new(1);
     pd x;
-    pd_init(&x, p, true); /* outer runs on q, dispatches to p */
-    pd_run(&x, q);
+    pd_go(&x, p, true, q); /* outer runs on q, dispatches to p */
     cr_assert_not(x.inner_saw_inside_call, "dispatch to p from q's worker ran inline");
     cr_assert_eq(x.inner_worker, 0, "the item must run on p's worker");
     cr_assert_not(pthread_equal(x.inner_tid, x.outer_tid));
     test_pool_free(q);
-    test_pool_free(p);
-    expect_no_leaks();
-}
-
-Test(exec_pool, post_and_dispatch_reject_bad_work_items) {
-    ex_pool *p = test_pool_new(1);
-    ex_scheduler sch = ex_pool_scheduler(p);
-    ex_work w;
-    memset(&w, 0, sizeof w);
-    cr_assert_eq(ex_post(sch, NULL).code, EX_EINVAL);
-    cr_assert_eq(ex_post(sch, &w).code, EX_EINVAL, "execute NULL");
-    cr_assert_eq(ex_dispatch(sch, NULL).code, EX_EINVAL);
-    cr_assert_eq(ex_dispatch(sch, &w).code, EX_EINVAL);
     test_pool_free(p);
     expect_no_leaks();
 }

@@ -280,6 +280,13 @@ static void run_items_and_destroy(ex_pool *p, int items) {
     test_pool_free(p);
 }
 
+/* In a new temporary file (its name into path): the trace of a pool as
+ * traced_pool makes it that ran `items` items and was destroyed. */
+static void traced_run(char *path, unsigned threads, const char *prefix, unsigned capacity, int items) {
+    temp_path(path);
+    run_items_and_destroy(traced_pool(threads, prefix, path, capacity), items);
+}
+
 static void check_trace(const char *path, const char *prefix, unsigned threads, int min_runs) {
     char *text = read_all(path);
     cr_assert_not_null(text, "no trace written to %s", path);
@@ -298,9 +305,7 @@ static void check_trace(const char *path, const char *prefix, unsigned threads, 
 
 Test(exec_pool, trace_path_gets_chrome_trace_json) {
     char path[] = "/tmp/cexec_pool_trace_XXXXXX";
-    temp_path(path);
-    ex_pool *p = traced_pool(2, "trc", path, 0);
-    run_items_and_destroy(p, 100);
+    traced_run(path, 2, "trc", 0, 100);
     check_trace(path, "trc", 2, 100);
     unlink(path);
     expect_no_leaks();
@@ -308,9 +313,7 @@ Test(exec_pool, trace_path_gets_chrome_trace_json) {
 
 Test(exec_pool, trace_capacity_drops_later_events_and_stays_valid) {
     char path[] = "/tmp/cexec_pool_trace_XXXXXX";
-    temp_path(path);
-    ex_pool *p = traced_pool(1, "cap", path, 4);
-    run_items_and_destroy(p, 50);
+    traced_run(path, 1, "cap", 4, 50);
     check_trace(path, "cap", 1, 1);
     char *text = read_all(path);
     cr_assert_not_null(text);
@@ -351,9 +354,7 @@ Test(exec_pool, trace_path_in_config_wins_over_env_var) {
 
 Test(exec_pool, trace_is_valid_json_with_quotes_in_the_prefix) {
     char path[] = "/tmp/cexec_pool_trace_XXXXXX";
-    temp_path(path);
-    ex_pool *p = traced_pool(1, "a\"b\\c", path, 0);
-    run_items_and_destroy(p, 3);
+    traced_run(path, 1, "a\"b\\c", 0, 3);
     char *text = read_all(path);
     cr_assert_not_null(text);
     cr_assert(json_valid(text), "a prefix with a quote and a backslash breaks the trace JSON:\n%.600s", text);

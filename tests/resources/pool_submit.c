@@ -158,6 +158,9 @@ static struct {
     atomic_int failures, off_worker, not_value;
 } T;
 
+/* Node id (and so its subtree) could not be submitted: counted as done. */
+static void tree_lost(int id);
+
 static long subtree_size(int id) {
     int depth = 0;
     for (int x = id; x > 1; x >>= 1) depth++;
@@ -202,19 +205,22 @@ static const ex_receiver_vtable tnode_vt = { tnode_value, tnode_error, tnode_sto
 static void tree_spawn(int id) {
     tnode *nd = ex_allocate(ex_default_allocator(), sizeof *nd, alignof(tnode));
     if (!nd) {
-        atomic_fetch_add(&T.failures, 1);
-        atomic_fetch_add(&T.done, subtree_size(id));
+        tree_lost(id);
         return;
     }
     nd->id = id;
     ex_receiver r = { &tnode_vt, nd };
     if (ex_connect_alloc(T.snd, r, &nd->op).code) {
         ex_deallocate(ex_default_allocator(), nd, sizeof *nd, alignof(tnode));
-        atomic_fetch_add(&T.failures, 1);
-        atomic_fetch_add(&T.done, subtree_size(id));
+        tree_lost(id);
         return;
     }
     ex_start(nd->op);
+}
+
+static void tree_lost(int id) {
+    atomic_fetch_add(&T.failures, 1);
+    atomic_fetch_add(&T.done, subtree_size(id));
 }
 
 static void check_tree_counts(void) {
@@ -275,8 +281,7 @@ static void pnode_cancel(ex_work *w) {
 static void ptree_post(int id) {
     pnode *nd = ex_allocate(ex_default_allocator(), sizeof *nd, alignof(pnode));
     if (!nd) {
-        atomic_fetch_add(&T.failures, 1);
-        atomic_fetch_add(&T.done, subtree_size(id));
+        tree_lost(id);
         return;
     }
     nd->w.next = NULL;
@@ -285,8 +290,7 @@ static void ptree_post(int id) {
     nd->id = id;
     if (ex_post(ex_pool_scheduler(T.pool), &nd->w).code) {
         ex_deallocate(ex_default_allocator(), nd, sizeof *nd, alignof(pnode));
-        atomic_fetch_add(&T.failures, 1);
-        atomic_fetch_add(&T.done, subtree_size(id));
+        tree_lost(id);
     }
 }
 
@@ -503,7 +507,6 @@ Test(exec_pool, new_pool_at_a_recycled_address_gets_its_work) {
 typedef struct cross {
     ex_pool *p, *q;
     int inner_worker_q;
-    int depth;
 } cross;
 
 static ex_error cross_inner(void *ctx, const ex_value *in, size_t n, ex_value *out) {

@@ -44,8 +44,7 @@ Test(exec_run_loop, items_pushed_while_running_run_in_order) {
     e.it[0].push[1] = &e.it[3];
     cr_assert_eq(ex_run_loop_count(&e.loop), 2);
     cr_assert_eq(ex_run_loop_run(&e.loop).code, 0);
-    rl_expect_log_in_order(&e.log, 4);
-    rl_env_close(&e);
+    rl_env_close_after(&e, 4);
 }
 
 Test(exec_run_loop, finish_inside_item_still_drains_the_queue) {
@@ -91,8 +90,7 @@ Test(exec_run_loop, finish_before_run_drains_queue_and_returns) {
     ex_run_loop_finish(&e.loop);
     cr_assert_eq(e.log.n, 0, "finish runs nothing by itself");
     cr_assert_eq(ex_run_loop_run(&e.loop).code, 0);
-    rl_expect_log_in_order(&e.log, 3);
-    rl_env_close(&e);
+    rl_env_close_after(&e, 3);
 }
 
 Test(exec_run_loop, finish_before_run_on_empty_loop_returns_at_once) {

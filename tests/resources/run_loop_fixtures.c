@@ -36,14 +36,21 @@ void rl_expect_log_in_order(const rl_log *log, int n) {
 
 void rl_env_open(rl_env *e, int pushed) {
     cr_assert_eq(ex_run_loop_init(&e->loop).code, 0);
+    e->sched = ex_schedule(ex_run_loop_scheduler(&e->loop));
     e->log.n = 0;
     for (int i = 0; i < RL_ITEMS; i++) rl_item_init(&e->it[i], i, &e->log, &e->loop);
     for (int i = 0; i < pushed; i++) ex_run_loop_push(&e->loop, &e->it[i].work);
 }
 
 void rl_env_close(rl_env *e) {
+    ex_sender_release(e->sched);
     cr_assert_eq(ex_run_loop_destroy(&e->loop).code, 0);
     expect_no_leaks();
+}
+
+void rl_env_close_after(rl_env *e, int n) {
+    rl_expect_log_in_order(&e->log, n);
+    rl_env_close(e);
 }
 
 static void *rl_runner_main(void *arg) {

@@ -43,15 +43,19 @@ void rl_expect_log_in_order(const rl_log *log, int n);
 
 typedef struct rl_env {
     ex_run_loop loop;
+    ex_sender *sched;  /* schedule(the loop's scheduler) */
     rl_log log;
     rl_item it[RL_ITEMS];
 } rl_env;
 
-/* Initialises the loop (asserting), an empty log and the items, and pushes
- * the first `pushed` of them. */
+/* Initialises the loop (asserting), its schedule sender, an empty log and
+ * the items, and pushes the first `pushed` of them. */
 void rl_env_open(rl_env *e, int pushed);
-/* Destroys the loop (asserting EX_OK) and checks nothing leaked. */
+/* Releases the sender, destroys the loop (asserting EX_OK) and checks
+ * nothing leaked. */
 void rl_env_close(rl_env *e);
+/* The same after checking that items 0..n-1 ran, in order. */
+void rl_env_close_after(rl_env *e, int n);
 
 /* A thread that runs fn(arg) (ex_run_loop_run by default). */
 typedef struct rl_runner {

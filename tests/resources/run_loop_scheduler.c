@@ -11,18 +11,19 @@
 /* ------------------------------------------------------------ scheduler */
 
 Test(exec_run_loop, scheduler_equality) {
-    rl_env a, b;
+    rl_env a;
     rl_env_open(&a, 0);
-    rl_env_open(&b, 0);
+    ex_run_loop b;
+    cr_assert_eq(ex_run_loop_init(&b).code, 0);
     ex_scheduler sa1 = ex_run_loop_scheduler(&a.loop), sa2 = ex_run_loop_scheduler(&a.loop);
-    ex_scheduler sb = ex_run_loop_scheduler(&b.loop);
+    ex_scheduler sb = ex_run_loop_scheduler(&b);
     cr_assert(ex_scheduler_valid(sa1));
     cr_assert(ex_scheduler_equal(sa1, sa2), "schedulers from the same loop compare equal");
     cr_assert(ex_scheduler_equal(sa1, sa1));
     cr_assert_not(ex_scheduler_equal(sa1, sb), "schedulers from different loops are not equal");
     cr_assert_not(ex_scheduler_equal(sb, sa2));
     cr_assert_not(ex_scheduler_equal(sa1, ex_inline_scheduler()));
-    rl_env_close(&b);
+    cr_assert_eq(ex_run_loop_destroy(&b).code, 0);
     rl_env_close(&a);
 }
 
@@ -36,17 +37,18 @@ Test(exec_run_loop, forward_progress_guarantee) {
 }
 
 Test(exec_run_loop, schedule_sender_attributes_and_signatures) {
-    rl_env e, other;
+    rl_env e;
     rl_env_open(&e, 0);
-    rl_env_open(&other, 0);
+    ex_run_loop other;
+    cr_assert_eq(ex_run_loop_init(&other).code, 0);
     ex_scheduler sch = ex_run_loop_scheduler(&e.loop);
-    ex_sender *s = ex_schedule(sch);
+    ex_sender *s = e.sched;
     cr_assert_eq(ex_sender_status(s).code, 0);
     ex_scheduler got;
     memset(&got, 0, sizeof got);
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
     cr_assert(ex_scheduler_equal(got, sch), "value completion scheduler is the loop's");
-    cr_assert_not(ex_scheduler_equal(got, ex_run_loop_scheduler(&other.loop)));
+    cr_assert_not(ex_scheduler_equal(got, ex_run_loop_scheduler(&other)));
     memset(&got, 0, sizeof got);
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_stopped, &got));
     cr_assert(ex_scheduler_equal(got, sch), "stopped completion scheduler is the loop's");
@@ -56,15 +58,14 @@ Test(exec_run_loop, schedule_sender_attributes_and_signatures) {
     cr_assert_eq(sg->nvalues, 1);
     cr_assert_eq(sg->values[0].arity, 0, "set_value()");
     cr_assert(sg->flags & EX_SIGS_STOPPED, "set_stopped() is a completion of the run-loop sender");
-    ex_sender_release(s);
-    rl_env_close(&other);
+    cr_assert_eq(ex_run_loop_destroy(&other).code, 0);
     rl_env_close(&e);
 }
 
 Test(exec_run_loop, schedule_completes_on_the_thread_running_run) {
     rl_env e;
     rl_env_open(&e, 0);
-    ex_sender *s = ex_schedule(ex_run_loop_scheduler(&e.loop));
+    ex_sender *s = e.sched;
     rl_sched_op o;
     rl_sched_ops_start(&o, 1, s);
     cr_assert_eq(rec_total(&o.r), 0, "start only queues the operation");
@@ -78,14 +79,13 @@ Test(exec_run_loop, schedule_completes_on_the_thread_running_run) {
     cr_assert_eq(o.r.n, 0);
     cr_assert_neq(rn.thread, test_thread_id());
     rl_sched_ops_expect_values(&o, 1, rn.thread); /* on the thread running run() */
-    ex_sender_release(s);
     rl_env_close(&e);
 }
 
 Test(exec_run_loop, schedule_sender_is_multi_shot_and_fifo) {
     rl_env e;
     rl_env_open(&e, 0);
-    ex_sender *s = ex_schedule(ex_run_loop_scheduler(&e.loop));
+    ex_sender *s = e.sched;
     rl_sched_op o[3];
     rl_sched_ops_start(o, 3, s);
     e.it[0].finish = true; /* a marker behind them */
@@ -98,14 +98,13 @@ Test(exec_run_loop, schedule_sender_is_multi_shot_and_fifo) {
     cr_assert_eq(ex_run_loop_run(&e.loop).code, 0);
     rl_sched_ops_expect_values(o, 3, NULL);
     cr_assert_eq(e.log.n, 1);
-    ex_sender_release(s);
     rl_env_close(&e);
 }
 
 Test(exec_run_loop, stop_requested_before_the_item_runs_gives_set_stopped) {
     rl_env e;
     rl_env_open(&e, 0);
-    ex_sender *s = ex_schedule(ex_run_loop_scheduler(&e.loop));
+    ex_sender *s = e.sched;
     enum { BEFORE_START, AFTER_START, NOT_STOPPED };
     rl_sched_op o[3];
     for (int i = 0; i < 3; i++) {
@@ -128,7 +127,6 @@ Test(exec_run_loop, stop_requested_before_the_item_runs_gives_set_stopped) {
     }
     cr_assert_eq(o[BEFORE_START].r.thread, test_thread_id());
     rl_sched_ops_expect_values(&o[NOT_STOPPED], 1, NULL);
-    ex_sender_release(s);
     rl_env_close(&e);
 }
 
@@ -202,7 +200,7 @@ Test(exec_run_loop, many_producers_each_item_exactly_once) {
     rl_consumer cons;
     memset(&cons, 0, sizeof cons);
     for (int p = 0; p < RL_PRODUCERS; p++) cons.last_seq[p] = -1;
-    ex_sender *sched = ex_schedule(ex_run_loop_scheduler(loop));
+    ex_sender *sched = e.sched;
 
     rl_producer prod[RL_PRODUCERS];
     for (int p = 0; p < RL_PRODUCERS; p++) {
@@ -263,7 +261,6 @@ Test(exec_run_loop, many_producers_each_item_exactly_once) {
         free(prod[p].items);
         free(prod[p].ops);
     }
-    ex_sender_release(sched);
     cr_assert_str_empty(why, "%s", why);
     cr_assert_eq(rn.result.code, 0);
     cr_assert_eq(cons.order_errors, 0, "items of one producer ran out of order");

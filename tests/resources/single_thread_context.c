@@ -11,18 +11,19 @@
 
 /* ------------------------------------------------- single_thread_context */
 
+/* Notes (in *ctx, a pthread_t) the thread it runs on. */
+static ex_error rl_record_thread(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    *(pthread_t *)ctx = pthread_self();
+    return ex_ok();
+}
+
+/* Destroys its own context from the context's thread. */
 typedef struct rl_where {
     pthread_t thread;
     ex_single_thread_context *ctx;
     ex_error destroy_result;
 } rl_where;
-
-static ex_error rl_record_thread(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    (void)in, (void)n, (void)out;
-    rl_where *w = ctx;
-    w->thread = pthread_self();
-    return ex_ok();
-}
 
 static ex_error rl_destroy_from_inside(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)in, (void)n;
@@ -40,14 +41,12 @@ static void stc_init(ex_single_thread_context *ctx) {
 /* Runs rl_record_thread on ctx through sync_wait; asserts it ran on the
  * context's thread. */
 static void record_thread_on(ex_single_thread_context *ctx) {
-    rl_where w;
-    memset(&w, 0, sizeof w);
-    w.thread = pthread_self();
+    pthread_t ran_on = pthread_self();
     ex_result r = ex_sync_wait(
-        ex_then(ex_schedule(ex_single_thread_context_scheduler(ctx)), rl_record_thread, &w, EX_SIG0, EX_SIG0));
+        ex_then(ex_schedule(ex_single_thread_context_scheduler(ctx)), rl_record_thread, &ran_on, EX_SIG0, EX_SIG0));
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "got %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
     ex_result_destroy(&r);
-    cr_assert(pthread_equal(w.thread, ex_single_thread_context_thread_id(ctx)), "work runs on the context's thread");
+    cr_assert(pthread_equal(ran_on, ex_single_thread_context_thread_id(ctx)), "work runs on the context's thread");
 }
 
 Test(exec_run_loop, single_thread_context_runs_work_on_its_thread) {
@@ -247,8 +246,7 @@ enum { RL_RACE_ROUNDS = 60, RL_RACE_SUBMITTERS = 2, RL_RACE_MAX = 20000 };
 typedef struct rl_submitter {
     ex_single_thread_context *ctx;
     rl_counted *items;
-    int accepted;
-    int last_code;
+    int accepted, last_code;
 } rl_submitter;
 
 static void *rl_submitter_main(void *arg) {

@@ -84,20 +84,25 @@ static void call_from_main_while_busy(rig *r, bool use_dispatch) {
     cr_assert_eq(a->worker, 0);
 }
 
+/* From the only worker of the rig's pool, outside the strand, `rounds`
+ * times: the item is queued, and runs on that worker after the call. */
+static void call_from_the_worker(rig *r, bool use_dispatch, int rounds) {
+    for (int k = 0; k < rounds; k++) {
+        item in;
+        caller c;
+        call_from_worker(r->p, r->s, r->b, use_dispatch, &c, &in);
+        cr_assert_eq(c.runs_at_return, 0, "round %d: %s on a pool worker outside the strand ran the item inline", k,
+                     use_dispatch ? "dispatch" : "post");
+        cr_assert_not(in.saw_in_call);
+        cr_assert(pthread_equal(in.tid, c.tid), "one worker: the item runs on it, after the caller returned");
+    }
+}
+
 Test(exec_strand, post_never_runs_inline_on_a_pool) {
     rig r;
     rig_open_held(&r, 1, 0);
     call_from_main_while_busy(&r, false);
-
-    /* From a worker of the pool, to an idle strand. */
-    for (int k = 0; k < 20; k++) {
-        item in;
-        caller c;
-        call_from_worker(r.p, r.s, r.b, false, &c, &in);
-        cr_assert_eq(c.runs_at_return, 0, "round %d: the posted item ran inside ex_post on the worker", k);
-        cr_assert_not(in.saw_in_call);
-        cr_assert(pthread_equal(in.tid, c.tid), "one worker: the item runs on it, after the poster returned");
-    }
+    call_from_the_worker(&r, false, 20); /* to an idle strand */
 
     /* From inside a strand item to the same strand. */
     item outer, inner;
@@ -261,15 +266,7 @@ Test(exec_strand, dispatch_from_outside_the_strand_queues_the_item) {
     rig r;
     rig_open_held(&r, 1, 0);
     call_from_main_while_busy(&r, true);
-
-    /* From a worker of the underlying pool that is not inside the strand. */
-    for (int k = 0; k < 20; k++) {
-        item in;
-        caller c;
-        call_from_worker(r.p, r.s, r.b, true, &c, &in);
-        cr_assert_eq(c.runs_at_return, 0, "round %d: dispatch on a pool worker outside the strand ran inline", k);
-        cr_assert_not(in.saw_in_call);
-    }
+    call_from_the_worker(&r, true, 20); /* a worker of the underlying pool, not inside the strand */
     rig_close(&r, false);
 }
 

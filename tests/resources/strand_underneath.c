@@ -285,10 +285,12 @@ static const ex_scheduler_vtable manual_vt = {
     .progress = EX_PROGRESS_WEAKLY_PARALLEL,
 };
 
+/* Also clears manual_overlaps (one manual scheduler per test at a time). */
 static void manual_init(manual *m, int mode) {
     memset(m, 0, sizeof *m);
     pthread_mutex_init(&m->mu, NULL);
     m->mode = mode;
+    atomic_store(&manual_overlaps, 0);
 }
 
 static ex_scheduler manual_scheduler(manual *m) {
@@ -317,7 +319,6 @@ Test(exec_strand, strand_over_a_scheduler_without_post) {
     enum { N = 200, M = 20 };
     manual m;
     manual_init(&m, MS_QUEUE);
-    atomic_store(&manual_overlaps, 0);
     rig r;
     rig_open_over(&r, manual_scheduler(&m), N + 1, M);
     for (int i = 0; i < M; i++) r.o[i].id = N + i;
@@ -363,7 +364,6 @@ Test(exec_strand, strand_over_a_scheduler_without_post_driven_by_a_thread) {
     enum { T = 3, N = 2000 };
     manual m;
     manual_init(&m, MS_QUEUE);
-    atomic_store(&manual_overlaps, 0);
     rig r;
     rig_open_over(&r, manual_scheduler(&m), T * N, 0);
     pthread_t dt;
@@ -394,7 +394,6 @@ Test(exec_strand, strand_over_a_scheduler_that_refuses_drops_the_queue) {
     for (int k = 0; k < 3; k++) {
         manual m;
         manual_init(&m, modes[k]);
-        atomic_store(&manual_overlaps, 0);
         rig r;
         rig_open_over(&r, manual_scheduler(&m), 2, 1);
         item *a = &r.it[0], *c = &r.it[1];
