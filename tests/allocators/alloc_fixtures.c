@@ -164,6 +164,66 @@ void join_threads(pthread_t *th, int n) {
     for (int i = 0; i < n; i++) cr_assert_eq(pthread_join(th[i], NULL), 0);
 }
 
+/* ------------------------------------------------------------ OOM sweeps */
+
+#define SWEEP_MAX_K 500
+
+/* Makes the run's sender with allocation k failing; returns the fault
+ * allocator (NULL: the test allocator fails). */
+static ex_sender *sweep_arm(sweep_mode mode, long k, ex_fault_allocator *f, const ex_allocator **fa, sweep_build build,
+                            void *ctx) {
+    *fa = NULL;
+    if (mode == SWEEP_TEST_ALLOCATOR) {
+        test_alloc_reset();
+        test_alloc_fail_at(k);
+        return build(ctx);
+    }
+    ex_fault_allocator_init(f, &test_allocator);
+    *fa = ex_fault_allocator_get(f);
+    ex_fault_allocator_fail_nth(f, (uint64_t)k);
+    if (mode == SWEEP_FAULT_CHAIN) return ex_write_env(build(ctx), &ex_key_get_allocator, ex_alloc_value(*fa));
+    ex_set_default_allocator(*fa); /* for the build and the run */
+    return build(ctx);
+}
+
+long oom_sweep(const char *name, sweep_mode mode, sweep_build build, sweep_check check, void *ctx) {
+    long hits = 0, k;
+    long base = test_stats.in_use; /* e.g. a pool made before the sweep */
+    for (k = 1; k <= SWEEP_MAX_K; k++) {
+        ex_fault_allocator f;
+        const ex_allocator *fa;
+        ex_sender *s = sweep_arm(mode, k, &f, &fa, build, ctx);
+        ex_result r = ex_sync_wait(s);
+        ex_set_default_allocator(&test_allocator);
+        long failures = fa ? (long)stats_of(fa).failures : test_stats.failed;
+        cr_assert_leq(failures, 1, "%s, k=%ld: only one allocation fails", name, k);
+        bool failed = failures == 1;
+        if (r.disposition == EX_DISP_ERROR && r.error.code == EX_ENOMEM) {
+            cr_assert(failed, "%s, k=%ld: EX_ENOMEM without a failed allocation (%s)", name, k,
+                      r.error.msg ? r.error.msg : "");
+            cr_assert_not_null(r.error.msg, "%s, k=%ld", name, k);
+        } else {
+            check(&r, ctx, k, failed);
+        }
+        ex_result_destroy(&r);
+        if (fa) {
+            ex_alloc_stats fs = stats_of(fa);
+            cr_assert_eq(fs.allocations, fs.frees, "%s, k=%ld: %llu allocation(s) from the fault allocator, %llu free(s)",
+                         name, k, (unsigned long long)fs.allocations, (unsigned long long)fs.frees);
+            cr_assert_eq(fs.bytes_in_use, 0u, "%s, k=%ld", name, k);
+        } else {
+            expect_no_leaks();
+        }
+        cr_assert_eq(test_stats.in_use, base, "%s, k=%ld: leaked %ld block(s)", name, k, test_stats.in_use - base);
+        if (!failed) break;
+        hits++;
+    }
+    if (mode == SWEEP_TEST_ALLOCATOR) test_alloc_reset();
+    cr_assert_leq(k, SWEEP_MAX_K, "%s: the sweep did not reach a run without failures", name);
+    cr_assert_gt(hits, 0, "%s: no run hit an allocation failure", name);
+    return hits;
+}
+
 /* ---------------------------------------------------------------- pools */
 
 ex_pool *alloc_pool(unsigned threads, bool arenas, const ex_allocator *frame_alloc) {

@@ -78,6 +78,25 @@ ex_sender *let_plus3(void *ctx, const ex_value *in, size_t n);
 /* bulk: counts index i in ((atomic_uint *)ctx)[i]. */
 ex_error bulk_count(void *ctx, size_t i, const ex_value *v, size_t n);
 
+/* ------------------------------------------------------------ OOM sweeps */
+
+typedef enum sweep_mode {
+    SWEEP_TEST_ALLOCATOR,  /* fail allocation k of the suite's test allocator (the default) */
+    SWEEP_FAULT_DEFAULT,   /* a fault allocator over it, installed as the default */
+    SWEEP_FAULT_CHAIN,     /* a fault allocator over it, as the chain's allocator (write_env) */
+} sweep_mode;
+
+typedef ex_sender *(*sweep_build)(void *ctx);
+/* Checks a result that is not EX_ENOMEM.  failed: an allocation failed. */
+typedef void (*sweep_check)(const ex_result *r, void *ctx, long k, bool failed);
+
+/* For k = 1, 2, ...: fail allocation k (as mode says) of a run of the
+ * sender build(ctx) makes; the run ends with EX_ENOMEM (an allocation
+ * failed) or what check accepts, and leaks nothing.  Stops at the first k
+ * where no allocation failed; returns how many runs hit a failure (at
+ * least one). */
+long oom_sweep(const char *name, sweep_mode mode, sweep_build build, sweep_check check, void *ctx);
+
 /* A pool whose work allocates from frame_alloc if given, else from
  * per-worker arenas (arenas) or the process default. */
 ex_pool *alloc_pool(unsigned threads, bool arenas, const ex_allocator *frame_alloc);

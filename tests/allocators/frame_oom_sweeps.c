@@ -13,58 +13,7 @@
 
 /* ============================================================ OOM sweeps */
 
-#define MAX_K 400
-
-typedef enum sweep_mode { AS_DEFAULT, AS_CHAIN } sweep_mode;
-
-typedef ex_sender *(*sweep_build)(void *ctx);
-/* Checks a result that is not EX_ENOMEM.  failed: an allocation failed. */
-typedef void (*sweep_check)(const ex_result *r, void *ctx, long k, bool failed);
-
-/* For k = 1, 2, ...: fail allocation k of a fault allocator over the test
- * allocator, installed as the default or as the chain's allocator; the run
- * ends with EX_ENOMEM (an allocation failed) or the correct result, and
- * leaks nothing.  Stops at the first k where no allocation failed. */
-static long sweep(const char *name, sweep_mode mode, sweep_build build, sweep_check check, void *ctx) {
-    long hits = 0, k;
-    long base = test_stats.in_use; /* e.g. a pool made before the sweep */
-    for (k = 1; k <= MAX_K; k++) {
-        ex_fault_allocator f;
-        ex_fault_allocator_init(&f, &test_allocator);
-        const ex_allocator *fa = ex_fault_allocator_get(&f);
-        ex_fault_allocator_fail_nth(&f, (uint64_t)k);
-        ex_sender *s;
-        if (mode == AS_DEFAULT) {
-            ex_set_default_allocator(fa);
-            s = build(ctx);
-        } else {
-            s = ex_write_env(build(ctx), &ex_key_get_allocator, ex_alloc_value(fa));
-        }
-        ex_result r = ex_sync_wait(s);
-        ex_set_default_allocator(&test_allocator);
-        ex_alloc_stats fs = stats_of(fa);
-        cr_assert_leq(fs.failures, 1u, "%s, k=%ld: only one allocation fails", name, k);
-        bool failed = fs.failures == 1;
-        if (r.disposition == EX_DISP_ERROR && r.error.code == EX_ENOMEM) {
-            cr_assert(failed, "%s, k=%ld: EX_ENOMEM without a failed allocation (%s)", name, k,
-                      r.error.msg ? r.error.msg : "");
-            cr_assert_not_null(r.error.msg, "%s, k=%ld", name, k);
-        } else {
-            check(&r, ctx, k, failed);
-        }
-        ex_result_destroy(&r);
-        fs = stats_of(fa);
-        cr_assert_eq(fs.allocations, fs.frees, "%s, k=%ld: %llu allocation(s) from the fault allocator, %llu free(s)", name,
-                     k, (unsigned long long)fs.allocations, (unsigned long long)fs.frees);
-        cr_assert_eq(fs.bytes_in_use, 0u, "%s, k=%ld", name, k);
-        cr_assert_eq(test_stats.in_use, base, "%s, k=%ld: leaked %ld block(s)", name, k, test_stats.in_use - base);
-        if (!failed) break;
-        hits++;
-    }
-    cr_assert_leq(k, MAX_K, "%s: the sweep did not reach a run without failures", name);
-    cr_assert_gt(hits, 0, "%s: no run hit an allocation failure", name);
-    return hits;
-}
+#define SPAWN_MAX_K 400
 
 static void check_value_int(const ex_result *r, int64_t want, const char *name, long k) {
     cr_assert_eq(r->disposition, EX_DISP_VALUE, "%s, k=%ld: expected EX_ENOMEM or the value, got disposition %d (%d: %s)",
@@ -90,13 +39,13 @@ static void check_let3(const ex_result *r, void *ctx, long k, bool failed) {
 }
 
 Test(frame_allocators, oom_sweep_let_value_chain_fault_as_default) {
-    long hits = sweep("let_value chain (default)", AS_DEFAULT, build_let3, check_let3, NULL);
+    long hits = oom_sweep("let_value chain (default)", SWEEP_FAULT_DEFAULT, build_let3, check_let3, NULL);
     cr_expect_geq(hits, 6, "senders and inner operations were all swept (%ld)", hits);
     expect_no_leaks();
 }
 
 Test(frame_allocators, oom_sweep_let_value_chain_fault_as_chain_allocator) {
-    long hits = sweep("let_value chain (chain)", AS_CHAIN, build_let3, check_let3, NULL);
+    long hits = oom_sweep("let_value chain (chain)", SWEEP_FAULT_CHAIN, build_let3, check_let3, NULL);
     cr_expect_eq(hits, 3, "the chain allocator serves exactly the three inner operations (%ld)", hits);
     expect_no_leaks();
 }
@@ -127,8 +76,8 @@ static void check_when_all_error(const ex_result *r, void *ctx, long k, bool fai
 }
 
 Test(frame_allocators, oom_sweep_when_all_with_an_erroring_child) {
-    sweep("when_all error (default)", AS_DEFAULT, build_when_all_error, check_when_all_error, NULL);
-    long hits = sweep("when_all error (chain)", AS_CHAIN, build_when_all_error, check_when_all_error, NULL);
+    oom_sweep("when_all error (default)", SWEEP_FAULT_DEFAULT, build_when_all_error, check_when_all_error, NULL);
+    long hits = oom_sweep("when_all error (chain)", SWEEP_FAULT_CHAIN, build_when_all_error, check_when_all_error, NULL);
     cr_expect_geq(hits, 2, "the tuple copy and the inner operation come from the chain allocator (%ld)", hits);
     expect_no_leaks();
 }
@@ -155,8 +104,8 @@ static void check_split3(const ex_result *r, void *ctx, long k, bool failed) {
 }
 
 Test(frame_allocators, oom_sweep_split_with_three_consumers) {
-    sweep("split (default)", AS_DEFAULT, build_split3, check_split3, NULL);
-    sweep("split (chain)", AS_CHAIN, build_split3, check_split3, NULL);
+    oom_sweep("split (default)", SWEEP_FAULT_DEFAULT, build_split3, check_split3, NULL);
+    oom_sweep("split (chain)", SWEEP_FAULT_CHAIN, build_split3, check_split3, NULL);
     expect_no_leaks();
 }
 
@@ -187,9 +136,9 @@ static void bulk_sweeps(unsigned threads) {
     c.pool = alloc_pool(threads, false, NULL);
     char name[64];
     snprintf(name, sizeof name, "bulk on %u threads (default)", threads);
-    sweep(name, AS_DEFAULT, build_bulk, check_bulk, &c);
+    oom_sweep(name, SWEEP_FAULT_DEFAULT, build_bulk, check_bulk, &c);
     snprintf(name, sizeof name, "bulk on %u threads (chain)", threads);
-    long hits = sweep(name, AS_CHAIN, build_bulk, check_bulk, &c);
+    long hits = oom_sweep(name, SWEEP_FAULT_CHAIN, build_bulk, check_bulk, &c);
     if (threads > EX_BULK_INLINE_HELPERS + 1)
         cr_expect_eq(hits, 2, "%s: the helper items and the inner operation (%ld)", name, hits);
     else
@@ -223,12 +172,12 @@ static ex_sender *spawned_work(ex_scheduler sch, int64_t v) {
 }
 
 static void spawn_sweep(sweep_mode mode) {
-    const char *name = mode == AS_DEFAULT ? "spawn (default)" : "spawn (chain)";
+    const char *name = mode == SWEEP_FAULT_DEFAULT ? "spawn (default)" : "spawn (chain)";
     ex_pool *p = alloc_pool(2, false, NULL);
     ex_scheduler sch = ex_pool_scheduler(p);
     long base = test_stats.in_use; /* the pool */
     long hits = 0, k;
-    for (k = 1; k <= MAX_K; k++) {
+    for (k = 1; k <= SPAWN_MAX_K; k++) {
         ex_counting_scope scope;
         cr_assert_eq(ex_counting_scope_init(&scope).code, 0);
         ex_scope_token tok = ex_counting_scope_token(&scope);
@@ -239,12 +188,12 @@ static void spawn_sweep(sweep_mode mode) {
         ex_fault_allocator_fail_nth(&f, (uint64_t)k);
         ex_env_pair ep;
         ex_env_pair_init(&ep, &ex_key_get_allocator, ex_alloc_value(fa), ex_env_empty());
-        if (mode == AS_DEFAULT) ex_set_default_allocator(fa);
+        if (mode == SWEEP_FAULT_DEFAULT) ex_set_default_allocator(fa);
         int refused = 0;
         long want = 0;
         for (int i = 0; i < 3; i++) {
             ex_sender *w = spawned_work(sch, 10 * (i + 1));
-            ex_error e = mode == AS_DEFAULT ? ex_spawn(w, tok) : ex_spawn_env(w, tok, ex_env_of_pair(&ep));
+            ex_error e = mode == SWEEP_FAULT_DEFAULT ? ex_spawn(w, tok) : ex_spawn_env(w, tok, ex_env_of_pair(&ep));
             if (e.code) {
                 cr_assert_eq(e.code, EX_ENOMEM, "%s, k=%ld: spawn %d failed with %d (%s)", name, k, i, e.code,
                              e.msg ? e.msg : "");
@@ -286,18 +235,18 @@ static void spawn_sweep(sweep_mode mode) {
         if (!failed) break;
         hits++;
     }
-    cr_assert_leq(k, MAX_K, "%s: the sweep did not reach a run without failures", name);
+    cr_assert_leq(k, SPAWN_MAX_K, "%s: the sweep did not reach a run without failures", name);
     cr_assert_gt(hits, 0, "%s: no run hit an allocation failure", name);
-    if (mode == AS_CHAIN) cr_expect_eq(hits, 6, "%s: three spawn blocks and three inner operations (%ld)", name, hits);
+    if (mode == SWEEP_FAULT_CHAIN) cr_expect_eq(hits, 6, "%s: three spawn blocks and three inner operations (%ld)", name, hits);
     test_pool_free(p);
 }
 
 Test(frame_allocators, oom_sweep_spawn_into_counting_scope_fault_as_default) {
-    spawn_sweep(AS_DEFAULT);
+    spawn_sweep(SWEEP_FAULT_DEFAULT);
     expect_no_leaks();
 }
 
 Test(frame_allocators, oom_sweep_spawn_into_counting_scope_fault_as_chain_allocator) {
-    spawn_sweep(AS_CHAIN);
+    spawn_sweep(SWEEP_FAULT_CHAIN);
     expect_no_leaks();
 }

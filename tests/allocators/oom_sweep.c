@@ -8,43 +8,6 @@
 
 TEST_SUITE(oom_sweep, 20);
 
-#define MAX_K 500
-
-typedef ex_sender *(*build_fn)(void *ctx);
-/* Checks a value result (NULL: a single int, the case's `want`). */
-typedef void (*check_fn)(const ex_result *r);
-
-/* Runs the sweep; returns the number of runs that hit a failed allocation. */
-static long sweep(const char *name, build_fn build, check_fn check, void *ctx) {
-    long hits = 0;
-    long k;
-    for (k = 1; k <= MAX_K; k++) {
-        test_alloc_reset();
-        test_alloc_fail_at(k);
-        ex_result r = ex_sync_wait(build(ctx));
-        long failed = test_stats.failed;
-        cr_assert_leq(failed, 1, "%s, k=%ld: only one allocation is failed", name, k);
-        if (r.disposition == EX_DISP_ERROR && r.error.code == EX_ENOMEM) {
-            cr_assert_eq(failed, 1, "%s, k=%ld: EX_ENOMEM without a failed allocation (%s)", name, k,
-                         r.error.msg ? r.error.msg : "");
-            cr_assert_not_null(r.error.msg, "%s, k=%ld", name, k);
-        } else {
-            cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s, k=%ld: expected EX_ENOMEM or the value, got disposition %d (%d: %s)",
-                         name, k, r.disposition, r.error.code, r.error.msg ? r.error.msg : "");
-            check(&r);
-        }
-        ex_result_destroy(&r);
-        expect_no_leaks();
-        cr_assert_eq(test_stats.in_use, 0, "%s, k=%ld: leaked %ld block(s)", name, k, test_stats.in_use);
-        if (failed == 0) break;
-        hits++;
-    }
-    cr_assert_leq(k, MAX_K, "%s: the sweep did not reach a run without failures", name);
-    cr_assert_gt(hits, 0, "%s: no run hit an allocation failure", name);
-    test_alloc_reset();
-    return hits;
-}
-
 static void check_int(const ex_result *r, int64_t want) {
     cr_assert_eq(r->n, 1);
     cr_assert_eq(r->values[0].type, EX_T_INT);
@@ -72,15 +35,22 @@ typedef struct ctx_fixture {
  * accepts; on_context: it runs partly on a single-thread context. */
 typedef struct sweep_case {
     const char *name;
-    build_fn build;
-    check_fn check;
+    sweep_build build;
+    void (*check)(const ex_result *r);  /* NULL: a single int, `want` */
     int64_t want;
     bool on_context;
 } sweep_case;
 
 static const sweep_case *current_case;
 
-static void check_want(const ex_result *r) { check_int(r, current_case->want); }
+/* A value result, as the current case wants. */
+static void check_case(const ex_result *r, void *ctx, long k, bool failed) {
+    (void)ctx, (void)failed;
+    cr_assert_eq(r->disposition, EX_DISP_VALUE, "%s, k=%ld: expected EX_ENOMEM or the value, got disposition %d (%d: %s)",
+                 current_case->name, k, r->disposition, r->error.code, r->error.msg ? r->error.msg : "");
+    if (current_case->check) current_case->check(r);
+    else check_int(r, current_case->want);
+}
 
 static void sweep_case_run(const sweep_case *c) {
     ctx_fixture f;
@@ -89,7 +59,7 @@ static void sweep_case_run(const sweep_case *c) {
         f.sch = ex_single_thread_context_scheduler(&f.ctx);
     }
     current_case = c;
-    sweep(c->name, c->build, c->check ? c->check : check_want, &f);
+    oom_sweep(c->name, SWEEP_TEST_ALLOCATOR, c->build, check_case, &f);
     if (c->on_context) cr_assert_eq(ex_single_thread_context_destroy(&f.ctx).code, 0);
     expect_no_leaks();
 }

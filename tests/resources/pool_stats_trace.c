@@ -167,44 +167,38 @@ static bool j_number(jp *j) {
     return true;
 }
 
+/* The members of an object (keyed) or the elements of an array, after
+ * its opening bracket, up to and including the closing one. */
+static bool j_members(jp *j, char close, bool keyed) {
+    j_ws(j);
+    if (*j->s == close) {
+        j->s++;
+        return true;
+    }
+    for (;;) {
+        j_ws(j);
+        if (keyed) {
+            if (!j_string(j)) return false;
+            j_ws(j);
+            if (*j->s++ != ':') return false;
+        }
+        if (!j_value(j)) return false;
+        j_ws(j);
+        if (*j->s != ',') break;
+        j->s++;
+    }
+    if (*j->s != close) return false;
+    j->s++;
+    return true;
+}
+
 static bool j_value(jp *j) {
     j_ws(j);
     if (++j->depth > 64) return false;
     bool ok = false;
-    if (*j->s == '{') {
-        j->s++;
-        j_ws(j);
-        if (*j->s == '}') {
-            j->s++;
-            ok = true;
-        } else {
-            for (;;) {
-                j_ws(j);
-                if (!j_string(j)) break;
-                j_ws(j);
-                if (*j->s++ != ':') break;
-                if (!j_value(j)) break;
-                j_ws(j);
-                if (*j->s == ',') { j->s++; continue; }
-                if (*j->s == '}') { j->s++; ok = true; }
-                break;
-            }
-        }
-    } else if (*j->s == '[') {
-        j->s++;
-        j_ws(j);
-        if (*j->s == ']') {
-            j->s++;
-            ok = true;
-        } else {
-            for (;;) {
-                if (!j_value(j)) break;
-                j_ws(j);
-                if (*j->s == ',') { j->s++; continue; }
-                if (*j->s == ']') { j->s++; ok = true; }
-                break;
-            }
-        }
+    if (*j->s == '{' || *j->s == '[') {
+        char open = *j->s++;
+        ok = j_members(j, open == '{' ? '}' : ']', open == '{');
     } else if (*j->s == '"') {
         ok = j_string(j);
     } else if (!strncmp(j->s, "true", 4) || !strncmp(j->s, "null", 4)) {

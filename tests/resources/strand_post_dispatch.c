@@ -70,6 +70,14 @@ static void make_caller_item(item *outer, item *inner, ex_scheduler target, bool
     outer->sch = target;
 }
 
+/* Posts outer to the strand `on`; outer dispatches inner to target.
+ * Returns when inner ran. */
+static void dispatch_from_an_item(item *outer, item *inner, ex_scheduler on, ex_scheduler target) {
+    make_caller_item(outer, inner, target, true);
+    post_ok(on, outer);
+    EXPECT_INT_REACHES(&inner->runs, 1);
+}
+
 /* From main while the only worker of the rig's pool is busy: the item is
  * queued, and runs on the worker once it is free. */
 static void call_from_main_while_busy(rig *r, bool use_dispatch) {
@@ -279,9 +287,7 @@ Test(exec_strand, dispatch_from_inside_a_different_strand_queues_the_item) {
         item outer, inner;
         item_init(&outer, 0, r.b);
         item_init(&inner, 0, b2);
-        make_caller_item(&outer, &inner, ex_strand_scheduler(s2), true);
-        post_ok(r.sch, &outer);
-        EXPECT_INT_REACHES(&inner.runs, 1);
+        dispatch_from_an_item(&outer, &inner, r.sch, ex_strand_scheduler(s2));
         cr_assert_eq(outer.call_err.code, 0);
         cr_assert_eq(outer.ran_seen, 0, "round %d: dispatch to another (idle) strand ran inline", k);
         cr_assert_not(inner.saw_in_call);
@@ -304,17 +310,13 @@ Test(exec_strand, dispatch_to_the_outer_strand_from_an_inner_strand_item_runs_in
     item_init(&outer, 0, a.b);
     item_init(&inner, 0, b2);
     inner.nested = true;
-    make_caller_item(&outer, &inner, a.sch, true);
-    post_ok(ex_strand_scheduler(bs), &outer);
-    EXPECT_INT_REACHES(&inner.runs, 1);
+    dispatch_from_an_item(&outer, &inner, ex_strand_scheduler(bs), a.sch);
     EXPECT_INT_REACHES(&outer.runs, 1);
 
     item outer2, inner2;
     item_init(&outer2, 1, a.b);
     item_init(&inner2, 1, b2);
-    make_caller_item(&outer2, &inner2, ex_strand_scheduler(bs), true);
-    post_ok(a.sch, &outer2);
-    EXPECT_INT_REACHES(&inner2.runs, 1);
+    dispatch_from_an_item(&outer2, &inner2, a.sch, ex_strand_scheduler(bs));
     cr_assert_eq(outer2.call_err.code, 0);
     cr_assert_eq(outer2.ran_seen, 0, "dispatch to the inner strand from an outer item (not its turn) ran inline");
 
