@@ -318,13 +318,20 @@ Test(exec_pool, trace_capacity_drops_later_events_and_stays_valid) {
     expect_no_leaks();
 }
 
+/* A pool made while CEXEC_TRACE names env_path (a new temporary file),
+ * tracing to cfg_path if not NULL, that ran `items` items and was
+ * destroyed. */
+static void traced_run_with_env(char *env_path, unsigned threads, const char *cfg_path, int items) {
+    temp_path(env_path);
+    cr_assert_eq(setenv("CEXEC_TRACE", env_path, 1), 0);
+    ex_pool *p = traced_pool(threads, NULL, cfg_path, 0);
+    unsetenv("CEXEC_TRACE");
+    run_items_and_destroy(p, items);
+}
+
 Test(exec_pool, trace_from_cexec_trace_env_var) {
     char path[] = "/tmp/cexec_pool_trace_XXXXXX";
-    temp_path(path);
-    cr_assert_eq(setenv("CEXEC_TRACE", path, 1), 0);
-    ex_pool *p = traced_pool(2, NULL, NULL, 0);
-    unsetenv("CEXEC_TRACE");
-    run_items_and_destroy(p, 20);
+    traced_run_with_env(path, 2, NULL, 20);
     check_trace(path, "cexec", 2, 20);
     unlink(path);
     expect_no_leaks();
@@ -333,12 +340,8 @@ Test(exec_pool, trace_from_cexec_trace_env_var) {
 Test(exec_pool, trace_path_in_config_wins_over_env_var) {
     char env_path[] = "/tmp/cexec_pool_trace_env_XXXXXX";
     char cfg_path[] = "/tmp/cexec_pool_trace_cfg_XXXXXX";
-    temp_path(env_path);
     temp_path(cfg_path);
-    cr_assert_eq(setenv("CEXEC_TRACE", env_path, 1), 0);
-    ex_pool *p = traced_pool(1, NULL, cfg_path, 0);
-    unsetenv("CEXEC_TRACE");
-    run_items_and_destroy(p, 5);
+    traced_run_with_env(env_path, 1, cfg_path, 5);
     check_trace(cfg_path, "cexec", 1, 5);
     cr_assert_neq(access(env_path, F_OK), 0, "the env var's path was written although the config named one");
     unlink(cfg_path);
