@@ -1,10 +1,7 @@
 /* alloc_fixtures.c - see alloc_fixtures.h. */
-#include <dlfcn.h>
-#include <execinfo.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "allocators/alloc_fixtures.h"
 
@@ -22,82 +19,6 @@ bool aligned_to(const void *p, size_t align) { return ((uintptr_t)p & (align - 1
 uint32_t lcg(uint32_t *s) {
     *s = *s * 1664525u + 1013904223u;
     return *s >> 8;
-}
-
-/* ------------------------------------------------- a tracking allocator */
-
-static void *trk_allocate(void *ctx, size_t size, size_t align) {
-    trk_alloc *t = ctx;
-    void *p = NULL;
-    if (t->under) p = t->under->allocate(t->under->ctx, size, align);
-    else if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)) p = NULL;
-    if (!p) return NULL;
-    atomic_fetch_add(&t->allocs, 1);
-    atomic_fetch_add(&t->in_use, 1);
-    if (atomic_load(&t->armed)) {
-        int i = atomic_fetch_add(&t->traced, 1);
-        if (i < TRK_TRACES) {
-            t->size[i] = size;
-            t->depth[i] = backtrace(t->bt[i], TRK_DEPTH);
-        }
-    }
-    return p;
-}
-
-static void trk_deallocate(void *ctx, void *p, size_t size, size_t align) {
-    trk_alloc *t = ctx;
-    if (t->under) t->under->deallocate(t->under->ctx, p, size, align);
-    else free(p);
-    atomic_fetch_add(&t->frees, 1);
-    atomic_fetch_sub(&t->in_use, 1);
-}
-
-void trk_init(trk_alloc *t, const ex_allocator *under, const char *name) {
-    memset(t, 0, sizeof *t);
-    t->a.allocate = trk_allocate;
-    t->a.deallocate = trk_deallocate;
-    t->a.ctx = t;
-    t->a.name = name;
-    t->a.stats = NULL;
-    t->under = under;
-    atomic_init(&t->allocs, 0);
-    atomic_init(&t->frees, 0);
-    atomic_init(&t->in_use, 0);
-    atomic_init(&t->armed, 0);
-    atomic_init(&t->traced, 0);
-}
-
-/* Prints the recorded call stacks, resolved to function and line with
- * addr2line when it is installed (the test binary is not linked with
- * -rdynamic, so backtrace_symbols alone gives only offsets). */
-void trk_dump(trk_alloc *t, const char *label) {
-    int n = atomic_load(&t->traced);
-    if (n > TRK_TRACES) n = TRK_TRACES;
-    Dl_info self;
-    bool have_self = dladdr((void *)(uintptr_t)trk_dump, &self) != 0;
-    for (int i = 0; i < n; i++) {
-        fprintf(stderr, "[frame_allocators] %s: unexpected allocation #%d of %zu bytes from:\n", label, i + 1, t->size[i]);
-        backtrace_symbols_fd(t->bt[i], t->depth[i], 2);
-        if (!have_self) continue;
-        char cmd[64 + TRK_DEPTH * 24];
-        int len = snprintf(cmd, sizeof cmd, "addr2line -f -i -C -s -p -e /proc/%ld/exe", (long)getpid());
-        int frames = 0;
-        for (int j = 0; j < t->depth[i] && len < (int)sizeof cmd - 24; j++) {
-            Dl_info di;
-            if (!dladdr(t->bt[i][j], &di) || di.dli_fbase != self.dli_fbase) continue;
-            /* return addresses: step back into the call instruction */
-            len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %#lx",
-                            (unsigned long)((uintptr_t)t->bt[i][j] - (uintptr_t)di.dli_fbase - 1));
-            frames++;
-        }
-        if (!frames) continue;
-        fflush(stderr);
-        FILE *pipe = popen(cmd, "r");
-        if (!pipe) continue;
-        char line[512];
-        while (fgets(line, sizeof line, pipe)) fprintf(stderr, "    at %s", line);
-        pclose(pipe);
-    }
 }
 
 /* ------------------------------------------------- common sender pieces */

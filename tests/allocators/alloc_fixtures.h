@@ -1,8 +1,6 @@
 /* alloc_fixtures.h - what the allocator tests share: statistics read with
  * an assertion, alignment and a small deterministic generator, errors
- * recorded on other threads and asserted after joining, a tracking
- * allocator that can report where unexpected allocations came from,
- * sender pieces (plus one, let_value bodies, a bulk counter) and a pool
+ * recorded on other threads and asserted after joining, sender pieces (plus one, let_value bodies, a bulk counter) and a pool
  * with or without per-worker arenas. */
 #ifndef CEXEC_TEST_ALLOC_FIXTURES_H
 #define CEXEC_TEST_ALLOC_FIXTURES_H
@@ -41,29 +39,6 @@ void terr_check(thread_errors *t, const char *test);
 /* Starts n threads fn(args + i * arg_size); joins them. */
 void start_threads(pthread_t *th, int n, void *(*fn)(void *), void *args, size_t arg_size);
 void join_threads(pthread_t *th, int n);
-
-/* ------------------------------------------------- a tracking allocator */
-
-/* Counts allocations, optionally forwards to another allocator (else
- * posix_memalign), and, while armed, records the call stacks of the first
- * few allocations so an unexpected allocation can be located. */
-#define TRK_TRACES 4
-#define TRK_DEPTH 24
-
-typedef struct trk_alloc {
-    ex_allocator a;
-    const ex_allocator *under;
-    atomic_long allocs, frees, in_use;
-    atomic_int armed;
-    atomic_int traced;
-    void *bt[TRK_TRACES][TRK_DEPTH];
-    int depth[TRK_TRACES];
-    size_t size[TRK_TRACES];
-} trk_alloc;
-
-void trk_init(trk_alloc *t, const ex_allocator *under, const char *name);
-/* Prints the recorded call stacks (label names the allocator). */
-void trk_dump(trk_alloc *t, const char *label);
 
 /* ------------------------------------------------- common sender pieces */
 

@@ -2,6 +2,8 @@
  * environment scheduler's default, else the process default), and zero
  * allocations in the steady state of a statically built pipeline (suite
  * frame_allocators, declared in libc_default.c). */
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -9,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "allocators/alloc_fixtures.h"
 
@@ -19,22 +22,22 @@ static ex_sender *pipeline_on(ex_scheduler sch, int64_t v) {
 }
 
 Test(frame_allocators, get_allocator_answers_the_pool_allocator) {
-    trk_alloc x, y;
-    trk_init(&x, NULL, "X");
-    trk_init(&y, NULL, "Y");
-    ex_pool *p = alloc_pool(2, false, &x.a);
+    cnt_alloc x, y;
+    cnt_alloc_init_over(&x, NULL, "X");
+    cnt_alloc_init_over(&y, NULL, "Y");
+    ex_pool *p = alloc_pool(2, false, &x.base);
     ex_pool *plain = alloc_pool(1, false, NULL);
     ex_env_pair sp;
     ex_env_pair_init(&sp, &ex_key_get_scheduler, ex_sched_value(ex_pool_scheduler(p)), ex_env_empty());
-    cr_expect_eq(ex_get_allocator(ex_env_of_pair(&sp)), &x.a, "the scheduler's default allocator");
-    cr_expect_eq(ex_get_allocator(ex_env_forward(ex_env_of_pair(&sp))), &x.a, "through FWD-ENV too");
+    cr_expect_eq(ex_get_allocator(ex_env_of_pair(&sp)), &x.base, "the scheduler's default allocator");
+    cr_expect_eq(ex_get_allocator(ex_env_forward(ex_env_of_pair(&sp))), &x.base, "through FWD-ENV too");
 
     ex_env_pair ap;
-    ex_env_pair_init(&ap, &ex_key_get_allocator, ex_alloc_value(&y.a), ex_env_of_pair(&sp));
-    cr_expect_eq(ex_get_allocator(ex_env_of_pair(&ap)), &y.a, "an explicit allocator wins over the pool's");
+    ex_env_pair_init(&ap, &ex_key_get_allocator, ex_alloc_value(&y.base), ex_env_of_pair(&sp));
+    cr_expect_eq(ex_get_allocator(ex_env_of_pair(&ap)), &y.base, "an explicit allocator wins over the pool's");
     ex_env_pair sp2;
     ex_env_pair_init(&sp2, &ex_key_get_scheduler, ex_sched_value(ex_pool_scheduler(p)), ex_env_of_pair(&ap));
-    cr_expect_eq(ex_get_allocator(ex_env_of_pair(&sp2)), &y.a, "also when the scheduler is nearer");
+    cr_expect_eq(ex_get_allocator(ex_env_of_pair(&sp2)), &y.base, "also when the scheduler is nearer");
 
     ex_env_pair pp;
     ex_env_pair_init(&pp, &ex_key_get_scheduler, ex_sched_value(ex_pool_scheduler(plain)), ex_env_empty());
@@ -47,9 +50,9 @@ Test(frame_allocators, get_allocator_answers_the_pool_allocator) {
 }
 
 Test(frame_allocators, pool_work_allocates_from_the_pool_allocator) {
-    trk_alloc x;
-    trk_init(&x, NULL, "X");
-    ex_pool *p = alloc_pool(2, false, &x.a);
+    cnt_alloc x;
+    cnt_alloc_init_over(&x, NULL, "X");
+    ex_pool *p = alloc_pool(2, false, &x.base);
     long before = test_alloc_count();
     ex_result r = ex_sync_wait(pipeline_on(ex_pool_scheduler(p), 10));
     expect_value_int(&r, 13);
@@ -65,21 +68,21 @@ Test(frame_allocators, pool_work_allocates_from_the_pool_allocator) {
 }
 
 Test(frame_allocators, write_env_allocator_wins_over_the_pool_allocator) {
-    trk_alloc x, y;
-    trk_init(&x, NULL, "X");
-    trk_init(&y, NULL, "Y");
-    ex_pool *p = alloc_pool(2, false, &x.a);
+    cnt_alloc x, y;
+    cnt_alloc_init_over(&x, NULL, "X");
+    cnt_alloc_init_over(&y, NULL, "Y");
+    ex_pool *p = alloc_pool(2, false, &x.base);
     ex_scheduler sch = ex_pool_scheduler(p);
     /* Y written inside starts_on */
     ex_sender *inner = ex_write_env(ex_let_value(ex_just(ex_int(1)), let_plus3, NULL, EX_SIG(EX_T_INT)),
-                                    &ex_key_get_allocator, ex_alloc_value(&y.a));
+                                    &ex_key_get_allocator, ex_alloc_value(&y.base));
     ex_result r = ex_sync_wait(ex_starts_on(sch, inner));
     expect_value_int(&r, 4);
     ex_result_destroy(&r);
     cr_expect_eq(atomic_load(&y.allocs), 1, "inner write_env: from Y");
     cr_expect_eq(atomic_load(&x.allocs), 0, "inner write_env: nothing from the pool's allocator");
     /* Y written outside starts_on */
-    r = ex_sync_wait(ex_write_env(pipeline_on(sch, 1), &ex_key_get_allocator, ex_alloc_value(&y.a)));
+    r = ex_sync_wait(ex_write_env(pipeline_on(sch, 1), &ex_key_get_allocator, ex_alloc_value(&y.base)));
     expect_value_int(&r, 4);
     ex_result_destroy(&r);
     cr_expect_eq(atomic_load(&y.allocs), 2, "outer write_env: from Y");
@@ -91,9 +94,9 @@ Test(frame_allocators, write_env_allocator_wins_over_the_pool_allocator) {
 
 
 Test(frame_allocators, pool_bulk_helpers_come_from_the_pool_allocator) {
-    trk_alloc x;
-    trk_init(&x, NULL, "X");
-    ex_pool *p = alloc_pool(5, false, &x.a); /* 4 helpers > EX_BULK_INLINE_HELPERS */
+    cnt_alloc x;
+    cnt_alloc_init_over(&x, NULL, "X");
+    ex_pool *p = alloc_pool(5, false, &x.base); /* 4 helpers > EX_BULK_INLINE_HELPERS */
     enum { SHAPE = 1000 };
     static atomic_uint hits[SHAPE];
     for (int i = 0; i < SHAPE; i++) atomic_init(&hits[i], 0);
@@ -109,6 +112,99 @@ Test(frame_allocators, pool_bulk_helpers_come_from_the_pool_allocator) {
 }
 
 /* ================================================ zero steady-state allocs */
+
+/* ------------------------------------------------- a tracking allocator */
+
+/* Counts allocations, optionally forwards to another allocator (else
+ * posix_memalign), and, while armed, records the call stacks of the first
+ * few allocations so an unexpected allocation can be located. */
+#define TRK_TRACES 4
+#define TRK_DEPTH 24
+
+typedef struct trk_alloc {
+    ex_allocator a;
+    const ex_allocator *under;
+    atomic_long allocs, frees, in_use;
+    atomic_int armed;
+    atomic_int traced;
+    void *bt[TRK_TRACES][TRK_DEPTH];
+    int depth[TRK_TRACES];
+    size_t size[TRK_TRACES];
+} trk_alloc;
+
+static void *trk_allocate(void *ctx, size_t size, size_t align) {
+    trk_alloc *t = ctx;
+    void *p = NULL;
+    if (t->under) p = t->under->allocate(t->under->ctx, size, align);
+    else if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)) p = NULL;
+    if (!p) return NULL;
+    atomic_fetch_add(&t->allocs, 1);
+    atomic_fetch_add(&t->in_use, 1);
+    if (atomic_load(&t->armed)) {
+        int i = atomic_fetch_add(&t->traced, 1);
+        if (i < TRK_TRACES) {
+            t->size[i] = size;
+            t->depth[i] = backtrace(t->bt[i], TRK_DEPTH);
+        }
+    }
+    return p;
+}
+
+static void trk_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    trk_alloc *t = ctx;
+    if (t->under) t->under->deallocate(t->under->ctx, p, size, align);
+    else free(p);
+    atomic_fetch_add(&t->frees, 1);
+    atomic_fetch_sub(&t->in_use, 1);
+}
+
+static void trk_init(trk_alloc *t, const ex_allocator *under, const char *name) {
+    memset(t, 0, sizeof *t);
+    t->a.allocate = trk_allocate;
+    t->a.deallocate = trk_deallocate;
+    t->a.ctx = t;
+    t->a.name = name;
+    t->a.stats = NULL;
+    t->under = under;
+    atomic_init(&t->allocs, 0);
+    atomic_init(&t->frees, 0);
+    atomic_init(&t->in_use, 0);
+    atomic_init(&t->armed, 0);
+    atomic_init(&t->traced, 0);
+}
+
+/* Prints the recorded call stacks, resolved to function and line with
+ * addr2line when it is installed (the test binary is not linked with
+ * -rdynamic, so backtrace_symbols alone gives only offsets). */
+static void trk_dump(trk_alloc *t, const char *label) {
+    int n = atomic_load(&t->traced);
+    if (n > TRK_TRACES) n = TRK_TRACES;
+    Dl_info self;
+    bool have_self = dladdr((void *)(uintptr_t)trk_dump, &self) != 0;
+    for (int i = 0; i < n; i++) {
+        fprintf(stderr, "[frame_allocators] %s: unexpected allocation #%d of %zu bytes from:\n", label, i + 1, t->size[i]);
+        backtrace_symbols_fd(t->bt[i], t->depth[i], 2);
+        if (!have_self) continue;
+        char cmd[64 + TRK_DEPTH * 24];
+        int len = snprintf(cmd, sizeof cmd, "addr2line -f -i -C -s -p -e /proc/%ld/exe", (long)getpid());
+        int frames = 0;
+        for (int j = 0; j < t->depth[i] && len < (int)sizeof cmd - 24; j++) {
+            Dl_info di;
+            if (!dladdr(t->bt[i][j], &di) || di.dli_fbase != self.dli_fbase) continue;
+            /* return addresses: step back into the call instruction */
+            len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %#lx",
+                            (unsigned long)((uintptr_t)t->bt[i][j] - (uintptr_t)di.dli_fbase - 1));
+            frames++;
+        }
+        if (!frames) continue;
+        fflush(stderr);
+        FILE *pipe = popen(cmd, "r");
+        if (!pipe) continue;
+        char line[512];
+        while (fgets(line, sizeof line, pipe)) fprintf(stderr, "    at %s", line);
+        pclose(pipe);
+    }
+}
 
 #define STEADY_RUNS 100000
 #define STEADY_WARMUP 10

@@ -379,9 +379,7 @@ static void *linger_thread(void *v) {
         ex_deallocate(l->first, p, 200, 16);
     }
     atomic_store(&l->phase, 1);
-    double deadline = test_now_s() + ALLOC_WAIT_LIMIT_S;
-    while (atomic_load(&l->phase) != 2 && test_now_s() < deadline) sched_yield();
-    if (atomic_load(&l->phase) != 2) {
+    if (!wait_int_equals(&l->phase, 2)) {
         terr_record(l->errs, "the test thread did not go on", 0, 0);
         return NULL;
     }
@@ -411,9 +409,7 @@ Test(jemalloc_allocator, destroy_while_a_thread_that_used_it_lives_on) {
     l.errs = &errs;
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, linger_thread, &l), 0);
-    double deadline = test_now_s() + ALLOC_WAIT_LIMIT_S;
-    while (atomic_load(&l.phase) != 1 && test_now_s() < deadline) sched_yield();
-    cr_assert_eq(atomic_load(&l.phase), 1, "the thread used the first allocator");
+    cr_assert(wait_int_equals(&l.phase, 1), "the thread used the first allocator");
     ex_alloc_stats s = stats_of(l.first);
     cr_expect_eq(s.allocations, 1u);
     cr_expect_eq(s.frees, 1u);

@@ -299,17 +299,17 @@ Test(jemalloc_allocator, bulk_on_per_worker_arena_pool_allocates_helpers_from_th
 /* ---- an explicit allocator wins over the arenas */
 
 Test(jemalloc_allocator, explicit_pool_allocator_wins_over_the_arenas) {
-    trk_alloc x;
-    trk_init(&x, NULL, "counted");
+    cnt_alloc x;
+    cnt_alloc_init_over(&x, NULL, "counted");
 #ifndef JE_SANITIZED
     unsigned narenas_before = arenas_observable() ? mallctl_unsigned("arenas.narenas") : 0;
 #endif
-    ex_pool *p = alloc_pool(3, true, &x.a);
+    ex_pool *p = alloc_pool(3, true, &x.base);
 #ifndef JE_SANITIZED
     if (arenas_observable())
         cr_expect_eq(mallctl_unsigned("arenas.narenas"), narenas_before, "no arena was created for the pool");
 #endif
-    cr_expect_eq(pool_frame_allocator(p), &x.a, "the configured allocator is the pool's");
+    cr_expect_eq(pool_frame_allocator(p), &x.base, "the configured allocator is the pool's");
     long on_default = run_lets(p);
     cr_expect_eq(atomic_load(&x.allocs), 2 * LET_RUNS, "the inner operations came from the configured allocator (%ld)",
                  atomic_load(&x.allocs));

@@ -62,8 +62,7 @@ static void mt_check_free(mt_arg *m, const handed *h) {
 static void *mt_thread(void *v) {
     mt_arg *m = v;
     uint32_t rng = 0x9e37u + 7919u * (uint32_t)m->index;
-    double deadline = test_now_s() + ALLOC_WAIT_LIMIT_S;
-    while (!atomic_load(m->go) && test_now_s() < deadline) sched_yield();
+    (void)wait_int_reaches(m->go, 1);
     m->my_arena = NO_ARENA;
     int received = 0;
     for (int i = 0; i < MT_BLOCKS; i++) {
@@ -95,7 +94,7 @@ static void *mt_thread(void *v) {
         }
     }
     /* the rest, with a bound */
-    deadline = test_now_s() + ALLOC_WAIT_LIMIT_S;
+    double deadline = test_now_s() + ALLOC_WAIT_LIMIT_S;
     while (received < MT_BLOCKS && test_now_s() < deadline) {
         handed got;
         if (mt_pop(m->in, &got)) {

@@ -142,8 +142,7 @@ Test(exec_strand, destroy_while_items_are_queued_is_ebusy_and_destroys_nothing) 
 static void wait_flag_action(item *it) {
     atomic_int *go = it->arg;
     atomic_store((atomic_int *)it->arg2, 1);
-    double end = test_now_s() + TEST_WAIT_LIMIT_S;
-    while (!atomic_load(go) && test_now_s() < end) sched_yield();
+    (void)wait_int_reaches(go, 1);
 }
 
 Test(exec_strand, destroy_while_an_item_runs_is_ebusy) {
