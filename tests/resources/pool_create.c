@@ -179,9 +179,9 @@ Test(exec_pool, completion_runs_on_a_worker) {
     atomic_store(&g_completed, 0);
     slot_start(&s, snd);
     cr_assert_eq(wait_long_reaches(&g_completed, 1), 1);
-    cr_assert_eq(atomic_load(&s.values), 1);
-    cr_assert_eq(s.n, 0u);
-    cr_assert_geq(s.worker, 0);
+    cr_assert_eq(atomic_load(&s.r.values), 1);
+    cr_assert_eq(s.r.n, 0u);
+    cr_assert_geq(s.r.worker, 0);
     slots_destroy(&s, 1);
     ex_sender_release(snd);
     test_pool_free(q);

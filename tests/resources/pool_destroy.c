@@ -65,7 +65,7 @@ static void *ext_main(void *arg) {
     D.ext_connect_err = slot_connect(&D.ext_sched, snd).code;
     if (!D.ext_connect_err) {
         ex_start(D.ext_sched.op);
-        D.ext_sched_sync = atomic_load(&D.ext_sched.hits);
+        D.ext_sched_sync = atomic_load(&D.ext_sched.r.total);
     }
     ex_sender_release(snd);
     return NULL;
@@ -78,7 +78,7 @@ static void blocker_refusals(void) {
     slot_init(&D.worker_sched, D.pool);
     if (!slot_connect(&D.worker_sched, snd).code) {
         ex_start(D.worker_sched.op);
-        D.worker_sched_sync = atomic_load(&D.worker_sched.hits);
+        D.worker_sched_sync = atomic_load(&D.worker_sched.r.total);
     }
     ex_sender_release(snd);
     D.worker_sync = ex_sync_wait(ex_schedule(sch));
@@ -149,7 +149,7 @@ static void destroy_with_pending(unsigned threads, int k, bool check_refusals) {
     cr_assert_not_null(s);
     slots_start(s, k, D.pool, snd);
     for (int i = 0; i < k; i++)
-        cr_assert_eq(atomic_load(&s[i].hits), 0, "every worker is busy: op %d cannot have completed", i);
+        cr_assert_eq(atomic_load(&s[i].r.total), 0, "every worker is busy: op %d cannot have completed", i);
 
     test_pool_free(D.pool); /* the blockers see EX_ESHUTDOWN and return */
 
@@ -162,11 +162,11 @@ static void destroy_with_pending(unsigned threads, int k, bool check_refusals) {
     cr_assert_gt(strlen(D.post_err.msg), 0u);
 
     for (int i = 0; i < k; i++) {
-        cr_assert_eq(atomic_load(&s[i].hits), 1, "op %d completed %d times", i, atomic_load(&s[i].hits));
-        cr_assert_eq(atomic_load(&s[i].stops), 1, "op %d: values %d errors %d, expected set_stopped", i,
-                     atomic_load(&s[i].values), atomic_load(&s[i].errors));
-        cr_assert(pthread_equal(s[i].tid, pthread_self()), "op %d was cancelled off the destroying thread", i);
-        cr_assert_eq(s[i].worker, -1);
+        cr_assert_eq(atomic_load(&s[i].r.total), 1, "op %d completed %d times", i, atomic_load(&s[i].r.total));
+        cr_assert_eq(atomic_load(&s[i].r.stops), 1, "op %d: values %d errors %d, expected set_stopped", i,
+                     atomic_load(&s[i].r.values), atomic_load(&s[i].r.errors));
+        cr_assert(s[i].r.thread == test_thread_id(), "op %d was cancelled off the destroying thread", i);
+        cr_assert_eq(s[i].r.worker, -1);
     }
     cr_assert_eq(atomic_load(&D.probes_exec), 0, "a queued item ran after destroy began");
     cr_assert_eq(atomic_load(&D.probes_cancel), atomic_load(&D.probes_ok),
@@ -175,10 +175,10 @@ static void destroy_with_pending(unsigned threads, int k, bool check_refusals) {
     cr_assert_eq(atomic_load(&D.probes_cancel_off_main), 0);
 
     if (check_refusals) {
-        cr_assert_eq(atomic_load(&D.worker_sched.hits), 1);
-        cr_assert_eq(atomic_load(&D.worker_sched.errors), 1, "schedule on a worker after shutdown began");
-        cr_assert_eq(D.worker_sched.err.code, EX_ESHUTDOWN);
-        cr_assert_not_null(D.worker_sched.err.msg);
+        cr_assert_eq(atomic_load(&D.worker_sched.r.total), 1);
+        cr_assert_eq(atomic_load(&D.worker_sched.r.errors), 1, "schedule on a worker after shutdown began");
+        cr_assert_eq(D.worker_sched.r.err.code, EX_ESHUTDOWN);
+        cr_assert_not_null(D.worker_sched.r.err.msg);
         cr_assert_eq(D.worker_sched_sync, 1, "the refusal completes inside start");
         cr_assert_eq(D.worker_sync.disposition, EX_DISP_ERROR);
         cr_assert_eq(D.worker_sync.error.code, EX_ESHUTDOWN);
@@ -192,10 +192,10 @@ static void destroy_with_pending(unsigned threads, int k, bool check_refusals) {
         cr_assert_not_null(D.ext_dispatch_err.msg);
         cr_assert_eq(atomic_load(&D.ext_work_runs), 0, "a refused item must not run");
         cr_assert_eq(D.ext_connect_err, 0);
-        cr_assert_eq(atomic_load(&D.ext_sched.errors), 1, "schedule from outside during destroy");
-        cr_assert_eq(atomic_load(&D.ext_sched.hits), 1);
-        cr_assert_eq(D.ext_sched.err.code, EX_ESHUTDOWN);
-        cr_assert_not_null(D.ext_sched.err.msg);
+        cr_assert_eq(atomic_load(&D.ext_sched.r.errors), 1, "schedule from outside during destroy");
+        cr_assert_eq(atomic_load(&D.ext_sched.r.total), 1);
+        cr_assert_eq(D.ext_sched.r.err.code, EX_ESHUTDOWN);
+        cr_assert_not_null(D.ext_sched.r.err.msg);
         cr_assert_eq(D.ext_sched_sync, 1);
         cr_assert_eq(atomic_load(&g_completed), k + 2);
     } else {
@@ -234,8 +234,8 @@ Test(exec_pool, destroy_right_after_submission_loses_nothing) {
         int values = slots_expect_once(s, K);
         int stops = 0;
         for (int i = 0; i < K; i++) {
-            cr_assert_eq(atomic_load(&s[i].errors), 0);
-            stops += atomic_load(&s[i].stops);
+            cr_assert_eq(atomic_load(&s[i].r.errors), 0);
+            stops += atomic_load(&s[i].r.stops);
         }
         cr_assert_eq(values + stops, K);
         slots_destroy(s, K);

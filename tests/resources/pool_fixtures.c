@@ -56,61 +56,34 @@ void run_where(ex_pool *p, where *w) {
 
 atomic_long g_completed;  /* completions of every slot */
 
-static void slot_note(slot *s) {
-    s->worker = ex_pool_current_worker(s->pool);
-    s->tid = pthread_self();
-}
-
+/* arec's completions, counted in g_completed as well (last). */
 static void slot_value(void *self, const ex_value *v, size_t n) {
-    slot *s = self;
-    slot_note(s);
-    s->n = n;
-    s->ival = n >= 1 && v[0].type == EX_T_INT ? v[0].as.i : INT64_MIN;
-    atomic_fetch_add(&s->values, 1);
-    atomic_fetch_add(&s->hits, 1);
+    arec_vt.set_value(self, v, n);
     atomic_fetch_add(&g_completed, 1);
 }
 
 static void slot_error(void *self, ex_error e) {
-    slot *s = self;
-    slot_note(s);
-    s->err = e;
-    atomic_fetch_add(&s->errors, 1);
-    atomic_fetch_add(&s->hits, 1);
+    arec_vt.set_error(self, e);
     atomic_fetch_add(&g_completed, 1);
 }
 
 static void slot_stopped(void *self) {
-    slot *s = self;
-    slot_note(s);
-    atomic_fetch_add(&s->stops, 1);
-    atomic_fetch_add(&s->hits, 1);
+    arec_vt.set_stopped(self);
     atomic_fetch_add(&g_completed, 1);
 }
 
-static ex_env slot_env(void *self) {
-    slot *s = self;
-    return s->has_env ? ex_env_of_pair(&s->pair) : ex_env_empty();
-}
+static ex_env slot_env(void *self) { return arec_vt.env(self); }
 
 static const ex_receiver_vtable slot_vt = { slot_value, slot_error, slot_stopped, slot_env, NULL };
 
 void slot_init(slot *s, ex_pool *p) {
-    memset(s, 0, sizeof *s);
-    ex_stop_source_init(&s->stop);
-    s->pool = p;
-    s->worker = -2; /* not completed */
-}
-
-/* The receiver's environment answers get_stop_token with the slot's source. */
-void slot_with_stop(slot *s) {
-    ex_env_pair_init(&s->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&s->stop)), ex_env_empty());
-    s->has_env = true;
+    arec_init(&s->r, p);
+    s->op = NULL;
 }
 
 /* Connects snd into the slot's own storage; does not start. */
 ex_error slot_connect(slot *s, const ex_sender *snd) {
-    ex_receiver r = { &slot_vt, s };
+    ex_receiver r = { &slot_vt, &s->r };
     return ex_connect(snd, r, s->storage, sizeof s->storage, &s->op);
 }
 
@@ -139,8 +112,8 @@ void slots_start(slot *s, int n, ex_pool *p, const ex_sender *snd) {
 int slots_expect_once(slot *s, int n) {
     int values = 0;
     for (int i = 0; i < n; i++) {
-        cr_assert_eq(atomic_load(&s[i].hits), 1, "slot %d completed %d times", i, atomic_load(&s[i].hits));
-        values += atomic_load(&s[i].values);
+        cr_assert_eq(atomic_load(&s[i].r.total), 1, "slot %d completed %d times", i, atomic_load(&s[i].r.total));
+        values += atomic_load(&s[i].r.values);
     }
     return values;
 }

@@ -44,24 +44,16 @@ extern atomic_long g_completed;  /* completions of every slot */
 
 #define SLOT_STORAGE 256
 
+/* An arec (common/receivers.h: atomic counters, the worker and thread of
+ * the completion) that also counts its completion in g_completed, with
+ * operation storage of its own. */
 typedef struct slot {
-    atomic_int hits, values, errors, stops;
-    ex_pool *pool;         /* for the worker index */
-    int worker;            /* ex_pool_current_worker(pool) at completion */
-    pthread_t tid;
-    size_t n;
-    int64_t ival;          /* first value if it is an int */
-    ex_error err;
-    bool has_env;
-    ex_stop_source stop;
-    ex_env_pair pair;
+    arec r;
     ex_operation *op;
     _Alignas(max_align_t) unsigned char storage[SLOT_STORAGE];
 } slot;
 
 void slot_init(slot *s, ex_pool *p);
-/* The receiver's environment answers get_stop_token with the slot's source. */
-void slot_with_stop(slot *s);
 /* Connects snd into the slot's own storage; does not start. */
 ex_error slot_connect(slot *s, const ex_sender *snd);
 /* Main-thread version: connect (asserting) and start. */

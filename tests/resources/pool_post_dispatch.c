@@ -18,19 +18,19 @@ Test(exec_pool, stop_requested_before_start_completes_stopped) {
     cr_assert(ex_sender_sigs(snd)->flags & EX_SIGS_STOPPED, "schedule declares set_stopped");
     slot s[2];
     slot_init(&s[0], p);
-    slot_with_stop(&s[0]);
-    ex_stop_source_request_stop(&s[0].stop);
+    arec_with_stop(&s[0].r);
+    ex_stop_source_request_stop(&s[0].r.stop);
     slot_init(&s[1], p); /* a stop token that is never stopped: a value */
-    slot_with_stop(&s[1]);
+    arec_with_stop(&s[1].r);
     atomic_store(&g_completed, 0);
     slot_start(&s[0], snd);
     slot_start(&s[1], snd);
     cr_assert_eq(wait_long_reaches(&g_completed, 2), 2);
     slots_expect_once(s, 2);
-    cr_assert_eq(atomic_load(&s[0].stops), 1, "stopped token: values %d errors %d", atomic_load(&s[0].values),
-                 atomic_load(&s[0].errors));
-    cr_assert_geq(s[0].worker, 0, "set_stopped runs on a worker when the item runs");
-    cr_assert_eq(atomic_load(&s[1].values), 1);
+    cr_assert_eq(atomic_load(&s[0].r.stops), 1, "stopped token: values %d errors %d", atomic_load(&s[0].r.values),
+                 atomic_load(&s[0].r.errors));
+    cr_assert_geq(s[0].r.worker, 0, "set_stopped runs on a worker when the item runs");
+    cr_assert_eq(atomic_load(&s[1].r.values), 1);
     slots_destroy(s, 2);
     ex_sender_release(snd);
     test_pool_free(p);
@@ -43,16 +43,16 @@ Test(exec_pool, stop_requested_while_queued_completes_stopped) {
     ex_sender *snd = ex_schedule(ex_pool_scheduler(p));
     slot s;
     slot_init(&s, p);
-    slot_with_stop(&s);
+    arec_with_stop(&s.r);
     atomic_store(&g_completed, 0);
     slot_start(&s, snd);
-    cr_assert_eq(atomic_load(&s.hits), 0, "the only worker is busy: nothing ran yet");
-    ex_stop_source_request_stop(&s.stop);
+    cr_assert_eq(atomic_load(&s.r.total), 0, "the only worker is busy: nothing ran yet");
+    ex_stop_source_request_stop(&s.r.stop);
     hold_release(&h);
     cr_assert_eq(wait_long_reaches(&g_completed, 1), 1);
-    cr_assert_eq(atomic_load(&s.stops), 1, "stop requested before the item ran: values %d errors %d",
-                 atomic_load(&s.values), atomic_load(&s.errors));
-    cr_assert_geq(s.worker, 0);
+    cr_assert_eq(atomic_load(&s.r.stops), 1, "stop requested before the item ran: values %d errors %d",
+                 atomic_load(&s.r.values), atomic_load(&s.r.errors));
+    cr_assert_geq(s.r.worker, 0);
     slots_destroy(&s, 1);
     ex_sender_release(snd);
     test_pool_free(p);
@@ -340,7 +340,8 @@ Test(exec_pool, concurrent_nested_sync_waits_on_two_threads) {
     cr_assert_eq(got, CHAINS, "%ld of %d chains finished (deadlock?)", got, CHAINS);
     cr_assert_eq(slots_expect_once(s, CHAINS), CHAINS);
     for (int i = 0; i < CHAINS; i++) {
-        cr_assert_eq(s[i].ival, LEVELS, "chain %d: %lld", i, (long long)s[i].ival);
+        cr_assert_eq(s[i].r.n, 1);
+        cr_assert_eq(s[i].r.v[0].as.i, LEVELS, "chain %d: %lld", i, (long long)s[i].r.v[0].as.i);
         chain_check_workers(&c[i]);
     }
     slots_destroy(s, CHAINS);

@@ -375,7 +375,7 @@ Test(exec_pool, pool_with_more_than_64_workers) {
         long got = wait_long_reaches(&g_completed, N);
         cr_assert_eq(got, N, "round %d: %ld of %d", round, got, N);
         cr_assert_eq(slots_expect_once(s, N), N);
-        for (int i = 0; i < N; i++) cr_assert(s[i].worker >= 0 && s[i].worker < THREADS);
+        for (int i = 0; i < N; i++) cr_assert(s[i].r.worker >= 0 && s[i].r.worker < THREADS);
         slots_destroy(s, N);
         test_sleep_ms(20); /* let workers park between rounds: wake-ups across idle-mask words */
     }

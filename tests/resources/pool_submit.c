@@ -47,7 +47,7 @@ Test(exec_pool, batch_of_ten_thousand_from_main_each_exactly_once) {
     long got = wait_long_reaches(&g_completed, N);
     cr_assert_eq(got, N, "%ld of %d completions", got, N);
     cr_assert_eq(slots_expect_once(s, N), N, "every item completes with a value");
-    for (int i = 0; i < N; i++) cr_assert_geq(s[i].worker, 0, "item %d completed off the workers", i);
+    for (int i = 0; i < N; i++) cr_assert_geq(s[i].r.worker, 0, "item %d completed off the workers", i);
     ex_pool_worker_stats sum = stats_sum(p);
     cr_assert_eq(sum.executed, (uint64_t)N, "executed %llu, submitted %d", (unsigned long long)sum.executed, N);
     slots_destroy(s, N);
@@ -132,7 +132,7 @@ Test(exec_pool, many_external_submitters_each_completion_exactly_once) {
     cr_assert_eq(got, total, "%ld of %ld completions", got, total);
     for (int t = 0; t < SUBMITTERS; t++) {
         cr_assert_eq(slots_expect_once(sb[t].slots, PER_SUBMITTER), PER_SUBMITTER);
-        for (int i = 0; i < PER_SUBMITTER; i++) cr_assert_geq(sb[t].slots[i].worker, 0);
+        for (int i = 0; i < PER_SUBMITTER; i++) cr_assert_geq(sb[t].slots[i].r.worker, 0);
     }
     ex_pool_worker_stats sum = stats_sum(p);
     cr_assert_eq(sum.executed, (uint64_t)total);
@@ -363,15 +363,15 @@ static void fanout_run(unsigned threads, int n, bool destroy_at_once) {
         int values = slots_expect_once(fi->f.slots, n);
         int stops = 0;
         for (int i = 0; i < n; i++) {
-            cr_assert_eq(atomic_load(&fi->f.slots[i].errors), 0);
-            stops += atomic_load(&fi->f.slots[i].stops);
+            cr_assert_eq(atomic_load(&fi->f.slots[i].r.errors), 0);
+            stops += atomic_load(&fi->f.slots[i].r.stops);
         }
         cr_assert_eq(values + stops, n);
     } else {
         long got = wait_long_reaches(&g_completed, n);
         cr_assert_eq(got, n, "%ld of %d completions", got, n);
         cr_assert_eq(slots_expect_once(fi->f.slots, n), n);
-        for (int i = 0; i < n; i++) cr_assert_geq(fi->f.slots[i].worker, 0);
+        for (int i = 0; i < n; i++) cr_assert_geq(fi->f.slots[i].r.worker, 0);
         ex_pool_worker_stats sum = stats_sum(fi->f.pool);
         cr_assert_eq(sum.executed, (uint64_t)n + 1);
         /* Every item sat in the owner's deque: whatever another worker ran,
@@ -491,7 +491,7 @@ Test(exec_pool, new_pool_at_a_recycled_address_gets_its_work) {
         cr_assert_eq(got, 10, "attempt %d: the pool at the reused address ran %ld of 10 items from main", attempt,
                      got);
         cr_assert_eq(slots_expect_once(s, 10), 10);
-        for (int i = 0; i < 10; i++) cr_assert_eq(s[i].worker, 0);
+        for (int i = 0; i < 10; i++) cr_assert_eq(s[i].r.worker, 0);
         slots_destroy(s, 10);
         ex_sender_release(snd);
         ex_pool_worker_stats st;
