@@ -85,6 +85,14 @@ void join_threads(pthread_t *th, int n) {
     for (int i = 0; i < n; i++) cr_assert_eq(pthread_join(th[i], NULL), 0);
 }
 
+ex_recycling_allocator *make_recycling(const ex_allocator *under) {
+    ex_recycling_allocator *r = NULL;
+    ex_error e = ex_recycling_allocator_create(under, &r);
+    cr_assert_eq(e.code, 0, "ex_recycling_allocator_create: %s", e.msg ? e.msg : "");
+    cr_assert_not_null(r);
+    return r;
+}
+
 /* ------------------------------------------------------------ OOM sweeps */
 
 #define SWEEP_MAX_K 500

@@ -53,6 +53,9 @@ ex_sender *let_plus3(void *ctx, const ex_value *in, size_t n);
 /* bulk: counts index i in ((atomic_uint *)ctx)[i]. */
 ex_error bulk_count(void *ctx, size_t i, const ex_value *v, size_t n);
 
+/* A recycling allocator over under (asserting it was created). */
+ex_recycling_allocator *make_recycling(const ex_allocator *under);
+
 /* ------------------------------------------------------------ OOM sweeps */
 
 typedef enum sweep_mode {

@@ -13,14 +13,6 @@
 
 /* ============================================================ recycling */
 
-static ex_recycling_allocator *make_recycling(const ex_allocator *under) {
-    ex_recycling_allocator *r = NULL;
-    ex_error e = ex_recycling_allocator_create(under, &r);
-    cr_assert_eq(e.code, 0, "ex_recycling_allocator_create: %s", e.msg ? e.msg : "");
-    cr_assert_not_null(r);
-    return r;
-}
-
 Test(frame_allocators, recycling_create_rejects_null_out) {
     ex_error e = ex_recycling_allocator_create(&test_allocator, NULL);
     cr_expect_eq(e.code, EX_EINVAL);

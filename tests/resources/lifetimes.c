@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/task_fixtures.h"
+#include "resources/hold.h"
 
 TEST_SUITE(lifetimes, 60);
 
@@ -209,29 +210,10 @@ Test(lifetimes, a_task_holds_every_scheduler_it_left_until_it_completes) {
 
 /* ------------------------------------------- shutdown inside its own drain */
 
-/* A work item that keeps its worker busy until released. */
-typedef struct blocker {
-    ex_work w;  /* first: the item is the blocker */
-    atomic_int running, release;
-} blocker;
-
-static void blocker_execute(ex_work *w) {
-    blocker *b = (blocker *)(void *)w;
-    atomic_store(&b->running, 1);
-    (void)wait_int(&b->release);
-}
-
-static void post_blocker(ex_pool *p, blocker *b) {
-    b->w = (ex_work){ NULL, blocker_execute, NULL };
-    atomic_init(&b->running, 0);
-    atomic_init(&b->release, 0);
-    cr_assert_eq(ex_post(ex_pool_scheduler(p), &b->w).code, 0);
-    cr_assert(wait_int(&b->running));
-}
 
 typedef struct reentry {
     ex_pool *pool;
-    blocker b;
+    hold b;
     atomic_int cancelled, shutdown_code, destroy_code;
     atomic_int outer_done;
 } reentry;
@@ -259,7 +241,7 @@ static void *outer_shutdown(void *arg) {
 Test(lifetimes, shutdown_called_from_a_cancellation_it_runs_returns) {
     memset(&R, 0, sizeof R);
     R.pool = make_pool(1);
-    post_blocker(R.pool, &R.b);
+    hold_post(R.pool, &R.b);
     enum { N = 4 };
     ex_work items[N];
     for (int i = 0; i < N; i++) {
@@ -269,7 +251,7 @@ Test(lifetimes, shutdown_called_from_a_cancellation_it_runs_returns) {
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, outer_shutdown, NULL), 0);
     test_sleep_ms(20);  /* lets shutdown reach the join (not required for the checks) */
-    atomic_store(&R.b.release, 1);
+    hold_release(&R.b);
     cr_assert(wait_int(&R.outer_done), "ex_pool_shutdown called from its own cancellation deadlocked");
     pthread_join(th, NULL);
     cr_assert_eq(atomic_load(&R.cancelled), N);
@@ -501,7 +483,7 @@ Test(lifetimes, a_context_of_the_parent_is_a_clear_error_in_a_fork_child) {
 typedef struct dropped_move {
     ex_pool *pool;
     ex_single_thread_context ctx;
-    blocker b;
+    hold b;
     atomic_int moving, marker_ran;
     int stayed, on_ctx;
 } dropped_move;
@@ -533,7 +515,7 @@ Test(lifetimes, a_move_dropped_by_a_shutdown_returns_the_task_to_its_scheduler) 
     memset(&DM, 0, sizeof DM);
     DM.pool = make_pool(1);
     cr_assert_eq(ex_single_thread_context_init(&DM.ctx).code, 0);
-    post_blocker(DM.pool, &DM.b);
+    hold_post(DM.pool, &DM.b);
     static trec tr;
     trec_init(&tr);
     rec_with_scheduler(&tr.r, ex_single_thread_context_scheduler(&DM.ctx));
@@ -556,7 +538,7 @@ Test(lifetimes, a_move_dropped_by_a_shutdown_returns_the_task_to_its_scheduler) 
         test_sleep_ms(1);
     }
     cr_assert_lt(i, 20000);
-    atomic_store(&DM.b.release, 1);
+    hold_release(&DM.b);
     pthread_join(th, NULL);
     cr_assert(wait_int(&tr.done));
     cr_assert_eq(tr.r.values, 1);
