@@ -85,11 +85,15 @@ void join_threads(pthread_t *th, int n) {
     for (int i = 0; i < n; i++) cr_assert_eq(pthread_join(th[i], NULL), 0);
 }
 
+void expect_made(ex_error e, const void *made, const char *what) {
+    cr_assert_eq(e.code, 0, "%s: %d (%s)", what, e.code, e.msg ? e.msg : "");
+    cr_assert_not_null(made, "%s succeeded without its object", what);
+}
+
 ex_recycling_allocator *make_recycling(const ex_allocator *under) {
     ex_recycling_allocator *r = NULL;
     ex_error e = ex_recycling_allocator_create(under, &r);
-    cr_assert_eq(e.code, 0, "ex_recycling_allocator_create: %s", e.msg ? e.msg : "");
-    cr_assert_not_null(r);
+    expect_made(e, r, "ex_recycling_allocator_create");
     return r;
 }
 

@@ -53,6 +53,8 @@ ex_sender *let_plus3(void *ctx, const ex_value *in, size_t n);
 /* bulk: counts index i in ((atomic_uint *)ctx)[i]. */
 ex_error bulk_count(void *ctx, size_t i, const ex_value *v, size_t n);
 
+/* Asserts a create call (what) returned EX_OK and made its object. */
+void expect_made(ex_error e, const void *made, const char *what);
 /* A recycling allocator over under (asserting it was created). */
 ex_recycling_allocator *make_recycling(const ex_allocator *under);
 

@@ -69,8 +69,7 @@ size_t first_bad(const void *p, size_t size, uint32_t seed) {
 ex_jemalloc_allocator *make_je(unsigned arenas) {
     ex_jemalloc_allocator *j = NULL;
     ex_error e = ex_jemalloc_allocator_create(arenas, &j);
-    cr_assert_eq(e.code, 0, "ex_jemalloc_allocator_create(%u): %s", arenas, e.msg ? e.msg : "");
-    cr_assert_not_null(j);
+    expect_made(e, j, "ex_jemalloc_allocator_create");
     return j;
 }
 
