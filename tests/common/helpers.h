@@ -11,6 +11,7 @@
 #include "common/receivers.h"
 #include "common/run.h"
 #include "common/senders.h"
+#include "common/sigs.h"
 #include "common/test_alloc.h"
 #include "common/wait.h"
 

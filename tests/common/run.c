@@ -1,7 +1,9 @@
 /* run.c - see run.h. */
 #include <sched.h>
+#include <stddef.h>
 
 #include "common/run.h"
+#include "common/test_alloc.h"
 #include "common/wait.h"
 
 static ex_operation *start_into(const ex_sender *s, ex_receiver r) {
@@ -17,6 +19,36 @@ ex_operation *trec_run_start(const ex_sender *s, trec *r) { return start_into(s,
 ex_operation *arec_run_start(const ex_sender *s, arec *r) { return start_into(s, arec_receiver(r)); }
 
 void run_destroy(ex_operation *op) { ex_operation_free(op); }
+
+void run_in_place(ex_sender *s, rec *r) {
+    _Alignas(max_align_t) unsigned char buf[4096];
+    cr_assert_leq(ex_sender_op_size(s), sizeof buf);
+    ex_operation *op = NULL;
+    ex_error e = ex_connect(s, rec_receiver(r), buf, sizeof buf, &op);
+    cr_assert_eq(e.code, 0, "connect failed: %s", e.msg ? e.msg : "");
+    ex_start(op);
+    cr_assert_eq(rec_total(r), 1, "exactly one completion expected, got %d", rec_total(r));
+    ex_operation_destroy(op);
+    ex_sender_release(s);
+}
+
+void run_with_failing_allocation(ex_sender *s) {
+    rec rc;
+    rec_init(&rc);
+    _Alignas(max_align_t) unsigned char buf[4096];
+    cr_assert_leq(ex_sender_op_size(s), sizeof buf);
+    ex_operation *op;
+    cr_assert_eq(ex_connect(s, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+    test_alloc_reset();
+    test_alloc_fail_at(1);
+    ex_start(op);
+    cr_assert_eq(test_stats.failed, 1, "the injected failure was not hit");
+    test_alloc_reset();
+    rec_expect_error(&rc, EX_ENOMEM);
+    cr_assert_not_null(rc.err.msg);
+    ex_operation_destroy(op);
+    ex_sender_release(s);
+}
 
 void trec_wait_done(trec *r) {
     cr_assert_geq(wait_int_reaches(&r->done, 1), 1, "timed out waiting for the completion");

@@ -14,6 +14,14 @@ ex_operation *run_start(ex_sender *s, rec *r);
 ex_operation *trec_run_start(const ex_sender *s, trec *r);
 ex_operation *arec_run_start(const ex_sender *s, arec *r);
 void run_destroy(ex_operation *op);
+/* Connects s into stack storage, starts it, asserts it completed exactly
+ * once (inline: what completes during start), destroys the operation and
+ * releases s. */
+void run_in_place(ex_sender *s, rec *r);
+/* Connects s (in stack storage), starts it with the next test_allocator
+ * allocation failing, asserts that allocation was hit and that s
+ * completed once with EX_ENOMEM; destroys the operation, releases s. */
+void run_with_failing_allocation(ex_sender *s);
 
 /* Wait (bounded) for the receiver's completion; assert it came, once. */
 void trec_wait_done(trec *r);
