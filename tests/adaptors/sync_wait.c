@@ -444,36 +444,17 @@ Test(exec_sync_wait, large_operation_completing_on_another_thread) {
 
 /* A sender whose operation needs 256-byte alignment: more than the inline
  * storage offers, so sync_wait must place it on the heap, aligned. */
-typedef struct sw_aligned_op {
-    ex_operation base;
-    ex_receiver r;
-} sw_aligned_op;
-
-static void sw_aligned_start(ex_operation *op) {
-    sw_aligned_op *o = (sw_aligned_op *)op;
+static void sw_aligned_start(test_op *op) {
     ex_value v = ex_bool(((uintptr_t)op % 256) == 0);
-    ex_set_value(o->r, &v, 1);
+    ex_set_value(op->r, &v, 1);
 }
-
-static const ex_operation_vtable sw_aligned_op_vt = { sw_aligned_start, NULL };
-
-static ex_error sw_aligned_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    (void)s;
-    sw_aligned_op *o = storage;
-    o->base.vt = &sw_aligned_op_vt;
-    o->r = r;
-    return ex_ok();
-}
-
-static const ex_sender_vtable sw_aligned_vt = { "sw_aligned", sw_aligned_connect, NULL, NULL };
 
 Test(exec_sync_wait, over_aligned_operation) {
-    ex_sender *s = ex_sender_alloc(&sw_aligned_vt, sizeof(ex_sender));
-    cr_assert_not_null(s);
+    ex_sigs sigs = ex_sigs_none();
+    cr_assert(ex_sigs_add_value(&sigs, EX_SIG(EX_T_BOOL)));
+    ex_sender *s = test_sender_new(sw_aligned_start, NULL, &sigs);
     s->op_size = 256;
     s->op_align = 256;
-    s->sigs = ex_sigs_none();
-    cr_assert(ex_sigs_add_value(&s->sigs, EX_SIG(EX_T_BOOL)));
     ex_result r = ex_sync_wait(s);
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "got %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
     cr_assert_eq(r.values[0].type, EX_T_BOOL);

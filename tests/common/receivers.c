@@ -16,6 +16,10 @@ static void pair_add(ex_env_pair *pair, bool used, const ex_key *key, ex_value v
     }
 }
 
+static void pair_with_stop(ex_env_pair *pair, ex_stop_source *stop) {
+    ex_env_pair_init(pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(stop)), ex_env_empty());
+}
+
 static void copy_values(ex_value *dst, size_t *dst_n, const ex_value *v, size_t n) {
     *dst_n = n;
     for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) dst[i] = v[i];
@@ -63,7 +67,7 @@ ex_receiver rec_receiver(rec *r) {
 int rec_total(const rec *r) { return r->values + r->errors + r->stops; }
 
 void rec_with_stop(rec *r) {
-    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
+    pair_with_stop(&r->pair, &r->stop);
     r->env = ex_env_of_pair(&r->pair);
 }
 
@@ -155,11 +159,55 @@ ex_receiver arec_receiver(arec *r) {
 }
 
 void arec_with_stop(arec *r) {
-    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
+    pair_with_stop(&r->pair, &r->stop);
     r->has_env = true;
 }
 
 void arec_with_scheduler(arec *r, ex_scheduler sch) {
     pair_add(&r->pair, r->has_env, &ex_key_get_scheduler, ex_sched_value(sch));
+    r->has_env = true;
+}
+
+/* ------------------------------------------- frees its own operation */
+
+static void fr_value(void *self, const ex_value *v, size_t n) {
+    frees_op_rec *r = self;
+    r->values++;
+    if (n == 1 && v[0].type == EX_T_INT) r->v = v[0].as.i;
+    ex_operation_free(r->op);
+}
+
+static void fr_error(void *self, ex_error e) {
+    frees_op_rec *r = self;
+    (void)e;
+    r->errors++;
+    ex_operation_free(r->op);
+}
+
+static void fr_stopped(void *self) {
+    frees_op_rec *r = self;
+    r->stops++;
+    ex_operation_free(r->op);
+}
+
+static ex_env fr_env(void *self) {
+    frees_op_rec *r = self;
+    return r->has_env ? ex_env_of_pair(&r->pair) : ex_env_empty();
+}
+
+static const ex_receiver_vtable frees_op_rec_vt = { fr_value, fr_error, fr_stopped, fr_env, NULL };
+
+void frees_op_rec_init(frees_op_rec *r) {
+    memset(r, 0, sizeof *r);
+    ex_stop_source_init(&r->stop);
+}
+
+ex_receiver frees_op_rec_receiver(frees_op_rec *r) {
+    ex_receiver x = { &frees_op_rec_vt, r };
+    return x;
+}
+
+void frees_op_rec_with_stop(frees_op_rec *r) {
+    pair_with_stop(&r->pair, &r->stop);
     r->has_env = true;
 }

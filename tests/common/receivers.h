@@ -73,4 +73,23 @@ void arec_with_stop(arec *r);
 /* The environment answers get_scheduler with sch (a stop token is kept). */
 void arec_with_scheduler(arec *r, ex_scheduler sch);
 
+/* ------------------------------------------- frees its own operation */
+
+/* A receiver that frees its operation (set op to what ex_connect_alloc
+ * gave) inside its completion, counting completions; the last int value
+ * goes to v.  Its environment is empty until frees_op_rec_with_stop. */
+typedef struct frees_op_rec {
+    ex_operation *op;
+    int values, errors, stops;
+    int64_t v;
+    bool has_env;
+    ex_env_pair pair;
+    ex_stop_source stop;
+} frees_op_rec;
+
+void frees_op_rec_init(frees_op_rec *r);
+ex_receiver frees_op_rec_receiver(frees_op_rec *r);
+/* The environment answers get_stop_token with the receiver's own source. */
+void frees_op_rec_with_stop(frees_op_rec *r);
+
 #endif

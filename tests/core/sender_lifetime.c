@@ -176,32 +176,6 @@ Test(exec_sender, operation_outlives_the_sender_let_value) {
     expect_no_leaks();
 }
 
-/* A receiver that frees its operation inside the completion. */
-typedef struct self_freeing {
-    ex_operation *op;
-    int values, errors, stops;
-    int64_t v;
-} self_freeing;
-
-static void sf_value(void *self, const ex_value *v, size_t n) {
-    self_freeing *sf = self;
-    sf->values++;
-    if (n == 1 && v[0].type == EX_T_INT) sf->v = v[0].as.i;
-    ex_operation_free(sf->op);
-}
-static void sf_error(void *self, ex_error e) {
-    self_freeing *sf = self;
-    (void)e;
-    sf->errors++;
-    ex_operation_free(sf->op);
-}
-static void sf_stopped(void *self) {
-    self_freeing *sf = self;
-    sf->stops++;
-    ex_operation_free(sf->op);
-}
-static const ex_receiver_vtable sf_vt = { sf_value, sf_error, sf_stopped, NULL, NULL };
-
 Test(exec_sender, receiver_may_destroy_the_operation_in_its_completion) {
     counter c = { 0, 1 };
     ex_sender *ss[] = {
@@ -214,9 +188,9 @@ Test(exec_sender, receiver_may_destroy_the_operation_in_its_completion) {
         ex_upon_stopped(ex_just_stopped(), NULL, NULL, EX_SIG0), /* invalid: NULL function */
     };
     for (size_t i = 0; i < sizeof ss / sizeof ss[0]; i++) {
-        self_freeing sf = { 0 };
-        ex_receiver r = { &sf_vt, &sf };
-        cr_assert_eq(ex_connect_alloc(ss[i], r, &sf.op).code, 0, "sender %zu", i);
+        frees_op_rec sf;
+        frees_op_rec_init(&sf);
+        cr_assert_eq(ex_connect_alloc(ss[i], frees_op_rec_receiver(&sf), &sf.op).code, 0, "sender %zu", i);
         ex_start(sf.op);
         cr_assert_eq(sf.values + sf.errors + sf.stops, 1, "sender %zu completed once", i);
         if (i < 4) {
