@@ -45,6 +45,38 @@ void expect_called_only_at_start(ex_sender *s, seen *sn, rec *rc) {
     ex_sender_release(s);
 }
 
+static rec run_adapted(adapt_fn adapt, ex_sender *child) {
+    seen sn;
+    seen_init(&sn);
+    rec rc;
+    rec_init(&rc);
+    run_in_place(adapt(child, &sn), &rc);
+    cr_assert_eq(sn.calls, 0, "fn must not see a completion it does not handle");
+    return rc;
+}
+
+void expect_error_passes(adapt_fn adapt) {
+    static int payload;
+    rec rc = run_adapted(adapt, ex_just_error(ex_err_data(EX_EUSER + 1, "boom", &payload)));
+    rec_expect_error(&rc, EX_EUSER + 1);
+    cr_assert_str_eq(rc.err.msg, "boom");
+    cr_assert_eq(rc.err.data, &payload);
+}
+
+void expect_stopped_passes(adapt_fn adapt) {
+    rec rc = run_adapted(adapt, ex_just_stopped());
+    rec_expect_stopped(&rc);
+}
+
+void expect_values_pass(adapt_fn adapt) {
+    rec rc = run_adapted(adapt, ex_just(ex_int(3), ex_str("x")));
+    rec_expect_values(&rc, 2);
+    cr_assert_eq(rc.v[0].type, EX_T_INT);
+    cr_assert_eq(rc.v[0].as.i, 3);
+    cr_assert_eq(rc.v[1].type, EX_T_STR);
+    cr_assert_str_eq(rc.v[1].as.s, "x");
+}
+
 const char fail_msg[] = "fn failed on purpose";
 int fail_payload;
 

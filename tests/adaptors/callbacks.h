@@ -24,6 +24,15 @@ void seen_init(seen *s);
  * and releases s. */
 void expect_called_only_at_start(ex_sender *s, seen *sn, rec *rc);
 
+/* The adaptor under test over `child`, with fn / ctx sn. */
+typedef ex_sender *(*adapt_fn)(ex_sender *child, seen *sn);
+/* adapt(child) lets child's completion through unchanged without calling
+ * fn: an error (code, message and data), stopped, or values (int 3,
+ * str "x").  Each runs in place; consumes what it builds. */
+void expect_error_passes(adapt_fn adapt);
+void expect_stopped_passes(adapt_fn adapt);
+void expect_values_pass(adapt_fn adapt);
+
 extern const char fail_msg[];   /* the message of fn_fail / ue_fail / us_fail */
 extern int fail_payload;        /* fn_fail's error data */
 

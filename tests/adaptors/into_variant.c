@@ -268,18 +268,11 @@ Test(exec_into_variant, into_variant_of_a_dynamic_child) {
 
 Test(exec_into_variant, into_variant_bad_input) {
     ex_sender *s = ex_into_variant(NULL);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
-    test_alloc_reset();
+    expect_invalid(s, EX_EINVAL);
     ex_sender *child = ex_just(ex_int(1));
-    test_alloc_fail_at(1);
+    test_alloc_fail_next();
     s = ex_into_variant(child);
-    cr_assert_eq(test_stats.failed, 1);
-    test_alloc_reset();
-    cr_assert_eq(ex_sender_status(s).code, EX_ENOMEM);
-    r = ex_sync_wait(s);
-    expect_error(&r, EX_ENOMEM);
+    expect_built_enomem(s);
     expect_no_leaks();
 }
 
@@ -403,8 +396,7 @@ Test(exec_into_variant, stopped_as_optional_rejects_void_or_several_value_signat
     ex_sender_release(s);
 
     s = ex_stopped_as_optional(NULL);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     expect_no_leaks();
 }
 
@@ -503,19 +495,14 @@ Test(exec_into_variant, stopped_as_error_bad_input) {
     ex_result r = ex_sync_wait(s);
     expect_error(&r, EX_EINVAL);
     s = ex_stopped_as_error(ex_just(ex_int(1)), ex_err(EX_OK, "ok"));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     s = ex_stopped_as_error(NULL, ex_err(EX_ECANCELED, "c"));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     ex_sender *child = ex_just_stopped();
-    test_alloc_reset();
-    test_alloc_fail_at(1);
+    test_alloc_fail_next();
     s = ex_stopped_as_error(child, ex_err(EX_ECANCELED, "c"));
-    cr_assert_eq(test_stats.failed, 1);
-    test_alloc_reset();
-    cr_assert_eq(ex_sender_status(s).code, EX_ENOMEM);
-    ex_sender_release(s);
+    expect_injected_failure_hit();
+    expect_invalid_status(s, EX_ENOMEM);
     expect_no_leaks();
 }
 
@@ -598,11 +585,9 @@ Test(exec_into_variant, sync_wait_with_variant_out_of_memory_copying_the_tuple) 
     ex_sender *s = ex_just(ex_int(1));
     ex_sender *v = ex_into_variant(s);
     /* The only allocation left is the copy of the tuple into the result. */
-    test_alloc_reset();
-    test_alloc_fail_at(1);
+    test_alloc_fail_next();
     ex_result r = ex_sync_wait(v);
-    cr_assert_eq(test_stats.failed, 1);
-    test_alloc_reset();
+    expect_injected_failure_hit();
     expect_error(&r, EX_ENOMEM);
     ex_result_destroy(&r);
     expect_no_leaks();

@@ -83,29 +83,15 @@ Test(exec_let, let_value_result_is_the_returned_senders_stopped) {
     expect_no_leaks();
 }
 
+static ex_sender *let_value_times10(ex_sender *child, seen *sn) { return ex_let_value(child, lv_times10, sn, EX_SIG(EX_T_INT)); }
+
 Test(exec_let, let_value_passes_error_through) {
-    seen sn;
-    seen_init(&sn);
-    static int payload;
-    rec rc;
-    rec_init(&rc);
-    run_in_place(ex_let_value(ex_just_error(ex_err_data(EX_EUSER + 1, "boom", &payload)), lv_times10, &sn, EX_SIG(EX_T_INT)),
-               &rc);
-    rec_expect_error(&rc, EX_EUSER + 1);
-    cr_assert_str_eq(rc.err.msg, "boom");
-    cr_assert_eq(rc.err.data, &payload);
-    cr_assert_eq(sn.calls, 0);
+    expect_error_passes(let_value_times10);
     expect_no_leaks();
 }
 
 Test(exec_let, let_value_passes_stopped_through) {
-    seen sn;
-    seen_init(&sn);
-    rec rc;
-    rec_init(&rc);
-    run_in_place(ex_let_value(ex_just_stopped(), lv_times10, &sn, EX_SIG(EX_T_INT)), &rc);
-    cr_assert_eq(rc.stops, 1);
-    cr_assert_eq(sn.calls, 0);
+    expect_stopped_passes(let_value_times10);
     expect_no_leaks();
 }
 
@@ -126,13 +112,9 @@ Test(exec_let, let_value_input_signature_mismatch_is_invalid) {
     seen sn;
     seen_init(&sn);
     ex_sender *s = ex_let_value(ex_just(ex_int(1), ex_int(2)), lv_times10, &sn, EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     s = ex_let_value(ex_just(ex_str("s")), lv_times10, &sn, EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();
 }

@@ -59,19 +59,11 @@ Test(exec_let, let_error_result_is_the_returned_senders_completion) {
     expect_no_leaks();
 }
 
+static ex_sender *let_error_code(ex_sender *child, seen *sn) { return ex_let_error(child, le_code, sn); }
+
 Test(exec_let, let_error_passes_values_and_stopped_through) {
-    seen sn;
-    seen_init(&sn);
-    rec rc;
-    rec_init(&rc);
-    run_in_place(ex_let_error(ex_just(ex_int(8), ex_str("v")), le_code, &sn), &rc);
-    rec_expect_values(&rc, 2);
-    cr_assert_eq(rc.v[0].as.i, 8);
-    cr_assert_str_eq(rc.v[1].as.s, "v");
-    rec_init(&rc);
-    run_in_place(ex_let_error(ex_just_stopped(), le_code, &sn), &rc);
-    cr_assert_eq(rc.stops, 1);
-    cr_assert_eq(sn.calls, 0);
+    expect_values_pass(let_error_code);
+    expect_stopped_passes(let_error_code);
     expect_no_leaks();
 }
 
@@ -98,20 +90,10 @@ Test(exec_let, let_stopped_runs_the_returned_sender) {
     expect_no_leaks();
 }
 
+static ex_sender *let_stopped_seven(ex_sender *child, seen *sn) { return ex_let_stopped(child, ls_seven, sn); }
+
 Test(exec_let, let_stopped_passes_values_and_errors_through) {
-    seen sn;
-    seen_init(&sn);
-    rec rc;
-    rec_init(&rc);
-    run_in_place(ex_let_stopped(ex_just(ex_int(3)), ls_seven, &sn), &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 3);
-    static int payload;
-    rec_init(&rc);
-    run_in_place(ex_let_stopped(ex_just_error(ex_err_data(EX_EUSER + 2, "err", &payload)), ls_seven, &sn), &rc);
-    rec_expect_error(&rc, EX_EUSER + 2);
-    cr_assert_str_eq(rc.err.msg, "err");
-    cr_assert_eq(rc.err.data, &payload);
-    cr_assert_eq(sn.calls, 0);
+    expect_values_pass(let_stopped_seven);
+    expect_error_passes(let_stopped_seven);
     expect_no_leaks();
 }

@@ -20,26 +20,17 @@ Test(exec_let, null_child_or_function_is_invalid) {
     seen sn;
     seen_init(&sn);
     ex_sender *s = ex_let_value(NULL, lv_times10, &sn, EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     s = ex_let_value(ex_just(ex_int(1)), NULL, &sn, EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     s = ex_let_error(NULL, le_code, &sn);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     s = ex_let_error(ex_just_error(ex_err(EX_EUSER, "e")), NULL, &sn);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     s = ex_let_stopped(NULL, ls_seven, &sn);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     s = ex_let_stopped(ex_just_stopped(), NULL, &sn);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();
 }
@@ -66,16 +57,11 @@ Test(exec_let, out_of_memory_while_building) {
     seen_init(&sn);
     for (int kind = 0; kind < 3; kind++) {
         ex_sender *child = ex_just(ex_int(1));
-        test_alloc_reset();
-        test_alloc_fail_at(1);
+        test_alloc_fail_next();
         ex_sender *s = kind == 0   ? ex_let_value(child, lv_times10, &sn, EX_SIG(EX_T_INT))
                        : kind == 1 ? ex_let_error(child, le_code, &sn)
                                    : ex_let_stopped(child, ls_seven, &sn);
-        cr_assert_eq(test_stats.failed, 1);
-        test_alloc_reset();
-        cr_assert_eq(ex_sender_status(s).code, EX_ENOMEM, "kind %d", kind);
-        ex_result r = ex_sync_wait(s);
-        expect_error(&r, EX_ENOMEM);
+        expect_built_enomem(s);
     }
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();

@@ -37,13 +37,9 @@ static ex_sender *identity_closure(void *ctx, ex_sender *s) {
 Test(exec_transfer, on_closure_rejects_invalid_scheduler_and_closure) {
     int calls = 0;
     ex_sender *s = ex_on_closure(ex_just(ex_int(1)), bad_sched, identity_closure, &calls);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    cr_assert_not_null(ex_sender_status(s).msg);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     s = ex_on_closure(ex_just(ex_int(1)), ex_inline_scheduler(), NULL, NULL);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     cr_assert_eq(calls, 0);
     expect_no_leaks();
 }
@@ -208,8 +204,7 @@ Test(exec_transfer, on_without_scheduler_in_receiver_env_fails_connect) {
     ex_operation *op = (ex_operation *)&rc; /* must be reset */
     void *mem;
     ex_error e = connect_heap(s, &rc, &op, &mem);
-    cr_assert_eq(e.code, EX_EINVAL);
-    cr_assert_not_null(e.msg);
+    expect_err(e, EX_EINVAL);
     cr_assert_null(op);
     cr_assert_eq(rec_total(&rc), 0);
     cr_assert_eq(child.calls, 0);
@@ -374,8 +369,7 @@ Test(exec_transfer, on_closure_without_any_original_scheduler_fails_connect) {
     ex_operation *op = NULL;
     void *mem;
     ex_error e = connect_heap(s, &rc, &op, &mem);
-    cr_assert_eq(e.code, EX_EINVAL);
-    cr_assert_not_null(e.msg);
+    expect_err(e, EX_EINVAL);
     cr_assert_null(op);
     cr_assert_eq(rec_total(&rc), 0);
     cr_assert_eq(cl.m.calls, 0);
@@ -392,9 +386,6 @@ static ex_sender *closure_null(void *ctx, ex_sender *s) {
 
 Test(exec_transfer, on_closure_returning_null_is_einval) {
     ex_sender *s = ex_on_closure(ex_just(ex_int(1)), ex_inline_scheduler(), closure_null, NULL);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    cr_assert_not_null(ex_sender_status(s).msg);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     expect_no_leaks();
 }

@@ -62,31 +62,20 @@ Test(exec_then, then_is_multi_shot) {
     expect_no_leaks();
 }
 
+static ex_sender *then_twice(ex_sender *child, seen *sn) {
+    return ex_then(child, fn_twice, sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+}
+
 Test(exec_then, then_passes_error_through_unchanged) {
-    seen sn;
-    seen_init(&sn);
-    static int payload;
-    rec rc;
-    rec_init(&rc);
-    run_in_place(ex_then(ex_just_error(ex_err_data(EX_EUSER + 1, "boom", &payload)), fn_twice, &sn, EX_SIG(EX_T_INT),
-                       EX_SIG(EX_T_INT)),
-               &rc);
-    rec_expect_error(&rc, EX_EUSER + 1);
-    cr_assert_str_eq(rc.err.msg, "boom");
-    cr_assert_eq(rc.err.data, &payload);
-    cr_assert_eq(sn.calls, 0);
+    expect_error_passes(then_twice);
     expect_no_leaks();
 }
 
 Test(exec_then, then_passes_stopped_through) {
+    expect_stopped_passes(then_twice);
     seen sn;
     seen_init(&sn);
-    rec rc;
-    rec_init(&rc);
-    run_in_place(ex_then(ex_just_stopped(), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), &rc);
-    rec_expect_stopped(&rc);
-    cr_assert_eq(sn.calls, 0);
-    ex_result r = ex_sync_wait(ex_then(ex_just_stopped(), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
+    ex_result r = ex_sync_wait(then_twice(ex_just_stopped(), &sn));
     cr_assert_eq(r.disposition, EX_DISP_STOPPED);
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();
@@ -208,10 +197,7 @@ Test(exec_then, then_input_arity_mismatch_is_invalid) {
     seen sn;
     seen_init(&sn);
     ex_sender *s = ex_then(ex_just(ex_int(1), ex_int(2)), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    cr_assert_not_null(ex_sender_status(s).msg);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();
 }
@@ -220,13 +206,10 @@ Test(exec_then, then_input_type_mismatch_is_invalid) {
     seen sn;
     seen_init(&sn);
     ex_sender *s = ex_then(ex_just(ex_str("x")), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     /* Too few values is a mismatch as well. */
     s = ex_then(ex_just(), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();
 }
@@ -359,8 +342,7 @@ Test(exec_then, then_output_arity_too_large_is_invalid) {
     ex_sig big = EX_SIG0;
     big.arity = EX_MAX_ARITY + 1;
     ex_sender *s = ex_then(ex_just(ex_int(1)), fn_twice, &sn, EX_SIG(EX_T_INT), big);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     expect_no_leaks();
 }
 
@@ -368,30 +350,20 @@ Test(exec_then, null_child_or_function_is_invalid) {
     seen sn;
     seen_init(&sn);
     ex_sender *s = ex_then(NULL, fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
 
     s = ex_then(ex_just(ex_int(1)), NULL, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
 
     s = ex_upon_error(NULL, ue_code, &sn, EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     s = ex_upon_error(ex_just_error(ex_err(EX_EUSER, "e")), NULL, &sn, EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
 
     s = ex_upon_stopped(NULL, us_42, &sn, EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     s = ex_upon_stopped(ex_just_stopped(), NULL, &sn, EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();
 }
@@ -402,8 +374,7 @@ Test(exec_then, invalid_child_status_propagates) {
     ex_value v[EX_MAX_ARITY + 1];
     for (int i = 0; i <= EX_MAX_ARITY; i++) v[i] = ex_int(i);
     ex_sender *s = ex_then(ex_just_n(v, EX_MAX_ARITY + 1), fn_count, &sn, EX_SIG_VARIADIC, EX_SIG(EX_T_INT));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     s = ex_upon_error(ex_just_n(v, EX_MAX_ARITY + 1), ue_code, &sn, EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL, "an invalid child is not an error completion to handle");
     ex_result r = ex_sync_wait(s);
@@ -473,16 +444,11 @@ Test(exec_then, out_of_memory_while_building) {
     seen_init(&sn);
     for (int kind = 0; kind < 3; kind++) {
         ex_sender *child = kind == 0 ? ex_just(ex_int(1)) : kind == 1 ? ex_just_error(ex_err(EX_EUSER, "e")) : ex_just_stopped();
-        test_alloc_reset();
-        test_alloc_fail_at(1); /* the adaptor's own allocation */
+        test_alloc_fail_next(); /* the adaptor's own allocation */
         ex_sender *s = kind == 0   ? ex_then(child, fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT))
                        : kind == 1 ? ex_upon_error(child, ue_code, &sn, EX_SIG(EX_T_INT))
                                    : ex_upon_stopped(child, us_42, &sn, EX_SIG(EX_T_INT));
-        cr_assert_eq(test_stats.failed, 1, "the injected failure was not hit");
-        test_alloc_reset(); /* no further failures */
-        cr_assert_eq(ex_sender_status(s).code, EX_ENOMEM, "kind %d", kind);
-        ex_result r = ex_sync_wait(s);
-        expect_error(&r, EX_ENOMEM);
+        expect_built_enomem(s);
     }
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();

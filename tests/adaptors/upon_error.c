@@ -37,29 +37,15 @@ Test(exec_then, upon_error_handles_an_error_from_then) {
     expect_no_leaks();
 }
 
+static ex_sender *upon_error_code(ex_sender *child, seen *sn) { return ex_upon_error(child, ue_code, sn, EX_SIG(EX_T_INT)); }
+
 Test(exec_then, upon_error_passes_values_through_unchanged) {
-    seen sn;
-    seen_init(&sn);
-    rec rc;
-    rec_init(&rc);
-    run_in_place(ex_upon_error(ex_just(ex_int(3), ex_str("x")), ue_code, &sn, EX_SIG(EX_T_INT)), &rc);
-    rec_expect_values(&rc, 2);
-    cr_assert_eq(rc.v[0].type, EX_T_INT);
-    cr_assert_eq(rc.v[0].as.i, 3);
-    cr_assert_eq(rc.v[1].type, EX_T_STR);
-    cr_assert_str_eq(rc.v[1].as.s, "x");
-    cr_assert_eq(sn.calls, 0);
+    expect_values_pass(upon_error_code);
     expect_no_leaks();
 }
 
 Test(exec_then, upon_error_passes_stopped_through) {
-    seen sn;
-    seen_init(&sn);
-    rec rc;
-    rec_init(&rc);
-    run_in_place(ex_upon_error(ex_just_stopped(), ue_code, &sn, EX_SIG(EX_T_INT)), &rc);
-    rec_expect_stopped(&rc);
-    cr_assert_eq(sn.calls, 0);
+    expect_stopped_passes(upon_error_code);
     expect_no_leaks();
 }
 

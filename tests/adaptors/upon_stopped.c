@@ -41,24 +41,11 @@ Test(exec_then, upon_stopped_of_a_stopped_schedule) {
     expect_no_leaks();
 }
 
-Test(exec_then, upon_stopped_passes_values_and_errors_through) {
-    seen sn;
-    seen_init(&sn);
-    rec rc;
-    rec_init(&rc);
-    run_in_place(ex_upon_stopped(ex_just(ex_int(5), ex_double(0.25)), us_42, &sn, EX_SIG(EX_T_INT)), &rc);
-    rec_expect_values(&rc, 2);
-    cr_assert_eq(rc.v[0].as.i, 5);
-    cr_assert_float_eq(rc.v[1].as.d, 0.25, 0);
+static ex_sender *upon_stopped_42(ex_sender *child, seen *sn) { return ex_upon_stopped(child, us_42, sn, EX_SIG(EX_T_INT)); }
 
-    static int payload;
-    rec_init(&rc);
-    run_in_place(ex_upon_stopped(ex_just_error(ex_err_data(EX_EUSER + 9, "err", &payload)), us_42, &sn, EX_SIG(EX_T_INT)),
-               &rc);
-    rec_expect_error(&rc, EX_EUSER + 9);
-    cr_assert_str_eq(rc.err.msg, "err");
-    cr_assert_eq(rc.err.data, &payload);
-    cr_assert_eq(sn.calls, 0);
+Test(exec_then, upon_stopped_passes_values_and_errors_through) {
+    expect_values_pass(upon_stopped_42);
+    expect_error_passes(upon_stopped_42);
     expect_no_leaks();
 }
 

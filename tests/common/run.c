@@ -39,11 +39,9 @@ void run_with_failing_allocation(ex_sender *s) {
     cr_assert_leq(ex_sender_op_size(s), sizeof buf);
     ex_operation *op;
     cr_assert_eq(ex_connect(s, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
-    test_alloc_reset();
-    test_alloc_fail_at(1);
+    test_alloc_fail_next();
     ex_start(op);
-    cr_assert_eq(test_stats.failed, 1, "the injected failure was not hit");
-    test_alloc_reset();
+    expect_injected_failure_hit();
     rec_expect_error(&rc, EX_ENOMEM);
     cr_assert_not_null(rc.err.msg);
     ex_operation_destroy(op);
@@ -75,6 +73,39 @@ void expect_error(ex_result *r, int code) {
     cr_assert_eq(r->error.code, code, "expected error %d, got %d (%s)", code, r->error.code,
                  r->error.msg ? r->error.msg : "");
     cr_assert_not_null(r->error.msg);
+}
+
+void expect_err(ex_error e, int code) {
+    cr_assert_eq(e.code, code, "expected error %d, got %d (%s)", code, e.code, e.msg ? e.msg : "");
+    cr_assert_not_null(e.msg, "error %d without a message", code);
+}
+
+void expect_invalid_status(ex_sender *s, int code) {
+    cr_assert_not_null(s, "builders never return NULL");
+    expect_err(ex_sender_status(s), code);
+    ex_sender_release(s);
+}
+
+void expect_invalid(ex_sender *s, int code) {
+    cr_assert_not_null(s, "builders never return NULL");
+    expect_err(ex_sender_status(s), code);
+    ex_result r = ex_sync_wait(s);
+    expect_error(&r, code);
+}
+
+void test_alloc_fail_next(void) {
+    test_alloc_reset();
+    test_alloc_fail_at(1);
+}
+
+void expect_injected_failure_hit(void) {
+    cr_assert_eq(test_stats.failed, 1, "the injected failure was not hit");
+    test_alloc_reset(); /* no further failures */
+}
+
+void expect_built_enomem(ex_sender *s) {
+    expect_injected_failure_hit();
+    expect_invalid(s, EX_ENOMEM);
 }
 
 void rec_expect_values(const rec *r, size_t n) {

@@ -31,6 +31,20 @@ void arec_wait_done(arec *r);
 void expect_value_int(ex_result *r, int64_t v);
 void expect_error(ex_result *r, int code);
 
+/* An ex_error with this code and a message. */
+void expect_err(ex_error e, int code);
+/* s's status is code (a builder refused its input); then: sync_wait
+ * completes with that error / s is released.  Both consume s. */
+void expect_invalid(ex_sender *s, int code);
+void expect_invalid_status(ex_sender *s, int code);
+/* Out of memory while building: test_alloc_fail_next() makes the next
+ * test_allocator allocation fail; expect_built_enomem(s) asserts it was
+ * hit and s is an EX_ENOMEM invalid sender (consumes s). */
+void test_alloc_fail_next(void);
+void expect_built_enomem(ex_sender *s);
+/* Asserts the injected failure was hit, and injects no more. */
+void expect_injected_failure_hit(void);
+
 /* rec checks: exactly one completion, of this kind. */
 void rec_expect_value_int(const rec *r, int64_t v);
 void rec_expect_values(const rec *r, size_t n);   /* set_value with n datums */
