@@ -8,7 +8,7 @@
 
 Test(exec_transfer, continues_on_child_runs_where_started_completes_on_target) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 10 };
     ex_sender *s = then_mark(ex_continues_on(then_mark(ex_just(ex_int(1)), &child), ex_single_thread_context_scheduler(&c)), &after);
     ex_result r = ex_sync_wait(s);
@@ -17,14 +17,14 @@ Test(exec_transfer, continues_on_child_runs_where_started_completes_on_target) {
     cr_assert_eq(after.calls, 1);
     cr_assert(pthread_equal(child.tid, pthread_self()), "the child runs where continues_on was started");
     cr_assert(on_thread(after.tid, &c), "the completion happens on the target's thread");
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, continues_on_between_two_contexts) {
     ex_single_thread_context a, b;
-    ctx_init(&a);
-    ctx_init(&b);
+    test_stc_init(&a);
+    test_stc_init(&b);
     cr_assert_not(pthread_equal(ex_single_thread_context_thread_id(&a), ex_single_thread_context_thread_id(&b)));
     mark ma = { .add = 2 }, mb = { .add = 3 };
     ex_sender *s = ex_starts_on(ex_single_thread_context_scheduler(&a),
@@ -33,14 +33,14 @@ Test(exec_transfer, continues_on_between_two_contexts) {
     expect_value_int(&r, 10);
     cr_assert(on_thread(ma.tid, &a));
     cr_assert(on_thread(mb.tid, &b));
-    ctx_destroy(&a);
-    ctx_destroy(&b);
+    test_stc_destroy(&a);
+    test_stc_destroy(&b);
     expect_no_leaks();
 }
 
 Test(exec_transfer, continues_on_carries_several_values) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     int x = 0;
     static const char hello[] = "hello";
     ex_value inner[2] = { ex_int(7), ex_str(hello) };
@@ -69,26 +69,26 @@ Test(exec_transfer, continues_on_carries_several_values) {
     cr_assert_eq(rt->v[0].as.i, 7);
     cr_assert_eq(rt->v[1].as.s, hello);
     ex_result_destroy(&r);
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, continues_on_value_completion_thread_with_several_values) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     mark m = { 0 };
     ex_sender *s = ex_then(ex_continues_on(ex_just(ex_int(1), ex_int(2), ex_int(3)), ex_single_thread_context_scheduler(&c)),
                            mark_count, &m, EX_SIG(EX_T_INT, EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT));
     ex_result r = ex_sync_wait(s);
     expect_value_int(&r, 3);
     cr_assert(on_thread(m.tid, &c));
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, continues_on_carries_error_to_target) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     static int payload;
     ex_result r = ex_sync_wait(ex_continues_on(ex_just_error(ex_err_data(EX_EUSER + 7, "boom", &payload)),
                                                ex_single_thread_context_scheduler(&c)));
@@ -102,13 +102,13 @@ Test(exec_transfer, continues_on_carries_error_to_target) {
         mark_error, &m, EX_SIG(EX_T_INT)));
     expect_value_int(&r2, EX_EUSER + 8);
     cr_assert(on_thread(m.tid, &c), "the error completion happens on the target's thread");
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, continues_on_carries_stopped_to_target) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     ex_result r = ex_sync_wait(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)));
     cr_assert_eq(r.disposition, EX_DISP_STOPPED);
     mark m = { 0 };
@@ -116,14 +116,14 @@ Test(exec_transfer, continues_on_carries_stopped_to_target) {
                                                 mark_stopped, &m, EX_SIG(EX_T_INT)));
     expect_value_int(&r2, -1);
     cr_assert(on_thread(m.tid, &c), "the stopped completion happens on the target's thread");
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, continues_on_completion_scheduler_attrs_are_target) {
     ex_single_thread_context a, b;
-    ctx_init(&a);
-    ctx_init(&b);
+    test_stc_init(&a);
+    test_stc_init(&b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     ex_sender *s = ex_continues_on(ex_just(ex_int(1)), sb);
     ex_scheduler got = bad_sched;
@@ -144,14 +144,14 @@ Test(exec_transfer, continues_on_completion_scheduler_attrs_are_target) {
     cr_assert_not(ex_scheduler_equal(got, sa));
     ex_result r = ex_sync_wait(s);
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    ctx_destroy(&a);
-    ctx_destroy(&b);
+    test_stc_destroy(&a);
+    test_stc_destroy(&b);
     expect_no_leaks();
 }
 
 Test(exec_transfer, schedule_from_behaves_like_continues_on) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     ex_scheduler sch = ex_single_thread_context_scheduler(&c);
     mark child = { .add = 1 }, after = { .add = 1 };
     ex_sender *s = ex_schedule_from(sch, then_mark(ex_just(ex_int(40)), &child));
@@ -175,13 +175,13 @@ Test(exec_transfer, schedule_from_behaves_like_continues_on) {
     cr_assert_eq(r4.n, 2);
     cr_assert_eq(r4.values[0].as.i, 1);
     cr_assert_str_eq(r4.values[1].as.s, "two");
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, continues_on_run_loop_with_stop_requested_completes_stopped) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     rec rc;
     rec_init(&rc);
     rec_with_stop(&rc);
@@ -191,20 +191,19 @@ Test(exec_transfer, continues_on_run_loop_with_stop_requested_completes_stopped)
     ex_operation *op = run_start(s, &rc);
     cr_assert_eq(child.calls, 1, "the child runs where continues_on is started");
     cr_assert_eq(rec_total(&rc), 0, "the completion waits for the run loop");
-    ex_run_loop_finish(&loop);
-    cr_assert_eq(ex_run_loop_run(&loop).code, 0);
+    test_loop_drain(&loop);
     cr_assert_eq(rc.stops, 1, "schedule on a run_loop with stop requested completes stopped");
     cr_assert_eq(rec_total(&rc), 1);
     cr_assert_eq(rc.thread, test_thread_id());
     run_destroy(op);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 
 Test(exec_transfer, continues_on_run_loop_without_stop_delivers_value) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     rec rc;
     rec_init(&rc);
     rec_with_stop(&rc); /* stop possible, never requested */
@@ -213,13 +212,12 @@ Test(exec_transfer, continues_on_run_loop_without_stop_delivers_value) {
     cr_assert_eq(rec_total(&rc), 0);
     cr_assert_eq(ex_run_loop_count(&loop), 1);
     cr_assert(ex_run_loop_run_one(&loop));
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.n, 2);
+    rec_expect_values(&rc, 2);
     cr_assert_eq(rc.v[0].as.i, 6);
     cr_assert_eq(rc.v[1].as.i, 7);
     run_destroy(op);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 

@@ -232,7 +232,7 @@ static ex_sender *lv_async_reader(void *ctx, const ex_value *in, size_t n) {
 
 Test(exec_let, datums_live_until_the_returned_sender_completes) {
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    test_stc_init(&stc);
     lifetime_ctx lc;
     memset(&lc, 0, sizeof lc);
     lc.sch = ex_single_thread_context_scheduler(&stc);
@@ -244,7 +244,7 @@ Test(exec_let, datums_live_until_the_returned_sender_completes) {
     cr_assert_eq(lc.let_calls, 1);
     cr_assert_eq(lc.read_calls, 1);
     cr_assert(pthread_equal(lc.reader_thread, ex_single_thread_context_thread_id(&stc)), "the read ran on the other thread");
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
+    test_stc_destroy(&stc);
     expect_no_leaks();
 }
 
@@ -279,7 +279,7 @@ static ex_sender *le_elsewhere(void *ctx, ex_error err) {
 
 Test(exec_let, inside_sync_wait_inner_sender_completes_on_another_thread) {
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    test_stc_init(&stc);
     thread_ctx tc;
     memset(&tc, 0, sizeof tc);
     tc.sch = ex_single_thread_context_scheduler(&stc);
@@ -293,6 +293,6 @@ Test(exec_let, inside_sync_wait_inner_sender_completes_on_another_thread) {
     expect_error(&r, EX_EUSER + 1);
     cr_assert_str_eq(r.error.msg, "from the other thread");
     cr_assert_eq(tc.calls, 2);
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
+    test_stc_destroy(&stc);
     expect_no_leaks();
 }

@@ -5,8 +5,7 @@
 
 Test(exec_let, inner_env_get_scheduler_is_the_childs_value_completion_scheduler) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_scheduler sch = ex_run_loop_scheduler(&loop);
+    ex_scheduler sch = test_loop_init(&loop);
     seen sn;
     seen_init(&sn);
     rec rc;
@@ -16,8 +15,7 @@ Test(exec_let, inner_env_get_scheduler_is_the_childs_value_completion_scheduler)
     ex_sender *s = ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0);
     ex_operation *op = run_start(s, &rc);
     cr_assert_eq(sn.calls, 0);
-    ex_run_loop_finish(&loop);
-    cr_assert_eq(ex_run_loop_run(&loop).code, 0);
+    test_loop_drain(&loop);
     cr_assert_eq(sn.calls, 1);
     cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
     cr_assert_eq(rec_total(&rc), 1);
@@ -25,34 +23,31 @@ Test(exec_let, inner_env_get_scheduler_is_the_childs_value_completion_scheduler)
     cr_assert(ex_scheduler_equal(rc.v[0].as.sched, sch), "get_scheduler must be the run_loop's scheduler");
     run_destroy(op);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 
 Test(exec_let, inner_env_get_scheduler_with_a_receiver_without_scheduler) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_scheduler sch = ex_run_loop_scheduler(&loop);
+    ex_scheduler sch = test_loop_init(&loop);
     seen sn;
     seen_init(&sn);
     rec rc;
     rec_init(&rc); /* empty env: without let-env read_env would fail */
     ex_sender *s = ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0);
     ex_operation *op = run_start(s, &rc);
-    ex_run_loop_finish(&loop);
-    cr_assert_eq(ex_run_loop_run(&loop).code, 0);
+    test_loop_drain(&loop);
     cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
     cr_assert(ex_scheduler_equal(rc.v[0].as.sched, sch));
     run_destroy(op);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 
 Test(exec_let, inner_env_get_scheduler_in_sync_wait_is_the_childs_scheduler) {
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&stc);
+    ex_scheduler sch = test_stc_init(&stc);
     seen sn;
     seen_init(&sn);
     ex_result r = ex_sync_wait(ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0));
@@ -60,14 +55,13 @@ Test(exec_let, inner_env_get_scheduler_in_sync_wait_is_the_childs_scheduler) {
     cr_assert_eq(r.values[0].type, EX_T_SCHED);
     cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch), "not sync_wait's run_loop but the child's scheduler");
     cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
+    test_stc_destroy(&stc);
     expect_no_leaks();
 }
 
 Test(exec_let, let_stopped_inner_env_get_scheduler_is_the_stopped_completion_scheduler) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_scheduler sch = ex_run_loop_scheduler(&loop);
+    ex_scheduler sch = test_loop_init(&loop);
     seen sn;
     seen_init(&sn);
     rec rc;
@@ -76,15 +70,14 @@ Test(exec_let, let_stopped_inner_env_get_scheduler_is_the_stopped_completion_sch
     ex_sender *s = ex_let_stopped(ex_schedule(sch), ls_read_sched, &sn);
     ex_operation *op = run_start(s, &rc);
     ex_stop_source_request_stop(&rc.stop); /* the schedule completes stopped */
-    ex_run_loop_finish(&loop);
-    cr_assert_eq(ex_run_loop_run(&loop).code, 0);
+    test_loop_drain(&loop);
     cr_assert_eq(sn.calls, 1);
     cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
     cr_assert_eq(rec_total(&rc), 1);
     cr_assert(ex_scheduler_equal(rc.v[0].as.sched, sch));
     run_destroy(op);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 

@@ -129,7 +129,7 @@ Test(exec_transfer, inline_scheduler_transfers_complete_inline) {
 
 Test(exec_transfer, on_runs_child_on_sch_and_returns_to_sync_wait_thread) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 100 };
     ex_sender *s = then_mark(ex_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(1)), &child)), &after);
     ex_result r = ex_sync_wait(s);
@@ -138,26 +138,26 @@ Test(exec_transfer, on_runs_child_on_sch_and_returns_to_sync_wait_thread) {
     cr_assert_eq(after.calls, 1);
     cr_assert(on_thread(child.tid, &c), "the child runs on sch");
     cr_assert(pthread_equal(after.tid, pthread_self()), "the result comes back to sync_wait's run loop thread");
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, on_child_env_get_scheduler_is_sch) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     ex_scheduler sch = ex_single_thread_context_scheduler(&c);
     ex_result r = ex_sync_wait(ex_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
     cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch));
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, on_returns_to_receiver_env_scheduler) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     rec rc;
     rec_init(&rc);
     rec_with_scheduler(&rc, ex_run_loop_scheduler(&loop));
@@ -171,14 +171,14 @@ Test(exec_transfer, on_returns_to_receiver_env_scheduler) {
     cr_assert(on_thread(child.tid, &c));
     run_destroy(op);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    ctx_destroy(&c);
+    test_loop_destroy(&loop);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, on_carries_error_and_stopped_back) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     ex_scheduler sch = ex_single_thread_context_scheduler(&c);
     mark m = { 0 };
     ex_result r = ex_sync_wait(ex_upon_error(ex_on(sch, ex_just_error(ex_err(EX_EUSER + 4, "on error"))), mark_error, &m,
@@ -189,13 +189,13 @@ Test(exec_transfer, on_carries_error_and_stopped_back) {
     ex_result r2 = ex_sync_wait(ex_upon_stopped(ex_on(sch, ex_just_stopped()), mark_stopped, &m2, EX_SIG(EX_T_INT)));
     expect_value_int(&r2, -1);
     cr_assert(pthread_equal(m2.tid, pthread_self()));
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, on_without_scheduler_in_receiver_env_fails_connect) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     rec rc;
     rec_init(&rc); /* empty environment */
     mark child = { 0 };
@@ -209,7 +209,7 @@ Test(exec_transfer, on_without_scheduler_in_receiver_env_fails_connect) {
     cr_assert_eq(rec_total(&rc), 0);
     cr_assert_eq(child.calls, 0);
     ex_sender_release(s);
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
@@ -238,7 +238,7 @@ static const ex_scheduler_vtable big_vt = {
 
 Test(exec_transfer, on_returning_to_scheduler_with_large_schedule_op) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     ex_scheduler big = { &big_vt, NULL };
     rec rc;
     rec_init(&rc);
@@ -247,7 +247,7 @@ Test(exec_transfer, on_returning_to_scheduler_with_large_schedule_op) {
     ex_operation *op = run_start(s, &rc);
     /* start queued the child on the context; destroying the context drains
      * its queue (the child, then the inline return hop) and joins it. */
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     cr_assert_eq(rc.values, 1, "errors=%d (%s)", rc.errors, rc.err.msg ? rc.err.msg : "");
     cr_assert_eq(rc.v[0].as.i, 8);
     cr_assert_neq(rc.thread, test_thread_id());
@@ -286,7 +286,7 @@ static ex_sender *closure_mul10(void *ctx, ex_sender *s) {
 
 Test(exec_transfer, on_closure_runs_closure_on_sch_and_returns_to_env_scheduler) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 0 };
     closure_ctx cl = { 0 };
     ex_sender *s = ex_on_closure(then_mark(ex_just(ex_int(2)), &child), ex_single_thread_context_scheduler(&c),
@@ -300,14 +300,14 @@ Test(exec_transfer, on_closure_runs_closure_on_sch_and_returns_to_env_scheduler)
     cr_assert(pthread_equal(child.tid, pthread_self()), "the child runs where the sender was started");
     cr_assert(on_thread(cl.m.tid, &c), "the closure's work runs on sch");
     cr_assert(pthread_equal(after.tid, pthread_self()), "the result returns to the env's scheduler");
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
     ex_single_thread_context a, b;
-    ctx_init(&a);
-    ctx_init(&b);
+    test_stc_init(&a);
+    test_stc_init(&b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     mark child = { .add = 4 }, after = { .add = 2 };
     closure_ctx cl = { 0 };
@@ -321,8 +321,8 @@ Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
     cr_assert(on_thread(child.tid, &a));
     cr_assert(on_thread(cl.m.tid, &b), "the closure's work runs on sch");
     cr_assert(on_thread(after.tid, &a), "the result returns to the child's completion scheduler");
-    ctx_destroy(&a);
-    ctx_destroy(&b);
+    test_stc_destroy(&a);
+    test_stc_destroy(&b);
     expect_no_leaks();
 }
 
@@ -343,7 +343,7 @@ static ex_sender *closure_pass_sched(void *ctx, ex_sender *s) {
 
 Test(exec_transfer, on_closure_child_env_scheduler_is_the_original) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     closure_ctx cl = { 0 };
     /* The original scheduler is the env's (inline, written above); the child
      * sees it as get_scheduler (write-env(child, SCHED-ENV(orig_sch))). */
@@ -355,13 +355,13 @@ Test(exec_transfer, on_closure_child_env_scheduler_is_the_original) {
     cr_assert_eq(r.values[0].type, EX_T_SCHED);
     cr_assert(ex_scheduler_equal(r.values[0].as.sched, ex_inline_scheduler()));
     cr_assert(on_thread(cl.m.tid, &c));
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, on_closure_without_any_original_scheduler_fails_connect) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     rec rc;
     rec_init(&rc);
     closure_ctx cl = { 0 };
@@ -374,7 +374,7 @@ Test(exec_transfer, on_closure_without_any_original_scheduler_fails_connect) {
     cr_assert_eq(rec_total(&rc), 0);
     cr_assert_eq(cl.m.calls, 0);
     ex_sender_release(s);
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 

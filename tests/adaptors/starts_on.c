@@ -8,27 +8,27 @@
 
 Test(exec_transfer, starts_on_runs_child_on_scheduler_thread) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     mark m = { .add = 1 };
     ex_result r = ex_sync_wait(ex_starts_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(41)), &m)));
     expect_value_int(&r, 42);
     cr_assert_eq(m.calls, 1);
     cr_assert(on_thread(m.tid, &c), "the child must run on the context's thread");
     cr_assert_not(pthread_equal(m.tid, pthread_self()));
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, starts_on_child_env_get_scheduler_is_sch) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     ex_scheduler sch = ex_single_thread_context_scheduler(&c);
     ex_result r = ex_sync_wait(ex_starts_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
     cr_assert_eq(r.n, 1);
     cr_assert_eq(r.values[0].type, EX_T_SCHED);
     cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch), "the child's get_scheduler must be sch");
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
@@ -43,7 +43,7 @@ Test(exec_transfer, starts_on_child_env_forwards_the_receiver_env) {
 
 Test(exec_transfer, starts_on_has_no_completion_scheduler_of_its_own) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     ex_sender *s = ex_starts_on(ex_single_thread_context_scheduler(&c), ex_just(ex_int(1)));
     cr_assert_eq(ex_sender_status(s).code, 0);
     ex_scheduler got;
@@ -51,7 +51,7 @@ Test(exec_transfer, starts_on_has_no_completion_scheduler_of_its_own) {
     cr_assert_not(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_error, &got));
     cr_assert_not(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_stopped, &got));
     ex_sender_release(s);
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
@@ -60,8 +60,8 @@ Test(exec_transfer, starts_on_has_no_completion_scheduler_of_its_own) {
  * forwards the child's (forwarding) completion-scheduler queries. */
 Test(exec_transfer, starts_on_attrs_forward_the_childs_attrs) {
     ex_single_thread_context a, b;
-    ctx_init(&a);
-    ctx_init(&b);
+    test_stc_init(&a);
+    test_stc_init(&b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     ex_sender *s = ex_starts_on(sa, ex_schedule(sb));
     ex_scheduler got = bad_sched;
@@ -70,27 +70,27 @@ Test(exec_transfer, starts_on_attrs_forward_the_childs_attrs) {
     cr_expect(ex_scheduler_equal(got, sb));
     ex_result r = ex_sync_wait(s);
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    ctx_destroy(&a);
-    ctx_destroy(&b);
+    test_stc_destroy(&a);
+    test_stc_destroy(&b);
     expect_no_leaks();
 }
 
 Test(exec_transfer, starts_on_passes_error_and_stopped_through) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     ex_scheduler sch = ex_single_thread_context_scheduler(&c);
     ex_result r = ex_sync_wait(ex_starts_on(sch, ex_just_error(ex_err(EX_EUSER + 2, "child failed"))));
     expect_error(&r, EX_EUSER + 2);
     cr_assert_str_eq(r.error.msg, "child failed");
     ex_result r2 = ex_sync_wait(ex_starts_on(sch, ex_just_stopped()));
     cr_assert_eq(r2.disposition, EX_DISP_STOPPED);
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, starts_on_stop_requested_completes_stopped_without_running_child) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     rec rc;
     rec_init(&rc);
     rec_with_stop(&rc);
@@ -100,13 +100,11 @@ Test(exec_transfer, starts_on_stop_requested_completes_stopped_without_running_c
     ex_operation *op = run_start(s, &rc);
     cr_assert_eq(rec_total(&rc), 0, "starts_on completes only after the schedule operation ran");
     cr_assert_eq(ex_run_loop_count(&loop), 1);
-    ex_run_loop_finish(&loop);
-    cr_assert_eq(ex_run_loop_run(&loop).code, 0);
-    cr_assert_eq(rc.stops, 1);
-    cr_assert_eq(rec_total(&rc), 1);
+    test_loop_drain(&loop);
+    rec_expect_stopped(&rc);
     cr_assert_eq(m.calls, 0, "the child must not start when scheduling completed stopped");
     run_destroy(op);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }

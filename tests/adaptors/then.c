@@ -183,13 +183,13 @@ Test(exec_then, then_result_signatures) {
 
 Test(exec_then, then_keeps_stopped_signature_of_the_child) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     seen sn;
     seen_init(&sn);
     ex_sender *s = ex_then(ex_schedule(ex_run_loop_scheduler(&loop)), fn_count, &sn, EX_SIG0, EX_SIG(EX_T_INT));
     expect_sigs(s, EX_SIG(EX_T_INT), EX_SIGS_STOPPED, EX_SIGS_STOPPED); /* run_loop schedule may complete stopped */
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 
@@ -391,8 +391,7 @@ static ex_scheduler sched_attr(const ex_sender *s, const ex_key *key, bool *foun
 
 Test(exec_then, completion_scheduler_is_forwarded_from_the_child) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_scheduler sch = ex_run_loop_scheduler(&loop);
+    ex_scheduler sch = test_loop_init(&loop);
     seen sn;
     seen_init(&sn);
     ex_sender *s = ex_then(ex_schedule(sch), fn_count, &sn, EX_SIG0, EX_SIG(EX_T_INT));
@@ -409,8 +408,7 @@ Test(exec_then, completion_scheduler_is_forwarded_from_the_child) {
     rec_init(&rc);
     ex_operation *op = run_start(s, &rc);
     cr_assert_eq(rec_total(&rc), 0, "schedule on a run_loop completes when the loop runs");
-    ex_run_loop_finish(&loop);
-    cr_assert_eq(ex_run_loop_run(&loop).code, 0);
+    test_loop_drain(&loop);
     cr_assert_eq(rc.values, 1);
     cr_assert_eq(rc.v[0].type, EX_T_INT);
     cr_assert_eq(rc.v[0].as.i, 0);
@@ -435,7 +433,7 @@ Test(exec_then, completion_scheduler_is_forwarded_from_the_child) {
     (void)sched_attr(s, &ex_key_completion_scheduler_value, &found);
     cr_assert_not(found);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 

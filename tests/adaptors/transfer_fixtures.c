@@ -57,15 +57,6 @@ ex_sender *then_mark(ex_sender *s, mark *m) {
     return ex_then(s, mark_int, m, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
 }
 
-void ctx_init(ex_single_thread_context *c) {
-    ex_error e = ex_single_thread_context_init(c);
-    cr_assert_eq(e.code, 0, "ex_single_thread_context_init: %s", e.msg ? e.msg : "");
-}
-
-void ctx_destroy(ex_single_thread_context *c) {
-    cr_assert_eq(ex_single_thread_context_destroy(c).code, 0);
-}
-
 bool on_thread(pthread_t a, ex_single_thread_context *c) {
     return pthread_equal(a, ex_single_thread_context_thread_id(c)) != 0;
 }

@@ -24,8 +24,6 @@ ex_error mark_stopped(void *ctx, ex_value *out);                                
 /* then(s, mark_int, m). */
 ex_sender *then_mark(ex_sender *s, mark *m);
 
-void ctx_init(ex_single_thread_context *c);     /* asserts it worked */
-void ctx_destroy(ex_single_thread_context *c);
 bool on_thread(pthread_t a, ex_single_thread_context *c);
 
 /* Connect into exactly-sized storage from the heap with ex_connect (*mem

@@ -19,7 +19,7 @@ Test(exec_then, upon_stopped_of_a_stopped_schedule) {
     /* schedule on a run_loop whose receiver asked to stop completes stopped;
      * upon_stopped turns it into a value, on the loop. */
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     seen sn;
     seen_init(&sn);
     rec rc;
@@ -29,15 +29,14 @@ Test(exec_then, upon_stopped_of_a_stopped_schedule) {
     ex_operation *op = run_start(s, &rc);
     ex_stop_source_request_stop(&rc.stop);
     cr_assert_eq(sn.calls, 0);
-    ex_run_loop_finish(&loop);
-    cr_assert_eq(ex_run_loop_run(&loop).code, 0);
+    test_loop_drain(&loop);
     cr_assert_eq(rc.values, 1);
     cr_assert_eq(rec_total(&rc), 1);
     cr_assert_eq(rc.v[0].as.i, 42);
     cr_assert_eq(sn.calls, 1);
     run_destroy(op);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 
@@ -102,14 +101,14 @@ Test(exec_then, upon_stopped_result_signatures) {
 
     /* Child with a value and stopped: both value signatures. */
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     s = ex_upon_stopped(ex_schedule(ex_run_loop_scheduler(&loop)), us_42, &sn, EX_SIG(EX_T_INT));
     const ex_sigs *sg = ex_sender_sigs(s);
     cr_assert_eq(sg->nvalues, 2);
     cr_assert(sigs_have(sg, EX_SIG0) && sigs_have(sg, EX_SIG(EX_T_INT)));
     cr_assert_eq(sg->flags & EX_SIGS_STOPPED, 0);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();
 }

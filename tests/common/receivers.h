@@ -18,6 +18,7 @@ typedef struct rec {
     int values, errors, stops;   /* completion counts (exactly one expected) */
     size_t n;
     ex_value v[EX_MAX_ARITY];    /* shallow copy of the last values */
+    char text[256];              /* the last values, formatted while alive ("; " between) */
     ex_error err;
     const void *thread;          /* test_thread_id() of the completion */
     ex_env env;                  /* what env() answers */

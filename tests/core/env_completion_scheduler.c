@@ -5,8 +5,7 @@
 
 Test(exec_env, schedule_has_value_and_stopped_completion_scheduler) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_scheduler sch = ex_run_loop_scheduler(&loop);
+    ex_scheduler sch = test_loop_init(&loop);
     ex_sender *s = ex_schedule(sch);
     ex_scheduler got = ex_inline_scheduler();
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
@@ -20,7 +19,7 @@ Test(exec_env, schedule_has_value_and_stopped_completion_scheduler) {
     cr_assert_eq(v.type, EX_T_SCHED);
     cr_assert_not(ex_env_query(ex_sender_attrs(s), &ex_key_get_scheduler, &v), "attrs are not an environment");
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 
@@ -32,8 +31,7 @@ static ex_error void_to_int(void *ctx, const ex_value *in, size_t n, ex_value *o
 
 Test(exec_env, then_forwards_childs_completion_scheduler) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_scheduler sch = ex_run_loop_scheduler(&loop);
+    ex_scheduler sch = test_loop_init(&loop);
     ex_sender *s = ex_then(ex_schedule(sch), void_to_int, NULL, EX_SIG0, EX_SIG(EX_T_INT));
     ex_scheduler got = ex_inline_scheduler();
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
@@ -43,7 +41,7 @@ Test(exec_env, then_forwards_childs_completion_scheduler) {
     cr_assert(ex_get_completion_scheduler(w, &ex_key_completion_scheduler_value, &got), "write_env forwards too");
     cr_assert(ex_scheduler_equal(got, sch));
     ex_sender_release(w);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 
@@ -68,24 +66,23 @@ static ex_sender *let_read_sched(void *ctx, const ex_value *in, size_t n) {
 
 Test(exec_env, let_value_function_sender_env_has_childs_completion_scheduler) {
     ex_single_thread_context c;
-    cr_assert_eq(ex_single_thread_context_init(&c).code, 0);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     ex_result r = ex_sync_wait(ex_let_value(ex_schedule(sch), let_read_sched, NULL, EX_SIG0));
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
     cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch));
-    cr_assert_eq(ex_single_thread_context_destroy(&c).code, 0);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_env, write_env_stop_token_reaches_scheduler_through_continues_on) {
     ex_single_thread_context c;
-    cr_assert_eq(ex_single_thread_context_init(&c).code, 0);
+    test_stc_init(&c);
     ex_stop_source src;
     ex_stop_source_init(&src);
     ex_stop_source_request_stop(&src);
     ex_result r = ex_sync_wait(ex_write_env(ex_continues_on(ex_just(ex_int(1)), ex_single_thread_context_scheduler(&c)),
                                             &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&src))));
     cr_assert_eq(r.disposition, EX_DISP_STOPPED, "disposition %d", r.disposition);
-    cr_assert_eq(ex_single_thread_context_destroy(&c).code, 0);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
