@@ -45,6 +45,7 @@ static void rec_set_value(void *self, const ex_value *v, size_t n) {
     copy_values(r->v, &r->n, v, n);
     format_values(r->text, sizeof r->text, v, n);
     r->thread = test_thread_id();
+    if (r->after) r->after(r);
 }
 
 static void rec_set_error(void *self, ex_error e) {
@@ -52,12 +53,14 @@ static void rec_set_error(void *self, ex_error e) {
     r->errors++;
     r->err = e;
     r->thread = test_thread_id();
+    if (r->after) r->after(r);
 }
 
 static void rec_set_stopped(void *self) {
     rec *r = self;
     r->stops++;
     r->thread = test_thread_id();
+    if (r->after) r->after(r);
 }
 
 static ex_env rec_env(void *self) { return ((rec *)self)->env; }
@@ -91,33 +94,14 @@ void rec_with_scheduler(rec *r, ex_scheduler sch) {
 
 /* ---------------------------------------------- completes on any thread */
 
-static void tr_value(void *self, const ex_value *v, size_t n) {
-    trec *a = self;
-    a->r.vt.set_value(&a->r, v, n);
-    atomic_store(&a->done, 1);
-}
-static void tr_error(void *self, ex_error e) {
-    trec *a = self;
-    a->r.vt.set_error(&a->r, e);
-    atomic_store(&a->done, 1);
-}
-static void tr_stopped(void *self) {
-    trec *a = self;
-    a->r.vt.set_stopped(&a->r);
-    atomic_store(&a->done, 1);
-}
-static ex_env tr_env(void *self) {
-    trec *a = self;
-    return a->r.vt.env(&a->r);
-}
+/* trec and frees_op_rec start with their rec: the rec's vtable serves
+ * them, its `after` hook does the rest. */
+static void trec_publish(rec *r) { atomic_store(&((trec *)(void *)r)->done, 1); }
 
 void trec_init(trec *a) {
     rec_init(&a->r);
-    a->vt.set_value = tr_value;
-    a->vt.set_error = tr_error;
-    a->vt.set_stopped = tr_stopped;
-    a->vt.env = tr_env;
-    a->vt.accepts = NULL;
+    a->r.after = trec_publish;
+    a->vt = a->r.vt;
     atomic_init(&a->done, 0);
 }
 
@@ -183,44 +167,16 @@ void arec_with_scheduler(arec *r, ex_scheduler sch) {
 
 /* ------------------------------------------- frees its own operation */
 
-static void fr_value(void *self, const ex_value *v, size_t n) {
-    frees_op_rec *r = self;
-    r->values++;
-    if (n == 1 && v[0].type == EX_T_INT) r->v = v[0].as.i;
-    ex_operation_free(r->op);
+static void frees_op_free(rec *r) { ex_operation_free(((frees_op_rec *)(void *)r)->op); }
+
+void frees_op_rec_init(frees_op_rec *f) {
+    rec_init(&f->r);
+    f->r.after = frees_op_free;
+    f->vt = f->r.vt;
+    f->op = NULL;
 }
 
-static void fr_error(void *self, ex_error e) {
-    frees_op_rec *r = self;
-    (void)e;
-    r->errors++;
-    ex_operation_free(r->op);
-}
-
-static void fr_stopped(void *self) {
-    frees_op_rec *r = self;
-    r->stops++;
-    ex_operation_free(r->op);
-}
-
-static ex_env fr_env(void *self) {
-    frees_op_rec *r = self;
-    return r->has_env ? ex_env_of_pair(&r->pair) : ex_env_empty();
-}
-
-static const ex_receiver_vtable frees_op_rec_vt = { fr_value, fr_error, fr_stopped, fr_env, NULL };
-
-void frees_op_rec_init(frees_op_rec *r) {
-    memset(r, 0, sizeof *r);
-    ex_stop_source_init(&r->stop);
-}
-
-ex_receiver frees_op_rec_receiver(frees_op_rec *r) {
-    ex_receiver x = { &frees_op_rec_vt, r };
+ex_receiver frees_op_rec_receiver(frees_op_rec *f) {
+    ex_receiver x = { &f->vt, f };
     return x;
-}
-
-void frees_op_rec_with_stop(frees_op_rec *r) {
-    pair_with_stop(&r->pair, &r->stop);
-    r->has_env = true;
 }

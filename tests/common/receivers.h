@@ -24,6 +24,7 @@ typedef struct rec {
     ex_env env;                  /* what env() answers */
     ex_env_pair pair;            /* storage for rec_with_* helpers */
     ex_stop_source stop;
+    void (*after)(struct rec *r);  /* run after each completion was recorded (trec, frees_op_rec) */
 } rec;
 
 void rec_init(rec *r);
@@ -76,21 +77,15 @@ void arec_with_scheduler(arec *r, ex_scheduler sch);
 
 /* ------------------------------------------- frees its own operation */
 
-/* A receiver that frees its operation (set op to what ex_connect_alloc
- * gave) inside its completion, counting completions; the last int value
- * goes to v.  Its environment is empty until frees_op_rec_with_stop. */
+/* A rec (in .r) that frees its operation (set op to what ex_connect_alloc
+ * gave) inside its completion, after recording it. */
 typedef struct frees_op_rec {
+    rec r;
+    ex_receiver_vtable vt;
     ex_operation *op;
-    int values, errors, stops;
-    int64_t v;
-    bool has_env;
-    ex_env_pair pair;
-    ex_stop_source stop;
 } frees_op_rec;
 
 void frees_op_rec_init(frees_op_rec *r);
 ex_receiver frees_op_rec_receiver(frees_op_rec *r);
-/* The environment answers get_stop_token with the receiver's own source. */
-void frees_op_rec_with_stop(frees_op_rec *r);
 
 #endif

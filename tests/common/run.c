@@ -20,12 +20,22 @@ ex_operation *arec_run_start(const ex_sender *s, arec *r) { return start_into(s,
 
 void run_destroy(ex_operation *op) { ex_operation_free(op); }
 
-void run_in_place(ex_sender *s, rec *r) {
-    _Alignas(max_align_t) unsigned char buf[4096];
-    cr_assert_leq(ex_sender_op_size(s), sizeof buf);
+/* Storage for an operation connected in place. */
+typedef struct op_buf {
+    _Alignas(max_align_t) unsigned char b[4096];
+} op_buf;
+
+static ex_operation *connect_in(op_buf *buf, ex_sender *s, rec *r) {
+    cr_assert_leq(ex_sender_op_size(s), sizeof buf->b);
     ex_operation *op = NULL;
-    ex_error e = ex_connect(s, rec_receiver(r), buf, sizeof buf, &op);
+    ex_error e = ex_connect(s, rec_receiver(r), buf->b, sizeof buf->b, &op);
     cr_assert_eq(e.code, 0, "connect failed: %s", e.msg ? e.msg : "");
+    return op;
+}
+
+void run_in_place(ex_sender *s, rec *r) {
+    op_buf buf;
+    ex_operation *op = connect_in(&buf, s, r);
     ex_start(op);
     cr_assert_eq(rec_total(r), 1, "exactly one completion expected, got %d", rec_total(r));
     ex_operation_destroy(op);
@@ -35,10 +45,8 @@ void run_in_place(ex_sender *s, rec *r) {
 void run_with_failing_allocation(ex_sender *s) {
     rec rc;
     rec_init(&rc);
-    _Alignas(max_align_t) unsigned char buf[4096];
-    cr_assert_leq(ex_sender_op_size(s), sizeof buf);
-    ex_operation *op;
-    cr_assert_eq(ex_connect(s, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+    op_buf buf;
+    ex_operation *op = connect_in(&buf, s, &rc);
     test_alloc_fail_next();
     ex_start(op);
     expect_injected_failure_hit();

@@ -17,16 +17,16 @@ TEST_SUITE(stop_forwarding, 10);
  * self-freeing receiver with its own stop source, starts it, requests
  * stop, and checks it completed stopped exactly once. */
 static void stop_inside_request(ex_sender *s) {
-    frees_op_rec r;
-    frees_op_rec_init(&r);
-    frees_op_rec_with_stop(&r);
-    cr_assert_eq(ex_connect_alloc(s, frees_op_rec_receiver(&r), &r.op).code, 0);
+    frees_op_rec f;
+    frees_op_rec_init(&f);
+    rec_with_stop(&f.r);
+    cr_assert_eq(ex_connect_alloc(s, frees_op_rec_receiver(&f), &f.op).code, 0);
     ex_sender_release(s);
-    ex_start(r.op);
-    cr_assert_eq(r.stops + r.values + r.errors, 0, "nothing completes before the stop request");
-    cr_assert(ex_stop_source_request_stop(&r.stop));
-    cr_expect_eq(r.stops, 1, "completed stopped exactly once");
-    cr_expect_eq(r.values + r.errors, 0);
+    ex_start(f.op);
+    cr_assert_eq(rec_total(&f.r), 0, "nothing completes before the stop request");
+    cr_assert(ex_stop_source_request_stop(&f.r.stop));
+    cr_expect_eq(f.r.stops, 1, "completed stopped exactly once");
+    cr_expect_eq(f.r.values + f.r.errors, 0);
 }
 
 Test(stop_forwarding, when_all_freed_inside_its_own_stop_request) {
