@@ -23,7 +23,7 @@ uint32_t lcg(uint32_t *s) {
 
 /* ------------------------------------------------- common sender pieces */
 
-ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+ex_error then_plus1(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)ctx, (void)n;
     out[0] = ex_int(in[0].as.i + 1);
     return ex_ok();
@@ -37,11 +37,11 @@ ex_sender *let_plus1(void *ctx, const ex_value *in, size_t n) {
 /* An inner sender with a larger operation: just -> then -> then. */
 ex_sender *let_plus3(void *ctx, const ex_value *in, size_t n) {
     (void)ctx, (void)n;
-    ex_sender *s = ex_then(ex_just(ex_int(in[0].as.i + 1)), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
-    return ex_then(s, plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    ex_sender *s = ex_then(ex_just(ex_int(in[0].as.i + 1)), then_plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    return ex_then(s, then_plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
 }
 
-ex_error ret1(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+ex_error then_ret1(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)ctx, (void)in, (void)n;
     out[0] = ex_int(1);
     return ex_ok();

@@ -43,9 +43,9 @@ void join_threads(pthread_t *th, int n);
 /* ------------------------------------------------- common sender pieces */
 
 /* then: in[0] + 1. */
-ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out);
+ex_error then_plus1(void *ctx, const ex_value *in, size_t n, ex_value *out);
 /* then: the value 1. */
-ex_error ret1(void *ctx, const ex_value *in, size_t n, ex_value *out);
+ex_error then_ret1(void *ctx, const ex_value *in, size_t n, ex_value *out);
 /* let_value: just(in[0] + 1). */
 ex_sender *let_plus1(void *ctx, const ex_value *in, size_t n);
 /* let_value with a larger inner operation: just -> then -> then, in[0] + 3. */

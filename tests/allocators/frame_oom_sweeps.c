@@ -93,7 +93,7 @@ static ex_error sum3(void *ctx, const ex_value *in, size_t n, ex_value *out) {
 static ex_sender *build_split3(void *ctx) {
     (void)ctx;
     ex_sender *sp = ex_split(ex_let_value(ex_just(ex_int(20)), let_plus1, NULL, EX_SIG(EX_T_INT)));
-    ex_sender *w = ex_when_all(ex_then(ex_sender_retain(sp), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
+    ex_sender *w = ex_when_all(ex_then(ex_sender_retain(sp), then_plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
                                ex_sender_retain(sp), ex_let_value(sp, let_plus1, NULL, EX_SIG(EX_T_INT)));
     return ex_then(w, sum3, NULL, EX_SIG(EX_T_INT, EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT));
 }
@@ -119,7 +119,7 @@ typedef struct bulk_ctx {
 static ex_sender *build_bulk(void *v) {
     bulk_ctx *c = v;
     for (int i = 0; i < 600; i++) atomic_store(&c->hits[i], 0);
-    ex_sender *s = ex_then(ex_schedule(ex_pool_scheduler(c->pool)), ret1, NULL, EX_SIG0, EX_SIG(EX_T_INT));
+    ex_sender *s = ex_then(ex_schedule(ex_pool_scheduler(c->pool)), then_ret1, NULL, EX_SIG0, EX_SIG(EX_T_INT));
     s = ex_bulk(s, 600, bulk_count, c->hits);
     return ex_let_value(s, let_plus1, NULL, EX_SIG(EX_T_INT));
 }

@@ -351,7 +351,7 @@ static void steady_rcv_destroy(steady_rcv *rc) {
 }
 
 static ex_sender *steady_pipeline(ex_scheduler sch) {
-    return ex_when_all(ex_then(ex_schedule(sch), ret1, NULL, EX_SIG0, EX_SIG(EX_T_INT)),
+    return ex_when_all(ex_then(ex_schedule(sch), then_ret1, NULL, EX_SIG0, EX_SIG(EX_T_INT)),
                        ex_then(ex_schedule(sch), ret2, NULL, EX_SIG0, EX_SIG(EX_T_INT)));
 }
 

@@ -196,7 +196,7 @@ static const ex_key sweep_key = { "test.oom.key", true };
 
 static ex_sender *build_write_read(void *ctx) {
     (void)ctx;
-    return ex_write_env(ex_then(ex_read_env(&sweep_key, EX_T_ANY), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
+    return ex_write_env(ex_then(ex_read_env(&sweep_key, EX_T_ANY), then_plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
                         &sweep_key, ex_int(41));
 }
 
@@ -223,7 +223,7 @@ Test(oom_sweep, write_env_tuple_and_read_env) {
 
 static ex_sender *build_on(void *ctx) {
     ctx_fixture *f = ctx;
-    return ex_then(ex_on(f->sch, ex_then(ex_just(ex_int(20)), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT))), times2,
+    return ex_then(ex_on(f->sch, ex_then(ex_just(ex_int(20)), then_plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT))), times2,
                    NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
 }
 
