@@ -372,7 +372,7 @@ Test(frame_allocators, zero_allocations_in_steady_state_on_a_run_loop) {
     trk_init(&y, NULL, "env-tracker");
     ex_set_default_allocator(&dflt.a);
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     ex_sender *s = steady_pipeline(ex_run_loop_scheduler(&loop));
     cr_assert_eq(ex_sender_status(s).code, 0);
     steady_rcv rc;
@@ -384,7 +384,7 @@ Test(frame_allocators, zero_allocations_in_steady_state_on_a_run_loop) {
     steady_report(&res, &dflt, &y, "run_loop");
     steady_rcv_destroy(&rc);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     ex_set_default_allocator(&test_allocator);
     cr_expect_eq(atomic_load(&dflt.in_use), 0);
     expect_no_leaks();

@@ -55,12 +55,11 @@ static void check_case(const ex_result *r, void *ctx, long k, bool failed) {
 static void sweep_case_run(const sweep_case *c) {
     ctx_fixture f;
     if (c->on_context) {
-        cr_assert_eq(ex_single_thread_context_init(&f.ctx).code, 0);
-        f.sch = ex_single_thread_context_scheduler(&f.ctx);
+        f.sch = test_stc_init(&f.ctx);
     }
     current_case = c;
     oom_sweep(c->name, SWEEP_TEST_ALLOCATOR, c->build, check_case, &f);
-    if (c->on_context) cr_assert_eq(ex_single_thread_context_destroy(&f.ctx).code, 0);
+    if (c->on_context) test_stc_destroy(&f.ctx);
     expect_no_leaks();
 }
 

@@ -111,7 +111,7 @@ static ex_task_result body_away_in_await(ex_task *t, void *arg) {
  * after the task's completion had. */
 static void run_away(ex_task_fn body, int slow_ms) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    test_stc_init(&ctx);
     static away a;
     memset(&a, 0, sizeof a);
     a.pool = make_pool(2);
@@ -135,7 +135,7 @@ static void run_away(ex_task_fn body, int slow_ms) {
     cr_assert_eq(atomic_load(&a.values), 1);
     cr_assert_eq(atomic_load(&a.errors), 0);
     ex_operation_free(op);
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     EXPECT_PROBE();
     expect_no_leaks();
 }
@@ -422,7 +422,7 @@ static void *destroy_context(void *arg) {
 
 Test(lifetimes, context_destroy_waits_for_a_task_that_left_it) {
     memset(&CA, 0, sizeof CA);
-    cr_assert_eq(ex_single_thread_context_init(&CA.ctx).code, 0);
+    test_stc_init(&CA.ctx);
     ex_pool *pool = make_pool(2);
     trec_init(&CA.tr);
     rec_with_scheduler(&CA.tr.r, ex_pool_scheduler(pool));
@@ -447,7 +447,7 @@ Test(lifetimes, context_destroy_waits_for_a_task_that_left_it) {
 
 Test(lifetimes, a_context_of_the_parent_is_a_clear_error_in_a_fork_child) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    test_stc_init(&ctx);
     /* Its thread past its start-up: ASan's allocator is not fork-safe while
      * another thread is inside it (its lock stays taken in the child). */
     ex_result warm = ex_sync_wait(ex_schedule(ex_single_thread_context_scheduler(&ctx)));
@@ -474,7 +474,7 @@ Test(lifetimes, a_context_of_the_parent_is_a_clear_error_in_a_fork_child) {
     cr_assert_neq(status, -1, "the fork child hung using the parent's context");
     cr_assert(WIFEXITED(status));
     cr_assert_eq(WEXITSTATUS(status), 0, "the fork child failed check %d", WEXITSTATUS(status));
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     expect_no_leaks();
 }
 
@@ -514,7 +514,7 @@ static void *dm_shutdown(void *arg) {
 Test(lifetimes, a_move_dropped_by_a_shutdown_returns_the_task_to_its_scheduler) {
     memset(&DM, 0, sizeof DM);
     DM.pool = make_pool(1);
-    cr_assert_eq(ex_single_thread_context_init(&DM.ctx).code, 0);
+    test_stc_init(&DM.ctx);
     hold_post(DM.pool, &DM.b);
     static trec tr;
     trec_init(&tr);
@@ -546,6 +546,6 @@ Test(lifetimes, a_move_dropped_by_a_shutdown_returns_the_task_to_its_scheduler) 
     cr_assert(DM.on_ctx, "the task runs on the context's thread after its move was dropped");
     ex_operation_free(op);
     cr_assert_eq(ex_pool_destroy(DM.pool).code, 0);
-    cr_assert_eq(ex_single_thread_context_destroy(&DM.ctx).code, 0);
+    test_stc_destroy(&DM.ctx);
     expect_no_leaks();
 }

@@ -175,7 +175,7 @@ Test(exec_run_loop, destroy_ok_means_run_no_longer_touches_the_loop) {
     for (int round = 0; round < 40; round++) {
         ex_run_loop *loop = malloc(sizeof *loop);
         cr_assert_not_null(loop);
-        cr_assert_eq(ex_run_loop_init(loop).code, 0);
+        test_loop_init(loop);
         rl_item fin;
         rl_item_init(&fin, round % 2 ? 0 : 500, NULL, loop);
         fin.work.execute = rl_finish_then_nap;

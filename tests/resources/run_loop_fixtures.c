@@ -35,7 +35,7 @@ void rl_expect_log_in_order(const rl_log *log, int n) {
 }
 
 void rl_env_open(rl_env *e, int pushed) {
-    cr_assert_eq(ex_run_loop_init(&e->loop).code, 0);
+    test_loop_init(&e->loop);
     e->sched = ex_schedule(ex_run_loop_scheduler(&e->loop));
     e->log.n = 0;
     for (int i = 0; i < RL_ITEMS; i++) rl_item_init(&e->it[i], i, &e->log, &e->loop);
@@ -44,7 +44,7 @@ void rl_env_open(rl_env *e, int pushed) {
 
 void rl_env_close(rl_env *e) {
     ex_sender_release(e->sched);
-    cr_assert_eq(ex_run_loop_destroy(&e->loop).code, 0);
+    test_loop_destroy(&e->loop);
     expect_no_leaks();
 }
 

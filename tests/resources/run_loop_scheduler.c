@@ -14,7 +14,7 @@ Test(exec_run_loop, scheduler_equality) {
     rl_env a;
     rl_env_open(&a, 0);
     ex_run_loop b;
-    cr_assert_eq(ex_run_loop_init(&b).code, 0);
+    test_loop_init(&b);
     ex_scheduler sa1 = ex_run_loop_scheduler(&a.loop), sa2 = ex_run_loop_scheduler(&a.loop);
     ex_scheduler sb = ex_run_loop_scheduler(&b);
     cr_assert(ex_scheduler_valid(sa1));
@@ -23,7 +23,7 @@ Test(exec_run_loop, scheduler_equality) {
     cr_assert_not(ex_scheduler_equal(sa1, sb), "schedulers from different loops are not equal");
     cr_assert_not(ex_scheduler_equal(sb, sa2));
     cr_assert_not(ex_scheduler_equal(sa1, ex_inline_scheduler()));
-    cr_assert_eq(ex_run_loop_destroy(&b).code, 0);
+    test_loop_destroy(&b);
     rl_env_close(&a);
 }
 
@@ -40,7 +40,7 @@ Test(exec_run_loop, schedule_sender_attributes_and_signatures) {
     rl_env e;
     rl_env_open(&e, 0);
     ex_run_loop other;
-    cr_assert_eq(ex_run_loop_init(&other).code, 0);
+    test_loop_init(&other);
     ex_scheduler sch = ex_run_loop_scheduler(&e.loop);
     ex_sender *s = e.sched;
     cr_assert_eq(ex_sender_status(s).code, 0);
@@ -58,7 +58,7 @@ Test(exec_run_loop, schedule_sender_attributes_and_signatures) {
     cr_assert_eq(sg->nvalues, 1);
     cr_assert_eq(sg->values[0].arity, 0, "set_value()");
     cr_assert(sg->flags & EX_SIGS_STOPPED, "set_stopped() is a completion of the run-loop sender");
-    cr_assert_eq(ex_run_loop_destroy(&other).code, 0);
+    test_loop_destroy(&other);
     rl_env_close(&e);
 }
 

@@ -34,10 +34,6 @@ static ex_error rl_destroy_from_inside(void *ctx, const ex_value *in, size_t n, 
     return ex_ok();
 }
 
-static void stc_init(ex_single_thread_context *ctx) {
-    cr_assert_eq(ex_single_thread_context_init(ctx).code, 0);
-}
-
 /* Runs rl_record_thread on ctx through sync_wait; asserts it ran on the
  * context's thread. */
 static void record_thread_on(ex_single_thread_context *ctx) {
@@ -51,17 +47,17 @@ static void record_thread_on(ex_single_thread_context *ctx) {
 
 Test(exec_run_loop, single_thread_context_runs_work_on_its_thread) {
     ex_single_thread_context ctx;
-    stc_init(&ctx);
+    test_stc_init(&ctx);
     cr_assert_not(pthread_equal(ex_single_thread_context_thread_id(&ctx), pthread_self()));
     record_thread_on(&ctx);
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     expect_no_leaks();
 }
 
 Test(exec_run_loop, single_thread_context_scheduler_properties) {
     ex_single_thread_context a, b;
-    stc_init(&a);
-    stc_init(&b);
+    test_stc_init(&a);
+    test_stc_init(&b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     cr_assert(ex_scheduler_equal(sa, ex_single_thread_context_scheduler(&a)));
     cr_assert_not(ex_scheduler_equal(sa, sb));
@@ -71,14 +67,14 @@ Test(exec_run_loop, single_thread_context_scheduler_properties) {
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
     cr_assert(ex_scheduler_equal(got, sa));
     ex_sender_release(s);
-    cr_assert_eq(ex_single_thread_context_destroy(&a).code, 0);
-    cr_assert_eq(ex_single_thread_context_destroy(&b).code, 0);
+    test_stc_destroy(&a);
+    test_stc_destroy(&b);
     expect_no_leaks();
 }
 
 Test(exec_run_loop, single_thread_context_stopped_channel) {
     ex_single_thread_context ctx;
-    stc_init(&ctx);
+    test_stc_init(&ctx);
     ex_sender *s = ex_schedule(ex_single_thread_context_scheduler(&ctx));
     rl_sched_op o;
     rec_init(&o.r);
@@ -86,7 +82,7 @@ Test(exec_run_loop, single_thread_context_stopped_channel) {
     rl_connect_schedule(&o, s);
     cr_assert(ex_stop_source_request_stop(&o.r.stop));
     ex_start(o.op);
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0); /* drains and joins */
+    test_stc_destroy(&ctx); /* drains and joins */
     cr_assert_eq(o.r.stops, 1);
     cr_assert_eq(rec_total(&o.r), 1);
     cr_assert_neq(o.r.thread, test_thread_id());
@@ -107,7 +103,7 @@ static ex_error rl_slow_fn(void *ctx, const ex_value *in, size_t n, ex_value *ou
 Test(exec_run_loop, single_thread_context_destroy_drains_and_joins) {
     enum { N = 8 };
     ex_single_thread_context ctx;
-    stc_init(&ctx);
+    test_stc_init(&ctx);
     atomic_store(&rl_slow_done, 0);
     ex_sender *s = ex_schedule(ex_single_thread_context_scheduler(&ctx));
     /* a slow item first, so the operations below are still queued at destroy */
@@ -117,7 +113,7 @@ Test(exec_run_loop, single_thread_context_destroy_drains_and_joins) {
     ex_operation *slow = run_start(slow_s, &slow_rec);
     rl_sched_op o[N];
     rl_sched_ops_start(o, N, s);
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     /* destroy returned: everything queued ran and the thread is joined */
     cr_assert_eq(atomic_load(&rl_slow_done), 1);
     cr_assert_eq(slow_rec.values, 1);
@@ -131,7 +127,7 @@ Test(exec_run_loop, single_thread_context_destroy_drains_and_joins) {
 
 Test(exec_run_loop, single_thread_context_destroy_from_its_own_thread_is_einval) {
     ex_single_thread_context ctx;
-    stc_init(&ctx);
+    test_stc_init(&ctx);
     rl_where w;
     memset(&w, 0, sizeof w);
     w.ctx = &ctx;
@@ -144,7 +140,7 @@ Test(exec_run_loop, single_thread_context_destroy_from_its_own_thread_is_einval)
     cr_assert_eq(w.destroy_result.code, EX_EINVAL);
     cr_assert_not_null(w.destroy_result.msg);
     record_thread_on(&ctx); /* the context still works and is destroyed properly from here */
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     expect_no_leaks();
 }
 
@@ -182,8 +178,7 @@ static ex_error destroy_context(void *ctx) { return ex_single_thread_context_des
 Test(exec_run_loop, single_thread_context_refuses_work_once_destroy_began) {
     enum { MAX_TRIES = 2000 };
     ex_single_thread_context ctx;
-    stc_init(&ctx);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&ctx);
+    ex_scheduler sch = test_stc_init(&ctx);
     rl_holder h;
     rl_holder_init(&h, NULL);
     cr_assert_eq(ex_post(sch, &h.work).code, 0);
@@ -267,7 +262,7 @@ Test(exec_run_loop, single_thread_context_destroy_racing_submitters_loses_nothin
     }
     for (int round = 0; round < RL_RACE_ROUNDS; round++) {
         ex_single_thread_context ctx;
-        stc_init(&ctx);
+        test_stc_init(&ctx);
         pthread_t th[RL_RACE_SUBMITTERS];
         for (int i = 0; i < RL_RACE_SUBMITTERS; i++) {
             sub[i].ctx = &ctx;

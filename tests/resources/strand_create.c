@@ -278,7 +278,7 @@ Test(exec_strand, allocator_is_the_underlying_schedulers) {
     pc.frames = EX_POOL_FRAMES_PROCESS;  /* a pool without a frame allocator */
     ex_pool *plain = test_pool_new_cfg(&pc);
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     ex_strand *s = strand_new(ex_pool_scheduler(p));
     ex_strand *ss = strand_new(ex_strand_scheduler(s));
     ex_strand *sp = strand_new(ex_pool_scheduler(plain));
@@ -316,7 +316,7 @@ Test(exec_strand, allocator_is_the_underlying_schedulers) {
     strand_free(s);
     strand_free_now(sp);
     strand_free_now(sl);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     test_pool_free(plain);
     test_pool_free(p);
     cr_assert_eq(atomic_load(&c.in_use), 0);

@@ -326,7 +326,7 @@ Test(exec_strand, fairness_the_same_from_a_strand_item_on_the_worker) { fairness
 Test(exec_strand, fairness_on_a_run_loop_the_turn_ends_after_64_items) {
     enum { N = 200 };
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     rig r;
     rig_open_over(&r, ex_run_loop_scheduler(&loop), N, 0);
     rig_post(&r, 0, N);
@@ -341,6 +341,6 @@ Test(exec_strand, fairness_on_a_run_loop_the_turn_ends_after_64_items) {
     cr_assert_gt(d.ran_seen, 0);
     expect_log_in_order(r.b, N);
     rig_close(&r, true);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }

@@ -144,7 +144,7 @@ Test(exec_strand, post_never_runs_inline_on_four_workers) {
 /* A run-loop item that posts to a strand over the same loop. */
 Test(exec_strand, post_never_runs_inline_on_a_run_loop) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     rig r;
     rig_open_over(&r, ex_run_loop_scheduler(&loop), 2, 0);
     rig_post(&r, 0, 1);
@@ -168,14 +168,13 @@ Test(exec_strand, post_never_runs_inline_on_a_run_loop) {
     ex_run_loop_finish(&loop);
     cr_assert_eq(ex_run_loop_run(&loop).code, 0);
     rig_close(&r, true);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
 }
 
 Test(exec_strand, post_never_runs_inline_on_a_single_thread_context) {
     enum { N = 20 };
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
-    ex_scheduler under = ex_single_thread_context_scheduler(&ctx);
+    ex_scheduler under = test_stc_init(&ctx);
     rig r;
     rig_open_over(&r, under, N + 1, 0);
     caller c[N];
@@ -197,7 +196,7 @@ Test(exec_strand, post_never_runs_inline_on_a_single_thread_context) {
     rig_post(&r, N, N + 1);
     EXPECT_INT_REACHES(&r.it[N].runs, 1);
     cr_assert(pthread_equal(r.it[N].tid, ctx_thread));
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     rig_close(&r, true); /* the context ran its queue and joined: the strand is idle */
 }
 

@@ -152,7 +152,7 @@ Test(exec_strand, strand_over_inline_stack_does_not_grow_with_the_queue) {
 Test(exec_strand, strand_over_a_run_loop_runs_items_when_the_loop_runs) {
     enum { N = 200, M = 40 };
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     rig r;
     rig_open_over(&r, ex_run_loop_scheduler(&loop), N, M);
     rig_post(&r, 0, N);
@@ -174,7 +174,7 @@ Test(exec_strand, strand_over_a_run_loop_runs_items_when_the_loop_runs) {
     }
     expect_log_in_order(r.b, N + M);
     rig_close(&r, true); /* the loop's thread returned: the strand is idle */
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
 }
 
 /* ======================================================== strand over strand */
@@ -447,7 +447,7 @@ Test(exec_strand, running_work_through_a_strand_allocates_nothing) {
     enum { N = 4000, M = 1000 };
     ex_pool *p = test_pool_new(4);
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     manual m;
     manual_init(&m, MS_QUEUE);
     ex_scheduler unders[4] = { ex_pool_scheduler(p), ex_run_loop_scheduler(&loop), ex_inline_scheduler(),
@@ -474,7 +474,7 @@ Test(exec_strand, running_work_through_a_strand_allocates_nothing) {
         memset(o, 0, (size_t)M * sizeof *o);
         ex_sender_release(snd);
     }
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     pthread_mutex_destroy(&m.mu);
     test_pool_free(p);
     free(o);
