@@ -1,7 +1,8 @@
 /* alloc_fixtures.h - what the allocator tests share: statistics read with
  * an assertion, alignment and a small deterministic generator, errors
- * recorded on other threads and asserted after joining, sender pieces (plus one, let_value bodies, a bulk counter) and a pool
- * with or without per-worker arenas. */
+ * recorded on other threads and asserted after joining, sender pieces
+ * (plus one, let_value bodies, a bulk counter), create calls checked once,
+ * one out-of-memory sweep and a pool with or without per-worker arenas. */
 #ifndef CEXEC_TEST_ALLOC_FIXTURES_H
 #define CEXEC_TEST_ALLOC_FIXTURES_H
 

@@ -1,6 +1,6 @@
 /* pool_fixtures.h - what the exec_pool suite's files share: a named pool,
  * the sum of the workers' statistics, a then() callback that notes where
- * it ran, and a thread-safe receiver slot with its own operation storage.
+ * it ran, and a receiver slot (an arec) with its own operation storage.
  *
  * Nothing here asserts on timing; every wait for asynchronous completions
  * is bounded so a lost item fails the test with a message instead of

@@ -1,7 +1,8 @@
 /* run_loop_fixtures.h - what the exec_run_loop suite's files share: a nap,
- * work items that log their ids and act on their loop, a thread that runs
- * a loop, a connected schedule operation with a recording receiver, and
- * an item that holds its thread until released. */
+ * work items that log their ids and act on their loop, rl_env (a loop, its
+ * schedule sender, a log and items) most tests start from, a thread that
+ * runs a loop or a function, connected schedule operations with recording
+ * receivers, and an item that holds its thread until released. */
 #ifndef CEXEC_TEST_RUN_LOOP_FIXTURES_H
 #define CEXEC_TEST_RUN_LOOP_FIXTURES_H
 

@@ -1,7 +1,9 @@
-/* strand_fixtures.h - what the exec_strand suite's files share: pools and
- * strands made with assertions, the box that checks mutual exclusion and
- * order, work items and schedule operations that record where and when
- * they ran, and an item posted straight to a pool.
+/* strand_fixtures.h - what the exec_strand suite's files share: strands
+ * made and destroyed with assertions, the box that checks mutual
+ * exclusion and order, work items and schedule operations that record
+ * where and when they ran, the rig most tests start from (a strand over a
+ * pool or another scheduler with its items and operations), and an item
+ * posted straight to a pool.
  *
  * No assertion is about time: sleeps only give threads a chance to reach a
  * point, and every wait for asynchronous work is bounded so that a lost item
