@@ -4,45 +4,9 @@
  * that fails no allocation. */
 #include <pthread.h>
 
-#include "common/helpers.h"
+#include "allocators/alloc_fixtures.h"
 
 TEST_SUITE(oom_sweep, 20);
-
-#define MAX_K 500
-
-typedef ex_sender *(*build_fn)(void *ctx);
-typedef void (*check_fn)(const ex_result *r, void *ctx);
-
-/* Runs the sweep; returns the number of runs that hit a failed allocation. */
-static long sweep(const char *name, build_fn build, check_fn check, void *ctx) {
-    long hits = 0;
-    long k;
-    for (k = 1; k <= MAX_K; k++) {
-        test_alloc_reset();
-        test_alloc_fail_at(k);
-        ex_result r = ex_sync_wait(build(ctx));
-        long failed = test_stats.failed;
-        cr_assert_leq(failed, 1, "%s, k=%ld: only one allocation is failed", name, k);
-        if (r.disposition == EX_DISP_ERROR && r.error.code == EX_ENOMEM) {
-            cr_assert_eq(failed, 1, "%s, k=%ld: EX_ENOMEM without a failed allocation (%s)", name, k,
-                         r.error.msg ? r.error.msg : "");
-            cr_assert_not_null(r.error.msg, "%s, k=%ld", name, k);
-        } else {
-            cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s, k=%ld: expected EX_ENOMEM or the value, got disposition %d (%d: %s)",
-                         name, k, r.disposition, r.error.code, r.error.msg ? r.error.msg : "");
-            check(&r, ctx);
-        }
-        ex_result_destroy(&r);
-        expect_no_leaks();
-        cr_assert_eq(test_stats.in_use, 0, "%s, k=%ld: leaked %ld block(s)", name, k, test_stats.in_use);
-        if (failed == 0) break;
-        hits++;
-    }
-    cr_assert_leq(k, MAX_K, "%s: the sweep did not reach a run without failures", name);
-    cr_assert_gt(hits, 0, "%s: no run hit an allocation failure", name);
-    test_alloc_reset();
-    return hits;
-}
 
 static void check_int(const ex_result *r, int64_t want) {
     cr_assert_eq(r->n, 1);
@@ -50,11 +14,56 @@ static void check_int(const ex_result *r, int64_t want) {
     cr_assert_eq(r->values[0].as.i, want, "got %lld, want %lld", (long long)r->values[0].as.i, (long long)want);
 }
 
-static ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    (void)ctx, (void)n;
-    out[0] = ex_int(in[0].as.i + 1);
-    return ex_ok();
+/* Asserts r has n_values values, the first a tuple of `size` datums with
+ * index `index`; returns that tuple. */
+static const ex_tuple *expect_tuple(const ex_result *r, size_t n_values, size_t index, size_t size) {
+    cr_assert_eq(r->n, n_values);
+    cr_assert_eq(r->values[0].type, EX_T_TUPLE);
+    const ex_tuple *t = r->values[0].as.tuple;
+    cr_assert_eq(t->index, index);
+    cr_assert_eq(t->n, size);
+    return t;
 }
+
+/* A single-thread context some pipelines run on. */
+typedef struct ctx_fixture {
+    ex_single_thread_context ctx;
+    ex_scheduler sch;
+} ctx_fixture;
+
+/* One pipeline to sweep: its result is the int `want`, or what check
+ * accepts; on_context: it runs partly on a single-thread context. */
+typedef struct sweep_case {
+    const char *name;
+    sweep_build build;
+    void (*check)(const ex_result *r);  /* NULL: a single int, `want` */
+    int64_t want;
+    bool on_context;
+} sweep_case;
+
+static const sweep_case *current_case;
+
+/* A value result, as the current case wants. */
+static void check_case(const ex_result *r, void *ctx, long k, bool failed) {
+    (void)ctx, (void)failed;
+    cr_assert_eq(r->disposition, EX_DISP_VALUE, "%s, k=%ld: expected EX_ENOMEM or the value, got disposition %d (%d: %s)",
+                 current_case->name, k, r->disposition, r->error.code, r->error.msg ? r->error.msg : "");
+    if (current_case->check) current_case->check(r);
+    else check_int(r, current_case->want);
+}
+
+static void sweep_case_run(const sweep_case *c) {
+    ctx_fixture f;
+    if (c->on_context) {
+        f.sch = test_stc_init(&f.ctx);
+    }
+    current_case = c;
+    oom_sweep(c->name, SWEEP_TEST_ALLOCATOR, c->build, check_case, &f);
+    if (c->on_context) test_stc_destroy(&f.ctx);
+    expect_no_leaks();
+}
+
+#define SWEEP(...) sweep_case_run(&(const sweep_case){ __VA_ARGS__ })
 
 static ex_error times2(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)ctx, (void)n;
@@ -64,11 +73,6 @@ static ex_error times2(void *ctx, const ex_value *in, size_t n, ex_value *out) {
 
 /* ------------------------------------------------------ let_value chain */
 
-static ex_sender *let_plus1(void *ctx, const ex_value *in, size_t n) {
-    (void)ctx, (void)n;
-    return ex_just(ex_int(in[0].as.i + 1));
-}
-
 static ex_sender *build_let_chain(void *ctx) {
     (void)ctx;
     ex_sender *s = ex_just(ex_int(1));
@@ -76,15 +80,7 @@ static ex_sender *build_let_chain(void *ctx) {
     return s;
 }
 
-static void check_let_chain(const ex_result *r, void *ctx) {
-    (void)ctx;
-    check_int(r, 4);
-}
-
-Test(oom_sweep, let_value_chain_of_three) {
-    sweep("let_value chain", build_let_chain, check_let_chain, NULL);
-    expect_no_leaks();
-}
+Test(oom_sweep, let_value_chain_of_three) { SWEEP("let_value chain", build_let_chain, NULL, 4, false); }
 
 /* let_value whose datums are tuples (stored in the operation) */
 static ex_sender *let_tuple_sum(void *ctx, const ex_value *in, size_t n) {
@@ -108,15 +104,7 @@ static ex_sender *build_let_tuple(void *ctx) {
                    EX_SIG(EX_T_INT, EX_T_TUPLE), EX_SIG(EX_T_INT));
 }
 
-static void check_42(const ex_result *r, void *ctx) {
-    (void)ctx;
-    check_int(r, 42);
-}
-
-Test(oom_sweep, let_value_with_tuple_datums) {
-    sweep("let_value tuple", build_let_tuple, check_42, NULL);
-    expect_no_leaks();
-}
+Test(oom_sweep, let_value_with_tuple_datums) { SWEEP("let_value tuple", build_let_tuple, NULL, 42, false); }
 
 /* ------------------------------------------------------ then + upon_error */
 
@@ -139,15 +127,7 @@ static ex_sender *build_then_upon_error(void *ctx) {
     return ex_then(s, times2, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
 }
 
-static void check_14(const ex_result *r, void *ctx) {
-    (void)ctx;
-    check_int(r, 14);
-}
-
-Test(oom_sweep, then_and_upon_error) {
-    sweep("then + upon_error", build_then_upon_error, check_14, NULL);
-    expect_no_leaks();
-}
+Test(oom_sweep, then_and_upon_error) { SWEEP("then + upon_error", build_then_upon_error, NULL, 14, false); }
 
 /* ------------------------------------ into_variant + stopped_as_optional */
 
@@ -156,13 +136,8 @@ static ex_sender *build_variant_optional(void *ctx) {
     return ex_into_variant(ex_stopped_as_optional(ex_just(ex_int(1), ex_int(2))));
 }
 
-static void check_variant_optional(const ex_result *r, void *ctx) {
-    (void)ctx;
-    cr_assert_eq(r->n, 1);
-    cr_assert_eq(r->values[0].type, EX_T_TUPLE);
-    const ex_tuple *v = r->values[0].as.tuple;
-    cr_assert_eq(v->index, 0);
-    cr_assert_eq(v->n, 1);
+static void check_variant_optional(const ex_result *r) {
+    const ex_tuple *v = expect_tuple(r, 1, 0, 1);
     cr_assert_eq(v->v[0].type, EX_T_TUPLE);
     const ex_tuple *o = v->v[0].as.tuple;
     cr_assert_eq(o->n, 2);
@@ -171,8 +146,7 @@ static void check_variant_optional(const ex_result *r, void *ctx) {
 }
 
 Test(oom_sweep, into_variant_and_stopped_as_optional) {
-    sweep("into_variant + stopped_as_optional", build_variant_optional, check_variant_optional, NULL);
-    expect_no_leaks();
+    SWEEP("into_variant + stopped_as_optional", build_variant_optional, check_variant_optional, 0, false);
 }
 
 static ex_sender *let_stop(void *ctx, const ex_value *in, size_t n) {
@@ -185,33 +159,16 @@ static ex_sender *build_variant_optional_stopped(void *ctx) {
     return ex_into_variant(ex_stopped_as_optional(ex_let_value(ex_just(ex_int(1)), let_stop, NULL, EX_SIG(EX_T_INT))));
 }
 
-static void check_variant_none(const ex_result *r, void *ctx) {
-    (void)ctx;
-    cr_assert_eq(r->n, 1);
-    cr_assert_eq(r->values[0].type, EX_T_TUPLE);
-    const ex_tuple *v = r->values[0].as.tuple;
-    cr_assert_eq(v->n, 1);
+static void check_variant_none(const ex_result *r) {
+    const ex_tuple *v = expect_tuple(r, 1, 0, 1);
     cr_assert_eq(v->v[0].type, EX_T_NONE, "stopped became a disengaged optional");
 }
 
 Test(oom_sweep, into_variant_and_stopped_as_optional_of_stopped) {
-    sweep("into_variant + stopped_as_optional (stopped)", build_variant_optional_stopped, check_variant_none, NULL);
-    expect_no_leaks();
+    SWEEP("into_variant + stopped_as_optional (stopped)", build_variant_optional_stopped, check_variant_none, 0, false);
 }
 
 /* ------------------------------------------ continues_on with a tuple */
-
-typedef struct ctx_fixture {
-    ex_single_thread_context ctx;
-    ex_scheduler sch;
-} ctx_fixture;
-
-static void fixture_init(ctx_fixture *f) {
-    cr_assert_eq(ex_single_thread_context_init(&f->ctx).code, 0);
-    f->sch = ex_single_thread_context_scheduler(&f->ctx);
-}
-
-static void fixture_destroy(ctx_fixture *f) { cr_assert_eq(ex_single_thread_context_destroy(&f->ctx).code, 0); }
 
 static ex_sender *build_continues_tuple(void *ctx) {
     ctx_fixture *f = ctx;
@@ -220,13 +177,8 @@ static ex_sender *build_continues_tuple(void *ctx) {
     return ex_continues_on(ex_just(ex_tuple_value(&t), ex_int(9)), f->sch);
 }
 
-static void check_continues_tuple(const ex_result *r, void *ctx) {
-    (void)ctx;
-    cr_assert_eq(r->n, 2);
-    cr_assert_eq(r->values[0].type, EX_T_TUPLE);
-    const ex_tuple *t = r->values[0].as.tuple;
-    cr_assert_eq(t->index, 5);
-    cr_assert_eq(t->n, 3);
+static void check_continues_tuple(const ex_result *r) {
+    const ex_tuple *t = expect_tuple(r, 2, 5, 3);
     cr_assert_eq(t->v[0].as.i, 1);
     cr_assert_str_eq(t->v[1].as.s, "two");
     cr_assert_float_eq(t->v[2].as.d, 3.0, 0);
@@ -234,11 +186,7 @@ static void check_continues_tuple(const ex_result *r, void *ctx) {
 }
 
 Test(oom_sweep, continues_on_context_with_tuple) {
-    ctx_fixture f;
-    fixture_init(&f);
-    sweep("continues_on tuple", build_continues_tuple, check_continues_tuple, &f);
-    fixture_destroy(&f);
-    expect_no_leaks();
+    SWEEP("continues_on tuple", build_continues_tuple, check_continues_tuple, 0, true);
 }
 
 /* ------------------------------------------------- write_env + read_env */
@@ -247,14 +195,11 @@ static const ex_key sweep_key = { "test.oom.key", true };
 
 static ex_sender *build_write_read(void *ctx) {
     (void)ctx;
-    return ex_write_env(ex_then(ex_read_env(&sweep_key, EX_T_ANY), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
+    return ex_write_env(ex_then(ex_read_env(&sweep_key, EX_T_ANY), then_plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
                         &sweep_key, ex_int(41));
 }
 
-Test(oom_sweep, write_env_and_read_env) {
-    sweep("write_env + read_env", build_write_read, check_42, NULL);
-    expect_no_leaks();
-}
+Test(oom_sweep, write_env_and_read_env) { SWEEP("write_env + read_env", build_write_read, NULL, 42, false); }
 
 static ex_sender *build_write_read_tuple(void *ctx) {
     (void)ctx;
@@ -263,37 +208,25 @@ static ex_sender *build_write_read_tuple(void *ctx) {
     return ex_write_env(ex_read_env(&sweep_key, EX_T_TUPLE), &sweep_key, ex_tuple_value(&t));
 }
 
-static void check_tuple_42(const ex_result *r, void *ctx) {
-    (void)ctx;
-    cr_assert_eq(r->n, 1);
-    cr_assert_eq(r->values[0].type, EX_T_TUPLE);
-    const ex_tuple *t = r->values[0].as.tuple;
-    cr_assert_eq(t->index, 1);
-    cr_assert_eq(t->n, 2);
+static void check_tuple_42(const ex_result *r) {
+    const ex_tuple *t = expect_tuple(r, 1, 1, 2);
     cr_assert_eq(t->v[0].as.i, 4);
     cr_assert_eq(t->v[1].as.i, 2);
 }
 
 Test(oom_sweep, write_env_tuple_and_read_env) {
-    sweep("write_env tuple + read_env", build_write_read_tuple, check_tuple_42, NULL);
-    expect_no_leaks();
+    SWEEP("write_env tuple + read_env", build_write_read_tuple, check_tuple_42, 0, false);
 }
 
 /* ------------------------------------------------------ on across a context */
 
 static ex_sender *build_on(void *ctx) {
     ctx_fixture *f = ctx;
-    return ex_then(ex_on(f->sch, ex_then(ex_just(ex_int(20)), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT))), times2,
+    return ex_then(ex_on(f->sch, ex_then(ex_just(ex_int(20)), then_plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT))), times2,
                    NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
 }
 
-Test(oom_sweep, on_across_a_context) {
-    ctx_fixture f;
-    fixture_init(&f);
-    sweep("on", build_on, check_42, &f);
-    fixture_destroy(&f);
-    expect_no_leaks();
-}
+Test(oom_sweep, on_across_a_context) { SWEEP("on", build_on, NULL, 42, true); }
 
 static ex_sender *closure_times2(void *ctx, ex_sender *s) {
     (void)ctx;
@@ -305,35 +238,26 @@ static ex_sender *build_on_closure(void *ctx) {
     return ex_on_closure(ex_just(ex_int(21)), f->sch, closure_times2, NULL);
 }
 
-Test(oom_sweep, on_closure_across_a_context) {
-    ctx_fixture f;
-    fixture_init(&f);
-    sweep("on closure", build_on_closure, check_42, &f);
-    fixture_destroy(&f);
-    expect_no_leaks();
-}
+Test(oom_sweep, on_closure_across_a_context) { SWEEP("on closure", build_on_closure, NULL, 42, true); }
 
 /* A scheduler whose schedule operation does not fit EX_SCHEDULE_OP_INLINE:
  * ex_on allocates the return hop when it is connected. */
-typedef struct big_op {
-    ex_operation base;
-    ex_receiver r;
-    unsigned char pad[2 * EX_SCHEDULE_OP_INLINE];
-} big_op;
+typedef struct big_op { ex_operation base; ex_receiver r; unsigned char pad[2 * EX_SCHEDULE_OP_INLINE]; } big_op;
 
 static void big_start(ex_operation *op) { ex_set_value(((big_op *)op)->r, NULL, 0); }
+
 static const ex_operation_vtable big_op_vt = { big_start, NULL };
+
+/* Completes inline on start. */
 static ex_error big_connect(void *self, ex_receiver r, void *storage) {
     (void)self;
-    big_op *o = storage;
-    o->base.vt = &big_op_vt;
-    o->r = r;
+    *(big_op *)storage = (big_op){ .base = { &big_op_vt }, .r = r };
     return ex_ok();
 }
-static const ex_scheduler_vtable big_vt = {
-    .name = "big", .schedule_op_size = sizeof(big_op), .schedule_op_align = _Alignof(big_op),
-    .schedule_flags = 0, .connect_schedule = big_connect, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .equal = NULL,
-};
+
+static const ex_scheduler_vtable big_vt = { .name = "big", .schedule_op_size = sizeof(big_op),
+                                            .schedule_op_align = _Alignof(big_op), .connect_schedule = big_connect,
+                                            .progress = EX_PROGRESS_WEAKLY_PARALLEL };
 
 static ex_sender *build_on_big_return(void *ctx) {
     ctx_fixture *f = ctx;
@@ -342,9 +266,5 @@ static ex_sender *build_on_big_return(void *ctx) {
 }
 
 Test(oom_sweep, on_returning_to_a_large_schedule_operation) {
-    ctx_fixture f;
-    fixture_init(&f);
-    sweep("on, large return hop", build_on_big_return, check_42, &f);
-    fixture_destroy(&f);
-    expect_no_leaks();
+    SWEEP("on, large return hop", build_on_big_return, NULL, 42, true);
 }

@@ -6,30 +6,19 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "common/helpers.h"
+#include "allocators/alloc_fixtures.h"
 
 TEST_SUITE(recycling_inline, 60);
 
-static ex_recycling_allocator *make(void) {
-    ex_recycling_allocator *r = NULL;
-    cr_assert_eq(ex_recycling_allocator_create(&test_allocator, &r).code, 0);
-    return r;
-}
-
-static ex_alloc_stats stats(ex_recycling_allocator *r) {
-    ex_alloc_stats s;
-    cr_assert_eq(ex_allocator_stats(ex_recycling_allocator_get(r), &s).code, 0);
-    return s;
-}
-
-static bool aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
+/* Its statistics, asserting it keeps them. */
+static ex_alloc_stats stats(ex_recycling_allocator *r) { return stats_of(ex_recycling_allocator_get(r)); }
 
 Test(recycling_inline, a_freed_block_comes_back_through_either_entry) {
-    ex_recycling_allocator *r = make();
+    ex_recycling_allocator *r = make_recycling(&test_allocator);
     const ex_allocator *a = ex_recycling_allocator_get(r);
     void *p = ex_recycling_allocate(r, 200, 16);
     cr_assert_not_null(p);
-    cr_expect(aligned(p, 64));
+    cr_expect(aligned_to(p, 64));
     memset(p, 1, 200);
     long under = test_stats.allocs;
     ex_recycling_deallocate(r, p, 200, 16);
@@ -62,7 +51,7 @@ Test(recycling_inline, a_freed_block_comes_back_through_either_entry) {
 #endif
 
 Test(recycling_inline, the_inline_path_serves_this_thread_unless_blocks_are_poisoned) {
-    ex_recycling_allocator *r = make();
+    ex_recycling_allocator *r = make_recycling(&test_allocator);
     void *p = ex_recycling_allocate(r, 64, 16);
     cr_assert_not_null(p);
     ex_recycling_deallocate(r, p, 64, 16);
@@ -79,7 +68,7 @@ Test(recycling_inline, the_inline_path_serves_this_thread_unless_blocks_are_pois
 }
 
 Test(recycling_inline, bytes_in_use_are_the_bytes_requested) {
-    ex_recycling_allocator *r = make();
+    ex_recycling_allocator *r = make_recycling(&test_allocator);
     void *p = ex_recycling_allocate(r, 100, 16), *q = ex_recycling_allocate(r, 3000, 16);
     cr_assert(p && q);
     cr_expect_eq(stats(r).bytes_in_use, 3100u);
@@ -96,7 +85,7 @@ Test(recycling_inline, bytes_in_use_are_the_bytes_requested) {
 }
 
 Test(recycling_inline, requests_outside_the_classes_pass_through) {
-    ex_recycling_allocator *r = make();
+    ex_recycling_allocator *r = make_recycling(&test_allocator);
     ex_recycling_deallocate(r, ex_recycling_allocate(r, 64, 16), 64, 16);  /* this thread's cache exists */
     static const size_t cases[][2] = { { EX_RECYCLE_MAX_BLOCK + 1, 16 }, { 64, 128 }, { 50000, 8 } };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -104,7 +93,7 @@ Test(recycling_inline, requests_outside_the_classes_pass_through) {
         long allocs = test_stats.allocs, frees = test_stats.frees;
         void *p = ex_recycling_allocate(r, size, align);
         cr_assert_not_null(p);
-        cr_expect(aligned(p, align), "size %zu align %zu", size, align);
+        cr_expect(aligned_to(p, align), "size %zu align %zu", size, align);
         memset(p, 2, size);
         cr_expect_eq(test_stats.allocs - allocs, 1, "size %zu align %zu: from the underlying allocator", size, align);
         ex_recycling_deallocate(r, p, size, align);
@@ -119,7 +108,7 @@ Test(recycling_inline, requests_outside_the_classes_pass_through) {
 }
 
 Test(recycling_inline, two_allocators_on_one_thread_keep_their_blocks_apart) {
-    ex_recycling_allocator *r1 = make(), *r2 = make();
+    ex_recycling_allocator *r1 = make_recycling(&test_allocator), *r2 = make_recycling(&test_allocator);
     void *p1 = ex_recycling_allocate(r1, 96, 16);
     void *p2 = ex_recycling_allocate(r2, 96, 16);  /* the thread's last cache is now r2's */
     cr_assert(p1 && p2 && p1 != p2);
@@ -135,7 +124,7 @@ Test(recycling_inline, two_allocators_on_one_thread_keep_their_blocks_apart) {
     cr_expect_eq(stats(r2).bytes_in_use, 0u);
     ex_recycling_allocator_destroy(r1);
     /* r1's id is never reused: a later allocator is not mistaken for it. */
-    ex_recycling_allocator *r3 = make();
+    ex_recycling_allocator *r3 = make_recycling(&test_allocator);
     void *p3 = ex_recycling_allocate(r3, 96, 16);
     cr_assert_not_null(p3);
     ex_recycling_deallocate(r3, p3, 96, 16);
@@ -205,7 +194,7 @@ static void *peer_main(void *arg) {
 }
 
 Test(recycling_inline, blocks_passed_between_threads_never_overlap) {
-    ex_recycling_allocator *r = make();
+    ex_recycling_allocator *r = make_recycling(&test_allocator);
     ring a = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, { 0 }, 0, 0 };
     ring b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, { 0 }, 0, 0 };
     peer p1 = { r, &a, &b, 0x11, 0 }, p2 = { r, &b, &a, 0x22, 0 };

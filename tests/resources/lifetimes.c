@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/task_fixtures.h"
+#include "resources/hold.h"
 
 TEST_SUITE(lifetimes, 60);
 
@@ -110,7 +111,7 @@ static ex_task_result body_away_in_await(ex_task *t, void *arg) {
  * after the task's completion had. */
 static void run_away(ex_task_fn body, int slow_ms) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    test_stc_init(&ctx);
     static away a;
     memset(&a, 0, sizeof a);
     a.pool = make_pool(2);
@@ -134,7 +135,7 @@ static void run_away(ex_task_fn body, int slow_ms) {
     cr_assert_eq(atomic_load(&a.values), 1);
     cr_assert_eq(atomic_load(&a.errors), 0);
     ex_operation_free(op);
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     EXPECT_PROBE();
     expect_no_leaks();
 }
@@ -209,29 +210,10 @@ Test(lifetimes, a_task_holds_every_scheduler_it_left_until_it_completes) {
 
 /* ------------------------------------------- shutdown inside its own drain */
 
-/* A work item that keeps its worker busy until released. */
-typedef struct blocker {
-    ex_work w;  /* first: the item is the blocker */
-    atomic_int running, release;
-} blocker;
-
-static void blocker_execute(ex_work *w) {
-    blocker *b = (blocker *)(void *)w;
-    atomic_store(&b->running, 1);
-    (void)wait_int(&b->release);
-}
-
-static void post_blocker(ex_pool *p, blocker *b) {
-    b->w = (ex_work){ NULL, blocker_execute, NULL };
-    atomic_init(&b->running, 0);
-    atomic_init(&b->release, 0);
-    cr_assert_eq(ex_post(ex_pool_scheduler(p), &b->w).code, 0);
-    cr_assert(wait_int(&b->running));
-}
 
 typedef struct reentry {
     ex_pool *pool;
-    blocker b;
+    hold b;
     atomic_int cancelled, shutdown_code, destroy_code;
     atomic_int outer_done;
 } reentry;
@@ -259,7 +241,7 @@ static void *outer_shutdown(void *arg) {
 Test(lifetimes, shutdown_called_from_a_cancellation_it_runs_returns) {
     memset(&R, 0, sizeof R);
     R.pool = make_pool(1);
-    post_blocker(R.pool, &R.b);
+    hold_post(R.pool, &R.b);
     enum { N = 4 };
     ex_work items[N];
     for (int i = 0; i < N; i++) {
@@ -269,7 +251,7 @@ Test(lifetimes, shutdown_called_from_a_cancellation_it_runs_returns) {
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, outer_shutdown, NULL), 0);
     test_sleep_ms(20);  /* lets shutdown reach the join (not required for the checks) */
-    atomic_store(&R.b.release, 1);
+    hold_release(&R.b);
     cr_assert(wait_int(&R.outer_done), "ex_pool_shutdown called from its own cancellation deadlocked");
     pthread_join(th, NULL);
     cr_assert_eq(atomic_load(&R.cancelled), N);
@@ -440,7 +422,7 @@ static void *destroy_context(void *arg) {
 
 Test(lifetimes, context_destroy_waits_for_a_task_that_left_it) {
     memset(&CA, 0, sizeof CA);
-    cr_assert_eq(ex_single_thread_context_init(&CA.ctx).code, 0);
+    test_stc_init(&CA.ctx);
     ex_pool *pool = make_pool(2);
     trec_init(&CA.tr);
     rec_with_scheduler(&CA.tr.r, ex_pool_scheduler(pool));
@@ -465,7 +447,7 @@ Test(lifetimes, context_destroy_waits_for_a_task_that_left_it) {
 
 Test(lifetimes, a_context_of_the_parent_is_a_clear_error_in_a_fork_child) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    test_stc_init(&ctx);
     /* Its thread past its start-up: ASan's allocator is not fork-safe while
      * another thread is inside it (its lock stays taken in the child). */
     ex_result warm = ex_sync_wait(ex_schedule(ex_single_thread_context_scheduler(&ctx)));
@@ -492,7 +474,7 @@ Test(lifetimes, a_context_of_the_parent_is_a_clear_error_in_a_fork_child) {
     cr_assert_neq(status, -1, "the fork child hung using the parent's context");
     cr_assert(WIFEXITED(status));
     cr_assert_eq(WEXITSTATUS(status), 0, "the fork child failed check %d", WEXITSTATUS(status));
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     expect_no_leaks();
 }
 
@@ -501,7 +483,7 @@ Test(lifetimes, a_context_of_the_parent_is_a_clear_error_in_a_fork_child) {
 typedef struct dropped_move {
     ex_pool *pool;
     ex_single_thread_context ctx;
-    blocker b;
+    hold b;
     atomic_int moving, marker_ran;
     int stayed, on_ctx;
 } dropped_move;
@@ -532,8 +514,8 @@ static void *dm_shutdown(void *arg) {
 Test(lifetimes, a_move_dropped_by_a_shutdown_returns_the_task_to_its_scheduler) {
     memset(&DM, 0, sizeof DM);
     DM.pool = make_pool(1);
-    cr_assert_eq(ex_single_thread_context_init(&DM.ctx).code, 0);
-    post_blocker(DM.pool, &DM.b);
+    test_stc_init(&DM.ctx);
+    hold_post(DM.pool, &DM.b);
     static trec tr;
     trec_init(&tr);
     rec_with_scheduler(&tr.r, ex_single_thread_context_scheduler(&DM.ctx));
@@ -556,7 +538,7 @@ Test(lifetimes, a_move_dropped_by_a_shutdown_returns_the_task_to_its_scheduler) 
         test_sleep_ms(1);
     }
     cr_assert_lt(i, 20000);
-    atomic_store(&DM.b.release, 1);
+    hold_release(&DM.b);
     pthread_join(th, NULL);
     cr_assert(wait_int(&tr.done));
     cr_assert_eq(tr.r.values, 1);
@@ -564,6 +546,6 @@ Test(lifetimes, a_move_dropped_by_a_shutdown_returns_the_task_to_its_scheduler) 
     cr_assert(DM.on_ctx, "the task runs on the context's thread after its move was dropped");
     ex_operation_free(op);
     cr_assert_eq(ex_pool_destroy(DM.pool).code, 0);
-    cr_assert_eq(ex_single_thread_context_destroy(&DM.ctx).code, 0);
+    test_stc_destroy(&DM.ctx);
     expect_no_leaks();
 }
