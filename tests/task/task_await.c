@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "task/task_suite_fixtures.h"
+#include "task/local_fixtures.h"
 
 
 /* int -> error EX_EUSER + in */

@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "task/task_suite_fixtures.h"
+#include "task/local_fixtures.h"
 
 static const ex_sig sig_void = { 0, { 0 } };
 

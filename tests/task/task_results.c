@@ -2,7 +2,7 @@
  * creation errors, laziness and single-shot connects (cexec/task.h).
  * The exec_task suite spans the task_*.c files of this folder; its
  * TestSuite (timeout) is declared here once.  Task bodies never assert:
- * see task_suite_fixtures.h. */
+ * see local_fixtures.h. */
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "task/task_suite_fixtures.h"
+#include "task/local_fixtures.h"
 TEST_SUITE(exec_task, 60);
 
 /* ================================================================ results */

@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "task/task_suite_fixtures.h"
+#include "task/local_fixtures.h"
 
 /* Counts its runs (ctx: atomic_int). */
 static ex_error count_run(void *ctx, const ex_value *in, size_t n, ex_value *out) {

@@ -1,9 +1,9 @@
-/* task_suite_fixtures.c - see task_suite_fixtures.h. */
+/* local_fixtures.c - see local_fixtures.h. */
 #include <sched.h>
 #include <stdalign.h>
 #include <string.h>
 
-#include "task/task_suite_fixtures.h"
+#include "task/local_fixtures.h"
 
 const ex_sig sig_int = { 1, { EX_T_INT } };
 
@@ -66,7 +66,7 @@ static const ex_sender_vtable gate_vt = { "test.gate", gate_connect, NULL, NULL 
 
 ex_sender *gate_sender_new(gate *g) {
     gate_sender *s = (gate_sender *)ex_sender_alloc(&gate_vt, sizeof(gate_sender));
-    cr_assert_not_null(s);
+    if (!s) return ex_invalid_sender(EX_ENOMEM, "gate_sender_new");
     s->g = g;
     s->base.sigs.nvalues = 1;
     s->base.sigs.values[0] = sig_int;
@@ -110,4 +110,44 @@ ex_operation *start_with(ex_sender *s, trec *tr) {
     cr_assert_eq(e.code, 0, "connect failed: %s", e.msg ? e.msg : "");
     ex_start(op);
     return op;
+}
+
+/* ------------------------------------------------ the exec_task_fork suite */
+
+fork_state FS;
+
+void reset_state(void) {
+    ex_pool *p = FS.pool;
+    memset(&FS, 0, sizeof FS);
+    FS.pool = p;
+    FS.home = test_thread_id();
+}
+
+bool on_home(void) { return FS.pool ? ex_pool_current_worker(FS.pool) >= 0 : test_thread_id() == FS.home; }
+
+void use_pool(unsigned workers) {
+    FS.pool = workers ? make_pool(workers) : NULL;
+    FS.home = test_thread_id();
+}
+
+void drop_pool(void) {
+    if (FS.pool) ex_pool_destroy(FS.pool);
+    FS.pool = NULL;
+}
+
+ex_result run_on_pool(ex_sender *task) {
+    return ex_sync_wait(FS.pool ? ex_starts_on(ex_pool_scheduler(FS.pool), task) : task);
+}
+
+ex_task_result pass_on(ex_await_result r) {
+    if (r.status == EX_AWAIT_VALUE) return ex_task_values(r.n, r.v);
+    if (r.status == EX_AWAIT_ERROR) return ex_task_with_error(r.error);
+    return ex_task_stopped();
+}
+
+ex_task_result child_value(ex_task *t, void *arg) {
+    (void)t;
+    intptr_t i = (intptr_t)arg;
+    atomic_fetch_add(&FS.runs[i & 15], 1);
+    return ex_task_i64(10 * i + 1);
 }

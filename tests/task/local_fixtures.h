@@ -1,5 +1,5 @@
-/* task_suite_fixtures.h - what the task_*.c files of the exec_task suite
- * share (cexec/task.h, P3552 in C).
+/* local_fixtures.h - what the test files of tests/task/ share: the exec_task
+ * suite (task_*.c) and the exec_task_fork suite (fork_*.c); cexec/task.h.
  *
  * Task bodies may run on pool workers, on a single_thread_context or on a
  * fiber of the main thread: they never assert (a Criterion assertion
@@ -8,8 +8,8 @@
  * task completed (EXPECT_PROBE).  Thread identity after an await is read
  * through out-of-line calls (test_thread_id, pthread_self,
  * ex_pool_current_worker): never a TLS address kept across ex_await. */
-#ifndef CEXEC_TEST_TASK_SUITE_FIXTURES_H
-#define CEXEC_TEST_TASK_SUITE_FIXTURES_H
+#ifndef CEXEC_TEST_TASK_LOCAL_FIXTURES_H
+#define CEXEC_TEST_TASK_LOCAL_FIXTURES_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -38,7 +38,8 @@ ex_task_result body_mark(ex_task *t, void *arg);
 
 /* A gate: a manual sender that completes with set_value(int) when
  * gate_open is called, on the thread that calls it.  Start publishes the
- * operation.  Zero-initialise (or gate_init) before use. */
+ * operation.  gate_init before use; gate_sender_new may run in a task
+ * body (it does not assert). */
 typedef struct gate {
     _Atomic(void *) op;
     atomic_int opened;
@@ -57,5 +58,41 @@ void trec_setup(trec *tr, ex_scheduler sch, bool with_stop);
 /* Connects s (consumed) to tr with storage from the environment's
  * allocator and starts it. */
 ex_operation *start_with(ex_sender *s, trec *tr);
+
+/* ------------------------------------------------ the exec_task_fork suite */
+
+/* One fork test's shared state (each test runs in its own process). */
+typedef struct fork_state {
+    ex_pool *pool;             /* NULL: the root runs on sync_wait's run loop */
+    const void *home;          /* the test's thread, for tasks on sync_wait's loop */
+    atomic_int runs[16];       /* per child index */
+    atomic_int stops[16];      /* stopped awaits seen, per child index */
+    atomic_int waiting;        /* children waiting for a stop */
+    atomic_int outer_runs, outer_stops;
+    atomic_int worker[16];     /* ex_pool_current_worker in child i */
+    atomic_int started0;       /* child 0 has started */
+    atomic_int status;         /* an await's status, as the body saw it */
+    atomic_int code;           /* an await's error code */
+} fork_state;
+
+extern fork_state FS;
+
+/* Clears FS but for the pool; the home thread is the caller's. */
+void reset_state(void);
+/* Whether a task runs where it belongs: a worker of FS.pool, else the
+ * thread of sync_wait's run loop. */
+bool on_home(void);
+/* A pool of `workers` threads in FS.pool, or none (0: the root runs on
+ * sync_wait's loop); drop_pool destroys it. */
+void use_pool(unsigned workers);
+void drop_pool(void);
+/* task on the pool (its scheduler, no stop token), or on sync_wait's own
+ * run loop when there is no pool. */
+ex_result run_on_pool(ex_sender *task);
+/* What an await gave, as the task's own result. */
+ex_task_result pass_on(ex_await_result r);
+/* Child (intptr_t)arg = i: counts its run in FS.runs[i & 15], returns
+ * 10 i + 1. */
+ex_task_result child_value(ex_task *t, void *arg);
 
 #endif
