@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/algo_helpers.h"
+#include "algorithms/local_fixtures.h"
 
 TEST_SUITE(algo_reduce, 120);
 
@@ -407,13 +407,6 @@ Test(algo_reduce, oom_sweep_generic) {
 
 /* =================================================================== stop */
 
-typedef struct sum_ctx { atomic_long calls; } sum_ctx;
-
-static void sum_combine(void *ctx, void *acc, const void *x) {
-    if (ctx) atomic_fetch_add_explicit(&((sum_ctx *)ctx)->calls, 1, memory_order_relaxed);
-    *(uint64_t *)acc += *(const uint64_t *)x;
-}
-
 Test(algo_reduce, stop_requested_before_start_completes_stopped) {
     for (int k = 0; k < AS_COUNT; k++) {
         algo_sched a;
@@ -423,7 +416,7 @@ Test(algo_reduce, stop_requested_before_start_completes_stopped) {
             size_t n = sizes[j];
             int64_t *in = xmalloc(n * 8);
             fill_i64(in, n, 31);
-            sum_ctx c = { 0 };
+            sum_ctx c = { SUM_MAGIC, 0, 0 };
             uint64_t zero = 0, result = 77;
             ex_monoid m = { 8, &zero, sum_combine, &c };
             ex_sender *s[3] = { ex_reduce_i64(a.sch, in, n, 0), ex_reduce_f64(a.sch, (const double *)in, n, 0),
