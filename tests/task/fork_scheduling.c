@@ -136,13 +136,13 @@ Test(exec_task_fork, a_child_that_saw_its_token_stopped_forks_no_child) {
 static ex_scheduler_vtable posting_vt;
 static ex_error posting_dispatch(void *self, ex_work *w) { return posting_vt.post(self, w); }
 
-static gate q_the_gate;
+static test_gate q_the_gate;
 
 /* Child 0 (stolen): suspends on the gate. */
 static ex_task_result q_waiting(ex_task *t, void *arg) {
     (void)arg;
     atomic_fetch_add(&FS.runs[0], 1);
-    ex_await_result r = ex_await(t, gate_sender_new(&q_the_gate));
+    ex_await_result r = ex_await(t, test_gate_sender(&q_the_gate));
     TCHECK(r.status == EX_AWAIT_VALUE);
     return ex_task_i64(1);
 }
@@ -151,13 +151,13 @@ static ex_task_result q_waiting(ex_task *t, void *arg) {
  * suspended on it, which queues child 0's resumption on this worker. */
 static ex_task_result q_opening(ex_task *t, void *arg) {
     (void)t, (void)arg;
-    bool started = gate_wait(&q_the_gate);
+    bool started = test_gate_wait_started(&q_the_gate);
     TCHECK(started);
     if (!started) return ex_task_i64(-1);
     /* Child 0's carrier publishes SUSPENDED after its switch; opening
      * before that resumes it without the queue (also correct, no check). */
     for (int i = 0; i < 2000; i++) sched_yield();
-    gate_open(&q_the_gate, 0);
+    test_gate_open(&q_the_gate, 0);
     return ex_task_i64(2);
 }
 
@@ -176,7 +176,7 @@ Test(exec_task_fork, a_childs_queued_resumption_is_never_run_nested_as_a_new_sta
     ex_scheduler posting = { &posting_vt, ps.self };
     for (int round = 0; round < 10; round++) {
         reset_state();
-        gate_init(&q_the_gate);
+        test_gate_init(&q_the_gate);
         ex_result r = ex_sync_wait(ex_starts_on(posting, ex_task_create(q_parent, NULL, NULL)));
         expect_disp(&r, EX_DISP_VALUE);
         cr_assert_eq(r.n, 2);
@@ -198,7 +198,7 @@ Test(exec_task_fork, a_childs_queued_resumption_is_never_run_nested_as_a_new_sta
  * that waits for a sibling (here: the last child, which runs first, waits
  * on a gate child 0 opens) must not stop that sibling from starting: when
  * the stack switches away, the children held back are queued. */
-static gate lz_gate;
+static test_gate lz_gate;
 
 static ex_task_result lz_filler(ex_task *t, void *arg) {
     (void)t;
@@ -210,9 +210,9 @@ static ex_task_result lz_filler(ex_task *t, void *arg) {
 static ex_task_result lz_opener(ex_task *t, void *arg) {
     (void)t, (void)arg;
     atomic_fetch_add(&FS.runs[4], 1);
-    bool started = gate_wait(&lz_gate);
+    bool started = test_gate_wait_started(&lz_gate);
     TCHECK(started);
-    if (started) gate_open(&lz_gate, 0);
+    if (started) test_gate_open(&lz_gate, 0);
     return ex_task_i64(4);
 }
 
@@ -220,7 +220,7 @@ static ex_task_result lz_opener(ex_task *t, void *arg) {
 static ex_task_result lz_waiter(ex_task *t, void *arg) {
     (void)arg;
     atomic_fetch_add(&FS.runs[5], 1);
-    ex_await_result r = ex_await(t, gate_sender_new(&lz_gate));
+    ex_await_result r = ex_await(t, test_gate_sender(&lz_gate));
     TCHECK(r.status == EX_AWAIT_VALUE);
     return ex_task_i64(5);
 }
@@ -244,7 +244,7 @@ Test(exec_task_fork, a_child_held_back_starts_when_its_sibling_waits_for_it) {
         FS.pool = make_pool(workers);
         for (int round = 0; round < 20; round++) {
             reset_state();
-            gate_init(&lz_gate);
+            test_gate_init(&lz_gate);
             ex_result r = run_on_pool(ex_task_create(lz_root, NULL, NULL));
             expect_disp(&r, EX_DISP_VALUE);
             cr_assert_eq(r.n, 2, "%u workers, round %d: %zu values", workers, round, r.n);

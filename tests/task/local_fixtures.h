@@ -36,21 +36,6 @@ ex_task_result body_void(ex_task *t, void *arg);
 ex_task_result body_i64(ex_task *t, void *arg);
 ex_task_result body_mark(ex_task *t, void *arg);
 
-/* A gate: a manual sender that completes with set_value(int) when
- * gate_open is called, on the thread that calls it.  Start publishes the
- * operation.  gate_init before use; gate_sender_new may run in a task
- * body (it does not assert). */
-typedef struct gate {
-    _Atomic(void *) op;
-    atomic_int opened;
-} gate;
-
-void gate_init(gate *g);
-ex_sender *gate_sender_new(gate *g);
-/* Waits (bounded) until an operation of g was started; false on timeout. */
-bool gate_wait(gate *g);
-void gate_open(gate *g, int64_t v);
-
 /* A recording receiver that can be completed on any thread, with a
  * scheduler and (with_stop) a stop source in its environment. */
 void trec_setup(trec *tr, ex_scheduler sch, bool with_stop);

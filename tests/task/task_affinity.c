@@ -157,7 +157,7 @@ Test(exec_task, task_started_on_a_pool_resumes_on_its_workers) {
 /* Deterministic suspend-then-foreign-completion: the task on a
  * single_thread_context awaits a gate the main thread opens. */
 typedef struct gate_arg {
-    gate *g;
+    test_gate *g;
     pthread_t home;
     int rounds;
     const void *resumed_tid;
@@ -169,7 +169,7 @@ static ex_task_result body_gate_affine(ex_task *t, void *arg) {
     TCHECK(pthread_equal(pthread_self(), a->home));
     int64_t sum = 0;
     for (int i = 0; i < a->rounds; i++) {
-        ex_await_result r = ex_await(t, gate_sender_new(a->g));
+        ex_await_result r = ex_await(t, test_gate_sender(a->g));
         TCHECK(r.status == EX_AWAIT_VALUE && r.n == 1 && r.v[0].as.i == i);
         TCHECK(pthread_equal(pthread_self(), a->home));
         sum += r.v[0].as.i;
@@ -180,15 +180,15 @@ static ex_task_result body_gate_affine(ex_task *t, void *arg) {
 Test(exec_task, foreign_completion_resumes_on_the_task_scheduler) {
     ex_single_thread_context stc;
     cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
-    gate g;
-    gate_init(&g);
+    test_gate g;
+    test_gate_init(&g);
     gate_arg a = { &g, ex_single_thread_context_thread_id(&stc), 100, NULL, NULL };
     trec tr;
     trec_setup(&tr, ex_single_thread_context_scheduler(&stc), false);
     ex_operation *op = start_with(ex_task_create(body_gate_affine, &a, NULL), &tr);
     for (int i = 0; i < a.rounds; i++) {
-        cr_assert(gate_wait(&g), "the task did not reach await %d", i);
-        gate_open(&g, i);  /* completes on this (the main) thread */
+        cr_assert(test_gate_wait_started(&g), "the task did not reach await %d", i);
+        test_gate_open(&g, i);  /* completes on this (the main) thread */
     }
     cr_assert(wait_int(&tr.done));
     cr_assert_eq(tr.r.values, 1);
@@ -204,27 +204,27 @@ static ex_task_result body_gate_inline(ex_task *t, void *arg) {
     gate_arg *a = arg;
     a->start_tid = test_thread_id();
     TCHECK(ex_scheduler_equal(ex_task_scheduler(t), ex_inline_scheduler()));
-    ex_await_result r = ex_await(t, gate_sender_new(a->g));
+    ex_await_result r = ex_await(t, test_gate_sender(a->g));
     TCHECK(r.status == EX_AWAIT_VALUE && r.v[0].as.i == 77);
     a->resumed_tid = test_thread_id();
     return ex_task_i64(r.v[0].as.i);
 }
 
 typedef struct opener {
-    gate *g;
+    test_gate *g;
     const void *tid;
 } opener;
 
 static void *opener_main(void *p) {
     opener *o = p;
     o->tid = test_thread_id();
-    gate_open(o->g, 77);
+    test_gate_open(o->g, 77);
     return NULL;
 }
 
 Test(exec_task, inline_affinity_resumes_where_the_sender_completed) {
-    gate g;
-    gate_init(&g);
+    test_gate g;
+    test_gate_init(&g);
     gate_arg a;
     memset(&a, 0, sizeof a);
     a.g = &g;
@@ -456,7 +456,7 @@ Test(exec_task, change_coroutine_scheduler_of_a_stopped_task_stays_where_it_is) 
 typedef struct chg_inline_arg {
     ex_scheduler stc;
     pthread_t stc_thread;
-    gate *g;
+    test_gate *g;
     const void *resumed_tid;
 } chg_inline_arg;
 
@@ -466,7 +466,7 @@ static ex_task_result body_change_inline(ex_task *t, void *arg) {
     TCHECK(ex_scheduler_equal(prev, ex_inline_scheduler()));
     TCHECK(pthread_equal(pthread_self(), a->stc_thread));
     TCHECK(ex_scheduler_equal(ex_task_scheduler(t), a->stc));
-    ex_await_result r = ex_await(t, gate_sender_new(a->g));
+    ex_await_result r = ex_await(t, test_gate_sender(a->g));
     TCHECK(r.status == EX_AWAIT_VALUE && r.v[0].as.i == 5);
     a->resumed_tid = test_thread_id();
     return ex_task_i64(5);
@@ -480,8 +480,8 @@ static ex_error noop_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) 
 Test(exec_task, change_coroutine_scheduler_of_an_inline_task) {
     ex_single_thread_context stc;
     cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
-    gate g;
-    gate_init(&g);
+    test_gate g;
+    test_gate_init(&g);
     chg_inline_arg a = { ex_single_thread_context_scheduler(&stc), ex_single_thread_context_thread_id(&stc), &g, NULL };
     ex_task_options o;
     memset(&o, 0, sizeof o);
@@ -489,12 +489,12 @@ Test(exec_task, change_coroutine_scheduler_of_an_inline_task) {
     trec tr;
     trec_init(&tr);  /* empty environment */
     ex_operation *op = start_with(ex_task_create(body_change_inline, &a, &o), &tr);
-    cr_assert(gate_wait(&g));
+    cr_assert(test_gate_wait_started(&g));
     /* Let the task's stc item (the one that ran it up to the await) finish:
      * an item queued after it runs once the task suspended. */
     ex_result r = run(ex_then(ex_schedule(a.stc), noop_fn, NULL, EX_SIG0, EX_SIG0));
     expect_disp(&r, EX_DISP_VALUE);
-    gate_open(&g, 5);
+    test_gate_open(&g, 5);
     cr_assert(wait_int(&tr.done));
     cr_assert_eq(tr.r.values, 1);
     cr_assert_eq(a.resumed_tid, test_thread_id(), "after the one hop an inline task resumes where work completes");

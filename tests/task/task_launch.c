@@ -93,49 +93,6 @@ static bool reg_live(reg_alloc *a, uintptr_t addr) {
 
 /* ------------------------------- a sender that completes when stop is asked */
 
-/* Completes with set_stopped from the stop callback of its receiver's
- * token (at once if stop was requested already); never otherwise. */
-typedef struct stopwait_op {
-    ex_operation base;
-    ex_receiver r;
-    ex_stop_callback cb;
-} stopwait_op;
-
-static void stopwait_fire(ex_stop_callback *cb) {
-    stopwait_op *o = (stopwait_op *)((char *)cb - offsetof(stopwait_op, cb));
-    ex_set_stopped(o->r);
-}
-
-static void stopwait_start(ex_operation *op) {
-    stopwait_op *o = (stopwait_op *)op;
-    ex_stop_callback_register(&o->cb, ex_get_stop_token(ex_receiver_env(o->r)), stopwait_fire);
-}
-
-static void stopwait_destroy(ex_operation *op) { ex_stop_callback_deregister(&((stopwait_op *)op)->cb); }
-
-static const ex_operation_vtable stopwait_op_vt = { stopwait_start, stopwait_destroy };
-
-static ex_error stopwait_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    (void)s;
-    stopwait_op *o = storage;
-    memset(o, 0, sizeof *o);
-    o->base.vt = &stopwait_op_vt;
-    o->r = r;
-    return ex_ok();
-}
-
-static const ex_sender_vtable stopwait_vt = { "test.stopwait", stopwait_connect, NULL, NULL };
-
-static ex_sender *stopwait_sender_new(void) {
-    ex_sender *s = ex_sender_alloc(&stopwait_vt, sizeof(ex_sender));
-    if (!s) return ex_invalid_sender(EX_ENOMEM, "stopwait_sender_new");
-    s->sigs.nvalues = 0;
-    s->sigs.flags = EX_SIGS_STOPPED;
-    s->op_size = sizeof(stopwait_op);
-    s->op_align = alignof(stopwait_op);
-    return s;
-}
-
 /* ======================================================== many tasks */
 
 enum { MANY = 1000, MANY_STEPS = 6 };
@@ -293,7 +250,7 @@ static ex_task_result body_launched(ex_task *t, void *arg) {
     case 1: return ex_task_with_error(ex_err(EX_EUSER + 3, "launched task failed"));
     case 2: return ex_task_stopped();
     default:
-        r = ex_await(t, stopwait_sender_new());  /* until the scope's stop request */
+        r = ex_await(t, until_stopped());  /* until the scope's stop request */
         TCHECK(r.status == EX_AWAIT_STOPPED);
         TCHECK(ex_pool_current_worker(a->c->pool) >= 0);
         return ex_task_i64(0);

@@ -139,7 +139,7 @@ Test(exec_task, spawned_task_freed_by_the_scope) {
 /* ================================================= the task holds its scheduler */
 
 typedef struct hold_arg {
-    gate *g;
+    test_gate *g;
     ex_scheduler to;         /* change to this first (vt NULL: stay) */
     pthread_t to_thread;
     bool moved;
@@ -151,7 +151,7 @@ static ex_task_result body_hold(ex_task *t, void *arg) {
         ex_change_coroutine_scheduler(t, a->to);
         a->moved = pthread_equal(pthread_self(), a->to_thread);
     }
-    ex_await_result r = ex_await(t, gate_sender_new(a->g));
+    ex_await_result r = ex_await(t, test_gate_sender(a->g));
     return ex_task_i64(r.status == EX_AWAIT_VALUE ? r.v[0].as.i : -1);
 }
 
@@ -172,18 +172,18 @@ Test(exec_task, a_running_task_holds_its_scheduler) {
     ex_strand *strand = NULL;
     cr_assert_eq(ex_strand_create(ex_single_thread_context_scheduler(&stc), NULL, &strand).code, 0);
     ex_scheduler ss = ex_strand_scheduler(strand);
-    gate g;
-    gate_init(&g);
+    test_gate g;
+    test_gate_init(&g);
     hold_arg a;
     memset(&a, 0, sizeof a);
     a.g = &g;
     trec tr;
     trec_setup(&tr, ss, false);
     ex_operation *op = start_with(ex_task_create(body_hold, &a, NULL), &tr);
-    cr_assert(gate_wait(&g));
+    cr_assert(test_gate_wait_started(&g));
     strand_barrier(ss);  /* the task is suspended: nothing queued or running on the strand */
     cr_assert_eq(ex_strand_destroy(strand).code, EX_EBUSY, "a suspended task must hold its scheduler");
-    gate_open(&g, 4);
+    test_gate_open(&g, 4);
     cr_assert(wait_int(&tr.done));
     cr_assert_eq(tr.r.values, 1);
     cr_assert_eq(tr.r.v[0].as.i, 4);
@@ -203,8 +203,8 @@ Test(exec_task, change_coroutine_scheduler_keeps_the_hold_it_left) {
     ex_strand *from = NULL, *to = NULL;
     cr_assert_eq(ex_strand_create(ex_single_thread_context_scheduler(&stc), NULL, &from).code, 0);
     cr_assert_eq(ex_strand_create(ex_single_thread_context_scheduler(&stc2), NULL, &to).code, 0);
-    gate g;
-    gate_init(&g);
+    test_gate g;
+    test_gate_init(&g);
     hold_arg a;
     memset(&a, 0, sizeof a);
     a.g = &g;
@@ -213,12 +213,12 @@ Test(exec_task, change_coroutine_scheduler_keeps_the_hold_it_left) {
     trec tr;
     trec_setup(&tr, ex_strand_scheduler(from), false);
     ex_operation *op = start_with(ex_task_create(body_hold, &a, NULL), &tr);
-    cr_assert(gate_wait(&g));
+    cr_assert(test_gate_wait_started(&g));
     strand_barrier(ex_strand_scheduler(from));
     strand_barrier(ex_strand_scheduler(to));
     cr_assert_eq(ex_strand_destroy(to).code, EX_EBUSY, "the task holds the scheduler it changed to");
     cr_assert_eq(ex_strand_destroy(from).code, EX_EBUSY, "the task holds the scheduler it left until it completes");
-    gate_open(&g, 6);
+    test_gate_open(&g, 6);
     cr_assert(wait_int(&tr.done));
     cr_assert_eq(tr.r.values, 1);
     cr_assert_eq(tr.r.v[0].as.i, 6);
