@@ -109,12 +109,7 @@ static void fe_every_size(as_kind k) {
     expect_no_leaks();
 }
 
-Test(algo_loops, for_each_every_size_and_grain_inline) { fe_every_size(AS_INLINE); }
-Test(algo_loops, for_each_every_size_and_grain_run_loop) { fe_every_size(AS_RUN_LOOP); }
-Test(algo_loops, for_each_every_size_and_grain_single_thread_context) { fe_every_size(AS_STC); }
-Test(algo_loops, for_each_every_size_and_grain_pool1) { fe_every_size(AS_POOL1); }
-Test(algo_loops, for_each_every_size_and_grain_pool2) { fe_every_size(AS_POOL2); }
-Test(algo_loops, for_each_every_size_and_grain_pool4) { fe_every_size(AS_POOL4); }
+TEST_EVERY_SCHEDULER(algo_loops, for_each_every_size_and_grain, fe_every_size)
 
 Test(algo_loops, for_each_default_grain_gives_several_ranges_on_a_pool) {
     algo_sched a;
@@ -186,12 +181,7 @@ static void fe_error(as_kind k) {
     expect_no_leaks();
 }
 
-Test(algo_loops, for_each_error_inline) { fe_error(AS_INLINE); }
-Test(algo_loops, for_each_error_run_loop) { fe_error(AS_RUN_LOOP); }
-Test(algo_loops, for_each_error_single_thread_context) { fe_error(AS_STC); }
-Test(algo_loops, for_each_error_pool1) { fe_error(AS_POOL1); }
-Test(algo_loops, for_each_error_pool2) { fe_error(AS_POOL2); }
-Test(algo_loops, for_each_error_pool4) { fe_error(AS_POOL4); }
+TEST_EVERY_SCHEDULER(algo_loops, for_each_error, fe_error)
 
 /* An error from every range at once, on a pool: one of them is the result. */
 static ex_error always_fail(void *ctx, size_t begin, size_t end) {
@@ -256,12 +246,7 @@ static void fe_stop(as_kind k) {
     expect_no_leaks();
 }
 
-Test(algo_loops, for_each_stop_inline) { fe_stop(AS_INLINE); }
-Test(algo_loops, for_each_stop_run_loop) { fe_stop(AS_RUN_LOOP); }
-Test(algo_loops, for_each_stop_single_thread_context) { fe_stop(AS_STC); }
-Test(algo_loops, for_each_stop_pool1) { fe_stop(AS_POOL1); }
-Test(algo_loops, for_each_stop_pool2) { fe_stop(AS_POOL2); }
-Test(algo_loops, for_each_stop_pool4) { fe_stop(AS_POOL4); }
+TEST_EVERY_SCHEDULER(algo_loops, for_each_stop, fe_stop)
 
 /* A body that blocks until another thread requested stop. */
 typedef struct ext_stop {
@@ -413,23 +398,7 @@ static void loops_allocate_nothing(as_kind k) {
     ex_sender *s[2] = { ex_for_each_index(a.sch, n, 0, nop_body, &calls),
                         ex_transform_f64(a.sch, in, out, n, twice_plus_one, NULL) };
     for (int b = 0; b < 2; b++) {
-        size_t size = ex_sender_op_size(s[b]), align = ex_sender_op_align(s[b]);
-        void *storage = NULL;
-        cr_assert_eq(posix_memalign(&storage, align < sizeof(void *) ? sizeof(void *) : align, size), 0);
-        for (int run = 0; run < 3; run++) {
-            arec r;
-            arec_init(&r, a.pool);
-            long before = test_alloc_count();
-            ex_operation *op = NULL;
-            cr_assert_eq(ex_connect(s[b], arec_receiver(&r), storage, size, &op).code, 0);
-            ex_start(op);
-            cr_assert(algo_wait(&r, NULL, 30.0));
-            ex_operation_destroy(op);
-            long made = test_alloc_count() - before;
-            cr_assert_eq(made, 0, "%s builder %d: %ld allocation(s) per run", a.name, b, made);
-            algo_expect_value(&r, 0, a.name);
-        }
-        free(storage);
+        expect_runs_allocate_nothing(&a, s[b], 0, NULL, NULL);
         ex_sender_release(s[b]);
     }
     for (size_t i = 0; i < n; i++) cr_assert(out[i] == 2 * in[i] + 1);
@@ -442,40 +411,42 @@ Test(algo_loops, for_each_and_transform_allocate_nothing_per_run_inline) { loops
 Test(algo_loops, for_each_and_transform_allocate_nothing_per_run_pool4) { loops_allocate_nothing(AS_POOL4); }
 
 /* Building can run out of memory: EX_ENOMEM, or the exact result. */
+typedef struct loops_oom {
+    algo_sched *a;
+    const double *in;
+    double *out;
+    size_t n;
+    bool for_each;
+} loops_oom;
+
+static int loops_oom_run(void *ctx, long k) {
+    loops_oom *c = ctx;
+    fe_ctx fe;
+    fe_init(&fe, c->n, 0, c->a->pool);
+    ex_result r = ex_sync_wait(c->for_each ? ex_for_each_index(c->a->sch, c->n, 0, fe_fn, &fe)
+                                           : ex_transform_f64(c->a->sch, c->in, c->out, c->n, twice_plus_one, NULL));
+    int code = r.disposition == EX_DISP_ERROR ? r.error.code : 0;
+    if (!code) {
+        cr_assert_eq(r.disposition, EX_DISP_VALUE);
+        if (c->for_each) fe_expect_each_once(&fe, "oom sweep");
+        else
+            for (size_t i = 0; i < c->n; i++) cr_assert(c->out[i] == 2 * c->in[i] + 1, "k=%ld: out[%zu]", k, i);
+    }
+    ex_result_destroy(&r);
+    fe_fini(&fe);
+    return code;
+}
+
 Test(algo_loops, oom_sweep) {
     algo_sched a;
     as_init(&a, AS_POOL2);
     size_t n = 20000;
     double *in = xmalloc(n * 8), *out = xmalloc(n * 8);
     fill_f64_int(in, n, 77);
-    long base = test_stats.in_use;
-    for (int which = 0; which < 2; which++) {
-        bool clean = false;
-        for (long k = 1; k <= 100 && !clean; k++) {
-            fe_ctx c;
-            fe_init(&c, n, 0, a.pool);
-            long failed_before = test_stats.failed;
-            test_alloc_fail_at(k);
-            ex_result r = ex_sync_wait(which ? ex_for_each_index(a.sch, n, 0, fe_fn, &c)
-                                             : ex_transform_f64(a.sch, in, out, n, twice_plus_one, NULL));
-            bool failed = test_stats.failed != failed_before;
-            test_alloc_fail_at(0);
-            if (r.disposition == EX_DISP_ERROR) {
-                cr_assert_eq(r.error.code, EX_ENOMEM, "k=%ld: %d", k, r.error.code);
-                cr_assert(failed);
-            } else {
-                cr_assert_eq(r.disposition, EX_DISP_VALUE);
-                if (which) fe_expect_each_once(&c, "oom sweep");
-                else
-                    for (size_t i = 0; i < n; i++) cr_assert(out[i] == 2 * in[i] + 1, "k=%ld: out[%zu]", k, i);
-                clean = !failed;
-            }
-            ex_result_destroy(&r);
-            fe_fini(&c);
-            cr_assert_eq(test_stats.in_use, base, "k=%ld: leaked", k);
-        }
-        cr_assert(clean);
-    }
+    loops_oom c = { &a, in, out, n, false };
+    algo_oom_sweep(loops_oom_run, &c, 100, "ex_transform_f64");
+    c.for_each = true;
+    algo_oom_sweep(loops_oom_run, &c, 100, "ex_for_each_index");
     free(in), free(out);
     as_fini(&a);
     expect_no_leaks();

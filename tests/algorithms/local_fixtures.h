@@ -28,6 +28,21 @@ void run_gscan(algo_sched *a, const ex_monoid *m, bool excl, const void *in, voi
 /* Index of the first of n sz-byte elements that differ, or SIZE_MAX. */
 size_t first_diff_bytes(const void *x, const void *y, size_t n, size_t sz);
 
+/* Whether x and y are the same bits. */
+bool same_bits(double x, double y);
+
+/* A monoid of the test inputs with its filler and a name for messages. */
+typedef struct gcase {
+    ex_monoid m;
+    void (*fill)(void *a, size_t n, uint64_t seed);
+    const char *name;
+} gcase;
+
+gcase gcase_m22(void);      /* 2x2 matrix product */
+gcase gcase_aff200(void);   /* 200-byte affine maps */
+gcase gcase_aff8(void);     /* 1-byte affine maps */
+gcase gcase_big4k(void);    /* 4096-byte elements */
+
 /* A uint64 sum whose combine, given a ctx, checks it is the monoid's
  * (magic SUM_MAGIC; else it sets bad_ctx and adds nothing) and counts its
  * calls; a NULL ctx just sums. */
@@ -39,5 +54,51 @@ typedef struct sum_ctx {
 } sum_ctx;
 
 void sum_combine(void *ctx, void *acc, const void *x);
+
+/* One test per scheduler kind, NAME_inline, NAME_run_loop,
+ * NAME_single_thread_context, NAME_pool1, NAME_pool2 and NAME_pool4, each
+ * calling fn(kind). */
+#define TEST_EVERY_SCHEDULER(suite, name, fn)                  \
+    Test(suite, name##_inline) { fn(AS_INLINE); }              \
+    Test(suite, name##_run_loop) { fn(AS_RUN_LOOP); }          \
+    Test(suite, name##_single_thread_context) { fn(AS_STC); }  \
+    Test(suite, name##_pool1) { fn(AS_POOL1); }                \
+    Test(suite, name##_pool2) { fn(AS_POOL2); }                \
+    Test(suite, name##_pool4) { fn(AS_POOL4); }
+
+/* Runs s (released) on a: asserts it was built fine and completed with
+ * one value of type `type`, which it returns. */
+ex_value run_one_value(algo_sched *a, ex_sender *s, ex_type type, const char *what);
+
+/* Storage for an operation of s (free() it); *size gets its size. */
+void *op_storage_new(const ex_sender *s, size_t *size);
+
+/* Connects s to r (arec_init'ed by the caller) in storage, starts it,
+ * waits (bounded; drives a's run_loop) and destroys the operation. */
+void run_in_storage(algo_sched *a, const ex_sender *s, void *storage, size_t size, arec *r);
+
+/* Runs s three times in caller storage: asserts no run allocates and each
+ * completes with nvalues values; check(r, ctx), when not NULL, checks
+ * each run's results. */
+void expect_runs_allocate_nothing(algo_sched *a, const ex_sender *s, size_t nvalues,
+                                  void (*check)(const arec *r, void *ctx), void *ctx);
+
+/* Starts `runs` (up to 8) operations of s at once: each must complete
+ * with one int value, want. */
+void expect_concurrent_runs_int(algo_sched *a, const ex_sender *s, int runs, int64_t want);
+
+/* Connects s (released) to r (arec_init'ed by the caller) in allocated
+ * storage, starts it, waits (bounded) and frees the operation.  Returns 0
+ * when it completed with a value, else the error code of connect or of
+ * set_error. */
+int run_connected(algo_sched *a, ex_sender *s, arec *r, const char **msg);
+
+/* An out-of-memory sweep: for k = 1, 2, ... fails allocation k from now
+ * (test_alloc_fail_at) during run(ctx, k), which returns 0 when the run
+ * completed with a value (having checked it), else the error it completed
+ * with.  Every error must be EX_ENOMEM from an injected failure, no run
+ * may leak, and within max_k runs one must pass without an injected
+ * failure (the sweep ends there).  Returns how many runs gave EX_ENOMEM. */
+int algo_oom_sweep(int (*run)(void *ctx, long k), void *ctx, long max_k, const char *what);
 
 #endif

@@ -18,41 +18,18 @@ TEST_SUITE(algo_reduce, 120);
 
 #define T ALGO_TILE
 
-static bool same_bits(double x, double y) { return memcmp(&x, &y, sizeof x) == 0; }
-
 static int64_t run_reduce_i64(algo_sched *a, const int64_t *in, size_t n, int64_t init) {
-    ex_sender *s = ex_reduce_i64(a->sch, in, n, init);
-    cr_assert_eq(ex_sender_status(s).code, 0, "%s n=%zu: %s", a->name, n,
-                 ex_sender_status(s).msg ? ex_sender_status(s).msg : "");
-    arec r;
-    as_run_plain(a, s, &r);
-    ex_sender_release(s);
-    algo_expect_value(&r, 1, a->name);
-    cr_assert_eq(r.v[0].type, EX_T_INT);
-    return r.v[0].as.i;
+    return run_one_value(a, ex_reduce_i64(a->sch, in, n, init), EX_T_INT, "ex_reduce_i64").as.i;
 }
 
 static double run_reduce_f64(algo_sched *a, const double *in, size_t n, double init) {
-    ex_sender *s = ex_reduce_f64(a->sch, in, n, init);
-    cr_assert_eq(ex_sender_status(s).code, 0, "%s n=%zu: %s", a->name, n,
-                 ex_sender_status(s).msg ? ex_sender_status(s).msg : "");
-    arec r;
-    as_run_plain(a, s, &r);
-    ex_sender_release(s);
-    algo_expect_value(&r, 1, a->name);
-    cr_assert_eq(r.v[0].type, EX_T_DOUBLE);
-    return r.v[0].as.d;
+    return run_one_value(a, ex_reduce_f64(a->sch, in, n, init), EX_T_DOUBLE, "ex_reduce_f64").as.d;
 }
 
+/* ex_reduce completes with set_value(ptr result). */
 static void run_greduce(algo_sched *a, const ex_monoid *m, const void *in, size_t n, void *result) {
-    ex_sender *s = ex_reduce(a->sch, m, in, n, result);
-    cr_assert_eq(ex_sender_status(s).code, 0, "%s: %s", a->name, ex_sender_status(s).msg ? ex_sender_status(s).msg : "");
-    arec r;
-    as_run_plain(a, s, &r);
-    ex_sender_release(s);
-    algo_expect_value(&r, 1, a->name);
-    cr_assert_eq(r.v[0].type, EX_T_PTR, "%s: ex_reduce completes with set_value(ptr result)", a->name);
-    cr_assert_eq(r.v[0].as.p, result, "%s: the value is the result pointer", a->name);
+    ex_value v = run_one_value(a, ex_reduce(a->sch, m, in, n, result), EX_T_PTR, "ex_reduce");
+    cr_assert_eq(v.as.p, result, "%s: the value is the result pointer", a->name);
 }
 
 /* ================================================================== typed */
@@ -103,18 +80,8 @@ static void f64_every_size(as_kind k) {
     expect_no_leaks();
 }
 
-Test(algo_reduce, i64_every_size_inline) { i64_every_size(AS_INLINE); }
-Test(algo_reduce, i64_every_size_run_loop) { i64_every_size(AS_RUN_LOOP); }
-Test(algo_reduce, i64_every_size_single_thread_context) { i64_every_size(AS_STC); }
-Test(algo_reduce, i64_every_size_pool1) { i64_every_size(AS_POOL1); }
-Test(algo_reduce, i64_every_size_pool2) { i64_every_size(AS_POOL2); }
-Test(algo_reduce, i64_every_size_pool4) { i64_every_size(AS_POOL4); }
-Test(algo_reduce, f64_every_size_inline) { f64_every_size(AS_INLINE); }
-Test(algo_reduce, f64_every_size_run_loop) { f64_every_size(AS_RUN_LOOP); }
-Test(algo_reduce, f64_every_size_single_thread_context) { f64_every_size(AS_STC); }
-Test(algo_reduce, f64_every_size_pool1) { f64_every_size(AS_POOL1); }
-Test(algo_reduce, f64_every_size_pool2) { f64_every_size(AS_POOL2); }
-Test(algo_reduce, f64_every_size_pool4) { f64_every_size(AS_POOL4); }
+TEST_EVERY_SCHEDULER(algo_reduce, i64_every_size, i64_every_size)
+TEST_EVERY_SCHEDULER(algo_reduce, f64_every_size, f64_every_size)
 
 Test(algo_reduce, i64_overflow_wraps_twos_complement) {
     algo_sched a[2];
@@ -187,56 +154,42 @@ Test(algo_reduce, f64_results_are_bit_identical_on_every_scheduler) {
 
 /* ================================================================ generic */
 
-static size_t diff_at(const void *x, const void *y, size_t sz) { return memcmp(x, y, sz) ? 0 : SIZE_MAX; }
-
-static void check_greduce(algo_sched *a, const ex_monoid *m, void (*fill)(void *, size_t, uint64_t), size_t n,
-                          uint64_t seed, const char *what) {
-    size_t sz = m->size;
+static void check_greduce(algo_sched *a, const gcase *g, size_t n, uint64_t seed) {
+    size_t sz = g->m.size;
     unsigned char *in = xmalloc(n * sz);
     unsigned char want[EX_MONOID_MAX_SIZE], *got = xmalloc(sz);
-    fill(in, n, seed);
-    memset(got, 0xa5, sz);
-    ref_fold(m, in, NULL, n, false, NULL, want);
-    run_greduce(a, m, in, n, got);
-    cr_assert_eq(diff_at(got, want, sz), SIZE_MAX, "%s %s n=%zu: differs from the serial fold", a->name, what, n);
+    g->fill(in, n, seed);
+    memset(got, SENTINEL_BYTE, sz);
+    ref_fold(&g->m, in, NULL, n, false, NULL, want);
+    run_greduce(a, &g->m, in, n, got);
+    cr_assert_eq(memcmp(got, want, sz), 0, "%s %s n=%zu: differs from the serial fold", a->name, g->name, n);
     free(in), free(got);
 }
-
-static void fill_m22_v(void *p, size_t n, uint64_t seed) { fill_m22(p, n, seed); }
-static void fill_aff200_v(void *p, size_t n, uint64_t seed) { fill_aff200(p, n, seed); }
-static void fill_aff8_v(void *p, size_t n, uint64_t seed) { fill_aff8(p, n, seed); }
-static void fill_big4k_v(void *p, size_t n, uint64_t seed) { fill_big4k(p, n, seed); }
 
 static void generic_every_size(as_kind k) {
     algo_sched a;
     as_init(&a, k);
-    ex_monoid mm = { sizeof(m22), &m22_identity, m22_combine, NULL };
+    gcase g = gcase_m22();
     size_t gt = ALGO_GTILE(sizeof(m22));
     const size_t sizes[] = { 0, 1, 7, 8, 9, 15, 16, 17, gt - 1, gt, gt + 1, 3 * gt + 5, 40 * gt + 1 };
-    for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) check_greduce(&a, &mm, fill_m22_v, sizes[j], 500 + j, "m22");
-    ex_monoid ma = { sizeof(aff200), &aff200_identity, aff200_combine, NULL };
+    for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) check_greduce(&a, &g, sizes[j], 500 + j);
+    g = gcase_aff200();
     gt = ALGO_GTILE(sizeof(aff200));
     const size_t s200[] = { 1, 3, gt - 1, gt, gt + 1, 3 * gt + 5 };
-    for (size_t j = 0; j < sizeof s200 / sizeof s200[0]; j++)
-        check_greduce(&a, &ma, fill_aff200_v, s200[j], 600 + j, "200-byte");
-    ex_monoid m8 = { 1, &aff8_identity, aff8_combine, NULL };
+    for (size_t j = 0; j < sizeof s200 / sizeof s200[0]; j++) check_greduce(&a, &g, s200[j], 600 + j);
+    g = gcase_aff8();
     gt = ALGO_GTILE(1);
     const size_t s1[] = { 1, 31, gt - 1, gt, gt + 1, 3 * gt + 5 };
-    for (size_t j = 0; j < sizeof s1 / sizeof s1[0]; j++) check_greduce(&a, &m8, fill_aff8_v, s1[j], 700 + j, "1-byte");
-    ex_monoid m4 = { sizeof(big4k), &big4k_identity, big4k_combine, NULL };
+    for (size_t j = 0; j < sizeof s1 / sizeof s1[0]; j++) check_greduce(&a, &g, s1[j], 700 + j);
+    g = gcase_big4k();
     gt = ALGO_GTILE(sizeof(big4k));
     const size_t s4[] = { 1, gt - 1, gt, gt + 1, 5 * gt + 3 };
-    for (size_t j = 0; j < sizeof s4 / sizeof s4[0]; j++) check_greduce(&a, &m4, fill_big4k_v, s4[j], 800 + j, "4096-byte");
+    for (size_t j = 0; j < sizeof s4 / sizeof s4[0]; j++) check_greduce(&a, &g, s4[j], 800 + j);
     as_fini(&a);
     expect_no_leaks();
 }
 
-Test(algo_reduce, generic_every_size_inline) { generic_every_size(AS_INLINE); }
-Test(algo_reduce, generic_every_size_run_loop) { generic_every_size(AS_RUN_LOOP); }
-Test(algo_reduce, generic_every_size_single_thread_context) { generic_every_size(AS_STC); }
-Test(algo_reduce, generic_every_size_pool1) { generic_every_size(AS_POOL1); }
-Test(algo_reduce, generic_every_size_pool2) { generic_every_size(AS_POOL2); }
-Test(algo_reduce, generic_every_size_pool4) { generic_every_size(AS_POOL4); }
+TEST_EVERY_SCHEDULER(algo_reduce, generic_every_size, generic_every_size)
 
 Test(algo_reduce, generic_builder_copies_the_monoid_and_identity) {
     algo_sched a;
@@ -264,6 +217,15 @@ Test(algo_reduce, generic_builder_copies_the_monoid_and_identity) {
 
 /* ============================================================ allocations */
 
+/* The expected results of a typed run. */
+typedef struct sums {
+    int64_t i;
+    double d;
+} sums;
+
+static void check_sum_i64(const arec *r, void *ctx) { cr_assert_eq(r->v[0].as.i, ((sums *)ctx)->i); }
+static void check_sum_f64(const arec *r, void *ctx) { cr_assert(r->v[0].as.d == ((sums *)ctx)->d); }
+
 static void typed_runs_allocate_nothing(as_kind k) {
     algo_sched a;
     as_init(&a, k);
@@ -275,28 +237,11 @@ static void typed_runs_allocate_nothing(as_kind k) {
         fill_i64(in, n, 900 + j);
         fill_f64_int(din, n, 950 + j);
         ex_sender *s[2] = { ex_reduce_i64(a.sch, in, n, 3), ex_reduce_f64(a.sch, din, n, 3) };
-        for (int b = 0; b < 2; b++) {
-            size_t size = ex_sender_op_size(s[b]), align = ex_sender_op_align(s[b]);
-            void *storage = NULL;
-            cr_assert_eq(posix_memalign(&storage, align < sizeof(void *) ? sizeof(void *) : align, size), 0);
-            for (int run = 0; run < 3; run++) {
-                arec r;
-                arec_init(&r, a.pool);
-                long before = test_alloc_count();
-                ex_operation *op = NULL;
-                cr_assert_eq(ex_connect(s[b], arec_receiver(&r), storage, size, &op).code, 0);
-                ex_start(op);
-                cr_assert(algo_wait(&r, NULL, 30.0));
-                ex_operation_destroy(op);
-                long made = test_alloc_count() - before;
-                cr_assert_eq(made, 0, "%s builder %d n=%zu: %ld allocation(s) per run", a.name, b, n, made);
-                algo_expect_value(&r, 1, a.name);
-                if (b == 0) cr_assert_eq(r.v[0].as.i, ref_sum_i64(in, n, 3));
-                else cr_assert(r.v[0].as.d == ref_sum_f64(din, n, 3));
-            }
-            free(storage);
-            ex_sender_release(s[b]);
-        }
+        sums want = { ref_sum_i64(in, n, 3), ref_sum_f64(din, n, 3) };
+        expect_runs_allocate_nothing(&a, s[0], 1, check_sum_i64, &want);
+        expect_runs_allocate_nothing(&a, s[1], 1, check_sum_f64, &want);
+        ex_sender_release(s[0]);
+        ex_sender_release(s[1]);
         free(in), free(din);
     }
     as_fini(&a);
@@ -320,9 +265,8 @@ Test(algo_reduce, generic_allocates_its_scratch_at_connect) {
     ref_fold(&m, in, NULL, n, false, NULL, &want);
     for (int s = 0; s < 2; s++) {
         ex_sender *snd = ex_reduce(a[s].sch, &m, in, n, &got);
-        size_t size = ex_sender_op_size(snd), align = ex_sender_op_align(snd);
-        void *storage = NULL;
-        cr_assert_eq(posix_memalign(&storage, align < sizeof(void *) ? sizeof(void *) : align, size), 0);
+        size_t size;
+        void *storage = op_storage_new(snd, &size);
         arec r;
         arec_init(&r, a[s].pool);
         long before = test_alloc_count();
@@ -354,50 +298,37 @@ Test(algo_reduce, generic_allocates_its_scratch_at_connect) {
     expect_no_leaks();
 }
 
-static void oom_sweep(as_kind kind) {
+typedef struct reduce_oom {
     algo_sched a;
-    as_init(&a, kind);
-    size_t n = 5 * ALGO_GTILE(sizeof(aff200)) + 7;
-    aff200 *in = xmalloc(n * sizeof(aff200)), want, got;
-    fill_aff200(in, n, 29);
-    ex_monoid m = { sizeof(aff200), &aff200_identity, aff200_combine, NULL };
-    ref_fold(&m, in, NULL, n, false, NULL, &want);
-    long base = test_stats.in_use;
-    bool clean = false;
-    int nomem = 0;
-    for (long k = 1; k <= 300 && !clean; k++) {
-        long failed_before = test_stats.failed;
-        test_alloc_fail_at(k);
-        memset(&got, 0, sizeof got);
-        ex_sender *s = ex_reduce(a.sch, &m, in, n, &got);
-        arec r;
-        arec_init(&r, a.pool);
-        ex_operation *op = NULL;
-        ex_error ce = ex_connect_alloc(s, arec_receiver(&r), &op);
-        if (!ce.code) {
-            ex_start(op);
-            cr_assert(algo_wait(&r, kind == AS_RUN_LOOP ? &a.loop : NULL, 30.0), "%s k=%ld: no completion", a.name, k);
-            ex_operation_free(op);
-        }
-        ex_sender_release(s);
-        bool failed = test_stats.failed != failed_before;
-        test_alloc_fail_at(0);
-        if (ce.code || atomic_load(&r.errors)) {
-            int code = ce.code ? ce.code : r.err.code;
-            cr_assert_eq(code, EX_ENOMEM, "%s k=%ld: error %d", a.name, k, code);
-            cr_assert(failed, "%s k=%ld: EX_ENOMEM without a failed allocation", a.name, k);
-            nomem++;
-        } else {
-            algo_expect_value(&r, 1, a.name);
-            cr_assert_eq(memcmp(&got, &want, sizeof got), 0, "%s k=%ld: wrong result", a.name, k);
-            clean = !failed;
-        }
-        cr_assert_eq(test_stats.in_use, base, "%s k=%ld: %ld block(s) leaked", a.name, k, test_stats.in_use - base);
-    }
-    cr_assert(clean, "%s: the sweep never reached a clean run", a.name);
-    cr_assert_gt(nomem, 0);
-    free(in);
-    as_fini(&a);
+    aff200 *in, want;
+    size_t n;
+    ex_monoid m;
+} reduce_oom;
+
+static int reduce_oom_run(void *ctx, long k) {
+    reduce_oom *c = ctx;
+    aff200 got;
+    memset(&got, 0, sizeof got);
+    arec r;
+    arec_init(&r, c->a.pool);
+    int code = run_connected(&c->a, ex_reduce(c->a.sch, &c->m, c->in, c->n, &got), &r, NULL);
+    if (code) return code;
+    algo_expect_value(&r, 1, c->a.name);
+    cr_assert_eq(memcmp(&got, &c->want, sizeof got), 0, "%s k=%ld: wrong result", c->a.name, k);
+    return 0;
+}
+
+static void oom_sweep(as_kind kind) {
+    reduce_oom c;
+    as_init(&c.a, kind);
+    c.n = 5 * ALGO_GTILE(sizeof(aff200)) + 7;
+    c.in = xmalloc(c.n * sizeof(aff200));
+    fill_aff200(c.in, c.n, 29);
+    c.m = (ex_monoid){ sizeof(aff200), &aff200_identity, aff200_combine, NULL };
+    ref_fold(&c.m, c.in, NULL, c.n, false, NULL, &c.want);
+    cr_assert_gt(algo_oom_sweep(reduce_oom_run, &c, 300, c.a.name), 0);
+    free(c.in);
+    as_fini(&c.a);
 }
 
 Test(algo_reduce, oom_sweep_generic) {
@@ -549,20 +480,7 @@ Test(algo_reduce, sender_is_multi_shot) {
     fill_i64(in, n, 41);
     int64_t want = ref_sum_i64(in, n, 9);
     ex_sender *s = ex_reduce_i64(a.sch, in, n, 9);
-    enum { RUNS = 4 };
-    arec r[RUNS];
-    ex_operation *op[RUNS];
-    for (int k = 0; k < RUNS; k++) {
-        arec_init(&r[k], a.pool);
-        cr_assert_eq(ex_connect_alloc(s, arec_receiver(&r[k]), &op[k]).code, 0);
-    }
-    for (int k = 0; k < RUNS; k++) ex_start(op[k]);
-    for (int k = 0; k < RUNS; k++) {
-        cr_assert(algo_wait(&r[k], NULL, 30.0));
-        algo_expect_value(&r[k], 1, "concurrent run");
-        cr_assert_eq(r[k].v[0].as.i, want);
-        ex_operation_free(op[k]);
-    }
+    expect_concurrent_runs_int(&a, s, 4, want);
     for (int k = 0; k < 3; k++) {
         arec rr;
         as_run_plain(&a, s, &rr);

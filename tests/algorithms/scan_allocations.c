@@ -18,6 +18,21 @@
 
 /* ============================================================ allocations */
 
+/* An int64 scan's output against the serial loop (init 5). */
+typedef struct scan_i64_check {
+    const int64_t *in, *out;
+    int64_t *want;
+    size_t n;
+    bool excl;
+} scan_i64_check;
+
+static void check_scan_i64(const arec *r, void *ctx) {
+    (void)r;
+    scan_i64_check *c = ctx;
+    ref_scan_i64(c->in, c->want, c->n, c->excl, 5);
+    cr_assert_eq(first_diff_i64(c->out, c->want, c->n), SIZE_MAX);
+}
+
 /* The typed forms allocate nothing per run once the sender is built:
  * connect into caller storage, start, destroy. */
 static void typed_runs_allocate_nothing(as_kind k) {
@@ -32,30 +47,10 @@ static void typed_runs_allocate_nothing(as_kind k) {
         fill_f64_int(din, n, 4321 + j);
         ex_sender *s[4] = { ex_inclusive_scan_i64(a.sch, in, out, n), ex_exclusive_scan_i64(a.sch, in, out, n, 5),
                             ex_inclusive_scan_f64(a.sch, din, dout, n), ex_exclusive_scan_f64(a.sch, din, dout, n, 5) };
+        scan_i64_check chk = { in, out, want, n, false };
         for (int b = 0; b < 4; b++) {
-            cr_assert_eq(ex_sender_status(s[b]).code, 0);
-            size_t size = ex_sender_op_size(s[b]), align = ex_sender_op_align(s[b]);
-            void *storage = NULL;
-            cr_assert_eq(posix_memalign(&storage, align < sizeof(void *) ? sizeof(void *) : align, size), 0);
-            for (int run = 0; run < 3; run++) {
-                arec r;
-                arec_init(&r, a.pool);
-                long before = test_alloc_count();
-                ex_operation *op = NULL;
-                ex_error e = ex_connect(s[b], arec_receiver(&r), storage, size, &op);
-                cr_assert_eq(e.code, 0, "connect: %s", e.msg ? e.msg : "");
-                ex_start(op);
-                cr_assert(algo_wait(&r, NULL, 30.0), "%s: did not complete", a.name);
-                ex_operation_destroy(op);
-                long made = test_alloc_count() - before;
-                cr_assert_eq(made, 0, "%s builder %d n=%zu run %d: %ld allocation(s) per run", a.name, b, n, run, made);
-                algo_expect_value(&r, 1, a.name);
-                if (b < 2) {
-                    ref_scan_i64(in, want, n, b == 1, 5);
-                    cr_assert_eq(first_diff_i64(out, want, n), SIZE_MAX);
-                }
-            }
-            free(storage);
+            chk.excl = b == 1;
+            expect_runs_allocate_nothing(&a, s[b], 1, b < 2 ? check_scan_i64 : NULL, &chk);
             ex_sender_release(s[b]);
         }
         free(in), free(out), free(want), free(din), free(dout);
@@ -68,38 +63,21 @@ Test(algo_scan, typed_runs_allocate_nothing_inline) { typed_runs_allocate_nothin
 Test(algo_scan, typed_runs_allocate_nothing_pool2) { typed_runs_allocate_nothing(AS_POOL2); }
 Test(algo_scan, typed_runs_allocate_nothing_pool4) { typed_runs_allocate_nothing(AS_POOL4); }
 
-/* A counting allocator the receiver's environment names. */
-typedef struct env_alloc {
-    ex_allocator a;
-    atomic_long allocs, frees, fail_next;
-} env_alloc;
-
-static void *ea_allocate(void *ctx, size_t size, size_t align) {
-    env_alloc *e = ctx;
-    atomic_fetch_add(&e->allocs, 1);
-    if (atomic_exchange(&e->fail_next, 0)) return NULL;
-    void *p = NULL;
-    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)) return NULL;
-    return p;
-}
-
-static void ea_deallocate(void *ctx, void *p, size_t size, size_t align) {
-    (void)size, (void)align;
-    env_alloc *e = ctx;
-    atomic_fetch_add(&e->frees, 1);
-    free(p);
+/* Inits r with an environment naming a (its counters zeroed). */
+static void arec_with_allocator(arec *r, ex_pool *pool, cnt_alloc *a) {
+    arec_init(r, pool);
+    ex_env_pair_init(&r->pair, &ex_key_get_allocator, ex_alloc_value(&a->base), ex_env_empty());
+    r->has_env = true;
+    atomic_store(&a->allocs, 0);
+    atomic_store(&a->frees, 0);
 }
 
 /* The generic forms allocate their scratch at connect, from the
  * environment's allocator, and free it with the operation; a failed
  * allocation fails connect with EX_ENOMEM and leaves nothing behind. */
 Test(algo_scan, generic_scratch_comes_from_the_environment_allocator_at_connect) {
-    env_alloc ea;
-    memset(&ea, 0, sizeof ea);
-    ea.a.allocate = ea_allocate;
-    ea.a.deallocate = ea_deallocate;
-    ea.a.ctx = &ea;
-    ea.a.name = "env-counting";
+    cnt_alloc ea;  /* the receiver's environment names it */
+    cnt_alloc_init(&ea);
     algo_sched a[2];
     as_init(&a[0], AS_INLINE);
     as_init(&a[1], AS_POOL2);
@@ -110,16 +88,11 @@ Test(algo_scan, generic_scratch_comes_from_the_environment_allocator_at_connect)
     for (int s = 0; s < 2; s++) {
         for (int excl = 0; excl < 2; excl++) {
             ex_sender *snd = gscan(a[s].sch, &m, excl, in, out, n, &m22_identity);
-            size_t size = ex_sender_op_size(snd), align = ex_sender_op_align(snd);
-            void *storage = NULL;
-            cr_assert_eq(posix_memalign(&storage, align < sizeof(void *) ? sizeof(void *) : align, size), 0);
+            size_t size;
+            void *storage = op_storage_new(snd, &size);
             arec r;
-            arec_init(&r, a[s].pool);
-            ex_env_pair_init(&r.pair, &ex_key_get_allocator, ex_alloc_value(&ea.a), ex_env_empty());
-            r.has_env = true;
+            arec_with_allocator(&r, a[s].pool, &ea);
             long t0 = test_alloc_count();
-            atomic_store(&ea.allocs, 0);
-            atomic_store(&ea.frees, 0);
             ex_operation *op = NULL;
             ex_error e = ex_connect(snd, arec_receiver(&r), storage, size, &op);
             cr_assert_eq(e.code, 0);
@@ -137,11 +110,7 @@ Test(algo_scan, generic_scratch_comes_from_the_environment_allocator_at_connect)
             cr_assert_eq(first_diff_bytes(out, want, n, sizeof(m22)), SIZE_MAX);
 
             /* The allocation fails: connect reports it, nothing completes. */
-            arec_init(&r, a[s].pool);
-            ex_env_pair_init(&r.pair, &ex_key_get_allocator, ex_alloc_value(&ea.a), ex_env_empty());
-            r.has_env = true;
-            atomic_store(&ea.allocs, 0);
-            atomic_store(&ea.frees, 0);
+            arec_with_allocator(&r, a[s].pool, &ea);
             atomic_store(&ea.fail_next, 1);
             e = ex_connect(snd, arec_receiver(&r), storage, size, &op);
             cr_assert_eq(e.code, EX_ENOMEM, "%s: a failed scratch allocation gives EX_ENOMEM at connect, got %d",
@@ -162,61 +131,50 @@ Test(algo_scan, generic_scratch_comes_from_the_environment_allocator_at_connect)
 /* Fails allocation k = 1, 2, ... of a whole run (building the sender,
  * connecting, the scratch, a pool's helpers): each run ends with EX_ENOMEM
  * or with the exact result, and leaks nothing, until a run fails nothing. */
-static void oom_sweep(as_kind kind, bool generic, bool excl) {
+typedef struct scan_oom {
     algo_sched a;
-    as_init(&a, kind);
-    size_t n = generic ? 3 * ALGO_GTILE(sizeof(m22)) + 5 : 3 * T + 5;
-    m22 *gin = xmalloc(n * sizeof(m22)), *gout = xmalloc(n * sizeof(m22)), *gwant = xmalloc(n * sizeof(m22));
-    int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
-    fill_m22(gin, n, 5);
-    fill_i64(in, n, 6);
-    ex_monoid m = { sizeof(m22), &m22_identity, m22_combine, NULL };
-    m22 init = { 1, 2, 3, 4 };
-    ref_fold(&m, gin, gwant, n, excl, &init, NULL);
-    int64_t twant = ref_scan_i64(in, want, n, excl, -9);
-    long base = test_stats.in_use;
-    bool clean = false;
-    int nomem = 0;
-    long k;
-    for (k = 1; k <= 300 && !clean; k++) {
-        long failed_before = test_stats.failed;
-        test_alloc_fail_at(k);
-        ex_sender *s = generic ? gscan(a.sch, &m, excl, gin, gout, n, &init) : scan_i64(a.sch, excl, in, out, n, -9);
-        arec r;
-        arec_init(&r, a.pool);
-        ex_operation *op = NULL;
-        ex_error ce = ex_connect_alloc(s, arec_receiver(&r), &op);
-        if (!ce.code) {
-            ex_start(op);
-            cr_assert(algo_wait(&r, kind == AS_RUN_LOOP ? &a.loop : NULL, 30.0), "%s k=%ld: no completion", a.name, k);
-            ex_operation_free(op);
-        }
-        ex_sender_release(s);
-        bool failed = test_stats.failed != failed_before;
-        test_alloc_fail_at(0);
-        if (ce.code || atomic_load(&r.errors)) {
-            int code = ce.code ? ce.code : r.err.code;
-            cr_assert_eq(code, EX_ENOMEM, "%s k=%ld: error %d (%s)", a.name, k, code,
-                         ce.code ? ce.msg : r.err.msg ? r.err.msg : "");
-            cr_assert(failed, "%s k=%ld: EX_ENOMEM without a failed allocation", a.name, k);
-            nomem++;
-        } else {
-            algo_expect_value(&r, generic ? 0 : 1, a.name);
-            if (generic) {
-                cr_assert_eq(first_diff_bytes(gout, gwant, n, sizeof(m22)), SIZE_MAX, "%s k=%ld: wrong output", a.name,
-                             k);
-            } else {
-                cr_assert_eq(first_diff_i64(out, want, n), SIZE_MAX, "%s k=%ld: wrong output", a.name, k);
-                cr_assert_eq(r.v[0].as.i, twant);
-            }
-            clean = !failed;
-        }
-        cr_assert_eq(test_stats.in_use, base, "%s k=%ld: %ld block(s) leaked", a.name, k, test_stats.in_use - base);
+    bool generic, excl;
+    size_t n;
+    m22 *gin, *gout, *gwant, init;
+    int64_t *in, *out, *want, twant;
+    ex_monoid m;
+} scan_oom;
+
+static int scan_oom_run(void *ctx, long k) {
+    scan_oom *c = ctx;
+    algo_sched *a = &c->a;
+    ex_sender *s = c->generic ? gscan(a->sch, &c->m, c->excl, c->gin, c->gout, c->n, &c->init)
+                              : scan_i64(a->sch, c->excl, c->in, c->out, c->n, -9);
+    arec r;
+    arec_init(&r, a->pool);
+    int code = run_connected(a, s, &r, NULL);
+    if (code) return code;
+    algo_expect_value(&r, c->generic ? 0 : 1, a->name);
+    if (c->generic) {
+        cr_assert_eq(first_diff_bytes(c->gout, c->gwant, c->n, sizeof(m22)), SIZE_MAX, "%s k=%ld: wrong output",
+                     a->name, k);
+    } else {
+        cr_assert_eq(first_diff_i64(c->out, c->want, c->n), SIZE_MAX, "%s k=%ld: wrong output", a->name, k);
+        cr_assert_eq(r.v[0].as.i, c->twant);
     }
-    cr_assert(clean, "%s: the sweep never reached a run without an injected failure", a.name);
-    cr_assert_gt(nomem, 0, "%s: no injected failure gave EX_ENOMEM", a.name);
-    free(gin), free(gout), free(gwant), free(in), free(out), free(want);
-    as_fini(&a);
+    return 0;
+}
+
+static void oom_sweep(as_kind kind, bool generic, bool excl) {
+    scan_oom c = { .generic = generic, .excl = excl, .init = { 1, 2, 3, 4 } };
+    as_init(&c.a, kind);
+    size_t n = c.n = generic ? 3 * ALGO_GTILE(sizeof(m22)) + 5 : 3 * T + 5;
+    c.gin = xmalloc(n * sizeof(m22)), c.gout = xmalloc(n * sizeof(m22)), c.gwant = xmalloc(n * sizeof(m22));
+    c.in = xmalloc(n * 8), c.out = xmalloc(n * 8), c.want = xmalloc(n * 8);
+    fill_m22(c.gin, n, 5);
+    fill_i64(c.in, n, 6);
+    c.m = (ex_monoid){ sizeof(m22), &m22_identity, m22_combine, NULL };
+    ref_fold(&c.m, c.gin, c.gwant, n, excl, &c.init, NULL);
+    c.twant = ref_scan_i64(c.in, c.want, n, excl, -9);
+    int nomem = algo_oom_sweep(scan_oom_run, &c, 300, c.a.name);
+    cr_assert_gt(nomem, 0, "%s: no injected failure gave EX_ENOMEM", c.a.name);
+    free(c.gin), free(c.gout), free(c.gwant), free(c.in), free(c.out), free(c.want);
+    as_fini(&c.a);
     expect_no_leaks();
 }
 
@@ -238,33 +196,34 @@ Test(algo_scan, oom_sweep_typed) {
 
 /* A pool with more workers than inline bulk helpers: the helper array is
  * allocated; failing it costs workers, never the result. */
+typedef struct six_oom {
+    ex_pool *p;
+    int64_t *in, *out, *want;
+    size_t n;
+    int64_t tw;
+} six_oom;
+
+static int six_oom_run(void *ctx, long k) {
+    six_oom *c = ctx;
+    ex_result r = ex_sync_wait(ex_inclusive_scan_i64(ex_pool_scheduler(c->p), c->in, c->out, c->n));
+    int code = r.disposition == EX_DISP_ERROR ? r.error.code : 0;
+    if (!code) {
+        cr_assert_eq(r.disposition, EX_DISP_VALUE, "k=%ld: disposition %d", k, r.disposition);
+        cr_assert_eq(r.values[0].as.i, c->tw);
+        cr_assert_eq(first_diff_i64(c->out, c->want, c->n), SIZE_MAX, "k=%ld: wrong output", k);
+    }
+    ex_result_destroy(&r);
+    return code;
+}
+
 Test(algo_scan, oom_sweep_on_a_six_worker_pool) {
     ex_pool *p = algo_pool_new(6);
     size_t n = 12 * T + 5;
     int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
     fill_i64(in, n, 61);
     int64_t tw = ref_scan_i64(in, want, n, false, 0);
-    long base = test_stats.in_use;
-    bool clean = false;
-    for (long k = 1; k <= 100 && !clean; k++) {
-        long failed_before = test_stats.failed;
-        test_alloc_fail_at(k);
-        ex_result r = ex_sync_wait(ex_inclusive_scan_i64(ex_pool_scheduler(p), in, out, n));
-        bool failed = test_stats.failed != failed_before;
-        test_alloc_fail_at(0);
-        if (r.disposition == EX_DISP_ERROR) {
-            cr_assert_eq(r.error.code, EX_ENOMEM, "k=%ld: error %d (%s)", k, r.error.code, r.error.msg ? r.error.msg : "");
-            cr_assert(failed);
-        } else {
-            cr_assert_eq(r.disposition, EX_DISP_VALUE, "k=%ld: disposition %d", k, r.disposition);
-            cr_assert_eq(r.values[0].as.i, tw);
-            cr_assert_eq(first_diff_i64(out, want, n), SIZE_MAX, "k=%ld: wrong output", k);
-            clean = !failed;
-        }
-        ex_result_destroy(&r);
-        cr_assert_eq(test_stats.in_use, base, "k=%ld: leaked", k);
-    }
-    cr_assert(clean);
+    six_oom c = { p, in, out, want, n, tw };
+    algo_oom_sweep(six_oom_run, &c, 100, "six workers");
     free(in), free(out), free(want);
     algo_pool_free(p);
     expect_no_leaks();

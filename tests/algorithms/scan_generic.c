@@ -19,34 +19,6 @@
 
 /* ========================================================= generic scans */
 
-typedef struct gcase {
-    ex_monoid m;
-    void (*fill)(void *a, size_t n, uint64_t seed);
-    const char *name;
-} gcase;
-
-static void fill_m22_v(void *a, size_t n, uint64_t seed) { fill_m22(a, n, seed); }
-static void fill_aff200_v(void *a, size_t n, uint64_t seed) { fill_aff200(a, n, seed); }
-static void fill_aff8_v(void *a, size_t n, uint64_t seed) { fill_aff8(a, n, seed); }
-static void fill_big4k_v(void *a, size_t n, uint64_t seed) { fill_big4k(a, n, seed); }
-
-static gcase gcase_m22(void) {
-    gcase g = { { sizeof(m22), &m22_identity, m22_combine, NULL }, fill_m22_v, "2x2 matrix product" };
-    return g;
-}
-static gcase gcase_aff200(void) {
-    gcase g = { { sizeof(aff200), &aff200_identity, aff200_combine, NULL }, fill_aff200_v, "200-byte affine maps" };
-    return g;
-}
-static gcase gcase_aff8(void) {
-    gcase g = { { 1, &aff8_identity, aff8_combine, NULL }, fill_aff8_v, "1-byte affine maps" };
-    return g;
-}
-static gcase gcase_big4k(void) {
-    gcase g = { { sizeof(big4k), &big4k_identity, big4k_combine, NULL }, fill_big4k_v, "4096-byte elements" };
-    return g;
-}
-
 /* A generic scan of n random elements against the serial fold; in place
  * when asked. */
 static void check_generic(algo_sched *a, const gcase *g, size_t n, bool excl, bool in_place, uint64_t seed) {
@@ -100,12 +72,7 @@ static void generic_every_size(as_kind k) {
     expect_no_leaks();
 }
 
-Test(algo_scan, generic_every_size_inline) { generic_every_size(AS_INLINE); }
-Test(algo_scan, generic_every_size_run_loop) { generic_every_size(AS_RUN_LOOP); }
-Test(algo_scan, generic_every_size_single_thread_context) { generic_every_size(AS_STC); }
-Test(algo_scan, generic_every_size_pool1) { generic_every_size(AS_POOL1); }
-Test(algo_scan, generic_every_size_pool2) { generic_every_size(AS_POOL2); }
-Test(algo_scan, generic_every_size_pool4) { generic_every_size(AS_POOL4); }
+TEST_EVERY_SCHEDULER(algo_scan, generic_every_size, generic_every_size)
 
 Test(algo_scan, generic_in_place) {
     algo_sched a[3];

@@ -186,21 +186,8 @@ Test(algo_scan, sender_is_multi_shot_and_concurrent_runs_write_the_same_output) 
         cr_assert_eq(first_diff_i64(out, want, n), SIZE_MAX, "run %d", rep);
     }
     /* Concurrent runs: each gets its own operation; the output is the same. */
-    enum { RUNS = 3 };
-    arec r[RUNS];
-    ex_operation *op[RUNS];
     memset(out, 0, n * 8);
-    for (int k = 0; k < RUNS; k++) {
-        arec_init(&r[k], a.pool);
-        cr_assert_eq(ex_connect_alloc(s, arec_receiver(&r[k]), &op[k]).code, 0);
-    }
-    for (int k = 0; k < RUNS; k++) ex_start(op[k]);
-    for (int k = 0; k < RUNS; k++) {
-        cr_assert(algo_wait(&r[k], NULL, 30.0));
-        algo_expect_value(&r[k], 1, "concurrent run");
-        cr_assert_eq(r[k].v[0].as.i, tw);
-        ex_operation_free(op[k]);
-    }
+    expect_concurrent_runs_int(&a, s, 3, tw);
     cr_assert_eq(first_diff_i64(out, want, n), SIZE_MAX);
     ex_sender_release(s);
     free(in), free(out), free(want);

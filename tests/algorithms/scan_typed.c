@@ -33,32 +33,14 @@ static ex_sender *scan_f64(ex_scheduler sch, bool excl, const double *in, double
     return excl ? ex_exclusive_scan_f64(sch, in, out, n, init) : ex_inclusive_scan_f64(sch, in, out, n);
 }
 
-/* Runs an int64 scan on a; returns its completion value. */
+/* Runs a typed scan on a; returns its completion value (the total). */
 static int64_t run_scan_i64(algo_sched *a, bool excl, const int64_t *in, int64_t *out, size_t n, int64_t init) {
-    ex_sender *s = scan_i64(a->sch, excl, in, out, n, init);
-    cr_assert_eq(ex_sender_status(s).code, 0, "%s %s n=%zu: %s", a->name, kind_name(excl), n,
-                 ex_sender_status(s).msg ? ex_sender_status(s).msg : "");
-    arec r;
-    as_run_plain(a, s, &r);
-    ex_sender_release(s);
-    algo_expect_value(&r, 1, a->name);
-    cr_assert_eq(r.v[0].type, EX_T_INT, "%s: the total is an EX_T_INT", a->name);
-    return r.v[0].as.i;
+    return run_one_value(a, scan_i64(a->sch, excl, in, out, n, init), EX_T_INT, kind_name(excl)).as.i;
 }
 
 static double run_scan_f64(algo_sched *a, bool excl, const double *in, double *out, size_t n, double init) {
-    ex_sender *s = scan_f64(a->sch, excl, in, out, n, init);
-    cr_assert_eq(ex_sender_status(s).code, 0, "%s %s n=%zu: %s", a->name, kind_name(excl), n,
-                 ex_sender_status(s).msg ? ex_sender_status(s).msg : "");
-    arec r;
-    as_run_plain(a, s, &r);
-    ex_sender_release(s);
-    algo_expect_value(&r, 1, a->name);
-    cr_assert_eq(r.v[0].type, EX_T_DOUBLE, "%s: the total is an EX_T_DOUBLE", a->name);
-    return r.v[0].as.d;
+    return run_one_value(a, scan_f64(a->sch, excl, in, out, n, init), EX_T_DOUBLE, kind_name(excl)).as.d;
 }
-
-static bool same_bits(double x, double y) { return memcmp(&x, &y, sizeof x) == 0; }
 
 /* One int64 scan of n random values against the serial loop. */
 static void check_i64(algo_sched *a, size_t n, bool excl, int64_t init, uint64_t seed) {
@@ -142,18 +124,8 @@ static void f64_every_size(as_kind k) {
     expect_no_leaks();
 }
 
-Test(algo_scan, i64_every_size_inline) { i64_every_size(AS_INLINE); }
-Test(algo_scan, i64_every_size_run_loop) { i64_every_size(AS_RUN_LOOP); }
-Test(algo_scan, i64_every_size_single_thread_context) { i64_every_size(AS_STC); }
-Test(algo_scan, i64_every_size_pool1) { i64_every_size(AS_POOL1); }
-Test(algo_scan, i64_every_size_pool2) { i64_every_size(AS_POOL2); }
-Test(algo_scan, i64_every_size_pool4) { i64_every_size(AS_POOL4); }
-Test(algo_scan, f64_every_size_inline) { f64_every_size(AS_INLINE); }
-Test(algo_scan, f64_every_size_run_loop) { f64_every_size(AS_RUN_LOOP); }
-Test(algo_scan, f64_every_size_single_thread_context) { f64_every_size(AS_STC); }
-Test(algo_scan, f64_every_size_pool1) { f64_every_size(AS_POOL1); }
-Test(algo_scan, f64_every_size_pool2) { f64_every_size(AS_POOL2); }
-Test(algo_scan, f64_every_size_pool4) { f64_every_size(AS_POOL4); }
+TEST_EVERY_SCHEDULER(algo_scan, i64_every_size, i64_every_size)
+TEST_EVERY_SCHEDULER(algo_scan, f64_every_size, f64_every_size)
 
 Test(algo_scan, i64_overflow_wraps_twos_complement) {
     algo_sched a[2];

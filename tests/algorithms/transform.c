@@ -172,12 +172,7 @@ static void transform_every_size(as_kind k) {
     expect_no_leaks();
 }
 
-Test(algo_loops, transform_every_size_inline) { transform_every_size(AS_INLINE); }
-Test(algo_loops, transform_every_size_run_loop) { transform_every_size(AS_RUN_LOOP); }
-Test(algo_loops, transform_every_size_single_thread_context) { transform_every_size(AS_STC); }
-Test(algo_loops, transform_every_size_pool1) { transform_every_size(AS_POOL1); }
-Test(algo_loops, transform_every_size_pool2) { transform_every_size(AS_POOL2); }
-Test(algo_loops, transform_every_size_pool4) { transform_every_size(AS_POOL4); }
+TEST_EVERY_SCHEDULER(algo_loops, transform_every_size, transform_every_size)
 
 Test(algo_loops, transform_stop_before_start_writes_nothing) {
     for (int k = 0; k < AS_COUNT; k++) {
