@@ -84,29 +84,25 @@ static void run_fe(algo_sched *a, fe_ctx *c, arec *r) {
     ex_sender_release(s);
 }
 
-static void fe_every_size(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
+static void fe_every_size(algo_sched *a) {
     for (size_t j = 0; j <= algo_nsizes; j++) {
         size_t n = j < algo_nsizes ? algo_sizes[j] : ALGO_HUGE;
         size_t grains[] = { 0, 1, 7, n / 3 + 1, n + 5 };
         for (size_t g = 0; g < sizeof grains / sizeof grains[0]; g++) {
             fe_ctx c;
-            fe_init(&c, n, grains[g], a.pool);
-            if (k == AS_INLINE || k == AS_RUN_LOOP) c.expect_thread = test_thread_id();
-            if (k == AS_STC) c.avoid_thread = test_thread_id();
+            fe_init(&c, n, grains[g], a->pool);
+            if (a->kind == AS_INLINE || a->kind == AS_RUN_LOOP) c.expect_thread = test_thread_id();
+            if (a->kind == AS_STC) c.avoid_thread = test_thread_id();
             arec r;
-            arec_init(&r, a.pool);
-            run_fe(&a, &c, &r);
-            algo_expect_value(&r, 0, a.name);
-            fe_expect_each_once(&c, a.name);
+            arec_init(&r, a->pool);
+            run_fe(a, &c, &r);
+            algo_expect_value(&r, 0, a->name);
+            fe_expect_each_once(&c, a->name);
             if (grains[g] > n && n) cr_assert_eq(atomic_load(&c.ranges), 1, "a grain above n is one range");
-            if (a.pool) cr_assert_geq(r.worker, 0, "%s: completes on a worker", a.name);
+            if (a->pool) cr_assert_geq(r.worker, 0, "%s: completes on a worker", a->name);
             fe_fini(&c);
         }
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
 
 TEST_EVERY_SCHEDULER(algo_loops, for_each_every_size_and_grain, fe_every_size)
@@ -129,20 +125,18 @@ Test(algo_loops, for_each_default_grain_gives_several_ranges_on_a_pool) {
     expect_no_leaks();
 }
 
-static void fe_error(as_kind k) {
+static void fe_error(algo_sched *a) {
     static int payload;
-    algo_sched a;
-    as_init(&a, k);
-    bool serial = a.kind == AS_INLINE || a.kind == AS_RUN_LOOP || a.kind == AS_STC || a.kind == AS_POOL1;
+    bool serial = a->kind == AS_INLINE || a->kind == AS_RUN_LOOP || a->kind == AS_STC || a->kind == AS_POOL1;
     /* an early range fails */
     fe_ctx c;
-    fe_init(&c, 200000, 1, a.pool);
+    fe_init(&c, 200000, 1, a->pool);
     c.fail_at = 10;
     c.fail_err = ex_err_data(EX_EUSER + 42, "range ten failed", &payload);
     arec r;
-    arec_init(&r, a.pool);
-    run_fe(&a, &c, &r);
-    cr_assert_eq(atomic_load(&r.errors), 1, "%s: expected set_error, values %d stops %d", a.name,
+    arec_init(&r, a->pool);
+    run_fe(a, &c, &r);
+    cr_assert_eq(atomic_load(&r.errors), 1, "%s: expected set_error, values %d stops %d", a->name,
                  atomic_load(&r.values), atomic_load(&r.stops));
     cr_assert_eq(r.err.code, EX_EUSER + 42);
     cr_assert_str_eq(r.err.msg, "range ten failed");
@@ -151,34 +145,32 @@ static void fe_error(as_kind k) {
     cr_assert_eq(atomic_load(&c.twice), 0);
     if (serial)
         cr_assert_eq(atomic_load(&c.ranges), 11, "%s: one agent: no range starts after the failing one (%ld ran)",
-                     a.name, atomic_load(&c.ranges));
+                     a->name, atomic_load(&c.ranges));
     else
-        cr_assert_lt(atomic_load(&c.ranges), 200000, "%s: every range ran although range 10 failed", a.name);
+        cr_assert_lt(atomic_load(&c.ranges), 200000, "%s: every range ran although range 10 failed", a->name);
     fe_fini(&c);
 
     /* the last range fails; an error without a message gets one */
-    fe_init(&c, 1000, 7, a.pool);
+    fe_init(&c, 1000, 7, a->pool);
     c.fail_at = 999;
     c.fail_err.code = EX_EUSER + 1;
-    arec_init(&r, a.pool);
-    run_fe(&a, &c, &r);
-    cr_assert_eq(atomic_load(&r.errors), 1, "%s", a.name);
+    arec_init(&r, a->pool);
+    run_fe(a, &c, &r);
+    cr_assert_eq(atomic_load(&r.errors), 1, "%s", a->name);
     cr_assert_eq(r.err.code, EX_EUSER + 1);
     cr_assert_not_null(r.err.msg, "an error without a message gets one");
     cr_assert_eq(atomic_load(&c.twice), 0);
     fe_fini(&c);
 
     /* the first range fails */
-    fe_init(&c, 5000, 3, a.pool);
+    fe_init(&c, 5000, 3, a->pool);
     c.fail_at = 0;
     c.fail_err = ex_err(EX_EUSER + 7, "first");
-    arec_init(&r, a.pool);
-    run_fe(&a, &c, &r);
+    arec_init(&r, a->pool);
+    run_fe(a, &c, &r);
     cr_assert_eq(atomic_load(&r.errors), 1);
     cr_assert_eq(r.err.code, EX_EUSER + 7);
     fe_fini(&c);
-    as_fini(&a);
-    expect_no_leaks();
 }
 
 TEST_EVERY_SCHEDULER(algo_loops, for_each_error, fe_error)
@@ -207,43 +199,39 @@ Test(algo_loops, for_each_every_range_failing_completes_once_with_one_of_the_err
     expect_no_leaks();
 }
 
-static void fe_stop(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
-    bool serial = a.kind == AS_INLINE || a.kind == AS_RUN_LOOP || a.kind == AS_STC || a.kind == AS_POOL1;
+static void fe_stop(algo_sched *a) {
+    bool serial = a->kind == AS_INLINE || a->kind == AS_RUN_LOOP || a->kind == AS_STC || a->kind == AS_POOL1;
     /* requested from inside the body */
     fe_ctx c;
-    fe_init(&c, 100000, 1, a.pool);
+    fe_init(&c, 100000, 1, a->pool);
     arec r;
-    arec_init(&r, a.pool);
+    arec_init(&r, a->pool);
     arec_with_stop(&r);
     c.stop_at = 20;
     c.stop = &r.stop;
-    run_fe(&a, &c, &r);
+    run_fe(a, &c, &r);
     cr_assert_eq(atomic_load(&r.stops), 1, "%s: a stop requested in the body completes set_stopped (values %d errors %d)",
-                 a.name, atomic_load(&r.values), atomic_load(&r.errors));
+                 a->name, atomic_load(&r.values), atomic_load(&r.errors));
     cr_assert_eq(atomic_load(&c.twice), 0);
     if (serial)
-        cr_assert_eq(atomic_load(&c.ranges), 21, "%s: no range starts after the stop request (%ld ran)", a.name,
+        cr_assert_eq(atomic_load(&c.ranges), 21, "%s: no range starts after the stop request (%ld ran)", a->name,
                      atomic_load(&c.ranges));
     else
-        cr_assert_lt(atomic_load(&c.ranges), 100000, "%s: every range ran although stopped", a.name);
+        cr_assert_lt(atomic_load(&c.ranges), 100000, "%s: every range ran although stopped", a->name);
     fe_fini(&c);
 
     /* requested before start: nothing runs */
     static const size_t sizes[] = { 0, 1, 1000 };
     for (int j = 0; j < 3; j++) {
-        fe_init(&c, sizes[j], 0, a.pool);
-        arec_init(&r, a.pool);
+        fe_init(&c, sizes[j], 0, a->pool);
+        arec_init(&r, a->pool);
         arec_with_stop(&r);
         ex_stop_source_request_stop(&r.stop);
-        run_fe(&a, &c, &r);
-        cr_assert_eq(atomic_load(&r.stops), 1, "%s n=%zu: stopped before start", a.name, sizes[j]);
-        cr_assert_eq(atomic_load(&c.ranges), 0, "%s: a range ran although stop was requested before start", a.name);
+        run_fe(a, &c, &r);
+        cr_assert_eq(atomic_load(&r.stops), 1, "%s n=%zu: stopped before start", a->name, sizes[j]);
+        cr_assert_eq(atomic_load(&c.ranges), 0, "%s: a range ran although stop was requested before start", a->name);
         fe_fini(&c);
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
 
 TEST_EVERY_SCHEDULER(algo_loops, for_each_stop, fe_stop)
@@ -277,30 +265,30 @@ static void *ext_stopper(void *p) {
     return NULL;
 }
 
+static void for_each_stop_from_another_thread_on_a_pool_on(algo_sched *a, void *ctx) {
+    (void)ctx;
+    arec r;
+    arec_init(&r, a->pool);
+    arec_with_stop(&r);
+    ext_stop e;
+    memset(&e, 0, sizeof e);
+    e.src = &r.stop;
+    /* The other workers may run many short ranges while range 0 blocks,
+     * but not a million of them before the stop request. */
+    ex_sender *s = ex_for_each_index(a->sch, 1000000, 1, ext_body, &e);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, ext_stopper, &e), 0);
+    as_run(a, s, &r);
+    pthread_join(th, NULL);
+    cr_assert_eq(atomic_load(&e.timed_out), 0);
+    cr_assert_eq(atomic_load(&r.stops), 1, "%s: values %d errors %d", a->name, atomic_load(&r.values),
+                 atomic_load(&r.errors));
+    cr_assert_geq(r.worker, 0);
+    ex_sender_release(s);
+}
+
 Test(algo_loops, for_each_stop_from_another_thread_on_a_pool) {
-    for (int k = AS_POOL1; k <= AS_POOL4; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        arec r;
-        arec_init(&r, a.pool);
-        arec_with_stop(&r);
-        ext_stop e;
-        memset(&e, 0, sizeof e);
-        e.src = &r.stop;
-        /* The other workers may run many short ranges while range 0 blocks,
-         * but not a million of them before the stop request. */
-        ex_sender *s = ex_for_each_index(a.sch, 1000000, 1, ext_body, &e);
-        pthread_t th;
-        cr_assert_eq(pthread_create(&th, NULL, ext_stopper, &e), 0);
-        as_run(&a, s, &r);
-        pthread_join(th, NULL);
-        cr_assert_eq(atomic_load(&e.timed_out), 0);
-        cr_assert_eq(atomic_load(&r.stops), 1, "%s: values %d errors %d", a.name, atomic_load(&r.values),
-                     atomic_load(&r.errors));
-        cr_assert_geq(r.worker, 0);
-        ex_sender_release(s);
-        as_fini(&a);
-    }
+    for_each_kind(AS_POOL1, AS_POOL4, for_each_stop_from_another_thread_on_a_pool_on, NULL);
     expect_no_leaks();
 }
 
@@ -325,27 +313,27 @@ static ex_error nest_body(void *ctx, size_t begin, size_t end) {
     return ex_ok();
 }
 
+static void for_each_body_can_wait_for_a_reduction_on_the_same_pool_on(algo_sched *a, void *ctx) {
+    (void)ctx;
+    nest_ctx c;
+    memset(&c, 0, sizeof c);
+    c.pool = a->pool;
+    c.len = 3 * ALGO_TILE + 1;
+    int64_t *data = xmalloc(c.len * 8);
+    fill_i64(data, c.len, 5);
+    c.data = data;
+    c.want = ref_sum_i64(data, c.len, 0);
+    ex_sender *s = ex_for_each_index(a->sch, 24, 1, nest_body, &c);
+    arec r;
+    as_run_plain(a, s, &r);
+    algo_expect_value(&r, 0, a->name);
+    cr_assert_eq(atomic_load(&c.bad), 0, "%s: a nested reduction gave a wrong result", a->name);
+    ex_sender_release(s);
+    free(data);
+}
+
 Test(algo_loops, for_each_body_can_wait_for_a_reduction_on_the_same_pool) {
-    for (int k = AS_POOL1; k <= AS_POOL4; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        nest_ctx c;
-        memset(&c, 0, sizeof c);
-        c.pool = a.pool;
-        c.len = 3 * ALGO_TILE + 1;
-        int64_t *data = xmalloc(c.len * 8);
-        fill_i64(data, c.len, 5);
-        c.data = data;
-        c.want = ref_sum_i64(data, c.len, 0);
-        ex_sender *s = ex_for_each_index(a.sch, 24, 1, nest_body, &c);
-        arec r;
-        as_run_plain(&a, s, &r);
-        algo_expect_value(&r, 0, a.name);
-        cr_assert_eq(atomic_load(&c.bad), 0, "%s: a nested reduction gave a wrong result", a.name);
-        ex_sender_release(s);
-        free(data);
-        as_fini(&a);
-    }
+    for_each_kind(AS_POOL1, AS_POOL4, for_each_body_can_wait_for_a_reduction_on_the_same_pool_on, NULL);
     expect_no_leaks();
 }
 
@@ -388,27 +376,23 @@ static double twice_plus_one(void *ctx, double x) {
     return 2 * x + 1;
 }
 
-static void loops_allocate_nothing(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
+static void loops_allocate_nothing(algo_sched *a) {
     size_t n = 50000;
     double *in = xmalloc(n * 8), *out = xmalloc(n * 8);
     fill_f64_int(in, n, 3);
     atomic_long calls = 0;
-    ex_sender *s[2] = { ex_for_each_index(a.sch, n, 0, nop_body, &calls),
-                        ex_transform_f64(a.sch, in, out, n, twice_plus_one, NULL) };
+    ex_sender *s[2] = { ex_for_each_index(a->sch, n, 0, nop_body, &calls),
+                        ex_transform_f64(a->sch, in, out, n, twice_plus_one, NULL) };
     for (int b = 0; b < 2; b++) {
-        expect_runs_allocate_nothing(&a, s[b], 0, NULL, NULL);
+        expect_runs_allocate_nothing(a, s[b], 0, NULL, NULL);
         ex_sender_release(s[b]);
     }
     for (size_t i = 0; i < n; i++) cr_assert(out[i] == 2 * in[i] + 1);
     free(in), free(out);
-    as_fini(&a);
-    expect_no_leaks();
 }
 
-Test(algo_loops, for_each_and_transform_allocate_nothing_per_run_inline) { loops_allocate_nothing(AS_INLINE); }
-Test(algo_loops, for_each_and_transform_allocate_nothing_per_run_pool4) { loops_allocate_nothing(AS_POOL4); }
+Test(algo_loops, for_each_and_transform_allocate_nothing_per_run_inline) { with_scheduler(AS_INLINE, loops_allocate_nothing); }
+Test(algo_loops, for_each_and_transform_allocate_nothing_per_run_pool4) { with_scheduler(AS_POOL4, loops_allocate_nothing); }
 
 /* Building can run out of memory: EX_ENOMEM, or the exact result. */
 typedef struct loops_oom {
@@ -550,21 +534,21 @@ static ex_error par_body(void *ctx, size_t begin, size_t end) {
     return ex_ok();
 }
 
+static void for_each_runs_on_several_workers_of_a_pool_on(algo_sched *a, void *ctx) {
+    (void)ctx;
+    par_ctx c;
+    memset(&c, 0, sizeof c);
+    c.pool = a->pool;
+    ex_sender *s = ex_for_each_index(a->sch, 256, 1, par_body, &c);
+    arec r;
+    as_run_plain(a, s, &r);
+    algo_expect_value(&r, 0, a->name);
+    cr_assert_eq(atomic_load(&c.timed_out), 0, "%s: no other worker ran a range while range 0 waited", a->name);
+    cr_assert_geq(__builtin_popcount(atomic_load(&c.workers)), 2);
+    ex_sender_release(s);
+}
+
 Test(algo_loops, for_each_runs_on_several_workers_of_a_pool) {
-    for (int k = AS_POOL2; k <= AS_POOL4; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        par_ctx c;
-        memset(&c, 0, sizeof c);
-        c.pool = a.pool;
-        ex_sender *s = ex_for_each_index(a.sch, 256, 1, par_body, &c);
-        arec r;
-        as_run_plain(&a, s, &r);
-        algo_expect_value(&r, 0, a.name);
-        cr_assert_eq(atomic_load(&c.timed_out), 0, "%s: no other worker ran a range while range 0 waited", a.name);
-        cr_assert_geq(__builtin_popcount(atomic_load(&c.workers)), 2);
-        ex_sender_release(s);
-        as_fini(&a);
-    }
+    for_each_kind(AS_POOL2, AS_POOL4, for_each_runs_on_several_workers_of_a_pool_on, NULL);
     expect_no_leaks();
 }

@@ -67,6 +67,23 @@ void sum_combine(void *ctx, void *acc, const void *x) {
     *(uint64_t *)acc += *(const uint64_t *)x;
 }
 
+void with_scheduler(as_kind k, void (*fn)(algo_sched *a)) {
+    algo_sched a;
+    as_init(&a, k);
+    fn(&a);
+    as_fini(&a);
+    expect_no_leaks();
+}
+
+void for_each_kind(as_kind first, as_kind last, void (*fn)(algo_sched *a, void *ctx), void *ctx) {
+    for (int k = first; k <= (int)last; k++) {
+        algo_sched a;
+        as_init(&a, (as_kind)k);
+        fn(&a, ctx);
+        as_fini(&a);
+    }
+}
+
 ex_value run_one_value(algo_sched *a, ex_sender *s, ex_type type, const char *what) {
     ex_error st = ex_sender_status(s);
     cr_assert_eq(st.code, 0, "%s %s: %s", a->name, what, st.msg ? st.msg : "");

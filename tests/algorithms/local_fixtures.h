@@ -55,16 +55,23 @@ typedef struct sum_ctx {
 
 void sum_combine(void *ctx, void *acc, const void *x);
 
+/* Runs fn(a) on a fresh scheduler of kind k, then checks nothing leaked. */
+void with_scheduler(as_kind k, void (*fn)(algo_sched *a));
+
+/* Runs fn(a, ctx) on a fresh scheduler of each kind from first to last
+ * (as_kind order), one after the other. */
+void for_each_kind(as_kind first, as_kind last, void (*fn)(algo_sched *a, void *ctx), void *ctx);
+
 /* One test per scheduler kind, NAME_inline, NAME_run_loop,
  * NAME_single_thread_context, NAME_pool1, NAME_pool2 and NAME_pool4, each
- * calling fn(kind). */
-#define TEST_EVERY_SCHEDULER(suite, name, fn)                  \
-    Test(suite, name##_inline) { fn(AS_INLINE); }              \
-    Test(suite, name##_run_loop) { fn(AS_RUN_LOOP); }          \
-    Test(suite, name##_single_thread_context) { fn(AS_STC); }  \
-    Test(suite, name##_pool1) { fn(AS_POOL1); }                \
-    Test(suite, name##_pool2) { fn(AS_POOL2); }                \
-    Test(suite, name##_pool4) { fn(AS_POOL4); }
+ * running fn(algo_sched *) through with_scheduler. */
+#define TEST_EVERY_SCHEDULER(suite, name, fn)                                 \
+    Test(suite, name##_inline) { with_scheduler(AS_INLINE, fn); }             \
+    Test(suite, name##_run_loop) { with_scheduler(AS_RUN_LOOP, fn); }         \
+    Test(suite, name##_single_thread_context) { with_scheduler(AS_STC, fn); } \
+    Test(suite, name##_pool1) { with_scheduler(AS_POOL1, fn); }               \
+    Test(suite, name##_pool2) { with_scheduler(AS_POOL2, fn); }               \
+    Test(suite, name##_pool4) { with_scheduler(AS_POOL4, fn); }
 
 /* Runs s (released) on a: asserts it was built fine and completed with
  * one value of type `type`, which it returns. */

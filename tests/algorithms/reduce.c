@@ -36,48 +36,40 @@ static void run_greduce(algo_sched *a, const ex_monoid *m, const void *in, size_
 
 static const int64_t inits[] = { 0, 1, -1, INT64_MAX, INT64_MIN, 0x7edcba9876543210ll };
 
-static void i64_every_size(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
+static void i64_every_size(algo_sched *a) {
     for (size_t j = 0; j <= algo_nsizes; j++) {
         size_t n = j < algo_nsizes ? algo_sizes[j] : ALGO_HUGE;
         int64_t *in = xmalloc(n * 8);
         fill_i64(in, n, 100 + j);
         for (size_t q = 0; q < sizeof inits / sizeof inits[0]; q += j < algo_nsizes ? 1 : 2) {
-            int64_t got = run_reduce_i64(&a, in, n, inits[q]), want = ref_sum_i64(in, n, inits[q]);
-            cr_assert_eq(got, want, "%s n=%zu init=%lld: %lld, serial loop %lld", a.name, n, (long long)inits[q],
+            int64_t got = run_reduce_i64(a, in, n, inits[q]), want = ref_sum_i64(in, n, inits[q]);
+            cr_assert_eq(got, want, "%s n=%zu init=%lld: %lld, serial loop %lld", a->name, n, (long long)inits[q],
                          (long long)got, (long long)want);
         }
         free(in);
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
 
-static void f64_every_size(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
+static void f64_every_size(algo_sched *a) {
     for (size_t j = 0; j <= algo_nsizes; j++) {
         size_t n = j < algo_nsizes ? algo_sizes[j] : ALGO_HUGE;
         double *in = xmalloc(n * 8);
         fill_f64_int(in, n, 200 + j);
         static const double dinit[] = { 0.0, -3.0, 1e12 };
         for (int q = 0; q < 3; q++) {
-            double got = run_reduce_f64(&a, in, n, dinit[q]), want = ref_sum_f64(in, n, dinit[q]);
-            cr_assert(got == want, "%s n=%zu (integers): %.17g, serial loop %.17g", a.name, n, got, want);
+            double got = run_reduce_f64(a, in, n, dinit[q]), want = ref_sum_f64(in, n, dinit[q]);
+            cr_assert(got == want, "%s n=%zu (integers): %.17g, serial loop %.17g", a->name, n, got, want);
         }
         fill_f64_mixed(in, n, 300 + j);
         static const double minit[] = { 0.0, 7.25e3, -1e-3 };
         for (int q = 0; q < 3; q++) {
-            double got = run_reduce_f64(&a, in, n, minit[q]), ratio;
+            double got = run_reduce_f64(a, in, n, minit[q]), ratio;
             cr_assert(check_f64_sum_bound(in, n, minit[q], got, &ratio),
-                      "%s n=%zu init=%g: %.17g is outside the documented bound (error/bound %.3g)", a.name, n, minit[q],
+                      "%s n=%zu init=%g: %.17g is outside the documented bound (error/bound %.3g)", a->name, n, minit[q],
                       got, ratio);
         }
         free(in);
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
 
 TEST_EVERY_SCHEDULER(algo_reduce, i64_every_size, i64_every_size)
@@ -106,20 +98,20 @@ Test(algo_reduce, i64_overflow_wraps_twos_complement) {
     expect_no_leaks();
 }
 
+static void empty_input_gives_init_or_the_identity_on(algo_sched *a, void *ctx) {
+    (void)ctx;
+    cr_assert(same_bits(run_reduce_f64(a, NULL, 0, -0.5), -0.5), "%s", a->name);
+    cr_assert(same_bits(run_reduce_f64(a, NULL, 0, 0.0), 0.0), "%s", a->name);
+    cr_assert_eq(run_reduce_i64(a, NULL, 0, -12345), -12345, "%s", a->name);
+    ex_monoid m = { sizeof(m22), &m22_identity, m22_combine, NULL };
+    m22 res;
+    memset(&res, 0x5a, sizeof res);
+    run_greduce(a, &m, NULL, 0, &res);
+    cr_assert_eq(memcmp(&res, &m22_identity, sizeof res), 0, "%s: the result of nothing is the identity", a->name);
+}
+
 Test(algo_reduce, empty_input_gives_init_or_the_identity) {
-    for (int k = 0; k < AS_COUNT; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        cr_assert(same_bits(run_reduce_f64(&a, NULL, 0, -0.5), -0.5), "%s", a.name);
-        cr_assert(same_bits(run_reduce_f64(&a, NULL, 0, 0.0), 0.0), "%s", a.name);
-        cr_assert_eq(run_reduce_i64(&a, NULL, 0, -12345), -12345, "%s", a.name);
-        ex_monoid m = { sizeof(m22), &m22_identity, m22_combine, NULL };
-        m22 res;
-        memset(&res, 0x5a, sizeof res);
-        run_greduce(&a, &m, NULL, 0, &res);
-        cr_assert_eq(memcmp(&res, &m22_identity, sizeof res), 0, "%s: the result of nothing is the identity", a.name);
-        as_fini(&a);
-    }
+    for_each_kind(AS_INLINE, AS_POOL4, empty_input_gives_init_or_the_identity_on, NULL);
     expect_no_leaks();
 }
 
@@ -166,27 +158,23 @@ static void check_greduce(algo_sched *a, const gcase *g, size_t n, uint64_t seed
     free(in), free(got);
 }
 
-static void generic_every_size(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
+static void generic_every_size(algo_sched *a) {
     gcase g = gcase_m22();
     size_t gt = ALGO_GTILE(sizeof(m22));
     const size_t sizes[] = { 0, 1, 7, 8, 9, 15, 16, 17, gt - 1, gt, gt + 1, 3 * gt + 5, 40 * gt + 1 };
-    for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) check_greduce(&a, &g, sizes[j], 500 + j);
+    for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) check_greduce(a, &g, sizes[j], 500 + j);
     g = gcase_aff200();
     gt = ALGO_GTILE(sizeof(aff200));
     const size_t s200[] = { 1, 3, gt - 1, gt, gt + 1, 3 * gt + 5 };
-    for (size_t j = 0; j < sizeof s200 / sizeof s200[0]; j++) check_greduce(&a, &g, s200[j], 600 + j);
+    for (size_t j = 0; j < sizeof s200 / sizeof s200[0]; j++) check_greduce(a, &g, s200[j], 600 + j);
     g = gcase_aff8();
     gt = ALGO_GTILE(1);
     const size_t s1[] = { 1, 31, gt - 1, gt, gt + 1, 3 * gt + 5 };
-    for (size_t j = 0; j < sizeof s1 / sizeof s1[0]; j++) check_greduce(&a, &g, s1[j], 700 + j);
+    for (size_t j = 0; j < sizeof s1 / sizeof s1[0]; j++) check_greduce(a, &g, s1[j], 700 + j);
     g = gcase_big4k();
     gt = ALGO_GTILE(sizeof(big4k));
     const size_t s4[] = { 1, gt - 1, gt, gt + 1, 5 * gt + 3 };
-    for (size_t j = 0; j < sizeof s4 / sizeof s4[0]; j++) check_greduce(&a, &g, s4[j], 800 + j);
-    as_fini(&a);
-    expect_no_leaks();
+    for (size_t j = 0; j < sizeof s4 / sizeof s4[0]; j++) check_greduce(a, &g, s4[j], 800 + j);
 }
 
 TEST_EVERY_SCHEDULER(algo_reduce, generic_every_size, generic_every_size)
@@ -226,9 +214,7 @@ typedef struct sums {
 static void check_sum_i64(const arec *r, void *ctx) { cr_assert_eq(r->v[0].as.i, ((sums *)ctx)->i); }
 static void check_sum_f64(const arec *r, void *ctx) { cr_assert(r->v[0].as.d == ((sums *)ctx)->d); }
 
-static void typed_runs_allocate_nothing(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
+static void typed_runs_allocate_nothing(algo_sched *a) {
     static const size_t sizes[] = { 0, 17, 16384, 5 * 16384 + 1 };
     for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
         size_t n = sizes[j];
@@ -236,21 +222,19 @@ static void typed_runs_allocate_nothing(as_kind k) {
         double *din = xmalloc(n * 8);
         fill_i64(in, n, 900 + j);
         fill_f64_int(din, n, 950 + j);
-        ex_sender *s[2] = { ex_reduce_i64(a.sch, in, n, 3), ex_reduce_f64(a.sch, din, n, 3) };
+        ex_sender *s[2] = { ex_reduce_i64(a->sch, in, n, 3), ex_reduce_f64(a->sch, din, n, 3) };
         sums want = { ref_sum_i64(in, n, 3), ref_sum_f64(din, n, 3) };
-        expect_runs_allocate_nothing(&a, s[0], 1, check_sum_i64, &want);
-        expect_runs_allocate_nothing(&a, s[1], 1, check_sum_f64, &want);
+        expect_runs_allocate_nothing(a, s[0], 1, check_sum_i64, &want);
+        expect_runs_allocate_nothing(a, s[1], 1, check_sum_f64, &want);
         ex_sender_release(s[0]);
         ex_sender_release(s[1]);
         free(in), free(din);
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
 
-Test(algo_reduce, typed_runs_allocate_nothing_inline) { typed_runs_allocate_nothing(AS_INLINE); }
-Test(algo_reduce, typed_runs_allocate_nothing_pool2) { typed_runs_allocate_nothing(AS_POOL2); }
-Test(algo_reduce, typed_runs_allocate_nothing_pool4) { typed_runs_allocate_nothing(AS_POOL4); }
+Test(algo_reduce, typed_runs_allocate_nothing_inline) { with_scheduler(AS_INLINE, typed_runs_allocate_nothing); }
+Test(algo_reduce, typed_runs_allocate_nothing_pool2) { with_scheduler(AS_POOL2, typed_runs_allocate_nothing); }
+Test(algo_reduce, typed_runs_allocate_nothing_pool4) { with_scheduler(AS_POOL4, typed_runs_allocate_nothing); }
 
 /* The generic form allocates one scratch block per run, at connect; a
  * failure there is EX_ENOMEM from connect. */
@@ -338,99 +322,99 @@ Test(algo_reduce, oom_sweep_generic) {
 
 /* =================================================================== stop */
 
-Test(algo_reduce, stop_requested_before_start_completes_stopped) {
-    for (int k = 0; k < AS_COUNT; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        static const size_t sizes[] = { 0, 3, 4 * 16384 + 1 };
-        for (size_t j = 0; j < 3; j++) {
-            size_t n = sizes[j];
-            int64_t *in = xmalloc(n * 8);
-            fill_i64(in, n, 31);
-            sum_ctx c = { SUM_MAGIC, 0, 0 };
-            uint64_t zero = 0, result = 77;
-            ex_monoid m = { 8, &zero, sum_combine, &c };
-            ex_sender *s[3] = { ex_reduce_i64(a.sch, in, n, 0), ex_reduce_f64(a.sch, (const double *)in, n, 0),
-                                ex_reduce(a.sch, &m, in, n, &result) };
-            for (int b = 0; b < 3; b++) {
-                arec r;
-                arec_init(&r, a.pool);
-                arec_with_stop(&r);
-                ex_stop_source_request_stop(&r.stop);
-                as_run(&a, s[b], &r);
-                cr_assert_eq(atomic_load(&r.stops), 1, "%s builder %d n=%zu: values %d errors %d", a.name, b, n,
-                             atomic_load(&r.values), atomic_load(&r.errors));
-                ex_sender_release(s[b]);
-            }
-            cr_assert_eq(atomic_load(&c.calls), 0, "%s: combine ran although stopped before start", a.name);
-            cr_assert_eq(result, 77u, "%s: the result was written although stopped", a.name);
-            free(in);
+static void stop_requested_before_start_completes_stopped_on(algo_sched *a, void *ctx) {
+    (void)ctx;
+    static const size_t sizes[] = { 0, 3, 4 * 16384 + 1 };
+    for (size_t j = 0; j < 3; j++) {
+        size_t n = sizes[j];
+        int64_t *in = xmalloc(n * 8);
+        fill_i64(in, n, 31);
+        sum_ctx c = { SUM_MAGIC, 0, 0 };
+        uint64_t zero = 0, result = 77;
+        ex_monoid m = { 8, &zero, sum_combine, &c };
+        ex_sender *s[3] = { ex_reduce_i64(a->sch, in, n, 0), ex_reduce_f64(a->sch, (const double *)in, n, 0),
+                            ex_reduce(a->sch, &m, in, n, &result) };
+        for (int b = 0; b < 3; b++) {
+            arec r;
+            arec_init(&r, a->pool);
+            arec_with_stop(&r);
+            ex_stop_source_request_stop(&r.stop);
+            as_run(a, s[b], &r);
+            cr_assert_eq(atomic_load(&r.stops), 1, "%s builder %d n=%zu: values %d errors %d", a->name, b, n,
+                         atomic_load(&r.values), atomic_load(&r.errors));
+            ex_sender_release(s[b]);
         }
-        as_fini(&a);
+        cr_assert_eq(atomic_load(&c.calls), 0, "%s: combine ran although stopped before start", a->name);
+        cr_assert_eq(result, 77u, "%s: the result was written although stopped", a->name);
+        free(in);
     }
+}
+
+Test(algo_reduce, stop_requested_before_start_completes_stopped) {
+    for_each_kind(AS_INLINE, AS_POOL4, stop_requested_before_start_completes_stopped_on, NULL);
     expect_no_leaks();
 }
 
+static void stop_requested_during_a_reduction_completes_stopped_on(algo_sched *a, void *ctx) {
+    (void)ctx;
+    bool external = a->pool != NULL;
+    size_t n = 12 * T + 1;
+    uint64_t *in = xmalloc(n * 8);
+    for (size_t i = 0; i < n; i++) in[i] = i;
+    in[5] = ALGO_STOP_MARK;
+    arec r;
+    arec_init(&r, a->pool);
+    arec_with_stop(&r);
+    algo_stop_ctx c;
+    algo_stop_ctx_init(&c, &r.stop, external);
+    uint64_t zero = 0, result = 1234;
+    ex_monoid m = { 8, &zero, algo_stop_combine, &c };
+    ex_sender *s = ex_reduce(a->sch, &m, in, n, &result);
+    pthread_t th;
+    if (external) cr_assert_eq(pthread_create(&th, NULL, algo_stopper_main, &c), 0);
+    as_run(a, s, &r);
+    if (external) pthread_join(th, NULL);
+    cr_assert_eq(atomic_load(&c.timed_out), 0);
+    cr_assert_eq(atomic_load(&r.stops), 1, "%s: values %d errors %d", a->name, atomic_load(&r.values),
+                 atomic_load(&r.errors));
+    cr_assert_eq(result, 1234u, "%s: a stopped reduction wrote its result", a->name);
+    cr_assert_lt(atomic_load(&c.calls), (long)n, "%s: every element was combined although stopped", a->name);
+    ex_sender_release(s);
+    free(in);
+}
+
 Test(algo_reduce, stop_requested_during_a_reduction_completes_stopped) {
-    for (int k = 0; k < AS_COUNT; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        bool external = a.pool != NULL;
-        size_t n = 12 * T + 1;
-        uint64_t *in = xmalloc(n * 8);
-        for (size_t i = 0; i < n; i++) in[i] = i;
-        in[5] = ALGO_STOP_MARK;
-        arec r;
-        arec_init(&r, a.pool);
-        arec_with_stop(&r);
-        algo_stop_ctx c;
-        algo_stop_ctx_init(&c, &r.stop, external);
-        uint64_t zero = 0, result = 1234;
-        ex_monoid m = { 8, &zero, algo_stop_combine, &c };
-        ex_sender *s = ex_reduce(a.sch, &m, in, n, &result);
-        pthread_t th;
-        if (external) cr_assert_eq(pthread_create(&th, NULL, algo_stopper_main, &c), 0);
-        as_run(&a, s, &r);
-        if (external) pthread_join(th, NULL);
-        cr_assert_eq(atomic_load(&c.timed_out), 0);
-        cr_assert_eq(atomic_load(&r.stops), 1, "%s: values %d errors %d", a.name, atomic_load(&r.values),
-                     atomic_load(&r.errors));
-        cr_assert_eq(result, 1234u, "%s: a stopped reduction wrote its result", a.name);
-        cr_assert_lt(atomic_load(&c.calls), (long)n, "%s: every element was combined although stopped", a.name);
-        ex_sender_release(s);
-        free(in);
-        as_fini(&a);
-    }
+    for_each_kind(AS_INLINE, AS_POOL4, stop_requested_during_a_reduction_completes_stopped_on, NULL);
     expect_no_leaks();
 }
 
 /* ===================================================== completion thread */
 
-Test(algo_reduce, completes_on_a_pool_worker) {
-    for (int k = AS_POOL1; k <= AS_POOL4; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        static const size_t sizes[] = { 0, 2, 16384, 6 * 16384 + 3 };
-        for (size_t j = 0; j < 4; j++) {
-            size_t n = sizes[j];
-            int64_t *in = xmalloc(n * 8);
-            fill_i64(in, n, 37);
-            uint64_t zero = 0, result;
-            ex_monoid m = { 8, &zero, sum_combine, NULL };
-            ex_sender *s[3] = { ex_reduce_i64(a.sch, in, n, 0), ex_reduce_f64(a.sch, (const double *)in, n, 0),
-                                ex_reduce(a.sch, &m, in, n, &result) };
-            for (int b = 0; b < 3; b++) {
-                arec r;
-                as_run_plain(&a, s[b], &r);
-                algo_expect_value(&r, 1, a.name);
-                cr_assert_geq(r.worker, 0, "%s builder %d n=%zu: not on a worker", a.name, b, n);
-                ex_sender_release(s[b]);
-            }
-            cr_assert_eq((int64_t)result, ref_sum_i64(in, n, 0));
-            free(in);
+static void completes_on_a_pool_worker_on(algo_sched *a, void *ctx) {
+    (void)ctx;
+    static const size_t sizes[] = { 0, 2, 16384, 6 * 16384 + 3 };
+    for (size_t j = 0; j < 4; j++) {
+        size_t n = sizes[j];
+        int64_t *in = xmalloc(n * 8);
+        fill_i64(in, n, 37);
+        uint64_t zero = 0, result;
+        ex_monoid m = { 8, &zero, sum_combine, NULL };
+        ex_sender *s[3] = { ex_reduce_i64(a->sch, in, n, 0), ex_reduce_f64(a->sch, (const double *)in, n, 0),
+                            ex_reduce(a->sch, &m, in, n, &result) };
+        for (int b = 0; b < 3; b++) {
+            arec r;
+            as_run_plain(a, s[b], &r);
+            algo_expect_value(&r, 1, a->name);
+            cr_assert_geq(r.worker, 0, "%s builder %d n=%zu: not on a worker", a->name, b, n);
+            ex_sender_release(s[b]);
         }
-        as_fini(&a);
+        cr_assert_eq((int64_t)result, ref_sum_i64(in, n, 0));
+        free(in);
     }
+}
+
+Test(algo_reduce, completes_on_a_pool_worker) {
+    for_each_kind(AS_POOL1, AS_POOL4, completes_on_a_pool_worker_on, NULL);
     expect_no_leaks();
 }
 

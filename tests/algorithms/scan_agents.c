@@ -18,37 +18,37 @@
 
 /* ===================================================== completion thread */
 
-Test(algo_scan, completes_on_an_agent_of_the_scheduler) {
-    for (int k = 0; k < AS_COUNT; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        static const size_t sizes[] = { 0, 1, 3 * 16384 + 5 };
-        for (size_t j = 0; j < 3; j++) {
-            size_t n = sizes[j];
-            int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8);
-            fill_i64(in, n, 11);
-            ex_monoid m = { sizeof(int64_t), &(uint64_t){ 0 }, sum_combine, NULL };
-            sum_ctx c = { SUM_MAGIC, 0, 0 };
-            m.ctx = &c;
-            ex_sender *s[3] = { ex_inclusive_scan_i64(a.sch, in, out, n),
-                                ex_exclusive_scan_f64(a.sch, (const double *)in, (double *)out, n, 0),
-                                ex_exclusive_scan(a.sch, &m, in, out, n, &(uint64_t){ 0 }) };
-            for (int b = 0; b < 3; b++) {
-                arec r;
-                as_run_plain(&a, s[b], &r);
-                cr_assert_eq(atomic_load(&r.values), 1);
-                if (a.pool)
-                    cr_assert_geq(r.worker, 0, "%s builder %d n=%zu: did not complete on a pool worker", a.name, b, n);
-                else if (a.kind == AS_STC)
-                    cr_assert_neq(r.thread, test_thread_id(), "%s: completes on the context's thread", a.name);
-                else
-                    cr_assert_eq(r.thread, test_thread_id(), "%s: completes on the thread that runs the loop", a.name);
-                ex_sender_release(s[b]);
-            }
-            free(in), free(out);
+static void completes_on_an_agent_of_the_scheduler_on(algo_sched *a, void *ctx) {
+    (void)ctx;
+    static const size_t sizes[] = { 0, 1, 3 * 16384 + 5 };
+    for (size_t j = 0; j < 3; j++) {
+        size_t n = sizes[j];
+        int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8);
+        fill_i64(in, n, 11);
+        ex_monoid m = { sizeof(int64_t), &(uint64_t){ 0 }, sum_combine, NULL };
+        sum_ctx c = { SUM_MAGIC, 0, 0 };
+        m.ctx = &c;
+        ex_sender *s[3] = { ex_inclusive_scan_i64(a->sch, in, out, n),
+                            ex_exclusive_scan_f64(a->sch, (const double *)in, (double *)out, n, 0),
+                            ex_exclusive_scan(a->sch, &m, in, out, n, &(uint64_t){ 0 }) };
+        for (int b = 0; b < 3; b++) {
+            arec r;
+            as_run_plain(a, s[b], &r);
+            cr_assert_eq(atomic_load(&r.values), 1);
+            if (a->pool)
+                cr_assert_geq(r.worker, 0, "%s builder %d n=%zu: did not complete on a pool worker", a->name, b, n);
+            else if (a->kind == AS_STC)
+                cr_assert_neq(r.thread, test_thread_id(), "%s: completes on the context's thread", a->name);
+            else
+                cr_assert_eq(r.thread, test_thread_id(), "%s: completes on the thread that runs the loop", a->name);
+            ex_sender_release(s[b]);
         }
-        as_fini(&a);
+        free(in), free(out);
     }
+}
+
+Test(algo_scan, completes_on_an_agent_of_the_scheduler) {
+    for_each_kind(AS_INLINE, AS_POOL4, completes_on_an_agent_of_the_scheduler_on, NULL);
     expect_no_leaks();
 }
 
@@ -125,30 +125,30 @@ Test(algo_scan, one_tile_runs_on_one_agent_of_a_pool) {
     expect_no_leaks();
 }
 
-Test(algo_scan, tiles_are_reduced_by_several_workers_at_once) {
-    for (int k = AS_POOL2; k <= AS_POOL4; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        size_t n = 8 * T + 1;
-        uint64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8);
-        for (size_t i = 0; i < n; i++) in[i] = i * 3;
-        agent_ctx c;
-        memset(&c, 0, sizeof c);
-        c.base = in;
-        c.wait_index = 0;  /* tile 0's first element waits for another worker */
-        uint64_t zero = 0;
-        ex_monoid m = { 8, &zero, agent_combine, &c };
-        run_gscan(&a, &m, false, in, out, n, NULL);
-        cr_assert_eq(atomic_load(&c.timed_out), 0, "%s: no other worker combined while tile 0 was being reduced", a.name);
-        cr_assert_geq(atomic_load(&c.nthreads), 2, "%s", a.name);
-        uint64_t s = 0;
-        for (size_t i = 0; i < n; i++) {
-            s += in[i];
-            cr_assert_eq(out[i], s, "%s: out[%zu]", a.name, i);
-        }
-        free(in), free(out);
-        as_fini(&a);
+static void tiles_are_reduced_by_several_workers_at_once_on(algo_sched *a, void *ctx) {
+    (void)ctx;
+    size_t n = 8 * T + 1;
+    uint64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8);
+    for (size_t i = 0; i < n; i++) in[i] = i * 3;
+    agent_ctx c;
+    memset(&c, 0, sizeof c);
+    c.base = in;
+    c.wait_index = 0;  /* tile 0's first element waits for another worker */
+    uint64_t zero = 0;
+    ex_monoid m = { 8, &zero, agent_combine, &c };
+    run_gscan(a, &m, false, in, out, n, NULL);
+    cr_assert_eq(atomic_load(&c.timed_out), 0, "%s: no other worker combined while tile 0 was being reduced", a->name);
+    cr_assert_geq(atomic_load(&c.nthreads), 2, "%s", a->name);
+    uint64_t s = 0;
+    for (size_t i = 0; i < n; i++) {
+        s += in[i];
+        cr_assert_eq(out[i], s, "%s: out[%zu]", a->name, i);
     }
+    free(in), free(out);
+}
+
+Test(algo_scan, tiles_are_reduced_by_several_workers_at_once) {
+    for_each_kind(AS_POOL2, AS_POOL4, tiles_are_reduced_by_several_workers_at_once_on, NULL);
     expect_no_leaks();
 }
 

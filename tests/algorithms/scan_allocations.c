@@ -35,9 +35,7 @@ static void check_scan_i64(const arec *r, void *ctx) {
 
 /* The typed forms allocate nothing per run once the sender is built:
  * connect into caller storage, start, destroy. */
-static void typed_runs_allocate_nothing(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
+static void typed_runs_allocate_nothing(algo_sched *a) {
     static const size_t sizes[] = { 0, 9, 16385, 3 * 16384 + 5 };
     for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
         size_t n = sizes[j];
@@ -45,23 +43,21 @@ static void typed_runs_allocate_nothing(as_kind k) {
         double *din = xmalloc(n * 8), *dout = xmalloc(n * 8);
         fill_i64(in, n, 1234 + j);
         fill_f64_int(din, n, 4321 + j);
-        ex_sender *s[4] = { ex_inclusive_scan_i64(a.sch, in, out, n), ex_exclusive_scan_i64(a.sch, in, out, n, 5),
-                            ex_inclusive_scan_f64(a.sch, din, dout, n), ex_exclusive_scan_f64(a.sch, din, dout, n, 5) };
+        ex_sender *s[4] = { ex_inclusive_scan_i64(a->sch, in, out, n), ex_exclusive_scan_i64(a->sch, in, out, n, 5),
+                            ex_inclusive_scan_f64(a->sch, din, dout, n), ex_exclusive_scan_f64(a->sch, din, dout, n, 5) };
         scan_i64_check chk = { in, out, want, n, false };
         for (int b = 0; b < 4; b++) {
             chk.excl = b == 1;
-            expect_runs_allocate_nothing(&a, s[b], 1, b < 2 ? check_scan_i64 : NULL, &chk);
+            expect_runs_allocate_nothing(a, s[b], 1, b < 2 ? check_scan_i64 : NULL, &chk);
             ex_sender_release(s[b]);
         }
         free(in), free(out), free(want), free(din), free(dout);
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
 
-Test(algo_scan, typed_runs_allocate_nothing_inline) { typed_runs_allocate_nothing(AS_INLINE); }
-Test(algo_scan, typed_runs_allocate_nothing_pool2) { typed_runs_allocate_nothing(AS_POOL2); }
-Test(algo_scan, typed_runs_allocate_nothing_pool4) { typed_runs_allocate_nothing(AS_POOL4); }
+Test(algo_scan, typed_runs_allocate_nothing_inline) { with_scheduler(AS_INLINE, typed_runs_allocate_nothing); }
+Test(algo_scan, typed_runs_allocate_nothing_pool2) { with_scheduler(AS_POOL2, typed_runs_allocate_nothing); }
+Test(algo_scan, typed_runs_allocate_nothing_pool4) { with_scheduler(AS_POOL4, typed_runs_allocate_nothing); }
 
 /* Inits r with an environment naming a (its counters zeroed). */
 static void arec_with_allocator(arec *r, ex_pool *pool, cnt_alloc *a) {

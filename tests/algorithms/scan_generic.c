@@ -37,39 +37,35 @@ static void check_generic(algo_sched *a, const gcase *g, size_t n, bool excl, bo
     free(in), free(out), free(want);
 }
 
-static void generic_every_size(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
+static void generic_every_size(algo_sched *a) {
     gcase g = gcase_m22();
     size_t gt = ALGO_GTILE(sizeof(m22));
     const size_t sizes[] = { 0, 1, 7, 8, 9, 15, 16, 17, gt - 1, gt, gt + 1, 3 * gt + 5, 20 * gt + 3 };
     for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
-        check_generic(&a, &g, sizes[j], false, false, 100 + j);
-        check_generic(&a, &g, sizes[j], true, false, 200 + j);
+        check_generic(a, &g, sizes[j], false, false, 100 + j);
+        check_generic(a, &g, sizes[j], true, false, 200 + j);
     }
     g = gcase_aff200();
     gt = ALGO_GTILE(sizeof(aff200));
     const size_t s200[] = { 1, 2, gt - 1, gt, gt + 1, 3 * gt + 5 };
     for (size_t j = 0; j < sizeof s200 / sizeof s200[0]; j++) {
-        check_generic(&a, &g, s200[j], false, false, 300 + j);
-        check_generic(&a, &g, s200[j], true, false, 400 + j);
+        check_generic(a, &g, s200[j], false, false, 300 + j);
+        check_generic(a, &g, s200[j], true, false, 400 + j);
     }
     g = gcase_aff8();
     gt = ALGO_GTILE(1);
     const size_t s1[] = { 1, 17, gt - 1, gt, gt + 1, 3 * gt + 5 };
     for (size_t j = 0; j < sizeof s1 / sizeof s1[0]; j++) {
-        check_generic(&a, &g, s1[j], false, false, 500 + j);
-        check_generic(&a, &g, s1[j], true, false, 600 + j);
+        check_generic(a, &g, s1[j], false, false, 500 + j);
+        check_generic(a, &g, s1[j], true, false, 600 + j);
     }
     g = gcase_big4k();
     gt = ALGO_GTILE(sizeof(big4k));
     const size_t s4k[] = { 1, gt - 1, gt, gt + 1, 3 * gt + 5 };
     for (size_t j = 0; j < sizeof s4k / sizeof s4k[0]; j++) {
-        check_generic(&a, &g, s4k[j], false, false, 700 + j);
-        check_generic(&a, &g, s4k[j], true, false, 800 + j);
+        check_generic(a, &g, s4k[j], false, false, 700 + j);
+        check_generic(a, &g, s4k[j], true, false, 800 + j);
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
 
 TEST_EVERY_SCHEDULER(algo_scan, generic_every_size, generic_every_size)

@@ -17,50 +17,50 @@
 
 /* =================================================================== stop */
 
-Test(algo_scan, stop_requested_before_start_completes_stopped) {
-    for (int k = 0; k < AS_COUNT; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        static const size_t sizes[] = { 0, 5, 3 * 16384 + 5 };
-        for (size_t j = 0; j < 3; j++) {
-            size_t n = sizes[j];
-            int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8);
-            double *dout = xmalloc(n * 8);
-            m22 *gout = xmalloc(n * sizeof(m22));
-            fill_i64(in, n, 3);
-            ex_monoid m = { 8, &(uint64_t){ 0 }, sum_combine, NULL };
-            sum_ctx c = { SUM_MAGIC, 0, 0 };
-            m.ctx = &c;
-            ex_sender *s[6] = { ex_inclusive_scan_i64(a.sch, in, out, n), ex_exclusive_scan_i64(a.sch, in, out, n, 1),
-                                ex_inclusive_scan_f64(a.sch, (const double *)in, dout, n),
-                                ex_exclusive_scan_f64(a.sch, (const double *)in, dout, n, 1),
-                                ex_inclusive_scan(a.sch, &m, in, gout, n),
-                                ex_exclusive_scan(a.sch, &m, in, gout, n, &(uint64_t){ 0 }) };
-            for (int b = 0; b < 6; b++) {
-                cr_assert_eq(ex_sender_status(s[b]).code, 0);
-                memset(out, SENTINEL_BYTE, n * 8);
-                memset(dout, SENTINEL_BYTE, n * 8);
-                memset(gout, SENTINEL_BYTE, n * sizeof(m22));
-                arec r;
-                arec_init(&r, a.pool);
-                arec_with_stop(&r);
-                ex_stop_source_request_stop(&r.stop);
-                as_run(&a, s[b], &r);
-                cr_assert_eq(atomic_load(&r.stops), 1, "%s builder %d n=%zu: values %d errors %d", a.name, b, n,
-                             atomic_load(&r.values), atomic_load(&r.errors));
-                for (size_t i = 0; i < n; i++) {
-                    unsigned char *p = b < 2 ? (unsigned char *)&out[i] : b < 4 ? (unsigned char *)&dout[i]
-                                                                              : (unsigned char *)gout + i * 8;
-                    cr_assert_eq(p[0], SENTINEL_BYTE, "%s builder %d: element %zu written although stopped before start",
-                                 a.name, b, i);
-                }
-                ex_sender_release(s[b]);
+static void stop_requested_before_start_completes_stopped_on(algo_sched *a, void *ctx) {
+    (void)ctx;
+    static const size_t sizes[] = { 0, 5, 3 * 16384 + 5 };
+    for (size_t j = 0; j < 3; j++) {
+        size_t n = sizes[j];
+        int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8);
+        double *dout = xmalloc(n * 8);
+        m22 *gout = xmalloc(n * sizeof(m22));
+        fill_i64(in, n, 3);
+        ex_monoid m = { 8, &(uint64_t){ 0 }, sum_combine, NULL };
+        sum_ctx c = { SUM_MAGIC, 0, 0 };
+        m.ctx = &c;
+        ex_sender *s[6] = { ex_inclusive_scan_i64(a->sch, in, out, n), ex_exclusive_scan_i64(a->sch, in, out, n, 1),
+                            ex_inclusive_scan_f64(a->sch, (const double *)in, dout, n),
+                            ex_exclusive_scan_f64(a->sch, (const double *)in, dout, n, 1),
+                            ex_inclusive_scan(a->sch, &m, in, gout, n),
+                            ex_exclusive_scan(a->sch, &m, in, gout, n, &(uint64_t){ 0 }) };
+        for (int b = 0; b < 6; b++) {
+            cr_assert_eq(ex_sender_status(s[b]).code, 0);
+            memset(out, SENTINEL_BYTE, n * 8);
+            memset(dout, SENTINEL_BYTE, n * 8);
+            memset(gout, SENTINEL_BYTE, n * sizeof(m22));
+            arec r;
+            arec_init(&r, a->pool);
+            arec_with_stop(&r);
+            ex_stop_source_request_stop(&r.stop);
+            as_run(a, s[b], &r);
+            cr_assert_eq(atomic_load(&r.stops), 1, "%s builder %d n=%zu: values %d errors %d", a->name, b, n,
+                         atomic_load(&r.values), atomic_load(&r.errors));
+            for (size_t i = 0; i < n; i++) {
+                unsigned char *p = b < 2 ? (unsigned char *)&out[i] : b < 4 ? (unsigned char *)&dout[i]
+                                                                          : (unsigned char *)gout + i * 8;
+                cr_assert_eq(p[0], SENTINEL_BYTE, "%s builder %d: element %zu written although stopped before start",
+                             a->name, b, i);
             }
-            cr_assert_eq(atomic_load(&c.calls), 0, "%s: combine ran although stopped before start", a.name);
-            free(in), free(out), free(dout), free(gout);
+            ex_sender_release(s[b]);
         }
-        as_fini(&a);
+        cr_assert_eq(atomic_load(&c.calls), 0, "%s: combine ran although stopped before start", a->name);
+        free(in), free(out), free(dout), free(gout);
     }
+}
+
+Test(algo_scan, stop_requested_before_start_completes_stopped) {
+    for_each_kind(AS_INLINE, AS_POOL4, stop_requested_before_start_completes_stopped_on, NULL);
     expect_no_leaks();
 }
 

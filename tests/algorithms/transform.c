@@ -103,22 +103,20 @@ static void run_tf(algo_sched *a, ex_sender *s, const char *what) {
     ex_sender_release(s);
 }
 
-static void transform_every_size(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
+static void transform_every_size(algo_sched *a) {
     for (size_t j = 0; j <= algo_nsizes; j++) {
         size_t n = j < algo_nsizes ? algo_sizes[j] : ALGO_HUGE;
         /* the double form */
         double *din = xmalloc(n * 8), *dout = xmalloc(n * 8);
         fill_f64_mixed(din, n, 60 + j);
         double scale = -3.0;
-        run_tf(&a, ex_transform_f64(a.sch, din, dout, n, f64_fn, &scale), "ex_transform_f64");
+        run_tf(a, ex_transform_f64(a->sch, din, dout, n, f64_fn, &scale), "ex_transform_f64");
         for (size_t i = 0; i < n; i++)
-            cr_assert(dout[i] == din[i] * scale + 0.5, "%s n=%zu: out[%zu] = %g", a.name, n, i, dout[i]);
+            cr_assert(dout[i] == din[i] * scale + 0.5, "%s n=%zu: out[%zu] = %g", a->name, n, i, dout[i]);
         /* in place */
         memcpy(dout, din, n * 8);
-        run_tf(&a, ex_transform_f64(a.sch, dout, dout, n, f64_fn, &scale), "ex_transform_f64 in place");
-        for (size_t i = 0; i < n; i++) cr_assert(dout[i] == din[i] * scale + 0.5, "%s n=%zu in place: out[%zu]", a.name, n, i);
+        run_tf(a, ex_transform_f64(a->sch, dout, dout, n, f64_fn, &scale), "ex_transform_f64 in place");
+        for (size_t i = 0; i < n; i++) cr_assert(dout[i] == din[i] * scale + 0.5, "%s n=%zu in place: out[%zu]", a->name, n, i);
         free(din), free(dout);
 
         /* int32 -> int64 */
@@ -126,20 +124,20 @@ static void transform_every_size(as_kind k) {
         int64_t *out = xmalloc(n * 8);
         for (size_t i = 0; i < n; i++) in[i] = (int32_t)(i * 2654435761u);
         tf_ctx c;
-        tf_init(&c, in, 4, n, a.pool);
-        run_tf(&a, ex_transform(a.sch, in, 4, out, 8, n, sq_fn, &c), "ex_transform 4->8");
-        tf_expect_each_once(&c, a.name);
+        tf_init(&c, in, 4, n, a->pool);
+        run_tf(a, ex_transform(a->sch, in, 4, out, 8, n, sq_fn, &c), "ex_transform 4->8");
+        tf_expect_each_once(&c, a->name);
         for (size_t i = 0; i < n; i++)
-            cr_assert_eq(out[i], (int64_t)in[i] * in[i] - (int64_t)i, "%s n=%zu: out[%zu]", a.name, n, i);
+            cr_assert_eq(out[i], (int64_t)in[i] * in[i] - (int64_t)i, "%s n=%zu: out[%zu]", a->name, n, i);
         free((void *)c.hits);
 
         /* 8 -> 8 in place */
         uint64_t *buf = (uint64_t *)(void *)out;
         for (size_t i = 0; i < n; i++) buf[i] = i * 0x9e3779b97f4a7c15ull;
-        tf_init(&c, buf, 8, n, a.pool);
-        run_tf(&a, ex_transform(a.sch, buf, 8, buf, 8, n, not_fn, &c), "ex_transform in place");
-        tf_expect_each_once(&c, a.name);
-        for (size_t i = 0; i < n; i++) cr_assert_eq(buf[i], ~(i * 0x9e3779b97f4a7c15ull), "%s in place: out[%zu]", a.name, i);
+        tf_init(&c, buf, 8, n, a->pool);
+        run_tf(a, ex_transform(a->sch, buf, 8, buf, 8, n, not_fn, &c), "ex_transform in place");
+        tf_expect_each_once(&c, a->name);
+        for (size_t i = 0; i < n; i++) cr_assert_eq(buf[i], ~(i * 0x9e3779b97f4a7c15ull), "%s in place: out[%zu]", a->name, i);
         free((void *)c.hits);
         free(in), free(out);
     }
@@ -151,57 +149,55 @@ static void transform_every_size(as_kind k) {
         uint64_t seed = 70 + j;
         for (size_t i = 0; i < n * 200; i++) big[i] = (unsigned char)algo_rand(&seed);
         tf_ctx c;
-        tf_init(&c, big, 200, n, a.pool);
-        run_tf(&a, ex_transform(a.sch, big, 200, small, 1, n, sum8_fn, &c), "ex_transform 200->1");
-        tf_expect_each_once(&c, a.name);
+        tf_init(&c, big, 200, n, a->pool);
+        run_tf(a, ex_transform(a->sch, big, 200, small, 1, n, sum8_fn, &c), "ex_transform 200->1");
+        tf_expect_each_once(&c, a->name);
         for (size_t i = 0; i < n; i++) {
             unsigned s = 0;
             for (size_t q = 0; q < 200; q++) s = s * 31 + big[i * 200 + q];
-            cr_assert_eq(small[i], (unsigned char)s, "%s n=%zu: checksum %zu", a.name, n, i);
+            cr_assert_eq(small[i], (unsigned char)s, "%s n=%zu: checksum %zu", a->name, n, i);
         }
         free((void *)c.hits);
-        tf_init(&c, small, 1, n, a.pool);
-        run_tf(&a, ex_transform(a.sch, small, 1, big2, 200, n, spread_fn, &c), "ex_transform 1->200");
-        tf_expect_each_once(&c, a.name);
+        tf_init(&c, small, 1, n, a->pool);
+        run_tf(a, ex_transform(a->sch, small, 1, big2, 200, n, spread_fn, &c), "ex_transform 1->200");
+        tf_expect_each_once(&c, a->name);
         for (size_t i = 0; i < n; i++)
             for (size_t q = 0; q < 200; q++) cr_assert_eq(big2[i * 200 + q], (unsigned char)(small[i] + q));
         free((void *)c.hits);
         free(big), free(small), free(big2);
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
 
 TEST_EVERY_SCHEDULER(algo_loops, transform_every_size, transform_every_size)
 
-Test(algo_loops, transform_stop_before_start_writes_nothing) {
-    for (int k = 0; k < AS_COUNT; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        size_t n = 40000;
-        double *in = xmalloc(n * 8), *out = xmalloc(n * 8);
-        fill_f64_int(in, n, 9);
-        memset(out, 0, n * 8);
-        double scale = 2;
-        tf_ctx c;
-        tf_init(&c, in, 8, n, a.pool);
-        ex_sender *s[2] = { ex_transform_f64(a.sch, in, out, n, f64_fn, &scale),
-                            ex_transform(a.sch, in, 8, out, 8, n, not_fn, &c) };
-        for (int b = 0; b < 2; b++) {
-            arec r;
-            arec_init(&r, a.pool);
-            arec_with_stop(&r);
-            ex_stop_source_request_stop(&r.stop);
-            as_run(&a, s[b], &r);
-            cr_assert_eq(atomic_load(&r.stops), 1, "%s builder %d", a.name, b);
-            ex_sender_release(s[b]);
-        }
-        for (size_t i = 0; i < n; i++) cr_assert(out[i] == 0, "%s: element %zu written although stopped", a.name, i);
-        for (size_t i = 0; i < n; i++) cr_assert_eq(atomic_load(&c.hits[i]), 0, "%s: fn ran although stopped", a.name);
-        free((void *)c.hits);
-        free(in), free(out);
-        as_fini(&a);
+static void transform_stop_before_start_writes_nothing_on(algo_sched *a, void *ctx) {
+    (void)ctx;
+    size_t n = 40000;
+    double *in = xmalloc(n * 8), *out = xmalloc(n * 8);
+    fill_f64_int(in, n, 9);
+    memset(out, 0, n * 8);
+    double scale = 2;
+    tf_ctx c;
+    tf_init(&c, in, 8, n, a->pool);
+    ex_sender *s[2] = { ex_transform_f64(a->sch, in, out, n, f64_fn, &scale),
+                        ex_transform(a->sch, in, 8, out, 8, n, not_fn, &c) };
+    for (int b = 0; b < 2; b++) {
+        arec r;
+        arec_init(&r, a->pool);
+        arec_with_stop(&r);
+        ex_stop_source_request_stop(&r.stop);
+        as_run(a, s[b], &r);
+        cr_assert_eq(atomic_load(&r.stops), 1, "%s builder %d", a->name, b);
+        ex_sender_release(s[b]);
     }
+    for (size_t i = 0; i < n; i++) cr_assert(out[i] == 0, "%s: element %zu written although stopped", a->name, i);
+    for (size_t i = 0; i < n; i++) cr_assert_eq(atomic_load(&c.hits[i]), 0, "%s: fn ran although stopped", a->name);
+    free((void *)c.hits);
+    free(in), free(out);
+}
+
+Test(algo_loops, transform_stop_before_start_writes_nothing) {
+    for_each_kind(AS_INLINE, AS_POOL4, transform_stop_before_start_writes_nothing_on, NULL);
     expect_no_leaks();
 }
 
