@@ -67,6 +67,24 @@ void sum_combine(void *ctx, void *acc, const void *x) {
     *(uint64_t *)acc += *(const uint64_t *)x;
 }
 
+void as_init_each(algo_sched *a, size_t n, const as_kind *kinds) {
+    for (size_t i = 0; i < n; i++) as_init(&a[i], kinds ? kinds[i] : (as_kind)i);
+}
+
+void as_fini_each(algo_sched *a, size_t n) {
+    for (size_t i = 0; i < n; i++) as_fini(&a[i]);
+}
+
+void expect_stopped_before_start(algo_sched *a, const ex_sender *s, int builder, size_t n) {
+    arec r;
+    arec_init(&r, a->pool);
+    arec_with_stop(&r);
+    ex_stop_source_request_stop(&r.stop);
+    as_run(a, s, &r);
+    cr_assert_eq(atomic_load(&r.stops), 1, "%s builder %d n=%zu: values %d errors %d", a->name, builder, n,
+                 atomic_load(&r.values), atomic_load(&r.errors));
+}
+
 void with_scheduler(as_kind k, void (*fn)(algo_sched *a)) {
     algo_sched a;
     as_init(&a, k);

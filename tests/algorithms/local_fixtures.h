@@ -55,6 +55,15 @@ typedef struct sum_ctx {
 
 void sum_combine(void *ctx, void *acc, const void *x);
 
+/* Inits a[0..n) with kinds[0..n), or with every kind in order when kinds
+ * is NULL (n == AS_COUNT); as_fini_each takes them down. */
+void as_init_each(algo_sched *a, size_t n, const as_kind *kinds);
+void as_fini_each(algo_sched *a, size_t n);
+
+/* Asserts that s, started with stop already requested on its receiver's
+ * token, completes with set_stopped (builder and n for the message). */
+void expect_stopped_before_start(algo_sched *a, const ex_sender *s, int builder, size_t n);
+
 /* Runs fn(a) on a fresh scheduler of kind k, then checks nothing leaked. */
 void with_scheduler(as_kind k, void (*fn)(algo_sched *a));
 

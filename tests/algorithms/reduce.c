@@ -77,8 +77,7 @@ TEST_EVERY_SCHEDULER(algo_reduce, f64_every_size, f64_every_size)
 
 Test(algo_reduce, i64_overflow_wraps_twos_complement) {
     algo_sched a[2];
-    as_init(&a[0], AS_INLINE);
-    as_init(&a[1], AS_POOL4);
+    as_init_each(a, 2, (const as_kind[]){ AS_INLINE, AS_POOL4 });
     for (int s = 0; s < 2; s++) {
         int64_t one = 1;
         cr_assert_eq(run_reduce_i64(&a[s], &one, 1, INT64_MAX), INT64_MIN, "%s: INT64_MAX + 1", a[s].name);
@@ -93,8 +92,7 @@ Test(algo_reduce, i64_overflow_wraps_twos_complement) {
         cr_assert_eq(run_reduce_i64(&a[s], in, n, 0), want, "%s: many INT64_MAX", a[s].name);
         free(in);
     }
-    as_fini(&a[0]);
-    as_fini(&a[1]);
+    as_fini_each(a, 2);
     expect_no_leaks();
 }
 
@@ -119,7 +117,7 @@ Test(algo_reduce, empty_input_gives_init_or_the_identity) {
 
 Test(algo_reduce, f64_results_are_bit_identical_on_every_scheduler) {
     static algo_sched a[AS_COUNT];
-    for (int k = 0; k < AS_COUNT; k++) as_init(&a[k], (as_kind)k);
+    as_init_each(a, AS_COUNT, NULL);
     static const size_t sizes[] = { 15, 16385, 3 * 16384 + 5, 41 * 16384 + 9, ALGO_HUGE };
     for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
         size_t n = sizes[j];
@@ -140,7 +138,7 @@ Test(algo_reduce, f64_results_are_bit_identical_on_every_scheduler) {
         }
         free(in);
     }
-    for (int k = 0; k < AS_COUNT; k++) as_fini(&a[k]);
+    as_fini_each(a, AS_COUNT);
     expect_no_leaks();
 }
 
@@ -240,8 +238,7 @@ Test(algo_reduce, typed_runs_allocate_nothing_pool4) { with_scheduler(AS_POOL4, 
  * failure there is EX_ENOMEM from connect. */
 Test(algo_reduce, generic_allocates_its_scratch_at_connect) {
     algo_sched a[2];
-    as_init(&a[0], AS_INLINE);
-    as_init(&a[1], AS_POOL4);
+    as_init_each(a, 2, (const as_kind[]){ AS_INLINE, AS_POOL4 });
     size_t n = 4 * ALGO_GTILE(sizeof(m22)) + 1;
     m22 *in = xmalloc(n * sizeof(m22)), want, got;
     fill_m22(in, n, 23);
@@ -277,8 +274,7 @@ Test(algo_reduce, generic_allocates_its_scratch_at_connect) {
         ex_sender_release(snd);
     }
     free(in);
-    as_fini(&a[0]);
-    as_fini(&a[1]);
+    as_fini_each(a, 2);
     expect_no_leaks();
 }
 
@@ -290,9 +286,9 @@ typedef struct reduce_oom {
 } reduce_oom;
 
 static int reduce_oom_run(void *ctx, long k) {
-    reduce_oom *c = ctx;
     aff200 got;
     memset(&got, 0, sizeof got);
+    reduce_oom *c = ctx;
     arec r;
     arec_init(&r, c->a.pool);
     int code = run_connected(&c->a, ex_reduce(c->a.sch, &c->m, c->in, c->n, &got), &r, NULL);
@@ -335,13 +331,7 @@ static void stop_requested_before_start_completes_stopped_on(algo_sched *a, void
         ex_sender *s[3] = { ex_reduce_i64(a->sch, in, n, 0), ex_reduce_f64(a->sch, (const double *)in, n, 0),
                             ex_reduce(a->sch, &m, in, n, &result) };
         for (int b = 0; b < 3; b++) {
-            arec r;
-            arec_init(&r, a->pool);
-            arec_with_stop(&r);
-            ex_stop_source_request_stop(&r.stop);
-            as_run(a, s[b], &r);
-            cr_assert_eq(atomic_load(&r.stops), 1, "%s builder %d n=%zu: values %d errors %d", a->name, b, n,
-                         atomic_load(&r.values), atomic_load(&r.errors));
+            expect_stopped_before_start(a, s[b], b, n);
             ex_sender_release(s[b]);
         }
         cr_assert_eq(atomic_load(&c.calls), 0, "%s: combine ran although stopped before start", a->name);

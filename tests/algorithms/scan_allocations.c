@@ -75,8 +75,7 @@ Test(algo_scan, generic_scratch_comes_from_the_environment_allocator_at_connect)
     cnt_alloc ea;  /* the receiver's environment names it */
     cnt_alloc_init(&ea);
     algo_sched a[2];
-    as_init(&a[0], AS_INLINE);
-    as_init(&a[1], AS_POOL2);
+    as_init_each(a, 2, (const as_kind[]){ AS_INLINE, AS_POOL2 });
     size_t n = 3 * ALGO_GTILE(sizeof(m22)) + 1;
     m22 *in = xmalloc(n * sizeof(m22)), *out = xmalloc(n * sizeof(m22)), *want = xmalloc(n * sizeof(m22));
     fill_m22(in, n, 99);
@@ -119,8 +118,7 @@ Test(algo_scan, generic_scratch_comes_from_the_environment_allocator_at_connect)
         }
     }
     free(in), free(out), free(want);
-    as_fini(&a[0]);
-    as_fini(&a[1]);
+    as_fini_each(a, 2);
     expect_no_leaks();
 }
 

@@ -72,9 +72,7 @@ TEST_EVERY_SCHEDULER(algo_scan, generic_every_size, generic_every_size)
 
 Test(algo_scan, generic_in_place) {
     algo_sched a[3];
-    as_init(&a[0], AS_INLINE);
-    as_init(&a[1], AS_POOL2);
-    as_init(&a[2], AS_POOL4);
+    as_init_each(a, 3, (const as_kind[]){ AS_INLINE, AS_POOL2, AS_POOL4 });
     gcase gs[3] = { gcase_m22(), gcase_aff200(), gcase_aff8() };
     for (int s = 0; s < 3; s++) {
         for (int gi = 0; gi < 3; gi++) {
@@ -86,7 +84,7 @@ Test(algo_scan, generic_in_place) {
             }
         }
     }
-    for (int s = 0; s < 3; s++) as_fini(&a[s]);
+    as_fini_each(a, 3);
     expect_no_leaks();
 }
 

@@ -39,13 +39,7 @@ static void stop_requested_before_start_completes_stopped_on(algo_sched *a, void
             memset(out, SENTINEL_BYTE, n * 8);
             memset(dout, SENTINEL_BYTE, n * 8);
             memset(gout, SENTINEL_BYTE, n * sizeof(m22));
-            arec r;
-            arec_init(&r, a->pool);
-            arec_with_stop(&r);
-            ex_stop_source_request_stop(&r.stop);
-            as_run(a, s[b], &r);
-            cr_assert_eq(atomic_load(&r.stops), 1, "%s builder %d n=%zu: values %d errors %d", a->name, b, n,
-                         atomic_load(&r.values), atomic_load(&r.errors));
+            expect_stopped_before_start(a, s[b], b, n);
             for (size_t i = 0; i < n; i++) {
                 unsigned char *p = b < 2 ? (unsigned char *)&out[i] : b < 4 ? (unsigned char *)&dout[i]
                                                                           : (unsigned char *)gout + i * 8;

@@ -121,8 +121,7 @@ TEST_EVERY_SCHEDULER(algo_scan, f64_every_size, f64_every_size)
 
 Test(algo_scan, i64_overflow_wraps_twos_complement) {
     algo_sched a[2];
-    as_init(&a[0], AS_INLINE);
-    as_init(&a[1], AS_POOL4);
+    as_init_each(a, 2, (const as_kind[]){ AS_INLINE, AS_POOL4 });
     for (int s = 0; s < 2; s++) {
         /* INT64_MAX + 1 == INT64_MIN */
         int64_t in2[2] = { INT64_MAX, 1 }, out2[2];
@@ -149,8 +148,7 @@ Test(algo_scan, i64_overflow_wraps_twos_complement) {
         }
         free(in), free(out), free(want);
     }
-    as_fini(&a[0]);
-    as_fini(&a[1]);
+    as_fini_each(a, 2);
     expect_no_leaks();
 }
 
@@ -185,7 +183,7 @@ static const size_t det_sizes[] = { 9, 16385, 3 * 16384 + 5, 37 * 16384 + 11, AL
 
 Test(algo_scan, f64_results_are_bit_identical_on_every_scheduler) {
     static algo_sched a[AS_COUNT];
-    for (int k = 0; k < AS_COUNT; k++) as_init(&a[k], (as_kind)k);
+    as_init_each(a, AS_COUNT, NULL);
     for (size_t j = 0; j < sizeof det_sizes / sizeof det_sizes[0]; j++) {
         size_t n = det_sizes[j];
         double *in = xmalloc(n * 8), *ref = xmalloc(n * 8), *out = xmalloc(n * 8);
@@ -208,7 +206,7 @@ Test(algo_scan, f64_results_are_bit_identical_on_every_scheduler) {
         }
         free(in), free(ref), free(out);
     }
-    for (int k = 0; k < AS_COUNT; k++) as_fini(&a[k]);
+    as_fini_each(a, AS_COUNT);
     expect_no_leaks();
 }
 
@@ -216,8 +214,7 @@ Test(algo_scan, f64_results_are_bit_identical_on_every_scheduler) {
  * (the kernels' order of operations depends only on the indices). */
 Test(algo_scan, f64_bits_do_not_depend_on_alignment_or_in_place) {
     algo_sched a[2];
-    as_init(&a[0], AS_INLINE);
-    as_init(&a[1], AS_POOL4);
+    as_init_each(a, 2, (const as_kind[]){ AS_INLINE, AS_POOL4 });
     static const size_t sizes[] = { 5, 17, 16385, 3 * 16384 + 5, ALGO_HUGE };
     for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
         size_t n = sizes[j];
@@ -249,63 +246,71 @@ Test(algo_scan, f64_bits_do_not_depend_on_alignment_or_in_place) {
         }
         free(in), free(ref), free(ibuf), free(obuf), free(inplace);
     }
-    as_fini(&a[0]);
-    as_fini(&a[1]);
+    as_fini_each(a, 2);
+    expect_no_leaks();
+}
+
+/* Typed scans of copies of seeded inputs in place, on each of nk
+ * schedulers, both kinds, against the serial loop. */
+typedef struct in_place_case {
+    bool dbl;                    /* doubles (integer-valued), else int64 */
+    const as_kind *kinds;
+    size_t nk;
+    const size_t *sizes;
+    size_t ns;
+    uint64_t seed;
+    int64_t init;
+} in_place_case;
+
+static void check_in_place(algo_sched *a, const in_place_case *c, const void *orig, size_t n, bool excl) {
+    void *buf = xmalloc(n * 8), *want = xmalloc(n * 8);
+    memcpy(buf, orig, n * 8);
+    if (c->dbl) {
+        double *b = buf, *w = want, tw = ref_scan_f64(orig, w, n, excl, (double)c->init);
+        double t = run_scan_f64(a, excl, b, b, n, (double)c->init);
+        for (size_t i = 0; i < n; i++)
+            cr_assert(b[i] == w[i], "%s %s n=%zu in place: out[%zu] = %g, want %g", a->name, kind_name(excl), n, i,
+                      b[i], w[i]);
+        cr_assert(t == tw);
+    } else {
+        int64_t *b = buf, *w = want, tw = ref_scan_i64(orig, w, n, excl, c->init);
+        int64_t t = run_scan_i64(a, excl, b, b, n, c->init);
+        size_t d = first_diff_i64(b, w, n);
+        cr_assert_eq(d, SIZE_MAX, "%s %s n=%zu in place: out[%zu] = %lld, want %lld", a->name, kind_name(excl), n, d,
+                     (long long)b[d], (long long)w[d]);
+        cr_assert_eq(t, tw);
+    }
+    free(buf), free(want);
+}
+
+static void scans_in_place(const in_place_case *c) {
+    algo_sched a[AS_COUNT];
+    as_init_each(a, c->nk, c->kinds);
+    for (size_t j = 0; j < c->ns; j++) {
+        size_t n = c->sizes[j];
+        void *orig = xmalloc(n * 8);
+        if (c->dbl) fill_f64_int(orig, n, c->seed + j);
+        else fill_i64(orig, n, c->seed + j);
+        for (size_t s = 0; s < c->nk; s++)
+            for (int excl = 0; excl < 2; excl++) check_in_place(&a[s], c, orig, n, excl);
+        free(orig);
+    }
+    as_fini_each(a, c->nk);
     expect_no_leaks();
 }
 
 Test(algo_scan, i64_in_place) {
-    algo_sched a[3];
-    as_init(&a[0], AS_INLINE);
-    as_init(&a[1], AS_POOL2);
-    as_init(&a[2], AS_POOL4);
+    static const as_kind kinds[] = { AS_INLINE, AS_POOL2, AS_POOL4 };
     static const size_t sizes[] = { 1, 9, 16384, 16385, 3 * 16384 + 5, ALGO_HUGE };
-    for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
-        size_t n = sizes[j];
-        int64_t *buf = xmalloc(n * 8), *want = xmalloc(n * 8), *orig = xmalloc(n * 8);
-        fill_i64(orig, n, 9700 + j);
-        for (int s = 0; s < 3; s++) {
-            for (int excl = 0; excl < 2; excl++) {
-                memcpy(buf, orig, n * 8);
-                int64_t tw = ref_scan_i64(orig, want, n, excl, 42);
-                int64_t t = run_scan_i64(&a[s], excl, buf, buf, n, 42);
-                size_t d = first_diff_i64(buf, want, n);
-                cr_assert_eq(d, SIZE_MAX, "%s %s n=%zu in place: out[%zu] = %lld, want %lld", a[s].name,
-                             kind_name(excl), n, d, (long long)buf[d], (long long)want[d]);
-                cr_assert_eq(t, tw);
-            }
-        }
-        free(buf), free(want), free(orig);
-    }
-    for (int s = 0; s < 3; s++) as_fini(&a[s]);
-    expect_no_leaks();
+    in_place_case c = { false, kinds, 3, sizes, 6, 9700, 42 };
+    scans_in_place(&c);
 }
 
 Test(algo_scan, f64_integers_in_place) {
-    algo_sched a[2];
-    as_init(&a[0], AS_INLINE);
-    as_init(&a[1], AS_POOL4);
+    static const as_kind kinds[] = { AS_INLINE, AS_POOL4 };
     static const size_t sizes[] = { 1, 8, 16383, 3 * 16384 + 5 };
-    for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
-        size_t n = sizes[j];
-        double *buf = xmalloc(n * 8), *want = xmalloc(n * 8), *orig = xmalloc(n * 8);
-        fill_f64_int(orig, n, 9800 + j);
-        for (int s = 0; s < 2; s++) {
-            for (int excl = 0; excl < 2; excl++) {
-                memcpy(buf, orig, n * 8);
-                double tw = ref_scan_f64(orig, want, n, excl, 7);
-                double t = run_scan_f64(&a[s], excl, buf, buf, n, 7);
-                for (size_t i = 0; i < n; i++)
-                    cr_assert(buf[i] == want[i], "%s %s n=%zu in place: out[%zu] = %g, want %g", a[s].name,
-                              kind_name(excl), n, i, buf[i], want[i]);
-                cr_assert(t == tw);
-            }
-        }
-        free(buf), free(want), free(orig);
-    }
-    as_fini(&a[0]);
-    as_fini(&a[1]);
-    expect_no_leaks();
+    in_place_case c = { true, kinds, 2, sizes, 4, 9800, 7 };
+    scans_in_place(&c);
 }
 
 /* ====================================== outputs beyond the last-level cache */
