@@ -236,33 +236,13 @@ static void fe_stop(algo_sched *a) {
 
 TEST_EVERY_SCHEDULER(algo_loops, for_each_stop, fe_stop)
 
-/* A body that blocks until another thread requested stop. */
-typedef struct ext_stop {
-    ex_stop_source *src;
-    atomic_int reached, requested, timed_out;
-    atomic_long ranges;
-} ext_stop;
-
+/* Range 0 blocks (bounded) until another thread requested stop: the
+ * common stop-during-a-run combine, met with its mark in range 0. */
 static ex_error ext_body(void *ctx, size_t begin, size_t end) {
     (void)end;
-    ext_stop *e = ctx;
-    atomic_fetch_add(&e->ranges, 1);
-    if (begin == 0) {
-        atomic_store(&e->reached, 1);
-        double stop_at = algo_now() + 20;
-        while (!atomic_load(&e->requested) && algo_now() < stop_at) sched_yield();
-        if (!atomic_load(&e->requested)) atomic_store(&e->timed_out, 1);
-    }
+    uint64_t acc = 0, x = begin == 0 ? ALGO_STOP_MARK : 0;
+    algo_stop_combine(ctx, &acc, &x);
     return ex_ok();
-}
-
-static void *ext_stopper(void *p) {
-    ext_stop *e = p;
-    double end = algo_now() + 20;
-    while (!atomic_load(&e->reached) && algo_now() < end) sched_yield();
-    ex_stop_source_request_stop(e->src);
-    atomic_store(&e->requested, 1);
-    return NULL;
 }
 
 static void for_each_stop_from_another_thread_on_a_pool_on(algo_sched *a, void *ctx) {
@@ -270,14 +250,13 @@ static void for_each_stop_from_another_thread_on_a_pool_on(algo_sched *a, void *
     arec r;
     arec_init(&r, a->pool);
     arec_with_stop(&r);
-    ext_stop e;
-    memset(&e, 0, sizeof e);
-    e.src = &r.stop;
+    algo_stop_ctx e;
+    algo_stop_ctx_init(&e, &r.stop, true);
     /* The other workers may run many short ranges while range 0 blocks,
      * but not a million of them before the stop request. */
     ex_sender *s = ex_for_each_index(a->sch, 1000000, 1, ext_body, &e);
     pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, ext_stopper, &e), 0);
+    cr_assert_eq(pthread_create(&th, NULL, algo_stopper_main, &e), 0);
     as_run(a, s, &r);
     pthread_join(th, NULL);
     cr_assert_eq(atomic_load(&e.timed_out), 0);
@@ -442,29 +421,14 @@ Test(algo_loops, for_each_on_a_shut_down_pool_completes_with_eshutdown_or_stoppe
         atomic_long calls = 0;
         ex_sender *s = ex_for_each_index(ex_pool_scheduler(p), 100000, 0, nop_body, &calls);
         cr_assert_eq(ex_pool_shutdown(p).code, 0);
-        arec r;
-        arec_init(&r, p);
-        ex_operation *op;
-        cr_assert_eq(ex_connect_alloc(s, arec_receiver(&r), &op).code, 0);
-        ex_start(op);
-        cr_assert(algo_wait(&r, NULL, 20.0), "pool(%u): hangs after shutdown", threads);
-        cr_assert_eq(atomic_load(&r.values), 0);
-        if (atomic_load(&r.errors)) cr_assert_eq(r.err.code, EX_ESHUTDOWN);
+        expect_run_after_shutdown(p, s, "for_each after shutdown");
         cr_assert_eq(atomic_load(&calls), 0);
-        ex_operation_free(op);
 
         /* shut down while ranges run */
         ex_pool *q = algo_pool_new(threads);
         ex_sender *s2 = ex_for_each_index(ex_pool_scheduler(q), 1000000, 1, nop_body, &calls);
-        arec_init(&r, q);
-        cr_assert_eq(ex_connect_alloc(s2, arec_receiver(&r), &op).code, 0);
-        ex_start(op);
-        cr_assert_eq(ex_pool_shutdown(q).code, 0);
-        cr_assert(algo_wait(&r, NULL, 20.0), "pool(%u): hangs when shut down during the loop", threads);
-        sched_yield();
-        cr_assert_eq(atomic_load(&r.total), 1);
-        if (atomic_load(&r.errors)) cr_assert_eq(r.err.code, EX_ESHUTDOWN);
-        ex_operation_free(op);
+        arec r;
+        ex_operation_free(start_then_shut_down(q, s2, &r, "for_each"));
         ex_sender_release(s2);
         algo_pool_free(q);
         ex_sender_release(s);

@@ -1,4 +1,5 @@
 /* local_fixtures.c - see local_fixtures.h. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,34 @@ void expect_stopped_before_start(algo_sched *a, const ex_sender *s, int builder,
     as_run(a, s, &r);
     cr_assert_eq(atomic_load(&r.stops), 1, "%s builder %d n=%zu: values %d errors %d", a->name, builder, n,
                  atomic_load(&r.values), atomic_load(&r.errors));
+}
+
+void expect_shutdown_result(const arec *r, const char *what) {
+    cr_assert_eq(atomic_load(&r->total), 1);
+    if (atomic_load(&r->errors))
+        cr_assert_eq(r->err.code, EX_ESHUTDOWN, "%s: error %d (%s)", what, r->err.code, r->err.msg ? r->err.msg : "");
+    else
+        cr_assert_eq(atomic_load(&r->stops), 1, "%s: a run on a shut-down pool completed with a value", what);
+}
+
+void expect_run_after_shutdown(ex_pool *p, const ex_sender *s, const char *what) {
+    arec r;
+    arec_init(&r, p);
+    ex_operation *op = arec_run_start(s, &r);
+    cr_assert(algo_wait(&r, NULL, 20.0), "%s: hangs after shutdown", what);
+    expect_shutdown_result(&r, what);
+    ex_operation_free(op);
+}
+
+ex_operation *start_then_shut_down(ex_pool *p, const ex_sender *s, arec *r, const char *what) {
+    arec_init(r, p);
+    ex_operation *op = arec_run_start(s, r);
+    cr_assert_eq(ex_pool_shutdown(p).code, 0);
+    cr_assert(algo_wait(r, NULL, 20.0), "%s: hangs when the pool shuts down during the run", what);
+    sched_yield();  /* a second completion would come right after the first */
+    cr_assert_eq(atomic_load(&r->total), 1);
+    if (atomic_load(&r->errors)) cr_assert_eq(r->err.code, EX_ESHUTDOWN);
+    return op;
 }
 
 void with_scheduler(as_kind k, void (*fn)(algo_sched *a)) {

@@ -64,6 +64,18 @@ void as_fini_each(algo_sched *a, size_t n);
  * token, completes with set_stopped (builder and n for the message). */
 void expect_stopped_before_start(algo_sched *a, const ex_sender *s, int builder, size_t n);
 
+/* Runs s (not released) on pool p, which was shut down: asserts it
+ * completes (bounded wait) once, with EX_ESHUTDOWN or stopped. */
+void expect_run_after_shutdown(ex_pool *p, const ex_sender *s, const char *what);
+
+/* Starts s (not released) on pool p into r, shuts p down and waits
+ * (bounded): asserts one completion, EX_ESHUTDOWN if it is an error.  The
+ * caller checks a value and frees the returned operation. */
+ex_operation *start_then_shut_down(ex_pool *p, const ex_sender *s, arec *r, const char *what);
+
+/* Asserts r completed once, with EX_ESHUTDOWN or stopped. */
+void expect_shutdown_result(const arec *r, const char *what);
+
 /* Runs fn(a) on a fresh scheduler of kind k, then checks nothing leaked. */
 void with_scheduler(as_kind k, void (*fn)(algo_sched *a));
 

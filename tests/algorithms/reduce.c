@@ -476,30 +476,16 @@ Test(algo_reduce, pool_shut_down_completes_with_eshutdown_or_stopped) {
         ex_pool *p = algo_pool_new(threads);
         ex_sender *s = ex_reduce_i64(ex_pool_scheduler(p), in, n, 0);
         cr_assert_eq(ex_pool_shutdown(p).code, 0);
-        arec r;
-        arec_init(&r, p);
-        ex_operation *op;
-        cr_assert_eq(ex_connect_alloc(s, arec_receiver(&r), &op).code, 0);
-        ex_start(op);
-        cr_assert(algo_wait(&r, NULL, 20.0), "hangs on a shut-down pool");
-        cr_assert_eq(atomic_load(&r.values), 0, "a value from a shut-down pool");
-        if (atomic_load(&r.errors)) cr_assert_eq(r.err.code, EX_ESHUTDOWN);
-        ex_operation_free(op);
+        expect_run_after_shutdown(p, s, "reduce");
         ex_sender_release(s);
         algo_pool_free(p);
 
         /* shut down while it runs */
         p = algo_pool_new(threads);
         s = ex_reduce_i64(ex_pool_scheduler(p), in, n, 0);
-        arec_init(&r, p);
-        cr_assert_eq(ex_connect_alloc(s, arec_receiver(&r), &op).code, 0);
-        ex_start(op);
-        cr_assert_eq(ex_pool_shutdown(p).code, 0);
-        cr_assert(algo_wait(&r, NULL, 20.0), "hangs when the pool shuts down during the run");
-        sched_yield();
-        cr_assert_eq(atomic_load(&r.total), 1);
+        arec r;
+        ex_operation *op = start_then_shut_down(p, s, &r, "reduce");
         if (atomic_load(&r.values)) cr_assert_eq(r.v[0].as.i, want);
-        else if (atomic_load(&r.errors)) cr_assert_eq(r.err.code, EX_ESHUTDOWN);
         ex_operation_free(op);
         ex_sender_release(s);
         algo_pool_free(p);

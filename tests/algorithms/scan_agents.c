@@ -163,26 +163,6 @@ typedef struct own_res {
     size_t last_shape;
 } own_res;
 
-typedef struct own_op {
-    ex_operation base;
-    ex_receiver r;
-} own_op;
-
-static void own_start(ex_operation *op) {
-    own_op *o = (own_op *)op;
-    if (ex_stop_token_stop_requested(ex_get_stop_token(ex_receiver_env(o->r)))) ex_set_stopped(o->r);
-    else ex_set_value(o->r, NULL, 0);
-}
-static const ex_operation_vtable own_op_vt = { own_start, NULL };
-
-static ex_error own_connect(void *self, ex_receiver r, void *storage) {
-    (void)self;
-    own_op *o = storage;
-    o->base.vt = &own_op_vt;
-    o->r = r;
-    return ex_ok();
-}
-
 typedef struct own_index { ex_bulk_job *job; size_t i; } own_index;
 
 static void *own_index_main(void *p) {
@@ -214,25 +194,24 @@ static void own_bulk(void *self, ex_bulk_job *job) {
     ex_bulk_job_done(job);
 }
 
-static const ex_scheduler_vtable own_vt = {
-    .name = "own_bulk",
-    .schedule_op_size = sizeof(own_op),
-    .schedule_op_align = alignof(own_op),
-    .schedule_flags = EX_SIGS_STOPPED,
-    .connect_schedule = own_connect,
-    .progress = EX_PROGRESS_PARALLEL,
-    .equal = NULL,
-    .post = NULL,
-    .dispatch = NULL,
-    .bulk = own_bulk,
-};
+/* The inline scheduler's schedule, with this bulk hook and parallel
+ * forward progress. */
+static ex_scheduler own_scheduler(own_res *res) {
+    static ex_scheduler_vtable vt;
+    vt = *ex_inline_scheduler().vt;
+    vt.name = "own_bulk";
+    vt.progress = EX_PROGRESS_PARALLEL;
+    vt.bulk = own_bulk;
+    ex_scheduler sch = { &vt, res };
+    return sch;
+}
 
 Test(algo_scan, a_resources_own_bulk_hook_runs_the_participants) {
     for (int threads = 0; threads < 2; threads++) {
         own_res res;
         memset(&res, 0, sizeof res);
         res.threads = threads;
-        ex_scheduler sch = { &own_vt, &res };
+        ex_scheduler sch = own_scheduler(&res);
         size_t n = 9 * T + 5;
         int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
         fill_i64(in, n, 15);

@@ -189,15 +189,6 @@ Test(algo_scan, sender_is_multi_shot_and_concurrent_runs_write_the_same_output) 
     expect_no_leaks();
 }
 
-/* Completes with EX_ESHUTDOWN or stopped once the pool shut down. */
-static void expect_shutdown_result(const arec *r, const char *what) {
-    cr_assert_eq(atomic_load(&r->total), 1);
-    if (atomic_load(&r->errors))
-        cr_assert_eq(r->err.code, EX_ESHUTDOWN, "%s: error %d (%s)", what, r->err.code, r->err.msg ? r->err.msg : "");
-    else
-        cr_assert_eq(atomic_load(&r->stops), 1, "%s: a scan on a shut-down pool completed with a value", what);
-}
-
 Test(algo_scan, pool_shut_down_before_start_completes_with_eshutdown_or_stopped) {
     for (unsigned threads = 1; threads <= 4; threads *= 2) {
         ex_pool *p = algo_pool_new(threads);
@@ -213,14 +204,7 @@ Test(algo_scan, pool_shut_down_before_start_completes_with_eshutdown_or_stopped)
                             ex_inclusive_scan(sch, &m, in, out, n) };
         cr_assert_eq(ex_pool_shutdown(p).code, 0);
         for (int b = 0; b < 4; b++) {
-            arec r;
-            arec_init(&r, p);
-            ex_operation *op = NULL;
-            cr_assert_eq(ex_connect_alloc(s[b], arec_receiver(&r), &op).code, 0);
-            ex_start(op);
-            cr_assert(algo_wait(&r, NULL, 20.0), "pool(%u) builder %d: hangs after shutdown", threads, b);
-            expect_shutdown_result(&r, "after shutdown");
-            ex_operation_free(op);
+            expect_run_after_shutdown(p, s[b], "after shutdown");
             ex_sender_release(s[b]);
         }
         cr_assert_eq(atomic_load(&c.calls), 0);
@@ -243,8 +227,7 @@ Test(algo_scan, pool_shut_down_during_a_scan_never_hangs) {
         ex_sender *s = ex_inclusive_scan_i64(ex_pool_scheduler(p), in, out, n);
         for (int k = 0; k < OPS; k++) {
             arec_init(&r[k], p);
-            cr_assert_eq(ex_connect_alloc(s, arec_receiver(&r[k]), &op[k]).code, 0);
-            ex_start(op[k]);
+            op[k] = arec_run_start(s, &r[k]);
         }
         if (rep >= 2) {
             struct timespec d = { 0, (long)rep * 200000 };
