@@ -294,10 +294,7 @@ static ex_error nest_body(void *ctx, size_t begin, size_t end) {
 
 static void for_each_body_can_wait_for_a_reduction_on_the_same_pool_on(algo_sched *a, void *ctx) {
     (void)ctx;
-    nest_ctx c;
-    memset(&c, 0, sizeof c);
-    c.pool = a->pool;
-    c.len = 3 * ALGO_TILE + 1;
+    nest_ctx c = { .pool = a->pool, .len = 3 * ALGO_TILE + 1 };
     int64_t *data = xmalloc(c.len * 8);
     fill_i64(data, c.len, 5);
     c.data = data;
@@ -460,9 +457,7 @@ static ex_error span_fn(void *ctx, size_t begin, size_t end) {
 Test(algo_loops, for_each_index_near_size_max_gives_ranges_inside_n) {
     static const size_t grains[] = { 0, ((size_t)1 << 63) + 1, SIZE_MAX / 3 };
     for (size_t j = 0; j < sizeof grains / sizeof grains[0]; j++) {
-        span_ctx c;
-        memset(&c, 0, sizeof c);
-        c.n = SIZE_MAX;
+        span_ctx c = { .n = SIZE_MAX };
         ex_sender *s = ex_for_each_index(ex_inline_scheduler(), SIZE_MAX, grains[j], span_fn, &c);
         cr_assert_eq(ex_sender_status(s).code, 0);
         ex_result r = ex_sync_wait(s);
@@ -500,9 +495,7 @@ static ex_error par_body(void *ctx, size_t begin, size_t end) {
 
 static void for_each_runs_on_several_workers_of_a_pool_on(algo_sched *a, void *ctx) {
     (void)ctx;
-    par_ctx c;
-    memset(&c, 0, sizeof c);
-    c.pool = a->pool;
+    par_ctx c = { .pool = a->pool };
     ex_sender *s = ex_for_each_index(a->sch, 256, 1, par_body, &c);
     arec r;
     as_run_plain(a, s, &r);

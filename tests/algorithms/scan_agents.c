@@ -108,10 +108,7 @@ Test(algo_scan, one_tile_runs_on_one_agent_of_a_pool) {
         uint64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8);
         for (size_t i = 0; i < n; i++) in[i] = i;
         for (int excl = 0; excl < 2; excl++) {
-            agent_ctx c;
-            memset(&c, 0, sizeof c);
-            c.base = in;
-            c.wait_index = SIZE_MAX;
+            agent_ctx c = { .base = in, .wait_index = SIZE_MAX };
             uint64_t zero = 0;
             ex_monoid m = { 8, &zero, agent_combine, &c };
             run_gscan(&a, &m, excl, in, out, n, &zero);
@@ -130,9 +127,7 @@ static void tiles_are_reduced_by_several_workers_at_once_on(algo_sched *a, void 
     size_t n = 8 * T + 1;
     uint64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8);
     for (size_t i = 0; i < n; i++) in[i] = i * 3;
-    agent_ctx c;
-    memset(&c, 0, sizeof c);
-    c.base = in;
+    agent_ctx c = { .base = in };
     c.wait_index = 0;  /* tile 0's first element waits for another worker */
     uint64_t zero = 0;
     ex_monoid m = { 8, &zero, agent_combine, &c };
@@ -208,9 +203,7 @@ static ex_scheduler own_scheduler(own_res *res) {
 
 Test(algo_scan, a_resources_own_bulk_hook_runs_the_participants) {
     for (int threads = 0; threads < 2; threads++) {
-        own_res res;
-        memset(&res, 0, sizeof res);
-        res.threads = threads;
+        own_res res = { .threads = threads };
         ex_scheduler sch = own_scheduler(&res);
         size_t n = 9 * T + 5;
         int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);

@@ -321,10 +321,7 @@ Test(algo_loops, transform_in_place_with_a_narrower_output_on_a_pool_is_rejected
         int64_t v = (int64_t)i * 1000 + 7;
         memcpy(buf + i * 8, &v, 8);
     }
-    narrow_ctx c;
-    memset(&c, 0, sizeof c);
-    c.base = buf;
-    c.g = g;
+    narrow_ctx c = { .base = buf, .g = g };
     ex_sender *s = ex_transform(ex_pool_scheduler(p), buf, 8, buf, 4, n, narrow_fn, &c);
     if (accepted_and_ran(s)) {
         size_t bad = SIZE_MAX;

@@ -94,9 +94,7 @@ static ex_task_result e_mixed(ex_task *t, void *arg) {
     TCHECK(r.v[0].as.i == 11 && r.v[1].as.i == 7 && r.v[2].as.i == 21);
     int64_t a = r.v[0].as.i, b = r.v[1].as.i, c = r.v[2].as.i;
     /* The just first, with two values; then an EX_TASK_INLINE child among affine ones. */
-    ex_task_options inl;
-    memset(&inl, 0, sizeof inl);
-    inl.affinity = EX_TASK_INLINE;
+    ex_task_options inl = { .affinity = EX_TASK_INLINE };
     r = ex_await(t, ex_when_all(ex_just(ex_int(5), ex_int(6)), ex_task_create(child_value, (void *)3, NULL)));
     TCHECK(r.status == EX_AWAIT_VALUE && r.n == 3 && r.v[0].as.i == 5 && r.v[1].as.i == 6 && r.v[2].as.i == 31);
     r = ex_await(t, ex_when_all(ex_task_create(child_value, (void *)4, NULL), ex_task_create(child_value, (void *)5, &inl)));
@@ -135,9 +133,7 @@ static ex_task_result e_inline_parent(ex_task *t, void *arg) {
 }
 
 Test(exec_task_fork, an_inline_parent_awaiting_a_when_all_of_tasks_gets_the_values_in_order) {
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.affinity = EX_TASK_INLINE;
+    ex_task_options o = { .affinity = EX_TASK_INLINE };
     ex_result r = ex_sync_wait(ex_task_create(e_inline_parent, NULL, &o));
     expect_disp(&r, EX_DISP_VALUE);
     cr_assert_eq(r.n, 2);
@@ -252,9 +248,7 @@ Test(exec_task_fork, tuples_from_children_are_readable_after_the_await_and_when_
             cnt_alloc frames;
             cnt_alloc_init(&frames);
             frames.scribble = true;  /* a tuple read after its copy was freed shows */
-            ex_task_options o;
-            memset(&o, 0, sizeof o);
-            o.allocator = &frames.base;
+            ex_task_options o = { .allocator = &frames.base };
             ex_result r = run_on_pool(ex_task_create(g_parent, NULL, &o));
             expect_disp(&r, EX_DISP_VALUE);
             cr_assert_eq(r.n, 3);
@@ -297,9 +291,7 @@ static ex_task_result h_parent(ex_task *t, void *arg) {
                                                 ex_task_create(h_three, (void *)2, NULL)));
     TCHECK(r.status == EX_AWAIT_ERROR && r.error.code == EX_EINVAL);
     /* declared signatures: found when the when_all is built */
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.value_sig = &sig_3int;
+    ex_task_options o = { .value_sig = &sig_3int };
     r = ex_await(t, ex_when_all(ex_task_create(h_three, (void *)3, &o), ex_task_create(h_three, (void *)4, &o),
                                 ex_task_create(h_three, (void *)5, &o)));
     TCHECK(r.status == EX_AWAIT_ERROR && r.error.code == EX_EINVAL);
@@ -349,9 +341,7 @@ static ex_task_result i_parent(ex_task *t, void *arg) {
 
 static void expect_n_values(int n, size_t stack_size) {
     reset_state();
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_size = stack_size;
+    ex_task_options o = { .stack_size = stack_size };
     ex_result r = run_on_pool(ex_task_create(i_parent, (void *)(intptr_t)n, &o));
     expect_disp(&r, EX_DISP_VALUE);
     cr_assert_eq(r.n, (size_t)n, "stack %zu: %zu values of %d", stack_size, r.n, n);

@@ -58,10 +58,7 @@ static ex_task_result parent_of_two(ex_task *t, void *arg) {
  * the pool, or where sync_wait runs it for an EX_TASK_INLINE parent. */
 static ex_result run_task_with(ex_task_fn parent, ex_task_fn child, cnt_alloc *stacks, size_t parent_stack,
                                bool inline_parent) {
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_allocator = &stacks->base;
-    o.stack_size = parent_stack;
+    ex_task_options o = { .stack_allocator = &stacks->base, .stack_size = parent_stack };
     if (inline_parent) o.affinity = EX_TASK_INLINE;
     ex_sender *task = ex_task_create(parent, (void *)(uintptr_t)child, &o);
     return ex_sync_wait(inline_parent ? task : ex_starts_on(ex_pool_scheduler(S.pool), task));

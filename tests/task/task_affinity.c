@@ -94,12 +94,12 @@ Test(exec_task, sync_wait_task_resumes_on_the_calling_thread) {
     ex_pool *pool = make_pool(2);
     ex_single_thread_context stc;
     cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
-    aff_arg a;
-    memset(&a, 0, sizeof a);
-    a.pool = pool;
-    a.other = ex_single_thread_context_scheduler(&stc);
-    a.main_tid = test_thread_id();
-    a.rounds = 200;
+    aff_arg a = {
+        .pool = pool,
+        .other = ex_single_thread_context_scheduler(&stc),
+        .main_tid = test_thread_id(),
+        .rounds = 200,
+    };
     ex_result r = run(ex_task_create(body_home_thread, &a, NULL));
     expect_value_int(&r, 200);
     EXPECT_PROBE();
@@ -132,13 +132,13 @@ Test(exec_task, task_started_on_a_pool_resumes_on_its_workers) {
     ex_pool *pool = make_pool(2), *other = make_pool(2);
     ex_single_thread_context stc;
     cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
-    aff_arg a;
-    memset(&a, 0, sizeof a);
-    a.pool = pool;
-    a.other_pool = other;
-    a.other = ex_single_thread_context_scheduler(&stc);
-    a.main_tid = test_thread_id();
-    a.rounds = 200;
+    aff_arg a = {
+        .pool = pool,
+        .other_pool = other,
+        .other = ex_single_thread_context_scheduler(&stc),
+        .main_tid = test_thread_id(),
+        .rounds = 200,
+    };
     /* starts_on */
     ex_result r = run(ex_starts_on(ex_pool_scheduler(pool), ex_task_create(body_pool_affine, &a, NULL)));
     expect_value_int(&r, 200);
@@ -225,12 +225,8 @@ static void *opener_main(void *p) {
 Test(exec_task, inline_affinity_resumes_where_the_sender_completed) {
     test_gate g;
     test_gate_init(&g);
-    gate_arg a;
-    memset(&a, 0, sizeof a);
-    a.g = &g;
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.affinity = EX_TASK_INLINE;
+    gate_arg a = { .g = &g };
+    ex_task_options o = { .affinity = EX_TASK_INLINE };
     ex_sender *s = ex_task_create(body_gate_inline, &a, &o);
     rec rc;
     rec_init(&rc);
@@ -284,11 +280,7 @@ static void affinity_through_schedule(bool big) {
     cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
     wrap_sched w;
     ex_scheduler sch = wrap_scheduler(&w, ex_single_thread_context_scheduler(&stc), big);
-    wrap_arg a;
-    memset(&a, 0, sizeof a);
-    a.pool = pool;
-    a.home = ex_single_thread_context_thread_id(&stc);
-    a.rounds = 100;
+    wrap_arg a = { .pool = pool, .home = ex_single_thread_context_thread_id(&stc), .rounds = 100 };
     ex_result r = run(ex_write_env(ex_task_create(body_wrap, &a, NULL), &ex_key_get_scheduler, ex_sched_value(sch)));
     expect_value_int(&r, 100);
     cr_assert_eq(atomic_load(&a.start_on_home), 1, "the body did not start on its scheduler's thread");
@@ -335,13 +327,8 @@ Test(exec_task, affinity_is_never_silently_lost_when_a_hop_cannot_be_allocated) 
     ex_fault_allocator f;
     ex_fault_allocator_init(&f, ex_libc_allocator());
     ex_fault_allocator_fail_randomly(&f, 1, 1000000);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.allocator = ex_fault_allocator_get(&f);
-    oomhop_arg a;
-    memset(&a, 0, sizeof a);
-    a.pool = pool;
-    a.home = ex_single_thread_context_thread_id(&stc);
+    ex_task_options o = { .allocator = ex_fault_allocator_get(&f) };
+    oomhop_arg a = { .pool = pool, .home = ex_single_thread_context_thread_id(&stc) };
     ex_result r = run(ex_write_env(ex_task_create(body_oomhop, &a, &o), &ex_key_get_scheduler, ex_sched_value(sch)));
     cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
     ex_pool_destroy(pool);
@@ -483,9 +470,7 @@ Test(exec_task, change_coroutine_scheduler_of_an_inline_task) {
     test_gate g;
     test_gate_init(&g);
     chg_inline_arg a = { ex_single_thread_context_scheduler(&stc), ex_single_thread_context_thread_id(&stc), &g, NULL };
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.affinity = EX_TASK_INLINE;
+    ex_task_options o = { .affinity = EX_TASK_INLINE };
     trec tr;
     trec_init(&tr);  /* empty environment */
     ex_operation *op = start_with(ex_task_create(body_change_inline, &a, &o), &tr);
@@ -540,11 +525,7 @@ Test(exec_task, yield_on_a_pool_runs_the_queued_work_first) {
     ex_pool *pool = make_pool(1);
     ex_counting_scope scope;
     cr_assert_eq(ex_counting_scope_init(&scope).code, 0);
-    yield_arg a;
-    memset(&a, 0, sizeof a);
-    a.pool = pool;
-    a.scope = &scope;
-    a.rounds = 200;
+    yield_arg a = { .pool = pool, .scope = &scope, .rounds = 200 };
     ex_result r = run(ex_starts_on(ex_pool_scheduler(pool), ex_task_create(body_yield_rounds, &a, NULL)));
     expect_disp(&r, EX_DISP_VALUE);
     EXPECT_PROBE();
@@ -570,9 +551,7 @@ static ex_task_result body_yield_plain(ex_task *t, void *arg) {
 }
 
 Test(exec_task, yield_without_a_hook_and_when_stopped) {
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.affinity = EX_TASK_INLINE;
+    ex_task_options o = { .affinity = EX_TASK_INLINE };
     ex_result r = run(ex_task_create(body_yield_plain, NULL, &o));  /* the inline scheduler */
     expect_disp(&r, EX_DISP_STOPPED);
     EXPECT_PROBE();

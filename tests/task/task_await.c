@@ -248,9 +248,7 @@ Test(exec_task, returned_values_borrowed_from_the_last_await_survive_completion)
     cnt_alloc frames;
     cnt_alloc_init(&frames);
     frames.scribble = true;  /* freed memory is overwritten: a dangling tuple shows */
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.allocator = &frames.base;
+    ex_task_options o = { .allocator = &frames.base };
     ex_result r = run(ex_task_create(body_return_borrowed_tuple, NULL, &o));
     expect_disp(&r, EX_DISP_VALUE);
     cr_assert_eq(r.n, 1);
@@ -332,9 +330,7 @@ Test(exec_task, await_up_to_the_inline_size_allocates_nothing) {
     ex_fault_allocator f;
     ex_fault_allocator_init(&f, ex_libc_allocator());
     ex_fault_allocator_fail_randomly(&f, 1, 1000000);  /* every allocation fails */
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.allocator = ex_fault_allocator_get(&f);
+    ex_task_options o = { .allocator = ex_fault_allocator_get(&f) };
     ex_result r = run(ex_task_create(body_await_no_alloc, NULL, &o));
     expect_value_int(&r, 12);
     EXPECT_PROBE();
@@ -359,9 +355,7 @@ static ex_task_result body_await_big(ex_task *t, void *arg) {
 Test(exec_task, big_await_operations_reuse_one_buffer) {
     cnt_alloc frames;
     cnt_alloc_init(&frames);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.allocator = &frames.base;
+    ex_task_options o = { .allocator = &frames.base };
     ex_result r = run(ex_task_create(body_await_big, NULL, &o));
     expect_value_int(&r, 99 * 100 / 2);
     EXPECT_PROBE();
@@ -443,9 +437,7 @@ Test(exec_task, awaited_tuple_copy_failure_is_enomem) {
     ex_fault_allocator f;
     ex_fault_allocator_init(&f, ex_libc_allocator());
     ex_fault_allocator_fail_randomly(&f, 1, 1000000);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.allocator = ex_fault_allocator_get(&f);
+    ex_task_options o = { .allocator = ex_fault_allocator_get(&f) };
     ex_result r = run(ex_task_create(body_tuple_enomem, NULL, &o));
     expect_value_int(&r, 1);
     EXPECT_PROBE();

@@ -61,10 +61,7 @@ static ex_task_result body_env(ex_task *t, void *arg) {
 
 Test(exec_task, env_answers_scheduler_allocator_stop_token) {
     ex_pool *pool = make_pool(2);
-    env_arg a;
-    memset(&a, 0, sizeof a);
-    a.pool = pool;
-    a.decoy = ex_inline_scheduler();
+    env_arg a = { .pool = pool, .decoy = ex_inline_scheduler() };
     /* defaults: the receiver environment's allocator (here the process default) */
     a.want_alloc = ex_default_allocator();
     ex_result r = run(ex_task_create(body_env, &a, NULL));
@@ -88,9 +85,7 @@ Test(exec_task, env_answers_scheduler_allocator_stop_token) {
     /* the allocator option wins over the environment's */
     cnt_alloc opt_alloc;
     cnt_alloc_init(&opt_alloc);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.allocator = &opt_alloc.base;
+    ex_task_options o = { .allocator = &opt_alloc.base };
     a.want_alloc = &opt_alloc.base;
     r = run(ex_write_env(ex_task_create(body_env, &a, &o), &ex_key_get_allocator, ex_alloc_value(&env_alloc.base)));
     expect_disp(&r, EX_DISP_VALUE);
@@ -108,14 +103,8 @@ Test(exec_task, env_forwards_the_user_environment) {
     ex_pool *decoy_pool = make_pool(1);
     p1.value2 = ex_sched_value(ex_pool_scheduler(decoy_pool));
     ex_env_pair_init(&p2, &key_nofwd, ex_int(43), ex_env_of_pair(&p1));
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.env = ex_env_of_pair(&p2);
-    env_arg a;
-    memset(&a, 0, sizeof a);
-    a.decoy = ex_pool_scheduler(decoy_pool);
-    a.want_alloc = ex_default_allocator();
-    a.expect_fwd = 42;
+    ex_task_options o = { .env = ex_env_of_pair(&p2) };
+    env_arg a = { .decoy = ex_pool_scheduler(decoy_pool), .want_alloc = ex_default_allocator(), .expect_fwd = 42 };
     a.expect_nofwd = false;  /* only forwarding queries */
     ex_result r = run(ex_task_create(body_env, &a, &o));
     expect_disp(&r, EX_DISP_VALUE);
@@ -125,12 +114,12 @@ Test(exec_task, env_forwards_the_user_environment) {
 }
 
 Test(exec_task, env_forwards_the_receiver_environment_without_a_user_one) {
-    env_arg a;
-    memset(&a, 0, sizeof a);
-    a.decoy = ex_inline_scheduler();
-    a.want_alloc = ex_default_allocator();
-    a.expect_fwd = 5;
-    a.expect_nofwd = false;
+    env_arg a = {
+        .decoy = ex_inline_scheduler(),
+        .want_alloc = ex_default_allocator(),
+        .expect_fwd = 5,
+        .expect_nofwd = false,
+    };
     ex_sender *s = ex_task_create(body_env, &a, NULL);
     s = ex_write_env(s, &key_fwd, ex_int(5));
     s = ex_write_env(s, &key_nofwd, ex_int(6));
@@ -147,9 +136,7 @@ Test(exec_task, task_scheduler_of_an_inline_task_is_the_inline_scheduler) {
     memset(&a, 0, sizeof a);
     a.decoy = ex_run_loop_scheduler(&decoy);  /* never run: only compared */
     a.want_alloc = ex_default_allocator();
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.affinity = EX_TASK_INLINE;
+    ex_task_options o = { .affinity = EX_TASK_INLINE };
     ex_result r = run(ex_task_create(body_env, &a, &o));
     expect_disp(&r, EX_DISP_VALUE);
     EXPECT_PROBE();

@@ -160,9 +160,7 @@ Test(exec_task, thousand_tasks_on_a_pool_via_when_all) {
     many_ctx *c = many_setup(&args);
     ex_sender **kids = calloc(MANY, sizeof *kids);
     cr_assert_not_null(kids);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.value_sig = &sig_void;
+    ex_task_options o = { .value_sig = &sig_void };
     for (int i = 0; i < MANY; i++) kids[i] = ex_task_create(body_many, &args[i], &o);
     ex_result r = run(ex_starts_on(ex_pool_scheduler(c->pool), ex_when_all_n(kids, MANY)));
     free(kids);
@@ -261,15 +259,10 @@ Test(exec_task, launch_runs_tasks_detached_into_a_scope) {
     ex_pool *pool = make_pool(2);
     reg_alloc stacks;
     reg_alloc_init(&stacks);
-    launch_ctx c;
-    memset(&c, 0, sizeof c);
-    c.pool = pool;
-    c.stacks = &stacks;
+    launch_ctx c = { .pool = pool, .stacks = &stacks };
     ex_counting_scope scope;
     cr_assert_eq(ex_counting_scope_init(&scope).code, 0);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_allocator = &stacks.base;
+    ex_task_options o = { .stack_allocator = &stacks.base };
     enum { N = 30 };
     launch_arg args[N];
     ex_task_handlers h[N];
@@ -301,9 +294,7 @@ Test(exec_task, launch_runs_tasks_detached_into_a_scope) {
 
 Test(exec_task, launch_with_the_scope_stop_token) {
     ex_pool *pool = make_pool(2);
-    launch_ctx c;
-    memset(&c, 0, sizeof c);
-    c.pool = pool;
+    launch_ctx c = { .pool = pool };
     ex_counting_scope scope;
     cr_assert_eq(ex_counting_scope_init(&scope).code, 0);
     enum { N = 8 };
@@ -354,9 +345,7 @@ Test(exec_task, launch_errors_release_the_task) {
 
 Test(exec_task, launch_without_an_error_handler_reports_on_stderr) {
     ex_pool *pool = make_pool(1);
-    launch_ctx c;
-    memset(&c, 0, sizeof c);
-    c.pool = pool;
+    launch_ctx c = { .pool = pool };
     ex_counting_scope scope;
     cr_assert_eq(ex_counting_scope_init(&scope).code, 0);
     FILE *cap = tmpfile();
@@ -394,9 +383,7 @@ Test(exec_task, launch_without_an_error_handler_reports_on_stderr) {
 
 Test(exec_task, launch_out_of_memory_sweep) {
     ex_pool *pool = make_pool(2);
-    launch_ctx c;
-    memset(&c, 0, sizeof c);
-    c.pool = pool;
+    launch_ctx c = { .pool = pool };
     int ok = 0, enomem = 0;
     long k, base = test_stats.in_use;  /* the pool's */
     for (k = 1; k < 1000; k++) {

@@ -79,9 +79,7 @@ static void completion_frees_the_task(ex_task_fn fn, ex_task_affinity aff, int64
     ex_env_pair_init(&f.env, &ex_key_get_allocator, ex_alloc_value(&frames.base), ex_env_empty());
     f.env.key2 = &ex_key_get_scheduler;
     f.env.value2 = ex_sched_value(ex_inline_scheduler());
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.affinity = aff;
+    ex_task_options o = { .affinity = aff };
     ex_sender *s = ex_task_create(fn, NULL, &o);
     ex_receiver r = { &freeing_vt, &f };
     cr_assert_eq(ex_connect_alloc(s, r, &f.op).code, 0);
@@ -174,9 +172,7 @@ Test(exec_task, a_running_task_holds_its_scheduler) {
     ex_scheduler ss = ex_strand_scheduler(strand);
     test_gate g;
     test_gate_init(&g);
-    hold_arg a;
-    memset(&a, 0, sizeof a);
-    a.g = &g;
+    hold_arg a = { .g = &g };
     trec tr;
     trec_setup(&tr, ss, false);
     ex_operation *op = start_with(ex_task_create(body_hold, &a, NULL), &tr);
@@ -205,11 +201,7 @@ Test(exec_task, change_coroutine_scheduler_keeps_the_hold_it_left) {
     cr_assert_eq(ex_strand_create(ex_single_thread_context_scheduler(&stc2), NULL, &to).code, 0);
     test_gate g;
     test_gate_init(&g);
-    hold_arg a;
-    memset(&a, 0, sizeof a);
-    a.g = &g;
-    a.to = ex_strand_scheduler(to);
-    a.to_thread = ex_single_thread_context_thread_id(&stc2);
+    hold_arg a = { .g = &g, .to = ex_strand_scheduler(to), .to_thread = ex_single_thread_context_thread_id(&stc2) };
     trec tr;
     trec_setup(&tr, ex_strand_scheduler(from), false);
     ex_operation *op = start_with(ex_task_create(body_hold, &a, NULL), &tr);

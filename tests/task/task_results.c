@@ -179,9 +179,7 @@ Test(exec_task, task_stopped_completes_set_stopped) {
 }
 
 Test(exec_task, value_sig_gives_the_completion_signatures) {
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.value_sig = &sig_int;
+    ex_task_options o = { .value_sig = &sig_int };
     ex_sender *s = ex_task_create(body_i64, NULL, &o);
     cr_assert_eq(ex_sender_status(s).code, 0);
     const ex_sigs *sg = ex_sender_sigs(s);
@@ -216,9 +214,7 @@ Test(exec_task, create_rejects_bad_arguments) {
     ex_result r = run(s);
     expect_error(&r, EX_EINVAL);
 
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.affinity = (ex_task_affinity)7;
+    ex_task_options o = { .affinity = (ex_task_affinity)7 };
     s = ex_task_create(body_void, NULL, &o);
     cr_assert_not_null(s);
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL, "a bad affinity is EX_EINVAL");
@@ -248,9 +244,7 @@ Test(exec_task, lazy_nothing_runs_before_start) {
     atomic_int ran = 0;
     cnt_alloc stacks;
     cnt_alloc_init(&stacks);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_allocator = &stacks.base;
+    ex_task_options o = { .stack_allocator = &stacks.base };
     ex_sender *s = ex_task_create(body_mark, &ran, &o);
     cr_assert_eq(atomic_load(&ran), 0, "creating a task must not run it");
     rec rc;
@@ -277,10 +271,7 @@ Test(exec_task, lazy_nothing_runs_before_start) {
 Test(exec_task, created_but_never_connected_leaks_nothing) {
     atomic_int ran = 0;
     ex_sender_release(ex_task_create(body_mark, &ran, NULL));
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.affinity = EX_TASK_INLINE;
-    o.stack_size = 32768;
+    ex_task_options o = { .affinity = EX_TASK_INLINE, .stack_size = 32768 };
     ex_sender_release(ex_task_create(body_mark, &ran, &o));
     cr_assert_eq(atomic_load(&ran), 0);
     expect_no_leaks();
@@ -291,10 +282,7 @@ Test(exec_task, connected_but_never_started_leaks_nothing) {
     cnt_alloc stacks, frames;
     cnt_alloc_init(&stacks);
     cnt_alloc_init(&frames);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_allocator = &stacks.base;
-    o.allocator = &frames.base;
+    ex_task_options o = { .stack_allocator = &stacks.base, .allocator = &frames.base };
 
     /* caller storage */
     ex_sender *s = ex_task_create(body_mark, &ran, &o);
@@ -372,9 +360,7 @@ Test(exec_task, no_scheduler_in_the_receiver_env_is_einval) {
 
 Test(exec_task, inline_affinity_needs_no_scheduler) {
     atomic_int ran = 0;
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.affinity = EX_TASK_INLINE;
+    ex_task_options o = { .affinity = EX_TASK_INLINE };
     ex_sender *s = ex_task_create(body_mark, &ran, &o);
     rec rc;
     rec_init(&rc);  /* empty environment */

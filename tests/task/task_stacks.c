@@ -60,12 +60,8 @@ static ex_task_result body_million(ex_task *t, void *arg) {
 }
 
 static void million_awaits(bool inline_affinity) {
-    loop_arg a;
-    memset(&a, 0, sizeof a);
-    a.n = 1000000;
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.affinity = inline_affinity ? EX_TASK_INLINE : EX_TASK_AFFINE;
+    loop_arg a = { .n = 1000000 };
+    ex_task_options o = { .affinity = inline_affinity ? EX_TASK_INLINE : EX_TASK_AFFINE };
     ex_result r = run(ex_task_create(body_million, &a, &o));
     expect_value_int(&r, a.n);
     cr_assert_eq(a.sum, (int64_t)a.n * (a.n - 1) / 2);
@@ -104,9 +100,7 @@ static ex_task_result body_suspend_loop0(ex_task *t, void *arg) {
 }
 
 Test(exec_task, suspending_awaits_do_not_grow_the_resuming_stack) {
-    loop_arg a;
-    memset(&a, 0, sizeof a);
-    a.n = 100000;
+    loop_arg a = { .n = 100000 };
     ex_result r = run(ex_task_create(body_suspend_loop0, &a, NULL));
     expect_value_int(&r, a.n);
     uintptr_t d = a.cb0 > a.cbN ? a.cb0 - a.cbN : a.cbN - a.cb0;
@@ -146,10 +140,7 @@ static ex_task_result body_deep(ex_task *t, void *arg) {
 Test(exec_task, deep_recursion_within_the_stack_size) {
     cnt_alloc stacks;
     cnt_alloc_init(&stacks);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_size = 512 * 1024;
-    o.stack_allocator = &stacks.base;
+    ex_task_options o = { .stack_size = 512 * 1024, .stack_allocator = &stacks.base };
     deep_arg a = { 200, 0, 0, 0 };  /* >= 200 KiB of frames */
     ex_result r = run(ex_task_create(body_deep, &a, &o));
     expect_value_int(&r, 200);
@@ -179,9 +170,7 @@ static ex_task_result body_overflow(ex_task *t, void *arg) {
 /* Running off the end of the stack hits the guard page. */
 Test(exec_task, stack_overflow_hits_the_guard_page, .signal = SIGSEGV) {
     signal(SIGSEGV, SIG_DFL);  /* die by the signal (sanitizers would report and exit instead) */
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_size = 16384;
+    ex_task_options o = { .stack_size = 16384 };
     ex_result r = run(ex_task_create(body_overflow, NULL, &o));
     (void)r;
 }
@@ -200,10 +189,7 @@ static ex_task_result body_where(ex_task *t, void *arg) {
 Test(exec_task, stack_allocator_option_provides_the_stack) {
     cnt_alloc stacks;
     cnt_alloc_init(&stacks);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_allocator = &stacks.base;
-    o.stack_size = 100000;
+    ex_task_options o = { .stack_allocator = &stacks.base, .stack_size = 100000 };
     where_stack w = { 0 };
     ex_result r = run(ex_task_create(body_where, &w, &o));
     expect_disp(&r, EX_DISP_VALUE);
@@ -266,9 +252,7 @@ Test(exec_task, stack_allocation_failure_completes_with_enomem) {
     ex_fault_allocator f;
     ex_fault_allocator_init(&f, ex_libc_allocator());
     ex_fault_allocator_fail_nth(&f, 1);
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_allocator = ex_fault_allocator_get(&f);
+    ex_task_options o = { .stack_allocator = ex_fault_allocator_get(&f) };
     atomic_int ran = 0;
     ex_result r = run(ex_task_create(body_mark, &ran, &o));
     expect_error(&r, EX_ENOMEM);
@@ -315,9 +299,7 @@ static ex_task_result body_sweep(ex_task *t, void *arg) {
     if (r.status == EX_AWAIT_ERROR) return ex_task_with_error(r.error);
     TCHECK(r.status == EX_AWAIT_VALUE && r.v[0].as.i == 21);
     int64_t a = r.v[0].as.i;
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.value_sig = &sig_int;
+    ex_task_options o = { .value_sig = &sig_int };
     r = ex_await(t, ex_when_all(ex_just(ex_int(100)), ex_task_create(body_sweep_child, NULL, &o),
                                 ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT))));
     if (r.status == EX_AWAIT_ERROR) return ex_task_with_error(r.error);

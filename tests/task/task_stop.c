@@ -54,9 +54,7 @@ static ex_task_result body_stopped_await(ex_task *t, void *arg) {
 
 Test(exec_task, awaited_stopped_stops_the_task_whatever_the_body_returns) {
     for (int kind = 0; kind < 4; kind++) {
-        stop_arg a;
-        memset(&a, 0, sizeof a);
-        a.ret_kind = kind;
+        stop_arg a = { .ret_kind = kind };
         ex_result r = run(ex_task_create(body_stopped_await, &a, NULL));
         expect_disp(&r, EX_DISP_STOPPED);
         cr_assert_not(a.before);
@@ -70,9 +68,7 @@ Test(exec_task, awaited_stopped_stops_the_task_whatever_the_body_returns) {
 }
 
 Test(exec_task, awaited_stopped_stops_the_task_through_a_raw_receiver) {
-    stop_arg a;
-    memset(&a, 0, sizeof a);
-    a.ret_kind = 0;
+    stop_arg a = { .ret_kind = 0 };
     ex_single_thread_context stc;
     cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
     trec tr;
@@ -181,11 +177,7 @@ static void stop_token_linkage(bool nested) {
     cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
     ex_run_loop loop;
     cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    tok_arg a;
-    memset(&a, 0, sizeof a);
-    a.loop = &loop;
-    a.home = ex_single_thread_context_thread_id(&stc);
-    a.nested = nested;
+    tok_arg a = { .loop = &loop, .home = ex_single_thread_context_thread_id(&stc), .nested = nested };
     trec tr;
     trec_setup(&tr, ex_single_thread_context_scheduler(&stc), true);
     ex_operation *op = start_with(ex_task_create(nested ? body_tok_outer : body_tok_leaf, &a, NULL), &tr);
