@@ -26,7 +26,7 @@ typedef struct freeing_rec {
     ex_operation *op;
     int values, errors, stops;
     int64_t v;
-    ex_env_pair env;
+    ex_env_pair env, env2;  /* env chains to env2 where two pairs are needed */
 } freeing_rec;
 
 static void fr_value(void *self, const ex_value *v, size_t n) {
@@ -277,46 +277,20 @@ static ex_task_result body_until_stopped(ex_task *t, void *arg) {
     return ex_task_void();
 }
 
-typedef struct freeing_rcvr {
-    ex_env_pair env, alloc_env;
-    ex_operation *op;
-    int values, errors, stops;
-} freeing_rcvr;
-
-static void frv_value(void *self, const ex_value *v, size_t n) {
-    (void)v, (void)n;
-    freeing_rcvr *r = self;
-    r->values++;
-    ex_operation_free(r->op);
-}
-static void frv_error(void *self, ex_error e) {
-    (void)e;
-    freeing_rcvr *r = self;
-    r->errors++;
-    ex_operation_free(r->op);
-}
-static void frv_stopped(void *self) {
-    freeing_rcvr *r = self;
-    r->stops++;
-    ex_operation_free(r->op);  /* allowed inside the completion */
-}
-static ex_env frv_env(void *self) { return ex_env_of_pair(&((freeing_rcvr *)self)->env); }
-static const ex_receiver_vtable freeing_rcvr_vt = { frv_value, frv_error, frv_stopped, frv_env, NULL };
-
 Test(exec_task, completion_inside_the_receivers_stop_request_may_free_the_task) {
     guard_alloc g;
     memset(&g, 0, sizeof g);
     g.base = (ex_allocator){ guard_allocate, guard_deallocate, &g, "test.guard", NULL };
     ex_stop_source src;
     ex_stop_source_init(&src);
-    freeing_rcvr r;
+    freeing_rec r;
     memset(&r, 0, sizeof r);
-    ex_env_pair_init(&r.alloc_env, &ex_key_get_allocator, ex_alloc_value(&g.base), ex_env_empty());
-    ex_env_pair_init(&r.env, &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler()), ex_env_of_pair(&r.alloc_env));
+    ex_env_pair_init(&r.env2, &ex_key_get_allocator, ex_alloc_value(&g.base), ex_env_empty());
+    ex_env_pair_init(&r.env, &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler()), ex_env_of_pair(&r.env2));
     r.env.key2 = &ex_key_get_stop_token;
     r.env.value2 = ex_token_value(ex_stop_source_token(&src));
     ex_sender *task = ex_task_create(body_until_stopped, NULL, NULL);
-    ex_error e = ex_connect_alloc(task, (ex_receiver){ &freeing_rcvr_vt, &r }, &r.op);
+    ex_error e = ex_connect_alloc(task, (ex_receiver){ &freeing_vt, &r }, &r.op);
     ex_sender_release(task);
     cr_assert_eq(e.code, 0, "%s", e.msg ? e.msg : "");
     ex_start(r.op);                     /* the body suspends in its await */

@@ -20,19 +20,71 @@
 #include "task/local_fixtures.h"
 TEST_SUITE(exec_task, 60);
 
+/* rec_init with the inline scheduler in the environment. */
+static void rec_init_inline(rec *rc) {
+    rec_init(rc);
+    rec_with_scheduler(rc, ex_inline_scheduler());
+}
+
+/* Connects s to rc in the caller's buffer; asserts connect gave `code`
+ * (and returns the operation when it is 0). */
+static ex_operation *connect_into(ex_sender *s, rec *rc, void *buf, size_t size, int code) {
+    ex_operation *op = NULL;
+    ex_error e = ex_connect(s, rec_receiver(rc), buf, size, &op);
+    cr_assert_eq(e.code, code, "connect gave %d (%s)", e.code, e.msg ? e.msg : "");
+    return op;
+}
+
+/* Runs a task of body (no argument) into rc, on the inline scheduler. */
+static void run_raw(ex_task_fn body, rec *rc) {
+    rec_init_inline(rc);
+    ex_sender *s = ex_task_create(body, NULL, NULL);
+    run_destroy(run_start(s, rc));
+    ex_sender_release(s);
+}
+
 /* ================================================================ results */
+
+/* What body_several and body_max_arity return. */
+static void several_values(ex_value v[4]) {
+    v[0] = ex_int(-3), v[1] = ex_double(2.5), v[2] = ex_str("four"), v[3] = ex_bool(true);
+}
+
+static void max_arity_values(ex_value v[EX_MAX_ARITY]) {
+    for (int i = 0; i < EX_MAX_ARITY; i++) v[i] = ex_int(i * 10);
+}
 
 static ex_task_result body_several(ex_task *t, void *arg) {
     (void)t, (void)arg;
-    ex_value v[4] = { ex_int(-3), ex_double(2.5), ex_str("four"), ex_bool(true) };
+    ex_value v[4];
+    several_values(v);
     return ex_task_values(4, v);
 }
 
 static ex_task_result body_max_arity(ex_task *t, void *arg) {
     (void)t, (void)arg;
     ex_value v[EX_MAX_ARITY];
-    for (int i = 0; i < EX_MAX_ARITY; i++) v[i] = ex_int(i * 10);
+    max_arity_values(v);
     return ex_task_values(EX_MAX_ARITY, v);
+}
+
+/* Asserts r completed with exactly the values want[0..n): same types, and
+ * equal ints, doubles, booleans and string texts. */
+static void expect_values(ex_result *r, size_t n, const ex_value *want) {
+    expect_disp(r, EX_DISP_VALUE);
+    cr_assert_eq(r->n, n);
+    for (size_t i = 0; i < n; i++) {
+        const ex_value *got = &r->values[i];
+        cr_assert_eq(got->type, want[i].type, "value %zu: type %d, not %d", i, got->type, want[i].type);
+        switch (want[i].type) {
+        case EX_T_INT: cr_assert_eq(got->as.i, want[i].as.i, "value %zu", i); break;
+        case EX_T_DOUBLE: cr_assert_float_eq(got->as.d, want[i].as.d, 0, "value %zu", i); break;
+        case EX_T_STR: cr_assert_str_eq(got->as.s, want[i].as.s, "value %zu", i); break;
+        case EX_T_BOOL: cr_assert_eq(got->as.b, want[i].as.b, "value %zu", i); break;
+        default: cr_assert_fail("value %zu: type %d not compared", i, want[i].type);
+        }
+    }
+    ex_result_destroy(r);
 }
 
 static ex_task_result body_too_many(ex_task *t, void *arg) {
@@ -78,31 +130,16 @@ Test(exec_task, completes_with_one_value_i64) {
 }
 
 Test(exec_task, completes_with_several_values) {
+    ex_value want[EX_MAX_ARITY];
+    several_values(want);
     ex_result r = run(ex_task_create(body_several, NULL, NULL));
-    expect_disp(&r, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 4);
-    cr_assert_eq(r.values[0].type, EX_T_INT);
-    cr_assert_eq(r.values[0].as.i, -3);
-    cr_assert_eq(r.values[1].type, EX_T_DOUBLE);
-    cr_assert_float_eq(r.values[1].as.d, 2.5, 0);
-    cr_assert_eq(r.values[2].type, EX_T_STR);
-    cr_assert_str_eq(r.values[2].as.s, "four");
-    cr_assert_eq(r.values[3].type, EX_T_BOOL);
-    cr_assert(r.values[3].as.b);
-    ex_result_destroy(&r);
-
+    expect_values(&r, 4, want);
+    max_arity_values(want);
     r = run(ex_task_create(body_max_arity, NULL, NULL));
-    expect_disp(&r, EX_DISP_VALUE);
-    cr_assert_eq(r.n, EX_MAX_ARITY);
-    for (int i = 0; i < EX_MAX_ARITY; i++) cr_assert_eq(r.values[i].as.i, i * 10);
-    ex_result_destroy(&r);
-
+    expect_values(&r, EX_MAX_ARITY, want);
+    want[0] = ex_double(0.25);
     r = run(ex_task_create(body_value_double, NULL, NULL));
-    expect_disp(&r, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
-    cr_assert_eq(r.values[0].type, EX_T_DOUBLE);
-    cr_assert_float_eq(r.values[0].as.d, 0.25, 0);
-    ex_result_destroy(&r);
+    expect_values(&r, 1, want);
     expect_no_leaks();
 }
 
@@ -149,17 +186,10 @@ Test(exec_task, with_error_completes_set_error_with_the_same_error) {
 
     /* The same through a raw receiver. */
     rec rc;
-    rec_init(&rc);
-    rec_with_scheduler(&rc, ex_inline_scheduler());
-    ex_sender *s = ex_task_create(body_error, NULL, NULL);
-    ex_operation *op = run_start(s, &rc);
-    cr_assert_eq(rc.errors, 1);
-    cr_assert_eq(rec_total(&rc), 1);
-    cr_assert_eq(rc.err.code, EX_EUSER + 42);
+    run_raw(body_error, &rc);
+    rec_expect_error(&rc, EX_EUSER + 42);
     cr_assert_str_eq(rc.err.msg, "body_error: it failed");
     cr_assert_eq(rc.err.data, &error_payload);
-    run_destroy(op);
-    ex_sender_release(s);
     expect_no_leaks();
 }
 
@@ -167,14 +197,8 @@ Test(exec_task, task_stopped_completes_set_stopped) {
     ex_result r = run(ex_task_create(body_stopped, NULL, NULL));
     expect_disp(&r, EX_DISP_STOPPED);
     rec rc;
-    rec_init(&rc);
-    rec_with_scheduler(&rc, ex_inline_scheduler());
-    ex_sender *s = ex_task_create(body_stopped, NULL, NULL);
-    ex_operation *op = run_start(s, &rc);
-    cr_assert_eq(rc.stops, 1);
-    cr_assert_eq(rec_total(&rc), 1);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_raw(body_stopped, &rc);
+    rec_expect_stopped(&rc);
     expect_no_leaks();
 }
 
@@ -248,19 +272,16 @@ Test(exec_task, lazy_nothing_runs_before_start) {
     ex_sender *s = ex_task_create(body_mark, &ran, &o);
     cr_assert_eq(atomic_load(&ran), 0, "creating a task must not run it");
     rec rc;
-    rec_init(&rc);
-    rec_with_scheduler(&rc, ex_inline_scheduler());
+    rec_init_inline(&rc);
     _Alignas(max_align_t) unsigned char buf[4096];
     cr_assert_leq(ex_sender_op_size(s), sizeof buf);
-    ex_operation *op;
-    cr_assert_eq(ex_connect(s, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+    ex_operation *op = connect_into(s, &rc, buf, sizeof buf, 0);
     cr_assert_eq(atomic_load(&ran), 0, "connecting a task must not run it");
     cr_assert_eq(atomic_load(&stacks.allocs), 0, "connecting a task must not take its stack");
     cr_assert_eq(rec_total(&rc), 0);
     ex_start(op);
     cr_assert_eq(atomic_load(&ran), 1);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 5);
+    rec_expect_value_int(&rc, 5);
     cr_assert_eq(atomic_load(&stacks.allocs), 1);
     cr_assert_eq(atomic_load(&stacks.in_use), 0, "the stack is returned when the task completes");
     ex_operation_destroy(op);
@@ -287,11 +308,9 @@ Test(exec_task, connected_but_never_started_leaks_nothing) {
     /* caller storage */
     ex_sender *s = ex_task_create(body_mark, &ran, &o);
     rec rc;
-    rec_init(&rc);
-    rec_with_scheduler(&rc, ex_inline_scheduler());
+    rec_init_inline(&rc);
     _Alignas(max_align_t) unsigned char buf[4096];
-    ex_operation *op;
-    cr_assert_eq(ex_connect(s, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+    ex_operation *op = connect_into(s, &rc, buf, sizeof buf, 0);
     ex_operation_destroy(op);
     ex_sender_release(s);
 
@@ -321,17 +340,13 @@ Test(exec_task, second_connect_is_einval) {
     /* Two connects before any start: the second fails, the first still runs. */
     s = ex_task_create(body_mark, &ran, NULL);
     rec a, b;
-    rec_init(&a);
-    rec_init(&b);
-    rec_with_scheduler(&a, ex_inline_scheduler());
-    rec_with_scheduler(&b, ex_inline_scheduler());
+    rec_init_inline(&a);
+    rec_init_inline(&b);
     _Alignas(max_align_t) unsigned char buf1[4096], buf2[4096];
-    ex_operation *op1, *op2;
-    cr_assert_eq(ex_connect(s, rec_receiver(&a), buf1, sizeof buf1, &op1).code, 0);
-    cr_assert_eq(ex_connect(s, rec_receiver(&b), buf2, sizeof buf2, &op2).code, EX_EINVAL);
+    ex_operation *op1 = connect_into(s, &a, buf1, sizeof buf1, 0);
+    connect_into(s, &b, buf2, sizeof buf2, EX_EINVAL);
     ex_start(op1);
-    cr_assert_eq(a.values, 1);
-    cr_assert_eq(a.v[0].as.i, 5);
+    rec_expect_value_int(&a, 5);
     cr_assert_eq(rec_total(&b), 0);
     cr_assert_eq(atomic_load(&ran), 2);
     ex_operation_destroy(op1);
@@ -365,11 +380,10 @@ Test(exec_task, inline_affinity_needs_no_scheduler) {
     rec rc;
     rec_init(&rc);  /* empty environment */
     _Alignas(max_align_t) unsigned char buf[4096];
-    ex_operation *op;
-    cr_assert_eq(ex_connect(s, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+    ex_operation *op = connect_into(s, &rc, buf, sizeof buf, 0);
     ex_start(op);
     cr_assert_eq(rc.values, 1, "an inline task without awaits completes inside start");
-    cr_assert_eq(rc.v[0].as.i, 5);
+    rec_expect_value_int(&rc, 5);
     cr_assert_eq(rc.thread, test_thread_id());
     ex_operation_destroy(op);
     ex_sender_release(s);
