@@ -56,9 +56,7 @@ Test(exec_task_fork, a_queued_child_is_stolen_and_the_parent_resumes_on_the_pool
         cr_assert_geq(atomic_load(&FS.worker[3]), 0, "the parent resumed off the pool");
         ex_result_destroy(&r);
     }
-    ex_pool_destroy(FS.pool);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(FS.pool, NULL);
 }
 
 /* ------------------- a child that saw its token stopped, then forks */
@@ -122,9 +120,7 @@ Test(exec_task_fork, a_child_that_saw_its_token_stopped_forks_no_child) {
         ex_result_destroy(&r);
     }
     exi_stop_counted_hook = NULL;
-    ex_pool_destroy(FS.pool);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(FS.pool, NULL);
 }
 
 /* ---------------------- a resumption queued by a dispatch that posts */
@@ -138,14 +134,24 @@ static ex_error posting_dispatch(void *self, ex_work *w) { return posting_vt.pos
 
 static test_gate q_the_gate;
 
-/* Child 0 (stolen): suspends on the gate. */
-static ex_task_result q_waiting(ex_task *t, void *arg) {
-    (void)arg;
-    atomic_fetch_add(&FS.runs[0], 1);
-    ex_await_result r = ex_await(t, test_gate_sender(&q_the_gate));
+/* A child that counts its run in FS.runs[run_index], suspends on gate g
+ * and returns result. */
+typedef struct gate_child {
+    test_gate *g;
+    int run_index;
+    int64_t result;
+} gate_child;
+
+static ex_task_result child_waiting_on_gate(ex_task *t, void *arg) {
+    const gate_child *c = arg;
+    atomic_fetch_add(&FS.runs[c->run_index], 1);
+    ex_await_result r = ex_await(t, test_gate_sender(c->g));
     TCHECK(r.status == EX_AWAIT_VALUE);
-    return ex_task_i64(1);
+    return ex_task_i64(c->result);
 }
+
+/* Child 0 (stolen): suspends on the gate. */
+static const gate_child q_waiting = { &q_the_gate, 0, 1 };
 
 /* The last child, on the parent's worker: opens the gate once child 0 is
  * suspended on it, which queues child 0's resumption on this worker. */
@@ -163,7 +169,7 @@ static ex_task_result q_opening(ex_task *t, void *arg) {
 
 static ex_task_result q_parent(ex_task *t, void *arg) {
     (void)arg;
-    return pass_on(ex_await(t, ex_when_all(ex_task_create(q_waiting, NULL, NULL),
+    return pass_on(ex_await(t, ex_when_all(ex_task_create(child_waiting_on_gate, (void *)&q_waiting, NULL),
                                            ex_task_create(q_opening, NULL, NULL))));
 }
 
@@ -186,9 +192,7 @@ Test(exec_task_fork, a_childs_queued_resumption_is_never_run_nested_as_a_new_sta
                      atomic_load(&FS.runs[0]));
         ex_result_destroy(&r);
     }
-    ex_pool_destroy(FS.pool);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(FS.pool, NULL);
 }
 
 /* --------------- children held back by a fork and a sibling that waits */
@@ -217,19 +221,13 @@ static ex_task_result lz_opener(ex_task *t, void *arg) {
 }
 
 /* The inner fork's last child (runs first): waits on the gate. */
-static ex_task_result lz_waiter(ex_task *t, void *arg) {
-    (void)arg;
-    atomic_fetch_add(&FS.runs[5], 1);
-    ex_await_result r = ex_await(t, test_gate_sender(&lz_gate));
-    TCHECK(r.status == EX_AWAIT_VALUE);
-    return ex_task_i64(5);
-}
+static const gate_child lz_waiter = { &lz_gate, 5, 5 };
 
 /* Runs after the outer fork queued two fillers on this worker. */
 static ex_task_result lz_middle(ex_task *t, void *arg) {
     (void)arg;
     return pass_on(ex_await(t, ex_when_all(ex_task_create(lz_opener, NULL, NULL),
-                                           ex_task_create(lz_waiter, NULL, NULL))));
+                                           ex_task_create(child_waiting_on_gate, (void *)&lz_waiter, NULL))));
 }
 
 static ex_task_result lz_root(ex_task *t, void *arg) {
@@ -256,6 +254,5 @@ Test(exec_task_fork, a_child_held_back_starts_when_its_sibling_waits_for_it) {
         }
         ex_pool_destroy(FS.pool);
     }
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }

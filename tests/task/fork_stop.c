@@ -146,14 +146,12 @@ static void first_error_wins(bool nested) {
 
 Test(exec_task_fork, the_first_error_wins_and_stops_the_waiting_siblings) {
     first_error_wins(false);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 Test(exec_task_fork, the_first_error_of_a_nested_fork_wins_and_stops_its_siblings_and_the_outer_ones) {
     first_error_wins(true);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* The last child completes stopped (once the others wait): the siblings
@@ -202,8 +200,7 @@ Test(exec_task_fork, a_stopped_child_stops_its_siblings_and_a_later_error_still_
             }
         drop_pool();
     }
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* ------------------------- a stop from outside reaches every leaf */
@@ -276,8 +273,7 @@ Test(exec_task_fork, a_stop_from_outside_reaches_every_leaf_of_a_recursion_of_fo
         stop_reaches_leaves(workers, 2, 6);
         stop_reaches_leaves(workers, 3, 4);
     }
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* --------------------- stop requested before a nested fork starts */
@@ -359,8 +355,7 @@ Test(exec_task_fork, a_fork_started_after_an_outside_stop_runs_no_child) {
             stop_before_fork(workers, middle, false);
             stop_before_fork(workers, middle, true);
         }
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* The erroring fork is at `level` (0: the root's); its child 0 (A), run
@@ -413,8 +408,7 @@ Test(exec_task_fork, a_fork_started_after_a_sibling_error_runs_no_child) {
             }
         drop_pool();
     }
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* A, waiting for a stop through ex_stopped_as_error (so it is not stopped
@@ -480,12 +474,10 @@ static void fork_inside_stop_request(bool generic) {
 
 Test(exec_task_fork, a_when_all_awaited_inside_the_stop_request_of_its_parents_fork_runs_no_child) {
     fork_inside_stop_request(true);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 Test(exec_task_fork, a_fork_awaited_inside_the_stop_request_of_its_parents_fork_runs_no_child) {
     fork_inside_stop_request(false);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }

@@ -79,8 +79,7 @@ Test(exec_task_fork, values_arrive_in_child_order_with_three_and_five_children) 
         expect_spec_values(&three, workers, 30);
         expect_spec_values(&five, workers, 30);
     }
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* ------------------------------- a when_all that is not all tasks */
@@ -120,8 +119,7 @@ Test(exec_task_fork, a_when_all_mixing_tasks_and_other_senders_keeps_the_order) 
         }
         ex_pool_destroy(FS.pool);
     }
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* An EX_TASK_INLINE parent (run by sync_wait, no pool) awaiting affine
@@ -140,8 +138,7 @@ Test(exec_task_fork, an_inline_parent_awaiting_a_when_all_of_tasks_gets_the_valu
     cr_assert_eq(r.values[0].as.i, 11);
     cr_assert_eq(r.values[1].as.i, 21);
     ex_result_destroy(&r);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* ----------------------------------------- a task connected before */
@@ -202,8 +199,7 @@ Test(exec_task_fork, a_when_all_holding_a_task_connected_before_gives_einval) {
         cr_assert_eq(atomic_load(&FS.runs[10]), 0);
         ex_pool_destroy(FS.pool);
     }
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* --------------------------------------------------- tuples */
@@ -261,8 +257,7 @@ Test(exec_task_fork, tuples_from_children_are_readable_after_the_await_and_when_
         }
         ex_pool_destroy(FS.pool);
     }
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* ------------------------------------- more than EX_MAX_ARITY values */
@@ -324,8 +319,7 @@ Test(exec_task_fork, children_sending_more_than_ex_max_arity_values_give_einval)
         }
         ex_pool_destroy(FS.pool);
     }
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* --------------------------- a fork too big for the await area */
@@ -365,6 +359,5 @@ Test(exec_task_fork, a_fork_too_big_for_the_await_area_still_gives_the_values) {
         }
         ex_pool_destroy(FS.pool);
     }
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }

@@ -12,7 +12,7 @@
 
 #include "task/exi_stack.h"
 #include "common/helpers.h"
-#include "common/task_fixtures.h"
+#include "task/local_fixtures.h"
 
 TEST_SUITE(exec_task_nesting, 60);
 
@@ -89,9 +89,7 @@ Test(exec_task_nesting, children_of_an_await_run_on_the_awaiting_tasks_stack) {
     cr_assert_eq(atomic_load(&parent_stacks.allocs), 1);
     cr_assert(inside(atomic_load(&S.where[1]), &parent_stacks) && inside(atomic_load(&S.where[2]), &parent_stacks),
               "the children did not run on the parent's stack");
-    ex_pool_destroy(S.pool);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, NULL);
 }
 
 Test(exec_task_nesting, a_child_gets_its_own_stack_when_its_stack_size_is_not_left) {
@@ -104,9 +102,7 @@ Test(exec_task_nesting, a_child_gets_its_own_stack_when_its_stack_size_is_not_le
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 2);
     cr_assert(!inside(atomic_load(&S.where[1]), &parent_stacks) && !inside(atomic_load(&S.where[2]), &parent_stacks));
     cr_assert_eq(atomic_load(&S.child_stacks.in_use), 0);
-    ex_pool_destroy(S.pool);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, NULL);
 }
 
 /* A child that suspends three times (each await completes on the other
@@ -135,10 +131,7 @@ Test(exec_task_nesting, a_nested_child_that_suspends_keeps_every_tasks_affinity)
     }
     cr_assert_eq(atomic_load(&S.workers_ok), 50 * 2 * 3, "a nested child resumed off its scheduler");
     cr_assert_lt(atomic_load(&S.child_stacks.allocs), 50 * 2, "no child ran nested");
-    ex_pool_destroy(S.pool);
-    ex_single_thread_context_destroy(&ctx);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, &ctx);
 }
 
 /* A child that moves to the other context and finishes there: the parent
@@ -165,9 +158,7 @@ Test(exec_task_nesting, a_nested_child_ending_on_another_scheduler_leaves_its_pa
         }
         ex_pool_destroy(S.pool);
     }
-    ex_single_thread_context_destroy(&ctx);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, &ctx);
 }
 
 /* Child 1 fails once child 2 (taken first from the deque, so nested) waits
@@ -195,9 +186,7 @@ Test(exec_task_nesting, a_nested_child_completing_inside_a_stop_request_complete
         cr_assert(inside(atomic_load(&S.where[2]), &parent_stacks), "child 2 did not run nested");
     }
     cr_assert_eq(atomic_load(&S.child_stacks.in_use), 0);
-    ex_pool_destroy(S.pool);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, NULL);
 }
 
 /* A task spawned into a scope before an await that suspends sits at the
@@ -227,10 +216,7 @@ Test(exec_task_nesting, work_the_task_does_not_await_never_runs_nested) {
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 1, "the spawned task ran nested");
     cr_assert_neq(atomic_load(&S.where[3]), 0);
     cr_assert_eq(ex_counting_scope_destroy(&S.scope).code, 0);
-    ex_pool_destroy(S.pool);
-    ex_single_thread_context_destroy(&ctx);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, &ctx);
 }
 
 /* A chain of tasks each awaiting one child, deeper than one stack holds
@@ -256,9 +242,7 @@ Test(exec_task_nesting, nesting_stops_where_the_stack_runs_out) {
     uint64_t stacks = after.allocations - before.allocations;
     cr_assert_gt(stacks, 1, "200 nested levels cannot fit one stack");
     cr_assert_lt(stacks, 100, "nesting did not happen (%llu stacks)", (unsigned long long)stacks);
-    ex_pool_destroy(S.pool);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, NULL);
 }
 
 /* ------------------------------------------------ tasks awaited directly */
@@ -307,10 +291,7 @@ static void expect_direct_nesting(ex_task_fn child, bool inline_children, int ro
         cr_assert(inside(atomic_load(&S.where[nested]), &parent_stacks), "task %d did not run on its parent's stack", nested);
     }
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0);
-    ex_pool_destroy(S.pool);
-    ex_single_thread_context_destroy(&ctx);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, &ctx);
 }
 
 Test(exec_task_nesting, a_task_awaited_directly_runs_nested) {
@@ -332,9 +313,7 @@ Test(exec_task_nesting, inline_tasks_awaiting_inline_tasks_nest_without_a_schedu
     expect_value_int(&r, 11);
     cr_assert(inside(atomic_load(&S.where[1]), &parent_stacks));
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0);
-    ex_single_thread_context_destroy(&ctx);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, &ctx);
 }
 
 /* An affine task awaits an EX_TASK_INLINE child, which awaits an inline

@@ -93,7 +93,7 @@ static ex_task_result body_home_thread(ex_task *t, void *arg) {
 Test(exec_task, sync_wait_task_resumes_on_the_calling_thread) {
     ex_pool *pool = make_pool(2);
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    stc_start(&stc);
     aff_arg a = {
         .pool = pool,
         .other = ex_single_thread_context_scheduler(&stc),
@@ -102,10 +102,7 @@ Test(exec_task, sync_wait_task_resumes_on_the_calling_thread) {
     };
     ex_result r = run(ex_task_create(body_home_thread, &a, NULL));
     expect_value_int(&r, 200);
-    EXPECT_PROBE();
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, &stc);
 }
 
 static ex_task_result body_pool_affine(ex_task *t, void *arg) {
@@ -131,7 +128,7 @@ static ex_task_result body_pool_affine(ex_task *t, void *arg) {
 Test(exec_task, task_started_on_a_pool_resumes_on_its_workers) {
     ex_pool *pool = make_pool(2), *other = make_pool(2);
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    stc_start(&stc);
     aff_arg a = {
         .pool = pool,
         .other_pool = other,
@@ -179,7 +176,7 @@ static ex_task_result body_gate_affine(ex_task *t, void *arg) {
 
 Test(exec_task, foreign_completion_resumes_on_the_task_scheduler) {
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    stc_start(&stc);
     test_gate g;
     test_gate_init(&g);
     gate_arg a = { &g, ex_single_thread_context_thread_id(&stc), 100, NULL, NULL };
@@ -195,8 +192,7 @@ Test(exec_task, foreign_completion_resumes_on_the_task_scheduler) {
     cr_assert_eq(tr.r.v[0].as.i, 99 * 100 / 2);
     EXPECT_PROBE();
     ex_operation_free(op);
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
-    expect_no_leaks();
+    task_test_end(NULL, &stc);
 }
 
 /* EX_TASK_INLINE: the task resumes on the thread that completed the await. */
@@ -277,7 +273,7 @@ static ex_task_result body_wrap(ex_task *t, void *arg) {
 static void affinity_through_schedule(bool big) {
     ex_pool *pool = make_pool(2);
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    stc_start(&stc);
     wrap_sched w;
     ex_scheduler sch = wrap_scheduler(&w, ex_single_thread_context_scheduler(&stc), big);
     wrap_arg a = { .pool = pool, .home = ex_single_thread_context_thread_id(&stc), .rounds = 100 };
@@ -286,9 +282,7 @@ static void affinity_through_schedule(bool big) {
     cr_assert_eq(atomic_load(&a.start_on_home), 1, "the body did not start on its scheduler's thread");
     EXPECT_PROBE();
     cr_assert_geq(atomic_load(&w.schedules), 1, "the hops went through the scheduler");
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, &stc);
 }
 
 Test(exec_task, affinity_with_a_scheduler_without_dispatch) { affinity_through_schedule(false); }
@@ -321,7 +315,7 @@ static ex_task_result body_oomhop(ex_task *t, void *arg) {
 Test(exec_task, affinity_is_never_silently_lost_when_a_hop_cannot_be_allocated) {
     ex_pool *pool = make_pool(2);
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    stc_start(&stc);
     wrap_sched w;
     ex_scheduler sch = wrap_scheduler(&w, ex_single_thread_context_scheduler(&stc), true);
     ex_fault_allocator f;
@@ -396,7 +390,7 @@ static ex_task_result body_change(ex_task *t, void *arg) {
 Test(exec_task, change_coroutine_scheduler_switches_and_back) {
     ex_pool *pool = make_pool(2);
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    stc_start(&stc);
     chg_arg a = { pool, ex_single_thread_context_scheduler(&stc), ex_single_thread_context_thread_id(&stc),
                   test_thread_id() };
     for (int k = 0; k < 10; k++) {
@@ -404,9 +398,7 @@ Test(exec_task, change_coroutine_scheduler_switches_and_back) {
         expect_value_int(&r, 1);
         EXPECT_PROBE();
     }
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, &stc);
 }
 
 /* "a task that is already stopped does not move": the scheduler it reports
@@ -429,7 +421,7 @@ static ex_task_result body_change_stopped(ex_task *t, void *arg) {
 
 Test(exec_task, change_coroutine_scheduler_of_a_stopped_task_stays_where_it_is) {
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    stc_start(&stc);
     chg_stopped_arg a = { ex_single_thread_context_scheduler(&stc), ex_single_thread_context_thread_id(&stc), false, false };
     ex_result r = run(ex_task_create(body_change_stopped, &a, NULL));
     cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
@@ -466,7 +458,7 @@ static ex_error noop_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) 
 
 Test(exec_task, change_coroutine_scheduler_of_an_inline_task) {
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    stc_start(&stc);
     test_gate g;
     test_gate_init(&g);
     chg_inline_arg a = { ex_single_thread_context_scheduler(&stc), ex_single_thread_context_thread_id(&stc), &g, NULL };
@@ -485,8 +477,7 @@ Test(exec_task, change_coroutine_scheduler_of_an_inline_task) {
     cr_assert_eq(a.resumed_tid, test_thread_id(), "after the one hop an inline task resumes where work completes");
     EXPECT_PROBE();
     ex_operation_free(op);
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
-    expect_no_leaks();
+    task_test_end(NULL, &stc);
 }
 
 /* ================================================================ yield */
@@ -535,8 +526,7 @@ Test(exec_task, yield_on_a_pool_runs_the_queued_work_first) {
     expect_disp(&r, EX_DISP_VALUE);
     cr_assert_eq(atomic_load(&a.count), a.rounds);
     cr_assert_eq(ex_counting_scope_destroy(&scope).code, 0);
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, NULL);
 }
 
 /* Without a yield hook (inline scheduler, run_loop) the yield is an await
@@ -557,6 +547,5 @@ Test(exec_task, yield_without_a_hook_and_when_stopped) {
     EXPECT_PROBE();
     r = run(ex_task_create(body_yield_plain, NULL, NULL));  /* sync_wait's run_loop */
     expect_disp(&r, EX_DISP_STOPPED);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }

@@ -129,8 +129,7 @@ static ex_task_result body_await_just(ex_task *t, void *arg) {
 Test(exec_task, await_just_gives_zero_one_and_several_values) {
     ex_result r = run(ex_task_create(body_await_just, NULL, NULL));
     expect_value_int(&r, 5);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 static ex_sender *lv_times3(void *ctx, const ex_value *in, size_t n) {
@@ -180,8 +179,7 @@ static ex_task_result body_await_chains(ex_task *t, void *arg) {
 Test(exec_task, await_then_let_when_all_chains) {
     ex_result r = run(ex_task_create(body_await_chains, NULL, NULL));
     expect_value_int(&r, 5);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 typedef struct connect_err_arg {
@@ -212,8 +210,7 @@ Test(exec_task, await_of_a_connect_error_is_an_await_error) {
     expect_disp(&r, EX_DISP_VALUE);
     r = run(ex_task_create(body_await_connect_errors, &a, NULL));
     expect_value_int(&r, 3);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* A borrowed tuple stays valid until the next await. */
@@ -231,8 +228,7 @@ static ex_task_result body_tuple(ex_task *t, void *arg) {
 Test(exec_task, await_tuple_values_are_readable_until_the_next_await) {
     ex_result r = run(ex_task_create(body_tuple, NULL, NULL));
     expect_value_int(&r, 12);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* The body returns what its last await gave, a tuple: readable "when the
@@ -333,8 +329,7 @@ Test(exec_task, await_up_to_the_inline_size_allocates_nothing) {
     ex_task_options o = { .allocator = ex_fault_allocator_get(&f) };
     ex_result r = run(ex_task_create(body_await_no_alloc, NULL, &o));
     expect_value_int(&r, 12);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* Bigger operations go into a buffer from the task's allocator that later
@@ -421,8 +416,7 @@ Test(exec_task, awaited_tuples_are_deep_copied) {
         expect_value_int(&r, 61);
         EXPECT_PROBE();
     }
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, NULL);
 }
 
 static ex_task_result body_tuple_enomem(ex_task *t, void *arg) {
@@ -440,8 +434,7 @@ Test(exec_task, awaited_tuple_copy_failure_is_enomem) {
     ex_task_options o = { .allocator = ex_fault_allocator_get(&f) };
     ex_result r = run(ex_task_create(body_tuple_enomem, NULL, &o));
     expect_value_int(&r, 1);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 /* A completion on another thread while the awaited sender's start still
@@ -465,13 +458,11 @@ static ex_task_result body_remote(ex_task *t, void *arg) {
 
 Test(exec_task, await_completing_elsewhere_during_start) {
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    stc_start(&stc);
     remote_arg a = { ex_single_thread_context_scheduler(&stc), test_thread_id() };
     ex_result r = run(ex_task_create(body_remote, &a, NULL));
     expect_value_int(&r, 49 * 50 / 2);
-    EXPECT_PROBE();
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
-    expect_no_leaks();
+    task_test_end(NULL, &stc);
 }
 
 /* ======================================================== tasks awaiting tasks */
@@ -519,9 +510,7 @@ Test(exec_task, task_awaiting_tasks_gets_their_values) {
     parent_arg a = { test_thread_id(), pool, 100 };
     ex_result r = run(ex_task_create(body_parent, &a, NULL));
     expect_value_int(&r, 99 * 100);
-    EXPECT_PROBE();
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, NULL);
 }
 
 typedef struct rt_arg {
@@ -570,8 +559,7 @@ Test(exec_task, completion_on_the_task_scheduler_skips_the_hop) {
     uint64_t items = after.executed - before.executed;
     cr_assert_lt(items, 200 + 20, "%llu pool items for 200 awaits of the task's own pool: the hops were not skipped",
                  (unsigned long long)items);
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, NULL);
 }
 
 Test(exec_task, child_on_the_same_scheduler_needs_no_queue_round_trip) {
@@ -586,6 +574,5 @@ Test(exec_task, child_on_the_same_scheduler_needs_no_queue_round_trip) {
     uint64_t items = after.executed - before.executed;
     cr_assert_lt(items, 20, "%llu pool items for 200 child tasks on the parent's own scheduler",
                  (unsigned long long)items);
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, NULL);
 }

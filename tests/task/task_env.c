@@ -92,8 +92,7 @@ Test(exec_task, env_answers_scheduler_allocator_stop_token) {
     EXPECT_PROBE();
     cr_assert_eq(atomic_load(&opt_alloc.in_use), 0);
     cr_assert_eq(atomic_load(&env_alloc.in_use), 0);
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, NULL);
 }
 
 Test(exec_task, env_forwards_the_user_environment) {
@@ -108,9 +107,7 @@ Test(exec_task, env_forwards_the_user_environment) {
     a.expect_nofwd = false;  /* only forwarding queries */
     ex_result r = run(ex_task_create(body_env, &a, &o));
     expect_disp(&r, EX_DISP_VALUE);
-    EXPECT_PROBE();
-    ex_pool_destroy(decoy_pool);
-    expect_no_leaks();
+    task_test_end(decoy_pool, NULL);
 }
 
 Test(exec_task, env_forwards_the_receiver_environment_without_a_user_one) {
@@ -125,8 +122,7 @@ Test(exec_task, env_forwards_the_receiver_environment_without_a_user_one) {
     s = ex_write_env(s, &key_nofwd, ex_int(6));
     ex_result r = run(s);
     expect_disp(&r, EX_DISP_VALUE);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, NULL);
 }
 
 Test(exec_task, task_scheduler_of_an_inline_task_is_the_inline_scheduler) {

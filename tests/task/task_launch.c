@@ -315,8 +315,7 @@ Test(exec_task, launch_with_the_scope_stop_token) {
     cr_assert_eq(atomic_load(&c.stops), N, "a stop request on the scope stops launched tasks");
     EXPECT_PROBE();
     cr_assert_eq(ex_counting_scope_destroy(&scope).code, 0);
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, NULL);
 }
 
 Test(exec_task, launch_errors_release_the_task) {
@@ -339,8 +338,7 @@ Test(exec_task, launch_errors_release_the_task) {
     expect_disp(&r, EX_DISP_VALUE);
     cr_assert_eq(atomic_load(&ran), 0);
     cr_assert_eq(ex_counting_scope_destroy(&scope).code, 0);
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, NULL);
 }
 
 Test(exec_task, launch_without_an_error_handler_reports_on_stderr) {
@@ -377,8 +375,7 @@ Test(exec_task, launch_without_an_error_handler_reports_on_stderr) {
     cr_assert_eq(atomic_load(&c.values), 0, "h NULL: results dropped");
     EXPECT_PROBE();
     cr_assert_eq(ex_counting_scope_destroy(&scope).code, 0);
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, NULL);
 }
 
 Test(exec_task, launch_out_of_memory_sweep) {
@@ -418,7 +415,5 @@ Test(exec_task, launch_out_of_memory_sweep) {
     cr_assert_lt(k, 1000);
     cr_assert_geq(enomem, 1);
     cr_assert_geq(ok, 1);
-    EXPECT_PROBE();
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, NULL);
 }

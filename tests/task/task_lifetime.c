@@ -130,8 +130,7 @@ Test(exec_task, spawned_task_freed_by_the_scope) {
     expect_disp(&r, EX_DISP_VALUE);
     cr_assert_eq(ex_counting_scope_destroy(&scope).code, 0);
     cr_assert_eq(atomic_load(&frames.in_use), 0);
-    ex_pool_destroy(pool);
-    expect_no_leaks();
+    task_test_end(pool, NULL);
 }
 
 /* ================================================= the task holds its scheduler */
@@ -166,7 +165,7 @@ static void strand_barrier(ex_scheduler strand) {
 
 Test(exec_task, a_running_task_holds_its_scheduler) {
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    stc_start(&stc);
     ex_strand *strand = NULL;
     cr_assert_eq(ex_strand_create(ex_single_thread_context_scheduler(&stc), NULL, &strand).code, 0);
     ex_scheduler ss = ex_strand_scheduler(strand);
@@ -186,16 +185,15 @@ Test(exec_task, a_running_task_holds_its_scheduler) {
     ex_operation_free(op);
     strand_barrier(ss);
     cr_assert_eq(ex_strand_destroy(strand).code, 0, "a completed task must have released its scheduler");
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
-    expect_no_leaks();
+    task_test_end(NULL, &stc);
 }
 
 /* The task holds the scheduler it moved to and, until it completes, the one
  * it left (the handle ex_change_coroutine_scheduler returned stays valid). */
 Test(exec_task, change_coroutine_scheduler_keeps_the_hold_it_left) {
     ex_single_thread_context stc, stc2;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
-    cr_assert_eq(ex_single_thread_context_init(&stc2).code, 0);
+    stc_start(&stc);
+    stc_start(&stc2);
     ex_strand *from = NULL, *to = NULL;
     cr_assert_eq(ex_strand_create(ex_single_thread_context_scheduler(&stc), NULL, &from).code, 0);
     cr_assert_eq(ex_strand_create(ex_single_thread_context_scheduler(&stc2), NULL, &to).code, 0);

@@ -70,7 +70,7 @@ Test(exec_task, awaited_stopped_stops_the_task_whatever_the_body_returns) {
 Test(exec_task, awaited_stopped_stops_the_task_through_a_raw_receiver) {
     stop_arg a = { .ret_kind = 0 };
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    stc_start(&stc);
     trec tr;
     trec_setup(&tr, ex_single_thread_context_scheduler(&stc), false);
     ex_operation *op = start_with(ex_task_create(body_stopped_await, &a, NULL), &tr);
@@ -174,7 +174,7 @@ static ex_task_result body_tok_outer(ex_task *t, void *arg) {
 
 static void stop_token_linkage(bool nested) {
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    stc_start(&stc);
     ex_run_loop loop;
     cr_assert_eq(ex_run_loop_init(&loop).code, 0);
     tok_arg a = { .loop = &loop, .home = ex_single_thread_context_thread_id(&stc), .nested = nested };
@@ -209,8 +209,7 @@ static void stop_token_linkage(bool nested) {
     EXPECT_PROBE();
     ex_operation_free(op);
     cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
-    expect_no_leaks();
+    task_test_end(NULL, &stc);
 }
 
 Test(exec_task, stop_token_is_linked_to_the_receivers) { stop_token_linkage(false); }
