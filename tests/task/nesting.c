@@ -69,6 +69,14 @@ static ex_result run_parent(ex_task_fn fn, cnt_alloc *stacks, size_t parent_stac
     return run_task_with(parent_of_two, fn, stacks, parent_stack, false);
 }
 
+/* S.pool of `workers`, children of 16 KiB stacks, and the parents' stack
+ * allocator. */
+static void setup_pool(unsigned workers, cnt_alloc *parent_stacks) {
+    S.pool = make_pool(workers);
+    setup_children(16384);
+    cnt_alloc_init(parent_stacks);
+}
+
 static void start_other(ex_single_thread_context *ctx) {
     cr_assert_eq(ex_single_thread_context_init(ctx).code, 0);
     S.other = ex_single_thread_context_scheduler(ctx);
@@ -79,10 +87,8 @@ static bool inside(uintptr_t p, const cnt_alloc *block) {
 }
 
 Test(exec_task_nesting, children_of_an_await_run_on_the_awaiting_tasks_stack) {
-    S.pool = make_pool(1);  /* no thief: both children stay on the worker */
-    setup_children(16384);
     cnt_alloc parent_stacks;
-    cnt_alloc_init(&parent_stacks);
+    setup_pool(1, &parent_stacks);  /* no thief: both children stay on the worker */
     ex_result r = run_parent(child_note, &parent_stacks, 256 * 1024);
     expect_value_int(&r, 30);
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0, "a nested child took a stack of its own");
@@ -93,10 +99,8 @@ Test(exec_task_nesting, children_of_an_await_run_on_the_awaiting_tasks_stack) {
 }
 
 Test(exec_task_nesting, a_child_gets_its_own_stack_when_its_stack_size_is_not_left) {
-    S.pool = make_pool(1);
-    setup_children(16384);
     cnt_alloc parent_stacks;
-    cnt_alloc_init(&parent_stacks);
+    setup_pool(1, &parent_stacks);
     ex_result r = run_parent(child_note, &parent_stacks, 16384);  /* less than 16 KiB is left under the parent */
     expect_value_int(&r, 30);
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 2);
@@ -121,10 +125,8 @@ static ex_task_result child_suspends(ex_task *t, void *arg) {
 Test(exec_task_nesting, a_nested_child_that_suspends_keeps_every_tasks_affinity) {
     ex_single_thread_context ctx;
     start_other(&ctx);
-    S.pool = make_pool(1);
-    setup_children(16384);
     cnt_alloc parent_stacks;
-    cnt_alloc_init(&parent_stacks);
+    setup_pool(1, &parent_stacks);
     for (int round = 0; round < 50; round++) {
         ex_result r = run_parent(child_suspends, &parent_stacks, 256 * 1024);
         expect_value_int(&r, 30);
@@ -148,10 +150,8 @@ Test(exec_task_nesting, a_nested_child_ending_on_another_scheduler_leaves_its_pa
     ex_single_thread_context ctx;
     start_other(&ctx);
     for (unsigned workers = 1; workers <= 2; workers++) {
-        S.pool = make_pool(workers);
-        setup_children(16384);
         cnt_alloc parent_stacks;
-        cnt_alloc_init(&parent_stacks);
+        setup_pool(workers, &parent_stacks);
         for (int round = 0; round < 50; round++) {
             ex_result r = run_parent(child_leaves, &parent_stacks, 256 * 1024);
             expect_value_int(&r, 30);
@@ -176,10 +176,8 @@ static ex_task_result child_fail_or_wait(ex_task *t, void *arg) {
 }
 
 Test(exec_task_nesting, a_nested_child_completing_inside_a_stop_request_completes_after_it) {
-    S.pool = make_pool(1);
-    setup_children(16384);
     cnt_alloc parent_stacks;
-    cnt_alloc_init(&parent_stacks);
+    setup_pool(1, &parent_stacks);
     for (int round = 0; round < 20; round++) {
         ex_result r = run_parent(child_fail_or_wait, &parent_stacks, 256 * 1024);
         expect_error(&r, EX_EUSER + 1);

@@ -25,6 +25,20 @@ static ex_error fail_with(void *ctx, const ex_value *in, size_t n, ex_value *out
 }
 
 
+/* A sender of `size` bytes completing with one int value, whose operation
+ * takes op_size bytes; NULL when out of memory. */
+static ex_sender *int_sender_alloc(const ex_sender_vtable *vt, size_t size, size_t op_size, size_t op_align,
+                                   uint8_t flags) {
+    ex_sender *s = ex_sender_alloc(vt, size);
+    if (!s) return NULL;
+    s->sigs.nvalues = 1;
+    s->sigs.values[0] = sig_int;
+    s->sigs.flags = flags;
+    s->op_size = op_size;
+    s->op_align = op_align;
+    return s;
+}
+
 /* ------------------------- a sender that completes elsewhere during start */
 
 /* Start posts its completion to `sch` and returns only after the
@@ -78,15 +92,11 @@ static ex_error remote_connect(const ex_sender *s, ex_receiver r, void *storage)
 static const ex_sender_vtable remote_vt = { "test.remote", remote_connect, NULL, NULL };
 
 static ex_sender *remote_sender_new(ex_scheduler sch, int64_t v) {
-    remote_sender *s = (remote_sender *)ex_sender_alloc(&remote_vt, sizeof(remote_sender));
+    remote_sender *s = (remote_sender *)int_sender_alloc(&remote_vt, sizeof(remote_sender), sizeof(remote_op),
+                                                         alignof(remote_op), EX_SIGS_ERROR);
     if (!s) return ex_invalid_sender(EX_ENOMEM, "remote_sender_new");
     s->sch = sch;
     s->v = v;
-    s->base.sigs.nvalues = 1;
-    s->base.sigs.values[0] = sig_int;
-    s->base.sigs.flags = EX_SIGS_ERROR;
-    s->base.op_size = sizeof(remote_op);
-    s->base.op_align = alignof(remote_op);
     return &s->base;
 }
 
@@ -100,13 +110,8 @@ static ex_error refuse_connect(const ex_sender *s, ex_receiver r, void *storage)
 static const ex_sender_vtable refuse_vt = { "test.refuse", refuse_connect, NULL, NULL };
 
 static ex_sender *refuse_sender_new(void) {
-    ex_sender *s = ex_sender_alloc(&refuse_vt, sizeof(ex_sender));
-    cr_assert_not_null(s);
-    s->sigs.nvalues = 1;
-    s->sigs.values[0] = sig_int;
-    s->op_size = 64;
-    s->op_align = alignof(max_align_t);
-    return s;
+    ex_sender *s = int_sender_alloc(&refuse_vt, sizeof(ex_sender), 64, alignof(max_align_t), 0);
+    return s ? s : ex_invalid_sender(EX_ENOMEM, "refuse_sender_new");
 }
 
 /* ============================================================ awaiting */
@@ -293,13 +298,11 @@ static ex_error sized_connect(const ex_sender *s, ex_receiver r, void *storage) 
 static const ex_sender_vtable sized_vt = { "test.sized", sized_connect, NULL, NULL };
 
 static ex_sender *sized_sender_new(size_t op_size, int64_t v) {
-    sized_sender *s = (sized_sender *)ex_sender_alloc(&sized_vt, sizeof(sized_sender));
+    sized_sender *s = (sized_sender *)int_sender_alloc(&sized_vt, sizeof(sized_sender),
+                                                       op_size < sizeof(sized_op) ? sizeof(sized_op) : op_size,
+                                                       alignof(max_align_t), 0);
     if (!s) return ex_invalid_sender(EX_ENOMEM, "sized_sender_new");
     s->v = v;
-    s->base.sigs.nvalues = 1;
-    s->base.sigs.values[0] = sig_int;
-    s->base.op_size = op_size < sizeof(sized_op) ? sizeof(sized_op) : op_size;
-    s->base.op_align = alignof(max_align_t);
     return &s->base;
 }
 

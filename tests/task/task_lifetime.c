@@ -29,23 +29,22 @@ typedef struct freeing_rec {
     ex_env_pair env, env2;  /* env chains to env2 where two pairs are needed */
 } freeing_rec;
 
+/* Counts a completion, then frees the operation (allowed inside it). */
+static void fr_complete(freeing_rec *f, int *count) {
+    (*count)++;
+    ex_operation_free(f->op);
+}
+
 static void fr_value(void *self, const ex_value *v, size_t n) {
     freeing_rec *f = self;
-    f->values++;
     f->v = n ? v[0].as.i : -1;
-    ex_operation_free(f->op);
+    fr_complete(f, &f->values);
 }
 static void fr_error(void *self, ex_error e) {
     (void)e;
-    freeing_rec *f = self;
-    f->errors++;
-    ex_operation_free(f->op);
+    fr_complete(self, &((freeing_rec *)self)->errors);
 }
-static void fr_stopped(void *self) {
-    freeing_rec *f = self;
-    f->stops++;
-    ex_operation_free(f->op);
-}
+static void fr_stopped(void *self) { fr_complete(self, &((freeing_rec *)self)->stops); }
 static ex_env fr_env(void *self) { return ex_env_of_pair(&((freeing_rec *)self)->env); }
 static const ex_receiver_vtable freeing_vt = { fr_value, fr_error, fr_stopped, fr_env, NULL };
 
