@@ -40,7 +40,7 @@ static ex_task_result j_parent(ex_task *t, void *arg) {
 }
 
 Test(exec_task_fork, a_queued_child_is_stolen_and_the_parent_resumes_on_the_pool) {
-    FS.pool = make_pool(2);
+    use_pool(2);
     for (int round = 0; round < 10; round++) {
         reset_state();
         for (int i = 0; i < 4; i++) atomic_store(&FS.worker[i], -2);
@@ -106,7 +106,7 @@ static ex_task_result k_parent(ex_task *t, void *arg) {
 }
 
 Test(exec_task_fork, a_child_that_saw_its_token_stopped_forks_no_child) {
-    FS.pool = make_pool(2);
+    use_pool(2);
     exi_stop_counted_hook = k_widen;
     for (int round = 0; round < 5; round++) {
         reset_state();
@@ -174,7 +174,7 @@ static ex_task_result q_parent(ex_task *t, void *arg) {
 }
 
 Test(exec_task_fork, a_childs_queued_resumption_is_never_run_nested_as_a_new_start) {
-    FS.pool = make_pool(2);
+    use_pool(2);
     ex_scheduler ps = ex_pool_scheduler(FS.pool);
     posting_vt = *ps.vt;
     posting_vt.name = "pool, dispatch posts";
@@ -239,7 +239,7 @@ static ex_task_result lz_root(ex_task *t, void *arg) {
 
 Test(exec_task_fork, a_child_held_back_starts_when_its_sibling_waits_for_it) {
     for (unsigned workers = 1; workers <= 2; workers++) {
-        FS.pool = make_pool(workers);
+        use_pool(workers);
         for (int round = 0; round < 20; round++) {
             reset_state();
             test_gate_init(&lz_gate);
@@ -252,7 +252,7 @@ Test(exec_task_fork, a_child_held_back_starts_when_its_sibling_waits_for_it) {
                 if (i != 3) cr_assert_eq(atomic_load(&FS.runs[i]), 1, "child %d ran %d times", i, atomic_load(&FS.runs[i]));
             ex_result_destroy(&r);
         }
-        ex_pool_destroy(FS.pool);
+        drop_pool();
     }
     task_test_end(NULL, NULL);
 }

@@ -125,8 +125,7 @@ static void first_error_wins(bool nested) {
     for (unsigned workers = 0; workers <= 2; workers++) {  /* 0: on sync_wait's run loop */
         use_pool(workers);
         for (int round = 0; round < 20; round++) {
-            reset_state();
-            ex_result r = run_on_pool(ex_task_create(nested ? b_root : b_parent, NULL, NULL));
+            ex_result r = run_round(nested ? b_root : b_parent, NULL);
             expect_error(&r, EX_EUSER + 3);
             cr_assert_str_eq(r.error.msg, "first error");
             cr_assert_eq(atomic_load(&FS.status), EX_AWAIT_ERROR);
@@ -183,8 +182,7 @@ Test(exec_task_fork, a_stopped_child_stops_its_siblings_and_a_later_error_still_
         use_pool(workers);
         for (int with_error = 0; with_error <= 1; with_error++)
             for (int round = 0; round < 10; round++) {
-                reset_state();
-                ex_result r = run_on_pool(ex_task_create(b_stop_parent, with_error ? (void *)1 : NULL, NULL));
+                ex_result r = run_round(b_stop_parent, with_error ? (void *)1 : NULL);
                 if (with_error) {
                     expect_error(&r, EX_EUSER + 9);
                     cr_assert_eq(atomic_load(&FS.status), EX_AWAIT_ERROR);
@@ -237,7 +235,7 @@ static ex_task_result tree_node(ex_task *t, void *arg) {
 }
 
 static void stop_reaches_leaves(unsigned workers, int kids, int depth) {
-    FS.pool = make_pool(workers);
+    use_pool(workers);
     memset(&T, 0, sizeof T);
     T.kids = kids;
     T.depth = depth;
@@ -263,8 +261,7 @@ static void stop_reaches_leaves(unsigned workers, int kids, int depth) {
                      id >= T.first_leaf ? "leaf" : "node", id, atomic_load(&T.stops[id]));
     }
     ex_result_destroy(&r);
-    ex_pool_destroy(FS.pool);
-    FS.pool = NULL;
+    drop_pool();
 }
 
 Test(exec_task_fork, a_stop_from_outside_reaches_every_leaf_of_a_recursion_of_forks) {
@@ -322,7 +319,7 @@ static ex_task_result d_level(ex_task *t, void *arg) {
 }
 
 static void stop_before_fork(unsigned workers, int middle, bool query) {
-    FS.pool = make_pool(workers);
+    use_pool(workers);
     for (int round = 0; round < 5; round++) {
         memset(&DS, 0, sizeof DS);
         DS.middle = middle;
@@ -345,8 +342,7 @@ static void stop_before_fork(unsigned workers, int middle, bool query) {
         expect_disp(&r, EX_DISP_STOPPED);
         ex_result_destroy(&r);
     }
-    ex_pool_destroy(FS.pool);
-    FS.pool = NULL;
+    drop_pool();
 }
 
 Test(exec_task_fork, a_fork_started_after_an_outside_stop_runs_no_child) {

@@ -53,8 +53,7 @@ static void expect_spec_values(const spec *sp, unsigned workers, int rounds) {
     use_pool(workers);
     cur_spec = sp;
     for (int round = 0; round < rounds; round++) {
-        reset_state();
-        ex_result r = run_on_pool(ex_task_create(parent_spec, NULL, NULL));
+        ex_result r = run_round(parent_spec, NULL);
         expect_disp(&r, EX_DISP_VALUE);
         size_t k = 0;
         for (int i = 0; i < sp->n; i++) {
@@ -105,10 +104,9 @@ static ex_task_result e_mixed(ex_task *t, void *arg) {
 
 Test(exec_task_fork, a_when_all_mixing_tasks_and_other_senders_keeps_the_order) {
     for (unsigned workers = 1; workers <= 2; workers++) {
-        FS.pool = make_pool(workers);
+        use_pool(workers);
         for (int round = 0; round < 20; round++) {
-            reset_state();
-            ex_result r = run_on_pool(ex_task_create(e_mixed, NULL, NULL));
+            ex_result r = run_round(e_mixed, NULL);
             expect_disp(&r, EX_DISP_VALUE);
             cr_assert_eq(r.n, 3);
             cr_assert_eq(r.values[0].as.i, 11);
@@ -117,7 +115,7 @@ Test(exec_task_fork, a_when_all_mixing_tasks_and_other_senders_keeps_the_order) 
             for (int i = 1; i <= 5; i++) cr_assert_eq(atomic_load(&FS.runs[i]), 1, "child %d ran %d times", i, atomic_load(&FS.runs[i]));
             ex_result_destroy(&r);
         }
-        ex_pool_destroy(FS.pool);
+        drop_pool();
     }
     task_test_end(NULL, NULL);
 }
@@ -178,7 +176,7 @@ static ex_task_result f_reused(ex_task *t, void *arg) {
 
 Test(exec_task_fork, a_when_all_holding_a_task_connected_before_gives_einval) {
     for (unsigned workers = 1; workers <= 2; workers++) {
-        FS.pool = make_pool(workers);
+        use_pool(workers);
         reset_state();
         /* Connected with ex_connect_alloc, never started. */
         ex_sender *connected = ex_task_create(child_value, (void *)10, NULL);
@@ -197,7 +195,7 @@ Test(exec_task_fork, a_when_all_holding_a_task_connected_before_gives_einval) {
             cr_assert_eq(atomic_load(&FS.runs[i]), want, "child %d ran %d times", i, atomic_load(&FS.runs[i]));
         }
         cr_assert_eq(atomic_load(&FS.runs[10]), 0);
-        ex_pool_destroy(FS.pool);
+        drop_pool();
     }
     task_test_end(NULL, NULL);
 }
@@ -238,7 +236,7 @@ static ex_task_result g_parent(ex_task *t, void *arg) {
 
 Test(exec_task_fork, tuples_from_children_are_readable_after_the_await_and_when_returned) {
     for (unsigned workers = 1; workers <= 2; workers++) {
-        FS.pool = make_pool(workers);
+        use_pool(workers);
         for (int round = 0; round < 20; round++) {
             reset_state();
             cnt_alloc frames;
@@ -255,7 +253,7 @@ Test(exec_task_fork, tuples_from_children_are_readable_after_the_await_and_when_
             cr_assert_gt(atomic_load(&frames.allocs), 0, "the tuples were not copied with the task's allocator");
             cr_assert_eq(atomic_load(&frames.in_use), 0, "%ld tuple copies not freed", atomic_load(&frames.in_use));
         }
-        ex_pool_destroy(FS.pool);
+        drop_pool();
     }
     task_test_end(NULL, NULL);
 }
@@ -306,10 +304,9 @@ static ex_task_result h_parent(ex_task *t, void *arg) {
 
 Test(exec_task_fork, children_sending_more_than_ex_max_arity_values_give_einval) {
     for (unsigned workers = 1; workers <= 2; workers++) {
-        FS.pool = make_pool(workers);
+        use_pool(workers);
         for (int round = 0; round < 10; round++) {
-            reset_state();
-            ex_result r = run_on_pool(ex_task_create(h_parent, NULL, NULL));
+            ex_result r = run_round(h_parent, NULL);
             expect_value_int(&r, 1);
             ex_result_destroy(&r);
             for (int i = 0; i <= 2; i++) cr_assert_eq(atomic_load(&FS.runs[i]), 1);
@@ -317,7 +314,7 @@ Test(exec_task_fork, children_sending_more_than_ex_max_arity_values_give_einval)
                          "children of a rejected when_all ran");
             cr_assert_eq(atomic_load(&FS.code), EX_EINVAL, "a child over its signature: error %d", atomic_load(&FS.code));
         }
-        ex_pool_destroy(FS.pool);
+        drop_pool();
     }
     task_test_end(NULL, NULL);
 }
@@ -350,14 +347,14 @@ static void expect_n_values(int n, size_t stack_size) {
 Test(exec_task_fork, a_fork_too_big_for_the_await_area_still_gives_the_values) {
     cr_assert_lt(ex_task_await_inline_size(4096), 2 * 600, "a 2-child fork would fit a 4096-byte task's await area");
     for (unsigned workers = 1; workers <= 2; workers++) {
-        FS.pool = make_pool(workers);
+        use_pool(workers);
         for (int round = 0; round < 5; round++) {
             for (int n = 1; n <= 8; n++) expect_n_values(n, 0);  /* up to 6 fit the default 4 KiB */
             for (int n = 1; n <= 3; n++) expect_n_values(n, 4096);
             for (int n = 1; n <= 3; n++) expect_n_values(n, 16384);  /* one child fits its 1 KiB, two do not */
             expect_n_values(8, 16384);
         }
-        ex_pool_destroy(FS.pool);
+        drop_pool();
     }
     task_test_end(NULL, NULL);
 }

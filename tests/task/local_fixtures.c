@@ -86,6 +86,11 @@ ex_result run_on_pool(ex_sender *task) {
     return ex_sync_wait(FS.pool ? ex_starts_on(ex_pool_scheduler(FS.pool), task) : task);
 }
 
+ex_result run_round(ex_task_fn root, void *arg) {
+    reset_state();
+    return run_on_pool(ex_task_create(root, arg, NULL));
+}
+
 ex_task_result pass_on(ex_await_result r) {
     if (r.status == EX_AWAIT_VALUE) return ex_task_values(r.n, r.v);
     if (r.status == EX_AWAIT_ERROR) return ex_task_with_error(r.error);

@@ -81,6 +81,8 @@ void drop_pool(void);
 /* task on the pool (its scheduler, no stop token), or on sync_wait's own
  * run loop when there is no pool. */
 ex_result run_on_pool(ex_sender *task);
+/* One round: reset_state, then run_on_pool(a task of root(arg)). */
+ex_result run_round(ex_task_fn root, void *arg);
 /* What an await gave, as the task's own result. */
 ex_task_result pass_on(ex_await_result r);
 /* Child (intptr_t)arg = i: counts its run in FS.runs[i & 15], returns
