@@ -107,23 +107,21 @@ static void fe_every_size(algo_sched *a) {
 
 TEST_EVERY_SCHEDULER(algo_loops, for_each_every_size_and_grain, fe_every_size)
 
-Test(algo_loops, for_each_default_grain_gives_several_ranges_on_a_pool) {
-    algo_sched a;
-    as_init(&a, AS_POOL4);
+static void for_each_default_grain_gives_several_ranges_on_a_pool_on(algo_sched *a) {
     fe_ctx c;
-    fe_init(&c, 100000, 0, a.pool);
+    fe_init(&c, 100000, 0, a->pool);
     arec r;
-    arec_init(&r, a.pool);
-    run_fe(&a, &c, &r);
-    algo_expect_value(&r, 0, a.name);
-    fe_expect_each_once(&c, a.name);
+    arec_init(&r, a->pool);
+    run_fe(a, &c, &r);
+    algo_expect_value(&r, 0, a->name);
+    fe_expect_each_once(&c, a->name);
     long ranges = atomic_load(&c.ranges);
     cr_assert_geq(ranges, 4, "the default grain must give every worker something (%ld ranges)", ranges);
     cr_assert_leq(ranges, 100000);
     fe_fini(&c);
-    as_fini(&a);
-    expect_no_leaks();
 }
+
+Test(algo_loops, for_each_default_grain_gives_several_ranges_on_a_pool) { with_scheduler(AS_POOL4, for_each_default_grain_gives_several_ranges_on_a_pool_on); }
 
 static void fe_error(algo_sched *a) {
     static int payload;
@@ -181,23 +179,21 @@ static ex_error always_fail(void *ctx, size_t begin, size_t end) {
     return ex_err(EX_EUSER + (int)(begin % 5), "every range fails");
 }
 
-Test(algo_loops, for_each_every_range_failing_completes_once_with_one_of_the_errors) {
-    algo_sched a;
-    as_init(&a, AS_POOL4);
+static void for_each_every_range_failing_completes_once_with_one_of_the_errors_on(algo_sched *a) {
     for (int rep = 0; rep < 20; rep++) {
         atomic_long ran = 0;
-        ex_sender *s = ex_for_each_index(a.sch, 10000, 1, always_fail, &ran);
+        ex_sender *s = ex_for_each_index(a->sch, 10000, 1, always_fail, &ran);
         arec r;
-        as_run_plain(&a, s, &r);
+        as_run_plain(a, s, &r);
         cr_assert_eq(atomic_load(&r.errors), 1);
         cr_assert(r.err.code >= EX_EUSER && r.err.code < EX_EUSER + 5);
         cr_assert_str_eq(r.err.msg, "every range fails");
         cr_assert_lt(atomic_load(&ran), 10000);
         ex_sender_release(s);
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
+
+Test(algo_loops, for_each_every_range_failing_completes_once_with_one_of_the_errors) { with_scheduler(AS_POOL4, for_each_every_range_failing_completes_once_with_one_of_the_errors_on); }
 
 static void fe_stop(algo_sched *a) {
     bool serial = a->kind == AS_INLINE || a->kind == AS_RUN_LOOP || a->kind == AS_STC || a->kind == AS_POOL1;
@@ -245,8 +241,7 @@ static ex_error ext_body(void *ctx, size_t begin, size_t end) {
     return ex_ok();
 }
 
-static void for_each_stop_from_another_thread_on_a_pool_on(algo_sched *a, void *ctx) {
-    (void)ctx;
+static void for_each_stop_from_another_thread_on_a_pool_on(algo_sched *a) {
     arec r;
     arec_init(&r, a->pool);
     arec_with_stop(&r);
@@ -267,8 +262,7 @@ static void for_each_stop_from_another_thread_on_a_pool_on(algo_sched *a, void *
 }
 
 Test(algo_loops, for_each_stop_from_another_thread_on_a_pool) {
-    for_each_kind(AS_POOL1, AS_POOL4, for_each_stop_from_another_thread_on_a_pool_on, NULL);
-    expect_no_leaks();
+    for_each_kind(AS_POOL1, AS_POOL4, for_each_stop_from_another_thread_on_a_pool_on);
 }
 
 /* A body that runs a reduction on the same pool and waits for it (the wait
@@ -292,8 +286,7 @@ static ex_error nest_body(void *ctx, size_t begin, size_t end) {
     return ex_ok();
 }
 
-static void for_each_body_can_wait_for_a_reduction_on_the_same_pool_on(algo_sched *a, void *ctx) {
-    (void)ctx;
+static void for_each_body_can_wait_for_a_reduction_on_the_same_pool_on(algo_sched *a) {
     nest_ctx c = { .pool = a->pool, .len = 3 * ALGO_TILE + 1 };
     int64_t *data = xmalloc(c.len * 8);
     fill_i64(data, c.len, 5);
@@ -309,28 +302,25 @@ static void for_each_body_can_wait_for_a_reduction_on_the_same_pool_on(algo_sche
 }
 
 Test(algo_loops, for_each_body_can_wait_for_a_reduction_on_the_same_pool) {
-    for_each_kind(AS_POOL1, AS_POOL4, for_each_body_can_wait_for_a_reduction_on_the_same_pool_on, NULL);
-    expect_no_leaks();
+    for_each_kind(AS_POOL1, AS_POOL4, for_each_body_can_wait_for_a_reduction_on_the_same_pool_on);
 }
 
-Test(algo_loops, for_each_sender_is_multi_shot) {
-    algo_sched a;
-    as_init(&a, AS_POOL2);
+static void for_each_sender_is_multi_shot_on(algo_sched *a) {
     fe_ctx c;
-    fe_init(&c, 3000, 10, a.pool);
-    ex_sender *s = ex_for_each_index(a.sch, 3000, 10, fe_fn, &c);
+    fe_init(&c, 3000, 10, a->pool);
+    ex_sender *s = ex_for_each_index(a->sch, 3000, 10, fe_fn, &c);
     for (int rep = 0; rep < 3; rep++) {
         arec r;
-        as_run_plain(&a, s, &r);
+        as_run_plain(a, s, &r);
         algo_expect_value(&r, 0, "reuse");
         cr_assert_eq(atomic_load(&c.indices), 3000L * (rep + 1));
     }
     for (size_t i = 0; i < 3000; i++) cr_assert_eq(atomic_load(&c.hits[i]), 3);
     ex_sender_release(s);
     fe_fini(&c);
-    as_fini(&a);
-    expect_no_leaks();
 }
+
+Test(algo_loops, for_each_sender_is_multi_shot) { with_scheduler(AS_POOL2, for_each_sender_is_multi_shot_on); }
 
 static ex_error nop_body(void *ctx, size_t b, size_t e) {
     (void)b, (void)e;
@@ -397,20 +387,18 @@ static int loops_oom_run(void *ctx, long k) {
     return code;
 }
 
-Test(algo_loops, oom_sweep) {
-    algo_sched a;
-    as_init(&a, AS_POOL2);
+static void oom_sweep_on(algo_sched *a) {
     size_t n = 20000;
     double *in = xmalloc(n * 8), *out = xmalloc(n * 8);
     fill_f64_int(in, n, 77);
-    loops_oom c = { &a, in, out, n, false };
+    loops_oom c = { a, in, out, n, false };
     algo_oom_sweep(loops_oom_run, &c, 100, "ex_transform_f64");
     c.for_each = true;
     algo_oom_sweep(loops_oom_run, &c, 100, "ex_for_each_index");
     free(in), free(out);
-    as_fini(&a);
-    expect_no_leaks();
 }
+
+Test(algo_loops, oom_sweep) { with_scheduler(AS_POOL2, oom_sweep_on); }
 
 Test(algo_loops, for_each_on_a_shut_down_pool_completes_with_eshutdown_or_stopped) {
     for (unsigned threads = 1; threads <= 4; threads *= 2) {
@@ -493,8 +481,7 @@ static ex_error par_body(void *ctx, size_t begin, size_t end) {
     return ex_ok();
 }
 
-static void for_each_runs_on_several_workers_of_a_pool_on(algo_sched *a, void *ctx) {
-    (void)ctx;
+static void for_each_runs_on_several_workers_of_a_pool_on(algo_sched *a) {
     par_ctx c = { .pool = a->pool };
     ex_sender *s = ex_for_each_index(a->sch, 256, 1, par_body, &c);
     arec r;
@@ -506,6 +493,5 @@ static void for_each_runs_on_several_workers_of_a_pool_on(algo_sched *a, void *c
 }
 
 Test(algo_loops, for_each_runs_on_several_workers_of_a_pool) {
-    for_each_kind(AS_POOL2, AS_POOL4, for_each_runs_on_several_workers_of_a_pool_on, NULL);
-    expect_no_leaks();
+    for_each_kind(AS_POOL2, AS_POOL4, for_each_runs_on_several_workers_of_a_pool_on);
 }

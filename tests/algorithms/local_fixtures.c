@@ -122,13 +122,14 @@ void with_scheduler(as_kind k, void (*fn)(algo_sched *a)) {
     expect_no_leaks();
 }
 
-void for_each_kind(as_kind first, as_kind last, void (*fn)(algo_sched *a, void *ctx), void *ctx) {
-    for (int k = first; k <= (int)last; k++) {
+void for_each_kind(as_kind first, as_kind last, void (*fn)(algo_sched *a)) {
+    for (int k = (int)first; k <= (int)last; k++) {
         algo_sched a;
         as_init(&a, (as_kind)k);
-        fn(&a, ctx);
+        fn(&a);
         as_fini(&a);
     }
+    expect_no_leaks();
 }
 
 ex_value run_one_value(algo_sched *a, ex_sender *s, ex_type type, const char *what) {

@@ -79,9 +79,9 @@ void expect_shutdown_result(const arec *r, const char *what);
 /* Runs fn(a) on a fresh scheduler of kind k, then checks nothing leaked. */
 void with_scheduler(as_kind k, void (*fn)(algo_sched *a));
 
-/* Runs fn(a, ctx) on a fresh scheduler of each kind from first to last
- * (as_kind order), one after the other. */
-void for_each_kind(as_kind first, as_kind last, void (*fn)(algo_sched *a, void *ctx), void *ctx);
+/* Runs fn(a) on a fresh scheduler of each kind from first to last
+ * (as_kind order), one after the other, then checks nothing leaked. */
+void for_each_kind(as_kind first, as_kind last, void (*fn)(algo_sched *a));
 
 /* One test per scheduler kind, NAME_inline, NAME_run_loop,
  * NAME_single_thread_context, NAME_pool1, NAME_pool2 and NAME_pool4, each

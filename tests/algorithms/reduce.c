@@ -96,8 +96,7 @@ Test(algo_reduce, i64_overflow_wraps_twos_complement) {
     expect_no_leaks();
 }
 
-static void empty_input_gives_init_or_the_identity_on(algo_sched *a, void *ctx) {
-    (void)ctx;
+static void empty_input_gives_init_or_the_identity_on(algo_sched *a) {
     cr_assert(same_bits(run_reduce_f64(a, NULL, 0, -0.5), -0.5), "%s", a->name);
     cr_assert(same_bits(run_reduce_f64(a, NULL, 0, 0.0), 0.0), "%s", a->name);
     cr_assert_eq(run_reduce_i64(a, NULL, 0, -12345), -12345, "%s", a->name);
@@ -109,8 +108,7 @@ static void empty_input_gives_init_or_the_identity_on(algo_sched *a, void *ctx) 
 }
 
 Test(algo_reduce, empty_input_gives_init_or_the_identity) {
-    for_each_kind(AS_INLINE, AS_POOL4, empty_input_gives_init_or_the_identity_on, NULL);
-    expect_no_leaks();
+    for_each_kind(AS_INLINE, AS_POOL4, empty_input_gives_init_or_the_identity_on);
 }
 
 /* ============================================================ determinism */
@@ -177,29 +175,27 @@ static void generic_every_size(algo_sched *a) {
 
 TEST_EVERY_SCHEDULER(algo_reduce, generic_every_size, generic_every_size)
 
-Test(algo_reduce, generic_builder_copies_the_monoid_and_identity) {
-    algo_sched a;
-    as_init(&a, AS_POOL4);
+static void generic_builder_copies_the_monoid_and_identity_on(algo_sched *a) {
     size_t n = 6 * ALGO_GTILE(sizeof(m22)) + 2;
     m22 *in = xmalloc(n * sizeof(m22)), want, got;
     fill_m22(in, n, 17);
     m22 id = m22_identity;
     ex_monoid m = { sizeof(m22), &id, m22_combine, NULL };
-    ex_sender *s = ex_reduce(a.sch, &m, in, n, &got);
+    ex_sender *s = ex_reduce(a->sch, &m, in, n, &got);
     cr_assert_eq(ex_sender_status(s).code, 0);
     memset(&m, 0, sizeof m);
     memset(&id, 0x33, sizeof id);
     arec r;
-    as_run_plain(&a, s, &r);
+    as_run_plain(a, s, &r);
     algo_expect_value(&r, 1, "copied monoid");
     ex_monoid mref = { sizeof(m22), &m22_identity, m22_combine, NULL };
     ref_fold(&mref, in, NULL, n, false, NULL, &want);
     cr_assert_eq(memcmp(&got, &want, sizeof got), 0);
     ex_sender_release(s);
     free(in);
-    as_fini(&a);
-    expect_no_leaks();
 }
+
+Test(algo_reduce, generic_builder_copies_the_monoid_and_identity) { with_scheduler(AS_POOL4, generic_builder_copies_the_monoid_and_identity_on); }
 
 /* ============================================================ allocations */
 
@@ -318,8 +314,7 @@ Test(algo_reduce, oom_sweep_generic) {
 
 /* =================================================================== stop */
 
-static void stop_requested_before_start_completes_stopped_on(algo_sched *a, void *ctx) {
-    (void)ctx;
+static void stop_requested_before_start_completes_stopped_on(algo_sched *a) {
     static const size_t sizes[] = { 0, 3, 4 * 16384 + 1 };
     for (size_t j = 0; j < 3; j++) {
         size_t n = sizes[j];
@@ -341,12 +336,10 @@ static void stop_requested_before_start_completes_stopped_on(algo_sched *a, void
 }
 
 Test(algo_reduce, stop_requested_before_start_completes_stopped) {
-    for_each_kind(AS_INLINE, AS_POOL4, stop_requested_before_start_completes_stopped_on, NULL);
-    expect_no_leaks();
+    for_each_kind(AS_INLINE, AS_POOL4, stop_requested_before_start_completes_stopped_on);
 }
 
-static void stop_requested_during_a_reduction_completes_stopped_on(algo_sched *a, void *ctx) {
-    (void)ctx;
+static void stop_requested_during_a_reduction_completes_stopped_on(algo_sched *a) {
     bool external = a->pool != NULL;
     size_t n = 12 * T + 1;
     uint64_t *in = xmalloc(n * 8);
@@ -374,14 +367,12 @@ static void stop_requested_during_a_reduction_completes_stopped_on(algo_sched *a
 }
 
 Test(algo_reduce, stop_requested_during_a_reduction_completes_stopped) {
-    for_each_kind(AS_INLINE, AS_POOL4, stop_requested_during_a_reduction_completes_stopped_on, NULL);
-    expect_no_leaks();
+    for_each_kind(AS_INLINE, AS_POOL4, stop_requested_during_a_reduction_completes_stopped_on);
 }
 
 /* ===================================================== completion thread */
 
-static void completes_on_a_pool_worker_on(algo_sched *a, void *ctx) {
-    (void)ctx;
+static void completes_on_a_pool_worker_on(algo_sched *a) {
     static const size_t sizes[] = { 0, 2, 16384, 6 * 16384 + 3 };
     for (size_t j = 0; j < 4; j++) {
         size_t n = sizes[j];
@@ -404,8 +395,7 @@ static void completes_on_a_pool_worker_on(algo_sched *a, void *ctx) {
 }
 
 Test(algo_reduce, completes_on_a_pool_worker) {
-    for_each_kind(AS_POOL1, AS_POOL4, completes_on_a_pool_worker_on, NULL);
-    expect_no_leaks();
+    for_each_kind(AS_POOL1, AS_POOL4, completes_on_a_pool_worker_on);
 }
 
 /* ======================================================= argument errors */
@@ -446,25 +436,23 @@ Test(algo_reduce, bad_arguments_give_einval_naming_the_builder) {
 
 /* ==================================================== multi-shot, shutdown */
 
-Test(algo_reduce, sender_is_multi_shot) {
-    algo_sched a;
-    as_init(&a, AS_POOL2);
+static void sender_is_multi_shot_on(algo_sched *a) {
     size_t n = 5 * T + 5;
     int64_t *in = xmalloc(n * 8);
     fill_i64(in, n, 41);
     int64_t want = ref_sum_i64(in, n, 9);
-    ex_sender *s = ex_reduce_i64(a.sch, in, n, 9);
-    expect_concurrent_runs_int(&a, s, 4, want);
+    ex_sender *s = ex_reduce_i64(a->sch, in, n, 9);
+    expect_concurrent_runs_int(a, s, 4, want);
     for (int k = 0; k < 3; k++) {
         arec rr;
-        as_run_plain(&a, s, &rr);
+        as_run_plain(a, s, &rr);
         cr_assert_eq(rr.v[0].as.i, want);
     }
     ex_sender_release(s);
     free(in);
-    as_fini(&a);
-    expect_no_leaks();
 }
+
+Test(algo_reduce, sender_is_multi_shot) { with_scheduler(AS_POOL2, sender_is_multi_shot_on); }
 
 Test(algo_reduce, pool_shut_down_completes_with_eshutdown_or_stopped) {
     size_t n = 8 * T + 1;

@@ -18,8 +18,7 @@
 
 /* ===================================================== completion thread */
 
-static void completes_on_an_agent_of_the_scheduler_on(algo_sched *a, void *ctx) {
-    (void)ctx;
+static void completes_on_an_agent_of_the_scheduler_on(algo_sched *a) {
     static const size_t sizes[] = { 0, 1, 3 * 16384 + 5 };
     for (size_t j = 0; j < 3; j++) {
         size_t n = sizes[j];
@@ -48,8 +47,7 @@ static void completes_on_an_agent_of_the_scheduler_on(algo_sched *a, void *ctx) 
 }
 
 Test(algo_scan, completes_on_an_agent_of_the_scheduler) {
-    for_each_kind(AS_INLINE, AS_POOL4, completes_on_an_agent_of_the_scheduler_on, NULL);
-    expect_no_leaks();
+    for_each_kind(AS_INLINE, AS_POOL4, completes_on_an_agent_of_the_scheduler_on);
 }
 
 /* ============================================================ agents */
@@ -99,9 +97,7 @@ static void agent_combine(void *ctx, void *acc, const void *x) {
     *(uint64_t *)acc += *(const uint64_t *)x;
 }
 
-Test(algo_scan, one_tile_runs_on_one_agent_of_a_pool) {
-    algo_sched a;
-    as_init(&a, AS_POOL4);
+static void one_tile_runs_on_one_agent_of_a_pool_on(algo_sched *a) {
     static const size_t sizes[] = { 1, 100, 16384 };
     for (size_t j = 0; j < 3; j++) {
         size_t n = sizes[j];
@@ -111,19 +107,18 @@ Test(algo_scan, one_tile_runs_on_one_agent_of_a_pool) {
             agent_ctx c = { .base = in, .wait_index = SIZE_MAX };
             uint64_t zero = 0;
             ex_monoid m = { 8, &zero, agent_combine, &c };
-            run_gscan(&a, &m, excl, in, out, n, &zero);
+            run_gscan(a, &m, excl, in, out, n, &zero);
             cr_assert_eq(atomic_load(&c.nthreads), 1, "n=%zu (one tile): combine ran on %d threads", n,
                          atomic_load(&c.nthreads));
             cr_assert_eq(out[n - 1], excl ? (n - 1) * (n - 2) / 2 : n * (n - 1) / 2);
         }
         free(in), free(out);
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
 
-static void tiles_are_reduced_by_several_workers_at_once_on(algo_sched *a, void *ctx) {
-    (void)ctx;
+Test(algo_scan, one_tile_runs_on_one_agent_of_a_pool) { with_scheduler(AS_POOL4, one_tile_runs_on_one_agent_of_a_pool_on); }
+
+static void tiles_are_reduced_by_several_workers_at_once_on(algo_sched *a) {
     size_t n = 8 * T + 1;
     uint64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8);
     for (size_t i = 0; i < n; i++) in[i] = i * 3;
@@ -143,8 +138,7 @@ static void tiles_are_reduced_by_several_workers_at_once_on(algo_sched *a, void 
 }
 
 Test(algo_scan, tiles_are_reduced_by_several_workers_at_once) {
-    for_each_kind(AS_POOL2, AS_POOL4, tiles_are_reduced_by_several_workers_at_once_on, NULL);
-    expect_no_leaks();
+    for_each_kind(AS_POOL2, AS_POOL4, tiles_are_reduced_by_several_workers_at_once_on);
 }
 
 /* ========================================== a resource's own bulk hook */

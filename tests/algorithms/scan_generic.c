@@ -89,9 +89,7 @@ Test(algo_scan, generic_in_place) {
 }
 
 /* The builders copy the monoid and the identity and init bytes. */
-Test(algo_scan, generic_builders_copy_the_monoid_identity_and_init) {
-    algo_sched a;
-    as_init(&a, AS_POOL2);
+static void generic_builders_copy_the_monoid_identity_and_init_on(algo_sched *a) {
     size_t n = 3 * ALGO_GTILE(sizeof(m22)) + 7;
     m22 *in = xmalloc(n * sizeof(m22)), *out = xmalloc(n * sizeof(m22)), *want = xmalloc(n * sizeof(m22));
     fill_m22(in, n, 31);
@@ -101,13 +99,13 @@ Test(algo_scan, generic_builders_copy_the_monoid_identity_and_init) {
     for (int excl = 0; excl < 2; excl++) {
         ex_monoid mm = m;
         m22 ii = init;
-        ex_sender *s = gscan(a.sch, &mm, excl, in, out, n, &ii);
+        ex_sender *s = gscan(a->sch, &mm, excl, in, out, n, &ii);
         cr_assert_eq(ex_sender_status(s).code, 0);
         memset(&mm, 0, sizeof mm);      /* the struct ... */
         memset(&id, 0x77, sizeof id);   /* ... the identity ... */
         memset(&ii, 0x55, sizeof ii);   /* ... and init may go away */
         arec r;
-        as_run_plain(&a, s, &r);
+        as_run_plain(a, s, &r);
         algo_expect_value(&r, 0, "copied monoid");
         ex_sender_release(s);
         ref_fold(&mref, in, want, n, excl, &init, NULL);
@@ -116,14 +114,12 @@ Test(algo_scan, generic_builders_copy_the_monoid_identity_and_init) {
         id = m22_identity;
     }
     free(in), free(out), free(want);
-    as_fini(&a);
-    expect_no_leaks();
 }
 
+Test(algo_scan, generic_builders_copy_the_monoid_identity_and_init) { with_scheduler(AS_POOL2, generic_builders_copy_the_monoid_identity_and_init_on); }
+
 /* combine gets the monoid's ctx. */
-Test(algo_scan, generic_combine_gets_the_ctx) {
-    algo_sched a;
-    as_init(&a, AS_POOL4);
+static void generic_combine_gets_the_ctx_on(algo_sched *a) {
     sum_ctx c = { SUM_MAGIC, 0, 0 };
     uint64_t zero = 0;
     ex_monoid m = { 8, &zero, sum_combine, &c };
@@ -131,11 +127,11 @@ Test(algo_scan, generic_combine_gets_the_ctx) {
     int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
     fill_i64(in, n, 77);
     ref_scan_i64(in, want, n, false, 0);
-    run_gscan(&a, &m, false, in, out, n, NULL);
+    run_gscan(a, &m, false, in, out, n, NULL);
     cr_assert_eq(atomic_load(&c.bad_ctx), 0, "combine got another ctx");
     cr_assert_geq(atomic_load(&c.calls), (long)n, "combine ran %ld times for %zu elements", atomic_load(&c.calls), n);
     cr_assert_eq(first_diff_i64(out, want, n), SIZE_MAX);
     free(in), free(out), free(want);
-    as_fini(&a);
-    expect_no_leaks();
 }
+
+Test(algo_scan, generic_combine_gets_the_ctx) { with_scheduler(AS_POOL4, generic_combine_gets_the_ctx_on); }

@@ -17,8 +17,7 @@
 
 /* =================================================================== stop */
 
-static void stop_requested_before_start_completes_stopped_on(algo_sched *a, void *ctx) {
-    (void)ctx;
+static void stop_requested_before_start_completes_stopped_on(algo_sched *a) {
     static const size_t sizes[] = { 0, 5, 3 * 16384 + 5 };
     for (size_t j = 0; j < 3; j++) {
         size_t n = sizes[j];
@@ -54,8 +53,7 @@ static void stop_requested_before_start_completes_stopped_on(algo_sched *a, void
 }
 
 Test(algo_scan, stop_requested_before_start_completes_stopped) {
-    for_each_kind(AS_INLINE, AS_POOL4, stop_requested_before_start_completes_stopped_on, NULL);
-    expect_no_leaks();
+    for_each_kind(AS_INLINE, AS_POOL4, stop_requested_before_start_completes_stopped_on);
 }
 
 static void stop_during_generic_scan(as_kind kind, bool excl) {
@@ -126,23 +124,21 @@ static void *racer_main(void *p) {
     return NULL;
 }
 
-Test(algo_scan, typed_scan_racing_a_stop_request_completes_once) {
-    algo_sched a;
-    as_init(&a, AS_POOL2);
+static void typed_scan_racing_a_stop_request_completes_once_on(algo_sched *a) {
     size_t n = ALGO_HUGE;
     int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
     fill_i64(in, n, 8);
     int64_t tw = ref_scan_i64(in, want, n, false, 0);
     int stopped = 0, valued = 0;
     for (int rep = 0; rep < 8; rep++) {
-        ex_sender *s = ex_inclusive_scan_i64(a.sch, in, out, n);
+        ex_sender *s = ex_inclusive_scan_i64(a->sch, in, out, n);
         arec r;
-        arec_init(&r, a.pool);
+        arec_init(&r, a->pool);
         arec_with_stop(&r);
         racer rc = { &r.stop, rep * 300 };
         pthread_t th;
         cr_assert_eq(pthread_create(&th, NULL, racer_main, &rc), 0);
-        as_run(&a, s, &r);
+        as_run(a, s, &r);
         pthread_join(th, NULL);
         if (atomic_load(&r.stops)) {
             stopped++;
@@ -157,37 +153,35 @@ Test(algo_scan, typed_scan_racing_a_stop_request_completes_once) {
     }
     cr_assert_eq(stopped + valued, 8);
     free(in), free(out), free(want);
-    as_fini(&a);
-    expect_no_leaks();
 }
+
+Test(algo_scan, typed_scan_racing_a_stop_request_completes_once) { with_scheduler(AS_POOL2, typed_scan_racing_a_stop_request_completes_once_on); }
 
 /* ==================================================== multi-shot, shutdown */
 
-Test(algo_scan, sender_is_multi_shot_and_concurrent_runs_write_the_same_output) {
-    algo_sched a;
-    as_init(&a, AS_POOL4);
+static void sender_is_multi_shot_and_concurrent_runs_write_the_same_output_on(algo_sched *a) {
     size_t n = 7 * T + 3;
     int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
     fill_i64(in, n, 12);
     int64_t tw = ref_scan_i64(in, want, n, true, 3);
-    ex_sender *s = ex_exclusive_scan_i64(a.sch, in, out, n, 3);
+    ex_sender *s = ex_exclusive_scan_i64(a->sch, in, out, n, 3);
     for (int rep = 0; rep < 3; rep++) {
         memset(out, 0, n * 8);
         arec r;
-        as_run_plain(&a, s, &r);
+        as_run_plain(a, s, &r);
         algo_expect_value(&r, 1, "sequential reuse");
         cr_assert_eq(r.v[0].as.i, tw);
         cr_assert_eq(first_diff_i64(out, want, n), SIZE_MAX, "run %d", rep);
     }
     /* Concurrent runs: each gets its own operation; the output is the same. */
     memset(out, 0, n * 8);
-    expect_concurrent_runs_int(&a, s, 3, tw);
+    expect_concurrent_runs_int(a, s, 3, tw);
     cr_assert_eq(first_diff_i64(out, want, n), SIZE_MAX);
     ex_sender_release(s);
     free(in), free(out), free(want);
-    as_fini(&a);
-    expect_no_leaks();
 }
+
+Test(algo_scan, sender_is_multi_shot_and_concurrent_runs_write_the_same_output) { with_scheduler(AS_POOL4, sender_is_multi_shot_and_concurrent_runs_write_the_same_output_on); }
 
 Test(algo_scan, pool_shut_down_before_start_completes_with_eshutdown_or_stopped) {
     for (unsigned threads = 1; threads <= 4; threads *= 2) {
