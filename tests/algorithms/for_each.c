@@ -121,7 +121,9 @@ static void for_each_default_grain_gives_several_ranges_on_a_pool_on(algo_sched 
     fe_fini(&c);
 }
 
-Test(algo_loops, for_each_default_grain_gives_several_ranges_on_a_pool) { with_scheduler(AS_POOL4, for_each_default_grain_gives_several_ranges_on_a_pool_on); }
+Test(algo_loops, for_each_default_grain_gives_several_ranges_on_a_pool) {
+    with_scheduler(AS_POOL4, for_each_default_grain_gives_several_ranges_on_a_pool_on);
+}
 
 static void fe_error(algo_sched *a) {
     static int payload;
@@ -193,7 +195,9 @@ static void for_each_every_range_failing_completes_once_with_one_of_the_errors_o
     }
 }
 
-Test(algo_loops, for_each_every_range_failing_completes_once_with_one_of_the_errors) { with_scheduler(AS_POOL4, for_each_every_range_failing_completes_once_with_one_of_the_errors_on); }
+Test(algo_loops, for_each_every_range_failing_completes_once_with_one_of_the_errors) {
+    with_scheduler(AS_POOL4, for_each_every_range_failing_completes_once_with_one_of_the_errors_on);
+}
 
 static void fe_stop(algo_sched *a) {
     bool serial = a->kind == AS_INLINE || a->kind == AS_RUN_LOOP || a->kind == AS_STC || a->kind == AS_POOL1;
@@ -357,8 +361,12 @@ static void loops_allocate_nothing(algo_sched *a) {
     free(in), free(out);
 }
 
-Test(algo_loops, for_each_and_transform_allocate_nothing_per_run_inline) { with_scheduler(AS_INLINE, loops_allocate_nothing); }
-Test(algo_loops, for_each_and_transform_allocate_nothing_per_run_pool4) { with_scheduler(AS_POOL4, loops_allocate_nothing); }
+Test(algo_loops, for_each_and_transform_allocate_nothing_per_run_inline) {
+    with_scheduler(AS_INLINE, loops_allocate_nothing);
+}
+Test(algo_loops, for_each_and_transform_allocate_nothing_per_run_pool4) {
+    with_scheduler(AS_POOL4, loops_allocate_nothing);
+}
 
 /* Building can run out of memory: EX_ENOMEM, or the exact result. */
 typedef struct loops_oom {

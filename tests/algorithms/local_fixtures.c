@@ -122,6 +122,16 @@ void with_scheduler(as_kind k, void (*fn)(algo_sched *a)) {
     expect_no_leaks();
 }
 
+void for_kinds(size_t n, const as_kind *kinds, void (*fn)(algo_sched *a)) {
+    for (size_t i = 0; i < n; i++) {
+        algo_sched a;
+        as_init(&a, kinds[i]);
+        fn(&a);
+        as_fini(&a);
+    }
+    expect_no_leaks();
+}
+
 void for_each_kind(as_kind first, as_kind last, void (*fn)(algo_sched *a)) {
     for (int k = (int)first; k <= (int)last; k++) {
         algo_sched a;

@@ -83,6 +83,10 @@ void with_scheduler(as_kind k, void (*fn)(algo_sched *a));
  * (as_kind order), one after the other, then checks nothing leaked. */
 void for_each_kind(as_kind first, as_kind last, void (*fn)(algo_sched *a));
 
+/* Runs fn(a) on a fresh scheduler of each of kinds[0..n), one after the
+ * other, then checks nothing leaked. */
+void for_kinds(size_t n, const as_kind *kinds, void (*fn)(algo_sched *a));
+
 /* One test per scheduler kind, NAME_inline, NAME_run_loop,
  * NAME_single_thread_context, NAME_pool1, NAME_pool2 and NAME_pool4, each
  * running fn(algo_sched *) through with_scheduler. */

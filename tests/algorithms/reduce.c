@@ -16,8 +16,6 @@
 
 TEST_SUITE(algo_reduce, 120);
 
-#define T ALGO_TILE
-
 static int64_t run_reduce_i64(algo_sched *a, const int64_t *in, size_t n, int64_t init) {
     return run_one_value(a, ex_reduce_i64(a->sch, in, n, init), EX_T_INT, "ex_reduce_i64").as.i;
 }
@@ -75,25 +73,23 @@ static void f64_every_size(algo_sched *a) {
 TEST_EVERY_SCHEDULER(algo_reduce, i64_every_size, i64_every_size)
 TEST_EVERY_SCHEDULER(algo_reduce, f64_every_size, f64_every_size)
 
+static void i64_overflow_wraps_twos_complement_on(algo_sched *a) {
+    int64_t one = 1;
+    cr_assert_eq(run_reduce_i64(a, &one, 1, INT64_MAX), INT64_MIN, "%s: INT64_MAX + 1", a->name);
+    int64_t two[2] = { INT64_MIN, -1 };
+    cr_assert_eq(run_reduce_i64(a, two, 2, 0), INT64_MAX, "%s: INT64_MIN - 1", a->name);
+    size_t n = 9 * ALGO_TILE + 1;
+    int64_t *in = xmalloc(n * 8);
+    for (size_t i = 0; i < n; i++) in[i] = INT64_MAX;
+    /* n * INT64_MAX = n * (2^63 - 1) == -n (mod 2^64) for odd n: 2^63 * odd == 2^63 */
+    int64_t want = ref_sum_i64(in, n, 0);
+    cr_assert_eq(want, (int64_t)(((uint64_t)1 << 63) - (uint64_t)n), "the reference itself");
+    cr_assert_eq(run_reduce_i64(a, in, n, 0), want, "%s: many INT64_MAX", a->name);
+    free(in);
+}
+
 Test(algo_reduce, i64_overflow_wraps_twos_complement) {
-    algo_sched a[2];
-    as_init_each(a, 2, (const as_kind[]){ AS_INLINE, AS_POOL4 });
-    for (int s = 0; s < 2; s++) {
-        int64_t one = 1;
-        cr_assert_eq(run_reduce_i64(&a[s], &one, 1, INT64_MAX), INT64_MIN, "%s: INT64_MAX + 1", a[s].name);
-        int64_t two[2] = { INT64_MIN, -1 };
-        cr_assert_eq(run_reduce_i64(&a[s], two, 2, 0), INT64_MAX, "%s: INT64_MIN - 1", a[s].name);
-        size_t n = 9 * T + 1;
-        int64_t *in = xmalloc(n * 8);
-        for (size_t i = 0; i < n; i++) in[i] = INT64_MAX;
-        /* n * INT64_MAX = n * (2^63 - 1) == -n (mod 2^64) for odd n: 2^63 * odd == 2^63 */
-        int64_t want = ref_sum_i64(in, n, 0);
-        cr_assert_eq(want, (int64_t)(((uint64_t)1 << 63) - (uint64_t)n), "the reference itself");
-        cr_assert_eq(run_reduce_i64(&a[s], in, n, 0), want, "%s: many INT64_MAX", a[s].name);
-        free(in);
-    }
-    as_fini_each(a, 2);
-    expect_no_leaks();
+    for_kinds(2, (const as_kind[]){ AS_INLINE, AS_POOL4 }, i64_overflow_wraps_twos_complement_on);
 }
 
 static void empty_input_gives_init_or_the_identity_on(algo_sched *a) {
@@ -195,7 +191,9 @@ static void generic_builder_copies_the_monoid_and_identity_on(algo_sched *a) {
     free(in);
 }
 
-Test(algo_reduce, generic_builder_copies_the_monoid_and_identity) { with_scheduler(AS_POOL4, generic_builder_copies_the_monoid_and_identity_on); }
+Test(algo_reduce, generic_builder_copies_the_monoid_and_identity) {
+    with_scheduler(AS_POOL4, generic_builder_copies_the_monoid_and_identity_on);
+}
 
 /* ============================================================ allocations */
 
@@ -341,7 +339,7 @@ Test(algo_reduce, stop_requested_before_start_completes_stopped) {
 
 static void stop_requested_during_a_reduction_completes_stopped_on(algo_sched *a) {
     bool external = a->pool != NULL;
-    size_t n = 12 * T + 1;
+    size_t n = 12 * ALGO_TILE + 1;
     uint64_t *in = xmalloc(n * 8);
     for (size_t i = 0; i < n; i++) in[i] = i;
     in[5] = ALGO_STOP_MARK;
@@ -437,7 +435,7 @@ Test(algo_reduce, bad_arguments_give_einval_naming_the_builder) {
 /* ==================================================== multi-shot, shutdown */
 
 static void sender_is_multi_shot_on(algo_sched *a) {
-    size_t n = 5 * T + 5;
+    size_t n = 5 * ALGO_TILE + 5;
     int64_t *in = xmalloc(n * 8);
     fill_i64(in, n, 41);
     int64_t want = ref_sum_i64(in, n, 9);
@@ -455,7 +453,7 @@ static void sender_is_multi_shot_on(algo_sched *a) {
 Test(algo_reduce, sender_is_multi_shot) { with_scheduler(AS_POOL2, sender_is_multi_shot_on); }
 
 Test(algo_reduce, pool_shut_down_completes_with_eshutdown_or_stopped) {
-    size_t n = 8 * T + 1;
+    size_t n = 8 * ALGO_TILE + 1;
     int64_t *in = xmalloc(n * 8);
     fill_i64(in, n, 43);
     int64_t want = ref_sum_i64(in, n, 0);

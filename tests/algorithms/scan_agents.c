@@ -14,8 +14,6 @@
 
 #include "algorithms/local_fixtures.h"
 
-#define T ALGO_TILE
-
 /* ===================================================== completion thread */
 
 static void completes_on_an_agent_of_the_scheduler_on(algo_sched *a) {
@@ -116,10 +114,12 @@ static void one_tile_runs_on_one_agent_of_a_pool_on(algo_sched *a) {
     }
 }
 
-Test(algo_scan, one_tile_runs_on_one_agent_of_a_pool) { with_scheduler(AS_POOL4, one_tile_runs_on_one_agent_of_a_pool_on); }
+Test(algo_scan, one_tile_runs_on_one_agent_of_a_pool) {
+    with_scheduler(AS_POOL4, one_tile_runs_on_one_agent_of_a_pool_on);
+}
 
 static void tiles_are_reduced_by_several_workers_at_once_on(algo_sched *a) {
-    size_t n = 8 * T + 1;
+    size_t n = 8 * ALGO_TILE + 1;
     uint64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8);
     for (size_t i = 0; i < n; i++) in[i] = i * 3;
     agent_ctx c = { .base = in };
@@ -199,7 +199,7 @@ Test(algo_scan, a_resources_own_bulk_hook_runs_the_participants) {
     for (int threads = 0; threads < 2; threads++) {
         own_res res = { .threads = threads };
         ex_scheduler sch = own_scheduler(&res);
-        size_t n = 9 * T + 5;
+        size_t n = 9 * ALGO_TILE + 5;
         int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
         fill_i64(in, n, 15);
         for (int excl = 0; excl < 2; excl++) {

@@ -14,8 +14,6 @@
 
 #include "algorithms/local_fixtures.h"
 
-#define T ALGO_TILE
-
 /* ============================================================ allocations */
 
 /* An int64 scan's output against the serial loop (init 5). */
@@ -157,7 +155,7 @@ static int scan_oom_run(void *ctx, long k) {
 static void oom_sweep(as_kind kind, bool generic, bool excl) {
     scan_oom c = { .generic = generic, .excl = excl, .init = { 1, 2, 3, 4 } };
     as_init(&c.a, kind);
-    size_t n = c.n = generic ? 3 * ALGO_GTILE(sizeof(m22)) + 5 : 3 * T + 5;
+    size_t n = c.n = generic ? 3 * ALGO_GTILE(sizeof(m22)) + 5 : 3 * ALGO_TILE + 5;
     c.gin = xmalloc(n * sizeof(m22)), c.gout = xmalloc(n * sizeof(m22)), c.gwant = xmalloc(n * sizeof(m22));
     c.in = xmalloc(n * 8), c.out = xmalloc(n * 8), c.want = xmalloc(n * 8);
     fill_m22(c.gin, n, 5);
@@ -212,7 +210,7 @@ static int six_oom_run(void *ctx, long k) {
 
 Test(algo_scan, oom_sweep_on_a_six_worker_pool) {
     ex_pool *p = algo_pool_new(6);
-    size_t n = 12 * T + 5;
+    size_t n = 12 * ALGO_TILE + 5;
     int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
     fill_i64(in, n, 61);
     int64_t tw = ref_scan_i64(in, want, n, false, 0);

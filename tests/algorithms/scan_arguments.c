@@ -12,8 +12,6 @@
 
 #include "algorithms/local_fixtures.h"
 
-#define T ALGO_TILE
-
 /* ======================================================= argument errors */
 
 static int64_t ga[256], gb[256];

@@ -15,8 +15,6 @@
 
 #include "algorithms/local_fixtures.h"
 
-#define T ALGO_TILE
-
 /* ========================================================= generic scans */
 
 /* A generic scan of n random elements against the serial fold; in place
@@ -116,14 +114,16 @@ static void generic_builders_copy_the_monoid_identity_and_init_on(algo_sched *a)
     free(in), free(out), free(want);
 }
 
-Test(algo_scan, generic_builders_copy_the_monoid_identity_and_init) { with_scheduler(AS_POOL2, generic_builders_copy_the_monoid_identity_and_init_on); }
+Test(algo_scan, generic_builders_copy_the_monoid_identity_and_init) {
+    with_scheduler(AS_POOL2, generic_builders_copy_the_monoid_identity_and_init_on);
+}
 
 /* combine gets the monoid's ctx. */
 static void generic_combine_gets_the_ctx_on(algo_sched *a) {
     sum_ctx c = { SUM_MAGIC, 0, 0 };
     uint64_t zero = 0;
     ex_monoid m = { 8, &zero, sum_combine, &c };
-    size_t n = 5 * T + 3;
+    size_t n = 5 * ALGO_TILE + 3;
     int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
     fill_i64(in, n, 77);
     ref_scan_i64(in, want, n, false, 0);

@@ -13,8 +13,6 @@
 
 #include "algorithms/local_fixtures.h"
 
-#define T ALGO_TILE
-
 /* =================================================================== stop */
 
 static void stop_requested_before_start_completes_stopped_on(algo_sched *a) {
@@ -60,7 +58,7 @@ static void stop_during_generic_scan(as_kind kind, bool excl) {
     algo_sched a;
     as_init(&a, kind);
     bool external = a.pool != NULL;
-    size_t n = 10 * T + 3;  /* 8-byte elements: tiles of T; more tiles than participants */
+    size_t n = 10 * ALGO_TILE + 3;  /* 8-byte elements: tiles of ALGO_TILE; more tiles than participants */
     uint64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8);
     for (size_t i = 0; i < n; i++) in[i] = i;
     in[100] = ALGO_STOP_MARK;
@@ -87,7 +85,7 @@ static void stop_during_generic_scan(as_kind kind, bool excl) {
      * the tile sums but the last tile's, one per element in the scans). */
     unsigned char *last = (unsigned char *)&out[n - 1];
     cr_assert_eq(last[0], SENTINEL_BYTE, "%s: the last tile was written although stop was requested in tile 0", a.name);
-    long full = (long)(2 * n - (n - 10 * T));
+    long full = (long)(2 * n - (n - 10 * ALGO_TILE));
     cr_assert_lt(atomic_load(&c.calls), full, "%s: every element was combined although stopped", a.name);
     ex_sender_release(s);
     free(in), free(out);
@@ -155,12 +153,14 @@ static void typed_scan_racing_a_stop_request_completes_once_on(algo_sched *a) {
     free(in), free(out), free(want);
 }
 
-Test(algo_scan, typed_scan_racing_a_stop_request_completes_once) { with_scheduler(AS_POOL2, typed_scan_racing_a_stop_request_completes_once_on); }
+Test(algo_scan, typed_scan_racing_a_stop_request_completes_once) {
+    with_scheduler(AS_POOL2, typed_scan_racing_a_stop_request_completes_once_on);
+}
 
 /* ==================================================== multi-shot, shutdown */
 
 static void sender_is_multi_shot_and_concurrent_runs_write_the_same_output_on(algo_sched *a) {
-    size_t n = 7 * T + 3;
+    size_t n = 7 * ALGO_TILE + 3;
     int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
     fill_i64(in, n, 12);
     int64_t tw = ref_scan_i64(in, want, n, true, 3);
@@ -181,13 +181,15 @@ static void sender_is_multi_shot_and_concurrent_runs_write_the_same_output_on(al
     free(in), free(out), free(want);
 }
 
-Test(algo_scan, sender_is_multi_shot_and_concurrent_runs_write_the_same_output) { with_scheduler(AS_POOL4, sender_is_multi_shot_and_concurrent_runs_write_the_same_output_on); }
+Test(algo_scan, sender_is_multi_shot_and_concurrent_runs_write_the_same_output) {
+    with_scheduler(AS_POOL4, sender_is_multi_shot_and_concurrent_runs_write_the_same_output_on);
+}
 
 Test(algo_scan, pool_shut_down_before_start_completes_with_eshutdown_or_stopped) {
     for (unsigned threads = 1; threads <= 4; threads *= 2) {
         ex_pool *p = algo_pool_new(threads);
         ex_scheduler sch = ex_pool_scheduler(p);
-        size_t n = 3 * T + 5;
+        size_t n = 3 * ALGO_TILE + 5;
         int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8);
         fill_i64(in, n, 13);
         uint64_t zero = 0;

@@ -21,8 +21,6 @@
 
 #include "algorithms/local_fixtures.h"
 
-#define T ALGO_TILE
-
 TEST_SUITE(algo_scan, 120);
 
 static const int64_t i64_inits[] = { 0, -1, INT64_MAX, INT64_MIN, 0x0123456789abcdefll, -77 };
@@ -119,37 +117,35 @@ static void f64_every_size(algo_sched *a) {
 TEST_EVERY_SCHEDULER(algo_scan, i64_every_size, i64_every_size)
 TEST_EVERY_SCHEDULER(algo_scan, f64_every_size, f64_every_size)
 
-Test(algo_scan, i64_overflow_wraps_twos_complement) {
-    algo_sched a[2];
-    as_init_each(a, 2, (const as_kind[]){ AS_INLINE, AS_POOL4 });
-    for (int s = 0; s < 2; s++) {
-        /* INT64_MAX + 1 == INT64_MIN */
-        int64_t in2[2] = { INT64_MAX, 1 }, out2[2];
-        int64_t t = run_scan_i64(&a[s], false, in2, out2, 2, 0);
-        cr_assert_eq(out2[0], INT64_MAX);
-        cr_assert_eq(out2[1], INT64_MIN, "%s: INT64_MAX + 1 gave %lld", a[s].name, (long long)out2[1]);
-        cr_assert_eq(t, INT64_MIN);
-        t = run_scan_i64(&a[s], true, in2, out2, 2, INT64_MAX);
-        cr_assert_eq(out2[0], INT64_MAX);
-        cr_assert_eq(out2[1], -2, "%s: INT64_MAX + INT64_MAX wraps to -2", a[s].name);
-        cr_assert_eq(t, -1);
+static void i64_overflow_wraps_twos_complement_on(algo_sched *a) {
+    /* INT64_MAX + 1 == INT64_MIN */
+    int64_t in2[2] = { INT64_MAX, 1 }, out2[2];
+    int64_t t = run_scan_i64(a, false, in2, out2, 2, 0);
+    cr_assert_eq(out2[0], INT64_MAX);
+    cr_assert_eq(out2[1], INT64_MIN, "%s: INT64_MAX + 1 gave %lld", a->name, (long long)out2[1]);
+    cr_assert_eq(t, INT64_MIN);
+    t = run_scan_i64(a, true, in2, out2, 2, INT64_MAX);
+    cr_assert_eq(out2[0], INT64_MAX);
+    cr_assert_eq(out2[1], -2, "%s: INT64_MAX + INT64_MAX wraps to -2", a->name);
+    cr_assert_eq(t, -1);
 
-        /* Many tiles of INT64_MAX / 3 and INT64_MIN: wraps inside tiles and in the chain. */
-        size_t n = 5 * T + 77;
-        int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
-        for (size_t i = 0; i < n; i++) in[i] = i % 3 == 2 ? INT64_MIN : INT64_MAX / 3 + (int64_t)i;
-        for (int excl = 0; excl < 2; excl++) {
-            int64_t tw = ref_scan_i64(in, want, n, excl, INT64_MAX);
-            t = run_scan_i64(&a[s], excl, in, out, n, INT64_MAX);
-            size_t d = first_diff_i64(out, want, n);
-            cr_assert_eq(d, SIZE_MAX, "%s %s: out[%zu] = %lld, want %lld", a[s].name, kind_name(excl), d,
-                         (long long)out[d], (long long)want[d]);
-            cr_assert_eq(t, tw);
-        }
-        free(in), free(out), free(want);
+    /* Many tiles of INT64_MAX / 3 and INT64_MIN: wraps inside tiles and in the chain. */
+    size_t n = 5 * ALGO_TILE + 77;
+    int64_t *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
+    for (size_t i = 0; i < n; i++) in[i] = i % 3 == 2 ? INT64_MIN : INT64_MAX / 3 + (int64_t)i;
+    for (int excl = 0; excl < 2; excl++) {
+        int64_t tw = ref_scan_i64(in, want, n, excl, INT64_MAX);
+        t = run_scan_i64(a, excl, in, out, n, INT64_MAX);
+        size_t d = first_diff_i64(out, want, n);
+        cr_assert_eq(d, SIZE_MAX, "%s %s: out[%zu] = %lld, want %lld", a->name, kind_name(excl), d,
+                     (long long)out[d], (long long)want[d]);
+        cr_assert_eq(t, tw);
     }
-    as_fini_each(a, 2);
-    expect_no_leaks();
+    free(in), free(out), free(want);
+}
+
+Test(algo_scan, i64_overflow_wraps_twos_complement) {
+    for_kinds(2, (const as_kind[]){ AS_INLINE, AS_POOL4 }, i64_overflow_wraps_twos_complement_on);
 }
 
 static void empty_input_with_null_arrays_completes_with_the_documented_total_on(algo_sched *a) {
@@ -320,7 +316,7 @@ Test(algo_scan, outputs_larger_than_the_last_level_cache) {
     if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
     if (llc <= 0) llc = 8L << 20;
     if (llc > (1L << 30)) llc = 1L << 30;  /* keep the test's memory bounded */
-    size_t n = (size_t)llc / 8 + 2 * T + 3;
+    size_t n = (size_t)llc / 8 + 2 * ALGO_TILE + 3;
     if (n < ALGO_HUGE) n = ALGO_HUGE;
     algo_sched a;
     as_init(&a, AS_POOL4);

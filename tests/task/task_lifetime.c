@@ -96,9 +96,13 @@ static void completion_frees_the_task(ex_task_fn fn, ex_task_affinity aff, int64
     expect_no_leaks();
 }
 
-Test(exec_task, completion_may_free_the_task_affine) { completion_frees_the_task(body_small_awaits, EX_TASK_AFFINE, 3); }
+Test(exec_task, completion_may_free_the_task_affine) {
+    completion_frees_the_task(body_small_awaits, EX_TASK_AFFINE, 3);
+}
 
-Test(exec_task, completion_may_free_the_task_inline) { completion_frees_the_task(body_small_awaits, EX_TASK_INLINE, 3); }
+Test(exec_task, completion_may_free_the_task_inline) {
+    completion_frees_the_task(body_small_awaits, EX_TASK_INLINE, 3);
+}
 
 Test(exec_task, completion_may_free_the_task_after_a_tuple) {
     completion_frees_the_task(body_tuple_last, EX_TASK_INLINE, 15);
