@@ -63,8 +63,8 @@ static void check_i64(algo_sched *a, size_t n, bool excl, int64_t init, uint64_t
 static void check_f64_int(algo_sched *a, size_t n, bool excl, double init, uint64_t seed) {
     double *in = xmalloc(n * 8), *out = xmalloc(n * 8), *want = xmalloc(n * 8);
     fill_f64_int(in, n, seed);
-    memset(out, SENTINEL_BYTE, n * 8);
     double total_want = ref_scan_f64(in, want, n, excl, init);
+    memset(out, SENTINEL_BYTE, n * 8);
     double total = run_scan_f64(a, excl, in, out, n, init);
     for (size_t i = 0; i < n; i++)
         cr_assert(out[i] == want[i], "%s %s n=%zu (integers): out[%zu] = %.17g, serial loop %.17g", a->name,

@@ -39,17 +39,35 @@ static ex_sender *int_sender_alloc(const ex_sender_vtable *vt, size_t size, size
     return s;
 }
 
+/* The head of the operations of the int senders here: their receiver and
+ * the value they complete with. */
+typedef struct int_op {
+    ex_operation base;
+    ex_receiver r;
+    int64_t v;
+} int_op;
+
+static void int_op_init(int_op *o, const ex_operation_vtable *vt, ex_receiver r, int64_t v) {
+    o->base.vt = vt;
+    o->r = r;
+    o->v = v;
+}
+
+/* Completes the operation with set_value(int v). */
+static void int_op_send(int_op *o) {
+    ex_value x = ex_int(o->v);
+    ex_set_value(o->r, &x, 1);
+}
+
 /* ------------------------- a sender that completes elsewhere during start */
 
 /* Start posts its completion to `sch` and returns only after the
  * completion call returned: the completion certainly happens on another
  * thread before the awaiting fiber could switch away. */
 typedef struct remote_op {
-    ex_operation base;
-    ex_receiver r;
+    int_op head;
     ex_work w;
     ex_scheduler sch;
-    int64_t v;
     atomic_int done;
 } remote_op;
 
@@ -61,15 +79,14 @@ typedef struct remote_sender {
 
 static void remote_execute(ex_work *w) {
     remote_op *o = (remote_op *)((char *)w - offsetof(remote_op, w));
-    ex_value x = ex_int(o->v);
-    ex_set_value(o->r, &x, 1);
+    int_op_send(&o->head);
     atomic_store(&o->done, 1);  /* safe here: start still runs, the op is alive */
 }
 
 static void remote_start(ex_operation *op) {
     remote_op *o = (remote_op *)op;
     if (ex_post(o->sch, &o->w).code) {
-        ex_set_error(o->r, ex_err(EX_EUSER, "remote: post refused"));
+        ex_set_error(o->head.r, ex_err(EX_EUSER, "remote: post refused"));
         return;
     }
     while (!atomic_load(&o->done)) sched_yield();
@@ -80,11 +97,9 @@ static const ex_operation_vtable remote_op_vt = { remote_start, NULL };
 static ex_error remote_connect(const ex_sender *s, ex_receiver r, void *storage) {
     const remote_sender *rs = (const remote_sender *)s;
     remote_op *o = storage;
-    o->base.vt = &remote_op_vt;
-    o->r = r;
+    int_op_init(&o->head, &remote_op_vt, r, rs->v);
     o->w = (ex_work){ NULL, remote_execute, remote_execute };
     o->sch = rs->sch;
-    o->v = rs->v;
     atomic_init(&o->done, 0);
     return ex_ok();
 }
@@ -267,30 +282,18 @@ Test(exec_task, returned_values_borrowed_from_the_last_await_survive_completion)
 
 /* A sender with an operation of a chosen size that completes inline with
  * set_value(int v). */
-typedef struct sized_op {
-    ex_operation base;
-    ex_receiver r;
-    int64_t v;
-} sized_op;
-
 typedef struct sized_sender {
     ex_sender base;
     int64_t v;
 } sized_sender;
 
-static void sized_start(ex_operation *op) {
-    sized_op *o = (sized_op *)op;
-    ex_value x = ex_int(o->v);
-    ex_set_value(o->r, &x, 1);
-}
+static void sized_start(ex_operation *op) { int_op_send((int_op *)op); }
 
 static const ex_operation_vtable sized_op_vt = { sized_start, NULL };
 
 static ex_error sized_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    sized_op *o = storage;
-    o->base.vt = &sized_op_vt;
-    o->r = r;
-    o->v = ((const sized_sender *)s)->v;
+    int_op *o = storage;
+    int_op_init(o, &sized_op_vt, r, ((const sized_sender *)s)->v);
     memset(o + 1, 0x3c, s->op_size - sizeof *o);  /* the whole operation is ours */
     return ex_ok();
 }
@@ -299,7 +302,7 @@ static const ex_sender_vtable sized_vt = { "test.sized", sized_connect, NULL, NU
 
 static ex_sender *sized_sender_new(size_t op_size, int64_t v) {
     sized_sender *s = (sized_sender *)int_sender_alloc(&sized_vt, sizeof(sized_sender),
-                                                       op_size < sizeof(sized_op) ? sizeof(sized_op) : op_size,
+                                                       op_size < sizeof(int_op) ? sizeof(int_op) : op_size,
                                                        alignof(max_align_t), 0);
     if (!s) return ex_invalid_sender(EX_ENOMEM, "sized_sender_new");
     s->v = v;
@@ -448,7 +451,7 @@ typedef struct remote_arg {
 } remote_arg;
 
 static ex_task_result body_remote(ex_task *t, void *arg) {
-    remote_arg *a = arg;
+    const remote_arg *a = arg;
     int64_t sum = 0;
     for (int i = 0; i < 50; i++) {
         ex_await_result r = ex_await(t, remote_sender_new(a->other, i));

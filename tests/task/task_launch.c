@@ -113,7 +113,7 @@ typedef struct many_arg {
 } many_arg;
 
 static ex_task_result body_many(ex_task *t, void *arg) {
-    many_arg *m = arg;
+    const many_arg *m = arg;
     many_ctx *c = m->c;
     many_slot *s = &c->slots[m->i];
     volatile uint64_t canary = 0x5eed0000u + (uint64_t)m->i;

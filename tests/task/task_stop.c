@@ -143,9 +143,8 @@ typedef struct tok_arg {
     bool possible, requested_at_start;
     int status;
     bool requested_after, stopped_after, on_home;
-    bool nested;
     int outer_status;
-    bool outer_stopped;
+    bool nested, outer_stopped;
 } tok_arg;
 
 static ex_task_result body_tok_leaf(ex_task *t, void *arg) {
