@@ -177,28 +177,28 @@ static ex_task_result b_stop_parent(ex_task *t, void *arg) {
     return pass_on(r);
 }
 
-Test(exec_task_fork, a_stopped_child_stops_its_siblings_and_a_later_error_still_wins) {
-    for (unsigned workers = 0; workers <= 2; workers++) {
-        use_pool(workers);
-        for (int with_error = 0; with_error <= 1; with_error++)
-            for (int round = 0; round < 10; round++) {
-                ex_result r = run_round(b_stop_parent, with_error ? (void *)1 : NULL);
-                if (with_error) {
-                    expect_error(&r, EX_EUSER + 9);
-                    cr_assert_eq(atomic_load(&FS.status), EX_AWAIT_ERROR);
-                    cr_assert_eq(atomic_load(&FS.stops[1]), 1, "the failing sibling was not stopped");
-                } else {
-                    expect_disp(&r, EX_DISP_STOPPED);
-                    cr_assert_eq(atomic_load(&FS.status), EX_AWAIT_STOPPED);
-                    cr_assert_eq(atomic_load(&FS.stops[0]), 2, "%d of 2 waiting siblings stopped", atomic_load(&FS.stops[0]));
-                }
-                if (with_error) cr_assert_eq(atomic_load(&FS.stops[0]), 1, "the waiting sibling was not stopped");
-                cr_assert_eq(atomic_load(&FS.runs[2]), 1);
-                ex_result_destroy(&r);
+static void a_stopped_child_stops_its_siblings_and_a_later_error_still_wins_on(unsigned workers) {
+    (void)workers;
+    for (int with_error = 0; with_error <= 1; with_error++)
+        for (int round = 0; round < 10; round++) {
+            ex_result r = run_round(b_stop_parent, with_error ? (void *)1 : NULL);
+            if (with_error) {
+                expect_error(&r, EX_EUSER + 9);
+                cr_assert_eq(atomic_load(&FS.status), EX_AWAIT_ERROR);
+                cr_assert_eq(atomic_load(&FS.stops[1]), 1, "the failing sibling was not stopped");
+            } else {
+                expect_disp(&r, EX_DISP_STOPPED);
+                cr_assert_eq(atomic_load(&FS.status), EX_AWAIT_STOPPED);
+                cr_assert_eq(atomic_load(&FS.stops[0]), 2, "%d of 2 waiting siblings stopped", atomic_load(&FS.stops[0]));
             }
-        drop_pool();
-    }
-    task_test_end(NULL, NULL);
+            if (with_error) cr_assert_eq(atomic_load(&FS.stops[0]), 1, "the waiting sibling was not stopped");
+            cr_assert_eq(atomic_load(&FS.runs[2]), 1);
+            ex_result_destroy(&r);
+        }
+}
+
+Test(exec_task_fork, a_stopped_child_stops_its_siblings_and_a_later_error_still_wins) {
+    for_pools(0, 2, a_stopped_child_stops_its_siblings_and_a_later_error_still_wins_on);
 }
 
 /* ------------------------- a stop from outside reaches every leaf */
@@ -382,29 +382,28 @@ static ex_task_result e_level(ex_task *t, void *arg) {
     return pass_on(r);
 }
 
+static void a_fork_started_after_a_sibling_error_runs_no_child_on(unsigned workers) {
+    for (int level = 0; level <= 2; level++)
+        for (int round = 0; round < 5; round++) {
+            reset_state();
+            memset(&DS, 0, sizeof DS);
+            atomic_store(&FS.status, -1);
+            ex_result r = run_on_pool(ex_task_create(e_level, (void *)(intptr_t)level, NULL));
+            expect_error(&r, EX_EUSER + 4);
+            cr_assert_eq(atomic_load(&FS.runs[0]), 1);
+            cr_assert_eq(atomic_load(&FS.runs[1]), 1);
+            cr_assert_eq(atomic_load(&DS.xy_runs), 0, "%u worker(s), level %d: %d child(ren) of a fork started after a sibling's error ran",
+                         workers, level, atomic_load(&DS.xy_runs));
+            cr_assert_eq(atomic_load(&FS.status), EX_AWAIT_STOPPED, "%u worker(s), level %d: A's await gave %d", workers, level,
+                         atomic_load(&FS.status));
+            cr_assert(atomic_load(&DS.tok_after), "A's token does not show its fork's stop");
+            ex_result_destroy(&r);
+        }
+}
+
 Test(exec_task_fork, a_fork_started_after_a_sibling_error_runs_no_child) {
     /* one thread (a 1-worker pool, sync_wait's loop): B runs (and fails) before A starts */
-    for (unsigned workers = 0; workers <= 1; workers++) {
-        use_pool(workers);
-        for (int level = 0; level <= 2; level++)
-            for (int round = 0; round < 5; round++) {
-                reset_state();
-                memset(&DS, 0, sizeof DS);
-                atomic_store(&FS.status, -1);
-                ex_result r = run_on_pool(ex_task_create(e_level, (void *)(intptr_t)level, NULL));
-                expect_error(&r, EX_EUSER + 4);
-                cr_assert_eq(atomic_load(&FS.runs[0]), 1);
-                cr_assert_eq(atomic_load(&FS.runs[1]), 1);
-                cr_assert_eq(atomic_load(&DS.xy_runs), 0, "%u worker(s), level %d: %d child(ren) of a fork started after a sibling's error ran",
-                             workers, level, atomic_load(&DS.xy_runs));
-                cr_assert_eq(atomic_load(&FS.status), EX_AWAIT_STOPPED, "%u worker(s), level %d: A's await gave %d", workers, level,
-                             atomic_load(&FS.status));
-                cr_assert(atomic_load(&DS.tok_after), "A's token does not show its fork's stop");
-                ex_result_destroy(&r);
-            }
-        drop_pool();
-    }
-    task_test_end(NULL, NULL);
+    for_pools(0, 1, a_fork_started_after_a_sibling_error_runs_no_child_on);
 }
 
 /* A, waiting for a stop through ex_stopped_as_error (so it is not stopped

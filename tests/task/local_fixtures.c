@@ -82,6 +82,15 @@ void drop_pool(void) {
     FS.pool = NULL;
 }
 
+void for_pools(unsigned lo, unsigned hi, void (*fn)(unsigned workers)) {
+    for (unsigned workers = lo; workers <= hi; workers++) {
+        use_pool(workers);
+        fn(workers);
+        drop_pool();
+    }
+    task_test_end(NULL, NULL);
+}
+
 ex_result run_on_pool(ex_sender *task) {
     return ex_sync_wait(FS.pool ? ex_starts_on(ex_pool_scheduler(FS.pool), task) : task);
 }

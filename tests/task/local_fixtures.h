@@ -78,6 +78,9 @@ bool on_home(void);
  * sync_wait's loop); drop_pool destroys it. */
 void use_pool(unsigned workers);
 void drop_pool(void);
+/* For workers = lo .. hi: use_pool(workers), fn(workers), drop_pool;
+ * then task_test_end. */
+void for_pools(unsigned lo, unsigned hi, void (*fn)(unsigned workers));
 /* task on the pool (its scheduler, no stop token), or on sync_wait's own
  * run loop when there is no pool. */
 ex_result run_on_pool(ex_sender *task);

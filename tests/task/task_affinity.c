@@ -17,12 +17,9 @@
 
 #include "task/local_fixtures.h"
 
-
-/* Records the pool worker it runs on (ctx: int[2] = {pool index seen, unused}). */
-typedef struct where {
-    ex_pool *pool;
-    atomic_int worker;
-} where;
+/* A then function that records the worker of pool it runs on (ctx: a
+ * where; -1 off the pool). */
+typedef struct where { ex_pool *pool; atomic_int worker; } where;
 static ex_error note_worker(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)in, (void)n, (void)out;
     where *w = ctx;

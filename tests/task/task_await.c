@@ -553,32 +553,30 @@ static ex_task_result body_rt_own(ex_task *t, void *arg) {
     return ex_task_i64(a->n);
 }
 
-Test(exec_task, completion_on_the_task_scheduler_skips_the_hop) {
-    ex_pool *pool = make_pool(1);
-    rt_arg a = { pool, 200 };
+/* Runs a task of body(a) on a's one-worker pool, expecting value want;
+ * returns how many items the worker executed meanwhile. */
+static uint64_t pool_items_of(ex_task_fn body, rt_arg *a, int64_t want) {
     ex_pool_worker_stats before, after;
-    cr_assert_eq(ex_pool_worker_stats_get(pool, 0, &before).code, 0);
-    ex_result r = run(ex_starts_on(ex_pool_scheduler(pool), ex_task_create(body_rt_own, &a, NULL)));
-    expect_value_int(&r, 200);
+    cr_assert_eq(ex_pool_worker_stats_get(a->pool, 0, &before).code, 0);
+    ex_result r = run(ex_starts_on(ex_pool_scheduler(a->pool), ex_task_create(body, a, NULL)));
+    expect_value_int(&r, want);
     EXPECT_PROBE();
-    cr_assert_eq(ex_pool_worker_stats_get(pool, 0, &after).code, 0);
-    uint64_t items = after.executed - before.executed;
+    cr_assert_eq(ex_pool_worker_stats_get(a->pool, 0, &after).code, 0);
+    return after.executed - before.executed;
+}
+
+Test(exec_task, completion_on_the_task_scheduler_skips_the_hop) {
+    rt_arg a = { make_pool(1), 200 };
+    uint64_t items = pool_items_of(body_rt_own, &a, 200);
     cr_assert_lt(items, 200 + 20, "%llu pool items for 200 awaits of the task's own pool: the hops were not skipped",
                  (unsigned long long)items);
-    task_test_end(pool, NULL);
+    task_test_end(a.pool, NULL);
 }
 
 Test(exec_task, child_on_the_same_scheduler_needs_no_queue_round_trip) {
-    ex_pool *pool = make_pool(1);
-    rt_arg a = { pool, 200 };
-    ex_pool_worker_stats before, after;
-    cr_assert_eq(ex_pool_worker_stats_get(pool, 0, &before).code, 0);
-    ex_result r = run(ex_starts_on(ex_pool_scheduler(pool), ex_task_create(body_rt_parent, &a, NULL)));
-    expect_value_int(&r, 199 * 200 / 2);
-    EXPECT_PROBE();
-    cr_assert_eq(ex_pool_worker_stats_get(pool, 0, &after).code, 0);
-    uint64_t items = after.executed - before.executed;
+    rt_arg a = { make_pool(1), 200 };
+    uint64_t items = pool_items_of(body_rt_parent, &a, 199 * 200 / 2);
     cr_assert_lt(items, 20, "%llu pool items for 200 child tasks on the parent's own scheduler",
                  (unsigned long long)items);
-    task_test_end(pool, NULL);
+    task_test_end(a.pool, NULL);
 }

@@ -215,18 +215,14 @@ Test(exec_task, stop_token_is_linked_to_the_receivers) { stop_token_linkage(fals
 
 Test(exec_task, stop_token_reaches_nested_tasks) { stop_token_linkage(true); }
 
-typedef struct early_arg {
-    atomic_int ran;
-    bool requested;
-    int status;
-} early_arg;
-
+/* Notes in a stop_arg whether it ran, whether its token showed a stop at
+ * the start (before) and what an await of its own scheduler gave (st1). */
 static ex_task_result body_early(ex_task *t, void *arg) {
-    early_arg *a = arg;
+    stop_arg *a = arg;
     atomic_fetch_add(&a->ran, 1);
-    a->requested = ex_stop_token_stop_requested(ex_task_stop_token(t));
+    a->before = ex_stop_token_stop_requested(ex_task_stop_token(t));
     ex_await_result r = ex_await(t, ex_schedule(ex_task_scheduler(t)));
-    a->status = (int)r.status;
+    a->st1 = (int)r.status;
     return ex_task_i64(1);
 }
 
@@ -234,14 +230,14 @@ Test(exec_task, stop_requested_before_start) {
     ex_stop_source src;
     ex_stop_source_init(&src);
     ex_stop_source_request_stop(&src);
-    early_arg a;
+    stop_arg a;
     memset(&a, 0, sizeof a);
     ex_result r = run(ex_write_env(ex_task_create(body_early, &a, NULL), &ex_key_get_stop_token,
                                    ex_token_value(ex_stop_source_token(&src))));
     expect_disp(&r, EX_DISP_STOPPED);
     if (atomic_load(&a.ran)) {
-        cr_assert(a.requested, "the task's token must report the stop requested before start");
-        cr_assert_eq(a.status, EX_AWAIT_STOPPED);
+        cr_assert(a.before, "the task's token must report the stop requested before start");
+        cr_assert_eq(a.st1, EX_AWAIT_STOPPED);
     }
     expect_no_leaks();
 }
