@@ -57,11 +57,23 @@ static void stopper_join(stopper *s) { cr_assert_eq(pthread_join(s->thread, NULL
 
 /* ------------------------------------------- the first error wins */
 
+/* Child i, about to wait for a stop, counts its run and that it waits. */
+static void note_waiting(int i) {
+    atomic_fetch_add(&FS.runs[i], 1);
+    atomic_fetch_add(&FS.waiting, 1);
+}
+
+/* Yields (bounded) until `count` siblings wait for a stop. */
+static void yield_until_waiting(ex_task *t, int count) {
+    double deadline = test_now_s() + 20.0;
+    while (atomic_load(&FS.waiting) < count && test_now_s() < deadline) TCHECK(ex_task_yield(t).code == 0);
+    TCHECK(atomic_load(&FS.waiting) == count);
+}
+
 /* Child 0: waits for a stop. */
 static ex_task_result b_waiter(ex_task *t, void *arg) {
     (void)arg;
-    atomic_fetch_add(&FS.runs[0], 1);
-    atomic_fetch_add(&FS.waiting, 1);
+    note_waiting(0);
     ex_await_result r = ex_await(t, until_stopped());
     TCHECK(r.status == EX_AWAIT_STOPPED);
     if (r.status == EX_AWAIT_STOPPED) atomic_fetch_add(&FS.stops[0], 1);
@@ -74,8 +86,7 @@ static ex_task_result b_waiter(ex_task *t, void *arg) {
  * not replace the first. */
 static ex_task_result b_second_error(ex_task *t, void *arg) {
     (void)arg;
-    atomic_fetch_add(&FS.runs[1], 1);
-    atomic_fetch_add(&FS.waiting, 1);
+    note_waiting(1);
     ex_await_result r = ex_await(t, ex_stopped_as_error(until_stopped(), ex_err(EX_EUSER + 9, "second error")));
     TCHECK(r.status == EX_AWAIT_ERROR && r.error.code == EX_EUSER + 9);
     if (r.status == EX_AWAIT_ERROR) atomic_fetch_add(&FS.stops[1], 1);
@@ -87,9 +98,7 @@ static ex_task_result b_second_error(ex_task *t, void *arg) {
 static ex_task_result b_first_error(ex_task *t, void *arg) {
     (void)arg;
     atomic_fetch_add(&FS.runs[2], 1);
-    double deadline = test_now_s() + 20.0;
-    while (atomic_load(&FS.waiting) < 2 && test_now_s() < deadline) TCHECK(ex_task_yield(t).code == 0);
-    TCHECK(atomic_load(&FS.waiting) == 2);
+    yield_until_waiting(t, 2);
     return ex_task_with_error(ex_err(EX_EUSER + 3, "first error"));
 }
 
@@ -160,9 +169,7 @@ Test(exec_task_fork, the_first_error_of_a_nested_fork_wins_and_stops_its_sibling
 static ex_task_result b_stopped_last(ex_task *t, void *arg) {
     intptr_t want = (intptr_t)arg;
     atomic_fetch_add(&FS.runs[2], 1);
-    double deadline = test_now_s() + 20.0;
-    while (atomic_load(&FS.waiting) < want && test_now_s() < deadline) TCHECK(ex_task_yield(t).code == 0);
-    TCHECK(atomic_load(&FS.waiting) == want);
+    yield_until_waiting(t, (int)want);
     return ex_task_stopped();
 }
 
@@ -416,8 +423,7 @@ static bool k_generic, k_stopped;
 
 static ex_task_result k_a(ex_task *t, void *arg) {
     (void)arg;
-    atomic_fetch_add(&FS.runs[0], 1);
-    atomic_fetch_add(&FS.waiting, 1);
+    note_waiting(0);
     ex_await_result r = ex_await(t, ex_stopped_as_error(until_stopped(), ex_err(EX_EUSER + 8, "A's wait stopped")));
     TCHECK(r.status == EX_AWAIT_ERROR && r.error.code == EX_EUSER + 8);
     bool requested = ex_stop_token_stop_requested(ex_task_stop_token(t));
@@ -431,9 +437,7 @@ static ex_task_result k_a(ex_task *t, void *arg) {
 static ex_task_result k_b(ex_task *t, void *arg) {
     (void)arg;
     atomic_fetch_add(&FS.runs[1], 1);
-    double deadline = test_now_s() + 20.0;
-    while (atomic_load(&FS.waiting) < 1 && test_now_s() < deadline) TCHECK(ex_task_yield(t).code == 0);
-    TCHECK(atomic_load(&FS.waiting) == 1);
+    yield_until_waiting(t, 1);
     return k_stopped ? ex_task_stopped() : ex_task_with_error(ex_err(EX_EUSER + 4, "sibling error"));
 }
 
