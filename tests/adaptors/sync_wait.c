@@ -360,8 +360,7 @@ static ex_error sw_where_add1(void *ctx, const ex_value *in, size_t n, ex_value 
 
 Test(exec_sync_wait, completion_from_another_thread_all_channels) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&ctx);
+    ex_scheduler sch = test_stc_init(&ctx);
     pthread_t tid = ex_single_thread_context_thread_id(&ctx);
     for (int i = 0; i < 100; i++) {
         sw_where w;
@@ -386,13 +385,13 @@ Test(exec_sync_wait, completion_from_another_thread_all_channels) {
         cr_assert(pthread_equal(w.thread, tid));
         ex_result_destroy(&r);
     }
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     expect_no_leaks();
 }
 
 Test(exec_sync_wait, tuple_result_from_another_thread) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    test_stc_init(&ctx);
     ex_value inner[3] = { ex_int(7), ex_int(8), ex_int(9) };
     ex_tuple t = { 2, 3, inner };
     for (int i = 0; i < 50; i++) {
@@ -404,7 +403,7 @@ Test(exec_sync_wait, tuple_result_from_another_thread) {
         cr_assert_eq(r.values[0].as.tuple->v[2].as.i, 9);
         ex_result_destroy(&r);
     }
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     expect_no_leaks();
 }
 
@@ -428,7 +427,7 @@ Test(exec_sync_wait, large_operation_uses_the_heap_path) {
 
 Test(exec_sync_wait, large_operation_completing_on_another_thread) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    test_stc_init(&ctx);
     ex_sender *s = ex_continues_on(sw_chain(ex_just(ex_int(0)), SW_DEPTH), ex_single_thread_context_scheduler(&ctx));
     s = sw_chain(s, 2);
     cr_assert_gt(ex_sender_op_size(s), 1024);
@@ -438,42 +437,23 @@ Test(exec_sync_wait, large_operation_completing_on_another_thread) {
         ex_result_destroy(&r);
     }
     ex_sender_release(s);
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     expect_no_leaks();
 }
 
 /* A sender whose operation needs 256-byte alignment: more than the inline
  * storage offers, so sync_wait must place it on the heap, aligned. */
-typedef struct sw_aligned_op {
-    ex_operation base;
-    ex_receiver r;
-} sw_aligned_op;
-
-static void sw_aligned_start(ex_operation *op) {
-    sw_aligned_op *o = (sw_aligned_op *)op;
+static void sw_aligned_start(test_op *op) {
     ex_value v = ex_bool(((uintptr_t)op % 256) == 0);
-    ex_set_value(o->r, &v, 1);
+    ex_set_value(op->r, &v, 1);
 }
-
-static const ex_operation_vtable sw_aligned_op_vt = { sw_aligned_start, NULL };
-
-static ex_error sw_aligned_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    (void)s;
-    sw_aligned_op *o = storage;
-    o->base.vt = &sw_aligned_op_vt;
-    o->r = r;
-    return ex_ok();
-}
-
-static const ex_sender_vtable sw_aligned_vt = { "sw_aligned", sw_aligned_connect, NULL, NULL };
 
 Test(exec_sync_wait, over_aligned_operation) {
-    ex_sender *s = ex_sender_alloc(&sw_aligned_vt, sizeof(ex_sender));
-    cr_assert_not_null(s);
+    ex_sigs sigs = ex_sigs_none();
+    cr_assert(ex_sigs_add_value(&sigs, EX_SIG(EX_T_BOOL)));
+    ex_sender *s = test_sender_new(sw_aligned_start, NULL, &sigs);
     s->op_size = 256;
     s->op_align = 256;
-    s->sigs = ex_sigs_none();
-    cr_assert(ex_sigs_add_value(&s->sigs, EX_SIG(EX_T_BOOL)));
     ex_result r = ex_sync_wait(s);
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "got %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
     cr_assert_eq(r.values[0].type, EX_T_BOOL);
@@ -605,9 +585,9 @@ static void sw_check_remote(ex_result *r, void *ctx) {
 
 Test(exec_sync_wait, allocation_failure_anywhere_remote_completion) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    test_stc_init(&ctx);
     sw_remote rm = { &ctx };
     sw_fail_everywhere(sw_build_remote, sw_check_remote, &rm, false);
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     expect_no_leaks();
 }

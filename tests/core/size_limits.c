@@ -345,25 +345,14 @@ Test(size_limits, bulk_job_run_never_hands_a_reversed_range_to_the_body) {
 /* ======================================================== arities */
 
 /* A sender of yours that breaks the model: nine values (EX_MAX_ARITY is 8). */
-typedef struct nine_op { ex_operation base; ex_receiver r; } nine_op;
-static void nine_start(ex_operation *op) {
+#define DYNAMIC_NO_VALUES { 0, EX_SIGS_DYNAMIC, { { 0, { 0 } } } }
+static void nine_start(test_op *op) {
     ex_value v[EX_MAX_ARITY + 1];
     for (int i = 0; i <= EX_MAX_ARITY; i++) v[i] = ex_int(i);
-    ex_set_value(((nine_op *)op)->r, v, EX_MAX_ARITY + 1);
+    ex_set_value(op->r, v, EX_MAX_ARITY + 1);
 }
-static const ex_operation_vtable nine_op_vt = { nine_start, NULL };
-static ex_error nine_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    (void)s;
-    nine_op *o = storage;
-    o->base.vt = &nine_op_vt;
-    o->r = r;
-    return ex_ok();
-}
-static const ex_sender_vtable nine_vt = { "nine_values", nine_connect, NULL, NULL };
-static ex_sender nine_sender = {
-    .vt = &nine_vt, .refs = 0, .op_size = sizeof(nine_op), .op_align = alignof(nine_op),
-    .sigs = { 0, EX_SIGS_DYNAMIC, { { 0, { 0 } } } },
-};
+static test_sender nine = TEST_SENDER_STATIC(nine_start, NULL, DYNAMIC_NO_VALUES, sizeof(test_op), alignof(test_op));
+#define nine_sender (nine.base)
 
 static ex_sender *let_again(void *ctx, const ex_value *in, size_t n) {
     (void)ctx, (void)in, (void)n;
@@ -462,28 +451,23 @@ Test(size_limits, signatures_past_max_arity_or_max_sigs_match_nothing) {
 
 /* ======================================================== operation layouts */
 
+#define ONE_VOID_SIG { 1, 0, { { 0, { 0 } } } }
+
 /* Senders of yours with an absurd operation layout.  connect writes only
  * its header (it is never given SIZE_MAX bytes, and must not be connected
  * into a block that wrapped). */
-typedef struct small_op { ex_operation base; ex_receiver r; } small_op;
-static void small_start(ex_operation *op) { ex_set_value(((small_op *)op)->r, NULL, 0); }
-static const ex_operation_vtable small_op_vt = { small_start, NULL };
-static ex_error small_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    (void)s;
-    small_op *o = storage;
-    o->base.vt = &small_op_vt;
-    o->r = r;
-    return ex_ok();
-}
-static const ex_sender_vtable layout_vt = { "absurd_layout", small_connect, NULL, NULL };
+static void small_start(test_op *op) { ex_set_value(op->r, NULL, 0); }
 
-#define LAYOUT_SENDER(size, align) \
-    { .vt = &layout_vt, .refs = 0, .op_size = (size), .op_align = (align), .sigs = { 1, 0, { { 0, { 0 } } } } }
+#define LAYOUT_SENDER(size, align) TEST_SENDER_STATIC(small_start, NULL, ONE_VOID_SIG, size, align)
 
-static ex_sender huge16 = LAYOUT_SENDER(SIZE_MAX - 8, 16);
-static ex_sender huge64 = LAYOUT_SENDER(SIZE_MAX - 8, 64);
-static ex_sender align0 = LAYOUT_SENDER(sizeof(small_op), 0);
-static ex_sender align24 = LAYOUT_SENDER(sizeof(small_op), 24);
+static test_sender huge16_s = LAYOUT_SENDER(SIZE_MAX - 8, 16);
+static test_sender huge64_s = LAYOUT_SENDER(SIZE_MAX - 8, 64);
+static test_sender align0_s = LAYOUT_SENDER(sizeof(test_op), 0);
+static test_sender align24_s = LAYOUT_SENDER(sizeof(test_op), 24);
+#define huge16 (huge16_s.base)
+#define huge64 (huge64_s.base)
+#define align0 (align0_s.base)
+#define align24 (align24_s.base)
 
 static ex_sender *identity(void *ctx, ex_sender *s) { (void)ctx; return s; }
 static ex_error no_values(void *ctx, const ex_value *in, size_t n, ex_value *out) {
