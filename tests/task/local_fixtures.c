@@ -34,15 +34,9 @@ ex_task_result body_mark(ex_task *t, void *arg) {
     return ex_task_i64(5);
 }
 
-ex_scheduler stc_start(ex_single_thread_context *stc) {
-    ex_error e = ex_single_thread_context_init(stc);
-    cr_assert_eq(e.code, 0, "ex_single_thread_context_init: %s", e.msg ? e.msg : "");
-    return ex_single_thread_context_scheduler(stc);
-}
-
 void task_test_end(ex_pool *pool, ex_single_thread_context *stc) {
     if (pool) ex_pool_destroy(pool);
-    if (stc) cr_assert_eq(ex_single_thread_context_destroy(stc).code, 0);
+    if (stc) test_stc_destroy(stc);
     EXPECT_PROBE();
     expect_no_leaks();
 }

@@ -36,9 +36,6 @@ ex_task_result body_void(ex_task *t, void *arg);
 ex_task_result body_i64(ex_task *t, void *arg);
 ex_task_result body_mark(ex_task *t, void *arg);
 
-/* A single_thread_context, started (asserted); returns its scheduler. */
-ex_scheduler stc_start(ex_single_thread_context *stc);
-
 /* The end of a task test: destroys pool and stc when not NULL (asserting
  * it worked), then checks the probe and that nothing leaked. */
 void task_test_end(ex_pool *pool, ex_single_thread_context *stc);

@@ -78,7 +78,7 @@ static void setup_pool(unsigned workers, cnt_alloc *parent_stacks) {
 }
 
 static void start_other(ex_single_thread_context *ctx) {
-    cr_assert_eq(ex_single_thread_context_init(ctx).code, 0);
+    test_stc_init(ctx);
     S.other = ex_single_thread_context_scheduler(ctx);
 }
 

@@ -90,7 +90,7 @@ static ex_task_result body_home_thread(ex_task *t, void *arg) {
 Test(exec_task, sync_wait_task_resumes_on_the_calling_thread) {
     ex_pool *pool = make_pool(2);
     ex_single_thread_context stc;
-    stc_start(&stc);
+    test_stc_init(&stc);
     aff_arg a = {
         .pool = pool,
         .other = ex_single_thread_context_scheduler(&stc),
@@ -125,7 +125,7 @@ static ex_task_result body_pool_affine(ex_task *t, void *arg) {
 Test(exec_task, task_started_on_a_pool_resumes_on_its_workers) {
     ex_pool *pool = make_pool(2), *other = make_pool(2);
     ex_single_thread_context stc;
-    stc_start(&stc);
+    test_stc_init(&stc);
     aff_arg a = {
         .pool = pool,
         .other_pool = other,
@@ -142,7 +142,7 @@ Test(exec_task, task_started_on_a_pool_resumes_on_its_workers) {
                          ex_sched_value(ex_pool_scheduler(pool))));
     expect_value_int(&r, 200);
     EXPECT_PROBE();
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
+    test_stc_destroy(&stc);
     ex_pool_destroy(other);
     ex_pool_destroy(pool);
     expect_no_leaks();
@@ -173,7 +173,7 @@ static ex_task_result body_gate_affine(ex_task *t, void *arg) {
 
 Test(exec_task, foreign_completion_resumes_on_the_task_scheduler) {
     ex_single_thread_context stc;
-    stc_start(&stc);
+    test_stc_init(&stc);
     test_gate g;
     test_gate_init(&g);
     gate_arg a = { &g, ex_single_thread_context_thread_id(&stc), 100, NULL, NULL };
@@ -270,7 +270,7 @@ static ex_task_result body_wrap(ex_task *t, void *arg) {
 static void affinity_through_schedule(bool big) {
     ex_pool *pool = make_pool(2);
     ex_single_thread_context stc;
-    stc_start(&stc);
+    test_stc_init(&stc);
     wrap_sched w;
     ex_scheduler sch = wrap_scheduler(&w, ex_single_thread_context_scheduler(&stc), big);
     wrap_arg a = { .pool = pool, .home = ex_single_thread_context_thread_id(&stc), .rounds = 100 };
@@ -312,7 +312,7 @@ static ex_task_result body_oomhop(ex_task *t, void *arg) {
 Test(exec_task, affinity_is_never_silently_lost_when_a_hop_cannot_be_allocated) {
     ex_pool *pool = make_pool(2);
     ex_single_thread_context stc;
-    stc_start(&stc);
+    test_stc_init(&stc);
     wrap_sched w;
     ex_scheduler sch = wrap_scheduler(&w, ex_single_thread_context_scheduler(&stc), true);
     ex_fault_allocator f;
@@ -321,7 +321,7 @@ Test(exec_task, affinity_is_never_silently_lost_when_a_hop_cannot_be_allocated) 
     ex_task_options o = { .allocator = ex_fault_allocator_get(&f) };
     oomhop_arg a = { .pool = pool, .home = ex_single_thread_context_thread_id(&stc) };
     ex_result r = run(ex_write_env(ex_task_create(body_oomhop, &a, &o), &ex_key_get_scheduler, ex_sched_value(sch)));
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
+    test_stc_destroy(&stc);
     ex_pool_destroy(pool);
     cr_assert(r.disposition == EX_DISP_VALUE || (r.disposition == EX_DISP_ERROR && r.error.code == EX_ENOMEM),
               "disposition %d", r.disposition);
@@ -387,7 +387,7 @@ static ex_task_result body_change(ex_task *t, void *arg) {
 Test(exec_task, change_coroutine_scheduler_switches_and_back) {
     ex_pool *pool = make_pool(2);
     ex_single_thread_context stc;
-    stc_start(&stc);
+    test_stc_init(&stc);
     chg_arg a = { pool, ex_single_thread_context_scheduler(&stc), ex_single_thread_context_thread_id(&stc),
                   test_thread_id() };
     for (int k = 0; k < 10; k++) {
@@ -418,10 +418,10 @@ static ex_task_result body_change_stopped(ex_task *t, void *arg) {
 
 Test(exec_task, change_coroutine_scheduler_of_a_stopped_task_stays_where_it_is) {
     ex_single_thread_context stc;
-    stc_start(&stc);
+    test_stc_init(&stc);
     chg_stopped_arg a = { ex_single_thread_context_scheduler(&stc), ex_single_thread_context_thread_id(&stc), false, false };
     ex_result r = run(ex_task_create(body_change_stopped, &a, NULL));
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
+    test_stc_destroy(&stc);
     expect_disp(&r, EX_DISP_STOPPED);
     cr_assert(!a.sched_is_stc, "a stopped task reports the scheduler it was asked to move to");
     cr_assert(!a.on_stc, "a stopped task moved");
@@ -455,7 +455,7 @@ static ex_error noop_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) 
 
 Test(exec_task, change_coroutine_scheduler_of_an_inline_task) {
     ex_single_thread_context stc;
-    stc_start(&stc);
+    test_stc_init(&stc);
     test_gate g;
     test_gate_init(&g);
     chg_inline_arg a = { ex_single_thread_context_scheduler(&stc), ex_single_thread_context_thread_id(&stc), &g, NULL };

@@ -464,7 +464,7 @@ static ex_task_result body_remote(ex_task *t, void *arg) {
 
 Test(exec_task, await_completing_elsewhere_during_start) {
     ex_single_thread_context stc;
-    stc_start(&stc);
+    test_stc_init(&stc);
     remote_arg a = { ex_single_thread_context_scheduler(&stc), test_thread_id() };
     ex_result r = run(ex_task_create(body_remote, &a, NULL));
     expect_value_int(&r, 49 * 50 / 2);

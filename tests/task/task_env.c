@@ -127,7 +127,7 @@ Test(exec_task, env_forwards_the_receiver_environment_without_a_user_one) {
 
 Test(exec_task, task_scheduler_of_an_inline_task_is_the_inline_scheduler) {
     ex_run_loop decoy;
-    cr_assert_eq(ex_run_loop_init(&decoy).code, 0);
+    test_loop_init(&decoy);
     env_arg a;
     memset(&a, 0, sizeof a);
     a.decoy = ex_run_loop_scheduler(&decoy);  /* never run: only compared */
@@ -136,6 +136,6 @@ Test(exec_task, task_scheduler_of_an_inline_task_is_the_inline_scheduler) {
     ex_result r = run(ex_task_create(body_env, &a, &o));
     expect_disp(&r, EX_DISP_VALUE);
     EXPECT_PROBE();
-    cr_assert_eq(ex_run_loop_destroy(&decoy).code, 0);
+    test_loop_destroy(&decoy);
     expect_no_leaks();
 }

@@ -19,34 +19,10 @@
 
 /* ============================================ the completion may free the task */
 
-/* A receiver that frees the task's operation inside its completion (which
- * the receiver contract allows), with storage from a scribbling allocator:
- * any later access by the task to its own state reads 0xA5 garbage. */
-typedef struct freeing_rec {
-    ex_operation *op;
-    int values, errors, stops;
-    int64_t v;
-    ex_env_pair env, env2;  /* env chains to env2 where two pairs are needed */
-} freeing_rec;
-
-/* Counts a completion, then frees the operation (allowed inside it). */
-static void fr_complete(freeing_rec *f, int *count) {
-    (*count)++;
-    ex_operation_free(f->op);
-}
-
-static void fr_value(void *self, const ex_value *v, size_t n) {
-    freeing_rec *f = self;
-    f->v = n ? v[0].as.i : -1;
-    fr_complete(f, &f->values);
-}
-static void fr_error(void *self, ex_error e) {
-    (void)e;
-    fr_complete(self, &((freeing_rec *)self)->errors);
-}
-static void fr_stopped(void *self) { fr_complete(self, &((freeing_rec *)self)->stops); }
-static ex_env fr_env(void *self) { return ex_env_of_pair(&((freeing_rec *)self)->env); }
-static const ex_receiver_vtable freeing_vt = { fr_value, fr_error, fr_stopped, fr_env, NULL };
+/* The receivers here free the task's operation inside their completion
+ * (which the receiver contract allows: common frees_op_rec), with storage
+ * from a scribbling allocator: any later access by the task to its own
+ * state reads 0xA5 garbage. */
 
 static ex_task_result body_small_awaits(ex_task *t, void *arg) {
     (void)arg;
@@ -73,24 +49,19 @@ static void completion_frees_the_task(ex_task_fn fn, ex_task_affinity aff, int64
     cnt_alloc frames;
     cnt_alloc_init(&frames);
     frames.scribble = true;
-    freeing_rec f;
-    memset(&f, 0, sizeof f);
-    ex_env_pair_init(&f.env, &ex_key_get_allocator, ex_alloc_value(&frames.base), ex_env_empty());
-    f.env.key2 = &ex_key_get_scheduler;
-    f.env.value2 = ex_sched_value(ex_inline_scheduler());
+    frees_op_rec f;
+    frees_op_rec_init(&f);
+    ex_env_pair_init(&f.r.pair, &ex_key_get_allocator, ex_alloc_value(&frames.base), ex_env_empty());
+    f.r.pair.key2 = &ex_key_get_scheduler;
+    f.r.pair.value2 = ex_sched_value(ex_inline_scheduler());
+    f.r.env = ex_env_of_pair(&f.r.pair);
     ex_task_options o = { .affinity = aff };
     ex_sender *s = ex_task_create(fn, NULL, &o);
-    ex_receiver r = { &freeing_vt, &f };
-    cr_assert_eq(ex_connect_alloc(s, r, &f.op).code, 0);
+    cr_assert_eq(ex_connect_alloc(s, frees_op_rec_receiver(&f), &f.op).code, 0);
     cr_assert_eq(atomic_load(&frames.allocs), 1, "the operation comes from the environment's allocator");
     ex_start(f.op);  /* completes inline; the completion frees the operation */
-    cr_assert_eq(f.values + f.errors + f.stops, 1);
-    if (want >= 0) {
-        cr_assert_eq(f.values, 1);
-        cr_assert_eq(f.v, want);
-    } else {
-        cr_assert_eq(f.stops, 1);
-    }
+    if (want >= 0) rec_expect_value_int(&f.r, want);
+    else rec_expect_stopped(&f.r);
     cr_assert_eq(atomic_load(&frames.in_use), 0);
     ex_sender_release(s);
     expect_no_leaks();
@@ -168,7 +139,7 @@ static void strand_barrier(ex_scheduler strand) {
 
 Test(exec_task, a_running_task_holds_its_scheduler) {
     ex_single_thread_context stc;
-    stc_start(&stc);
+    test_stc_init(&stc);
     ex_strand *strand = NULL;
     cr_assert_eq(ex_strand_create(ex_single_thread_context_scheduler(&stc), NULL, &strand).code, 0);
     ex_scheduler ss = ex_strand_scheduler(strand);
@@ -195,8 +166,8 @@ Test(exec_task, a_running_task_holds_its_scheduler) {
  * it left (the handle ex_change_coroutine_scheduler returned stays valid). */
 Test(exec_task, change_coroutine_scheduler_keeps_the_hold_it_left) {
     ex_single_thread_context stc, stc2;
-    stc_start(&stc);
-    stc_start(&stc2);
+    test_stc_init(&stc);
+    test_stc_init(&stc2);
     ex_strand *from = NULL, *to = NULL;
     cr_assert_eq(ex_strand_create(ex_single_thread_context_scheduler(&stc), NULL, &from).code, 0);
     cr_assert_eq(ex_strand_create(ex_single_thread_context_scheduler(&stc2), NULL, &to).code, 0);
@@ -221,8 +192,8 @@ Test(exec_task, change_coroutine_scheduler_keeps_the_hold_it_left) {
     strand_barrier(ex_strand_scheduler(from));
     cr_assert_eq(ex_strand_destroy(to).code, 0);
     cr_assert_eq(ex_strand_destroy(from).code, 0, "a completed task released the scheduler it left");
-    cr_assert_eq(ex_single_thread_context_destroy(&stc2).code, 0);
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
+    test_stc_destroy(&stc2);
+    test_stc_destroy(&stc);
     expect_no_leaks();
 }
 
@@ -284,21 +255,22 @@ Test(exec_task, completion_inside_the_receivers_stop_request_may_free_the_task) 
     g.base = (ex_allocator){ guard_allocate, guard_deallocate, &g, "test.guard", NULL };
     ex_stop_source src;
     ex_stop_source_init(&src);
-    freeing_rec r;
-    memset(&r, 0, sizeof r);
-    ex_env_pair_init(&r.env2, &ex_key_get_allocator, ex_alloc_value(&g.base), ex_env_empty());
-    ex_env_pair_init(&r.env, &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler()), ex_env_of_pair(&r.env2));
-    r.env.key2 = &ex_key_get_stop_token;
-    r.env.value2 = ex_token_value(ex_stop_source_token(&src));
+    frees_op_rec r;
+    frees_op_rec_init(&r);
+    ex_env_pair alloc_env;
+    ex_env_pair_init(&alloc_env, &ex_key_get_allocator, ex_alloc_value(&g.base), ex_env_empty());
+    ex_env_pair_init(&r.r.pair, &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler()), ex_env_of_pair(&alloc_env));
+    r.r.pair.key2 = &ex_key_get_stop_token;
+    r.r.pair.value2 = ex_token_value(ex_stop_source_token(&src));
+    r.r.env = ex_env_of_pair(&r.r.pair);
     ex_sender *task = ex_task_create(body_until_stopped, NULL, NULL);
-    ex_error e = ex_connect_alloc(task, (ex_receiver){ &freeing_vt, &r }, &r.op);
+    ex_error e = ex_connect_alloc(task, frees_op_rec_receiver(&r), &r.op);
     ex_sender_release(task);
     cr_assert_eq(e.code, 0, "%s", e.msg ? e.msg : "");
     ex_start(r.op);                     /* the body suspends in its await */
-    cr_assert_eq(r.stops + r.values + r.errors, 0);
+    cr_assert_eq(rec_total(&r.r), 0);
     ex_stop_source_request_stop(&src);  /* the task completes, and is freed, inside */
-    cr_assert_eq(r.stops, 1, "the task completed stopped (values %d, errors %d)", r.values, r.errors);
-    cr_assert_eq(r.values + r.errors, 0);
+    rec_expect_stopped(&r.r);
     EXPECT_PROBE();
     guard_fini(&g);
     expect_no_leaks();

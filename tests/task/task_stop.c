@@ -70,7 +70,7 @@ Test(exec_task, awaited_stopped_stops_the_task_whatever_the_body_returns) {
 Test(exec_task, awaited_stopped_stops_the_task_through_a_raw_receiver) {
     stop_arg a = { .ret_kind = 0 };
     ex_single_thread_context stc;
-    stc_start(&stc);
+    test_stc_init(&stc);
     trec tr;
     trec_setup(&tr, ex_single_thread_context_scheduler(&stc), false);
     ex_operation *op = start_with(ex_task_create(body_stopped_await, &a, NULL), &tr);
@@ -78,7 +78,7 @@ Test(exec_task, awaited_stopped_stops_the_task_through_a_raw_receiver) {
     cr_assert_eq(tr.r.stops, 1);
     cr_assert_eq(rec_total(&tr.r), 1);
     ex_operation_free(op);
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
+    test_stc_destroy(&stc);
     cr_assert_eq(atomic_load(&a.ran), 0);
     expect_no_leaks();
 }
@@ -173,9 +173,9 @@ static ex_task_result body_tok_outer(ex_task *t, void *arg) {
 
 static void stop_token_linkage(bool nested) {
     ex_single_thread_context stc;
-    stc_start(&stc);
+    test_stc_init(&stc);
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     tok_arg a = { .loop = &loop, .home = ex_single_thread_context_thread_id(&stc), .nested = nested };
     trec tr;
     trec_setup(&tr, ex_single_thread_context_scheduler(&stc), true);
@@ -207,7 +207,7 @@ static void stop_token_linkage(bool nested) {
     }
     EXPECT_PROBE();
     ex_operation_free(op);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     task_test_end(NULL, &stc);
 }
 
