@@ -178,18 +178,23 @@ Test(exec_task, too_many_values_complete_with_einval) {
     expect_no_leaks();
 }
 
+/* The error body_error returns, the same in every field. */
+static void expect_body_error(ex_error e) {
+    cr_assert_eq(e.code, EX_EUSER + 42);
+    cr_assert_str_eq(e.msg, "body_error: it failed");
+    cr_assert_eq(e.data, &error_payload);
+}
+
 Test(exec_task, with_error_completes_set_error_with_the_same_error) {
     ex_result r = run(ex_task_create(body_error, NULL, NULL));
     expect_error(&r, EX_EUSER + 42);
-    cr_assert_str_eq(r.error.msg, "body_error: it failed");
-    cr_assert_eq(r.error.data, &error_payload);
+    expect_body_error(r.error);
 
     /* The same through a raw receiver. */
     rec rc;
     run_raw(body_error, &rc);
     rec_expect_error(&rc, EX_EUSER + 42);
-    cr_assert_str_eq(rc.err.msg, "body_error: it failed");
-    cr_assert_eq(rc.err.data, &error_payload);
+    expect_body_error(rc.err);
     expect_no_leaks();
 }
 
