@@ -133,13 +133,10 @@ void for_kinds(size_t n, const as_kind *kinds, void (*fn)(algo_sched *a)) {
 }
 
 void for_each_kind(as_kind first, as_kind last, void (*fn)(algo_sched *a)) {
-    for (int k = (int)first; k <= (int)last; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        fn(&a);
-        as_fini(&a);
-    }
-    expect_no_leaks();
+    as_kind kinds[AS_COUNT];
+    size_t n = 0;
+    for (int k = (int)first; k <= (int)last; k++) kinds[n++] = (as_kind)k;
+    for_kinds(n, kinds, fn);
 }
 
 ex_value run_one_value(algo_sched *a, ex_sender *s, ex_type type, const char *what) {
@@ -207,7 +204,7 @@ void expect_concurrent_runs_int(algo_sched *a, const ex_sender *s, int runs, int
     }
 }
 
-int run_connected(algo_sched *a, ex_sender *s, arec *r, const char **msg) {
+int run_connected(algo_sched *a, ex_sender *s, arec *r) {
     ex_operation *op = NULL;
     ex_error ce = ex_connect_alloc(s, arec_receiver(r), &op);
     if (!ce.code) {
@@ -216,7 +213,6 @@ int run_connected(algo_sched *a, ex_sender *s, arec *r, const char **msg) {
         ex_operation_free(op);
     }
     ex_sender_release(s);
-    if (msg) *msg = ce.code ? ce.msg : r->err.msg;
     if (ce.code) return ce.code;
     return atomic_load(&r->errors) ? r->err.code : 0;
 }

@@ -1,6 +1,10 @@
-/* local_fixtures.h - what the test files of tests/algorithms/ share beyond
- * common/algo_helpers.h: the scan builders by kind, running a generic scan,
- * a summing monoid that checks its ctx, and byte-wise comparison. */
+/* local_fixtures.h - what the test files of tests/algorithms/ (algo_scan,
+ * algo_reduce, algo_loops) share beyond common/algo_helpers.h: running a
+ * check on one or several kinds of scheduler (TEST_EVERY_SCHEDULER,
+ * with_scheduler, for_each_kind, for_kinds), running senders and checking
+ * how they complete (no allocation per run, concurrent runs, stop before
+ * start, shut-down pools, out-of-memory sweeps), the scan builders by
+ * kind, the generic monoid cases and a summing monoid that checks its ctx. */
 #ifndef CEXEC_TEST_ALGORITHMS_LOCAL_FIXTURES_H
 #define CEXEC_TEST_ALGORITHMS_LOCAL_FIXTURES_H
 
@@ -123,7 +127,7 @@ void expect_concurrent_runs_int(algo_sched *a, const ex_sender *s, int runs, int
  * storage, starts it, waits (bounded) and frees the operation.  Returns 0
  * when it completed with a value, else the error code of connect or of
  * set_error. */
-int run_connected(algo_sched *a, ex_sender *s, arec *r, const char **msg);
+int run_connected(algo_sched *a, ex_sender *s, arec *r);
 
 /* An out-of-memory sweep: for k = 1, 2, ... fails allocation k from now
  * (test_alloc_fail_at) during run(ctx, k), which returns 0 when the run

@@ -285,7 +285,7 @@ static int reduce_oom_run(void *ctx, long k) {
     reduce_oom *c = ctx;
     arec r;
     arec_init(&r, c->a.pool);
-    int code = run_connected(&c->a, ex_reduce(c->a.sch, &c->m, c->in, c->n, &got), &r, NULL);
+    int code = run_connected(&c->a, ex_reduce(c->a.sch, &c->m, c->in, c->n, &got), &r);
     if (code) return code;
     algo_expect_value(&r, 1, c->a.name);
     cr_assert_eq(memcmp(&got, &c->want, sizeof got), 0, "%s k=%ld: wrong result", c->a.name, k);

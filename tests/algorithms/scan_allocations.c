@@ -139,7 +139,7 @@ static int scan_oom_run(void *ctx, long k) {
                               : scan_i64(a->sch, c->excl, c->in, c->out, c->n, -9);
     arec r;
     arec_init(&r, a->pool);
-    int code = run_connected(a, s, &r, NULL);
+    int code = run_connected(a, s, &r);
     if (code) return code;
     algo_expect_value(&r, c->generic ? 0 : 1, a->name);
     if (c->generic) {

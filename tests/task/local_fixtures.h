@@ -1,5 +1,5 @@
 /* local_fixtures.h - what the test files of tests/task/ share: the exec_task
- * suite (task_*.c) and the exec_task_fork suite (fork_*.c); cexec/task.h.
+ * suite (task_*.c), exec_task_fork (fork_*.c) and exec_task_nesting; cexec/task.h.
  *
  * Task bodies may run on pool workers, on a single_thread_context or on a
  * fiber of the main thread: they never assert (a Criterion assertion
