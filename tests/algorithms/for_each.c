@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "algorithms/local_fixtures.h"
+
 TEST_SUITE(algo_loops, 120);
 
 /* ========================================================= for_each_index */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "task/local_fixtures.h"
+
 TEST_SUITE(exec_task_fork, 60);
 
 /* ------------------------------------------------ values in child order */

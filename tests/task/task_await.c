@@ -17,13 +17,11 @@
 
 #include "task/local_fixtures.h"
 
-
 /* int -> error EX_EUSER + in */
 static ex_error fail_with(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)ctx, (void)n, (void)out;
     return ex_err(EX_EUSER + (int)in[0].as.i, "fail_with");
 }
-
 
 /* A sender of `size` bytes completing with one int value, whose operation
  * takes op_size bytes; NULL when out of memory. */

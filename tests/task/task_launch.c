@@ -18,8 +18,6 @@
 
 static const ex_sig sig_void = { 0, { 0 } };
 
-
-
 /* A stack allocator that knows which blocks are live (thread-safe), to
  * ask whether an address still lies in a task's stack.  Freed blocks are
  * kept until reg_alloc_fini: a block reused by a later task would make a

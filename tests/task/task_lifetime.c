@@ -241,7 +241,6 @@ static void guard_fini(guard_alloc *g) {
     g->n = 0;
 }
 
-
 static ex_task_result body_until_stopped(ex_task *t, void *arg) {
     (void)arg;
     ex_await_result r = ex_await(t, until_stopped());

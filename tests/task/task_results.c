@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "task/local_fixtures.h"
+
 TEST_SUITE(exec_task, 60);
 
 /* rec_init with the inline scheduler in the environment. */
