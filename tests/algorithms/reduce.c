@@ -12,155 +12,106 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/algo_helpers.h"
+#include "algorithms/local_fixtures.h"
 
 TEST_SUITE(algo_reduce, 120);
 
-#define T ALGO_TILE
-
-static bool same_bits(double x, double y) { return memcmp(&x, &y, sizeof x) == 0; }
-
 static int64_t run_reduce_i64(algo_sched *a, const int64_t *in, size_t n, int64_t init) {
-    ex_sender *s = ex_reduce_i64(a->sch, in, n, init);
-    cr_assert_eq(ex_sender_status(s).code, 0, "%s n=%zu: %s", a->name, n,
-                 ex_sender_status(s).msg ? ex_sender_status(s).msg : "");
-    arec r;
-    as_run_plain(a, s, &r);
-    ex_sender_release(s);
-    algo_expect_value(&r, 1, a->name);
-    cr_assert_eq(r.v[0].type, EX_T_INT);
-    return r.v[0].as.i;
+    return run_one_value(a, ex_reduce_i64(a->sch, in, n, init), EX_T_INT, "ex_reduce_i64").as.i;
 }
 
 static double run_reduce_f64(algo_sched *a, const double *in, size_t n, double init) {
-    ex_sender *s = ex_reduce_f64(a->sch, in, n, init);
-    cr_assert_eq(ex_sender_status(s).code, 0, "%s n=%zu: %s", a->name, n,
-                 ex_sender_status(s).msg ? ex_sender_status(s).msg : "");
-    arec r;
-    as_run_plain(a, s, &r);
-    ex_sender_release(s);
-    algo_expect_value(&r, 1, a->name);
-    cr_assert_eq(r.v[0].type, EX_T_DOUBLE);
-    return r.v[0].as.d;
+    return run_one_value(a, ex_reduce_f64(a->sch, in, n, init), EX_T_DOUBLE, "ex_reduce_f64").as.d;
 }
 
+/* ex_reduce completes with set_value(ptr result). */
 static void run_greduce(algo_sched *a, const ex_monoid *m, const void *in, size_t n, void *result) {
-    ex_sender *s = ex_reduce(a->sch, m, in, n, result);
-    cr_assert_eq(ex_sender_status(s).code, 0, "%s: %s", a->name, ex_sender_status(s).msg ? ex_sender_status(s).msg : "");
-    arec r;
-    as_run_plain(a, s, &r);
-    ex_sender_release(s);
-    algo_expect_value(&r, 1, a->name);
-    cr_assert_eq(r.v[0].type, EX_T_PTR, "%s: ex_reduce completes with set_value(ptr result)", a->name);
-    cr_assert_eq(r.v[0].as.p, result, "%s: the value is the result pointer", a->name);
+    ex_value v = run_one_value(a, ex_reduce(a->sch, m, in, n, result), EX_T_PTR, "ex_reduce");
+    cr_assert_eq(v.as.p, result, "%s: the value is the result pointer", a->name);
 }
 
 /* ================================================================== typed */
 
 static const int64_t inits[] = { 0, 1, -1, INT64_MAX, INT64_MIN, 0x7edcba9876543210ll };
 
-static void i64_every_size(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
+static void i64_every_size(algo_sched *a) {
     for (size_t j = 0; j <= algo_nsizes; j++) {
         size_t n = j < algo_nsizes ? algo_sizes[j] : ALGO_HUGE;
         int64_t *in = xmalloc(n * 8);
         fill_i64(in, n, 100 + j);
         for (size_t q = 0; q < sizeof inits / sizeof inits[0]; q += j < algo_nsizes ? 1 : 2) {
-            int64_t got = run_reduce_i64(&a, in, n, inits[q]), want = ref_sum_i64(in, n, inits[q]);
-            cr_assert_eq(got, want, "%s n=%zu init=%lld: %lld, serial loop %lld", a.name, n, (long long)inits[q],
+            int64_t got = run_reduce_i64(a, in, n, inits[q]), want = ref_sum_i64(in, n, inits[q]);
+            cr_assert_eq(got, want, "%s n=%zu init=%lld: %lld, serial loop %lld", a->name, n, (long long)inits[q],
                          (long long)got, (long long)want);
         }
         free(in);
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
 
-static void f64_every_size(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
+static void f64_every_size(algo_sched *a) {
     for (size_t j = 0; j <= algo_nsizes; j++) {
         size_t n = j < algo_nsizes ? algo_sizes[j] : ALGO_HUGE;
         double *in = xmalloc(n * 8);
         fill_f64_int(in, n, 200 + j);
         static const double dinit[] = { 0.0, -3.0, 1e12 };
         for (int q = 0; q < 3; q++) {
-            double got = run_reduce_f64(&a, in, n, dinit[q]), want = ref_sum_f64(in, n, dinit[q]);
-            cr_assert(got == want, "%s n=%zu (integers): %.17g, serial loop %.17g", a.name, n, got, want);
+            double got = run_reduce_f64(a, in, n, dinit[q]), want = ref_sum_f64(in, n, dinit[q]);
+            cr_assert(got == want, "%s n=%zu (integers): %.17g, serial loop %.17g", a->name, n, got, want);
         }
         fill_f64_mixed(in, n, 300 + j);
         static const double minit[] = { 0.0, 7.25e3, -1e-3 };
         for (int q = 0; q < 3; q++) {
-            double got = run_reduce_f64(&a, in, n, minit[q]), ratio;
+            double got = run_reduce_f64(a, in, n, minit[q]), ratio;
             cr_assert(check_f64_sum_bound(in, n, minit[q], got, &ratio),
-                      "%s n=%zu init=%g: %.17g is outside the documented bound (error/bound %.3g)", a.name, n, minit[q],
+                      "%s n=%zu init=%g: %.17g is outside the documented bound (error/bound %.3g)", a->name, n, minit[q],
                       got, ratio);
         }
         free(in);
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
 
-Test(algo_reduce, i64_every_size_inline) { i64_every_size(AS_INLINE); }
-Test(algo_reduce, i64_every_size_run_loop) { i64_every_size(AS_RUN_LOOP); }
-Test(algo_reduce, i64_every_size_single_thread_context) { i64_every_size(AS_STC); }
-Test(algo_reduce, i64_every_size_pool1) { i64_every_size(AS_POOL1); }
-Test(algo_reduce, i64_every_size_pool2) { i64_every_size(AS_POOL2); }
-Test(algo_reduce, i64_every_size_pool4) { i64_every_size(AS_POOL4); }
-Test(algo_reduce, f64_every_size_inline) { f64_every_size(AS_INLINE); }
-Test(algo_reduce, f64_every_size_run_loop) { f64_every_size(AS_RUN_LOOP); }
-Test(algo_reduce, f64_every_size_single_thread_context) { f64_every_size(AS_STC); }
-Test(algo_reduce, f64_every_size_pool1) { f64_every_size(AS_POOL1); }
-Test(algo_reduce, f64_every_size_pool2) { f64_every_size(AS_POOL2); }
-Test(algo_reduce, f64_every_size_pool4) { f64_every_size(AS_POOL4); }
+TEST_EVERY_SCHEDULER(algo_reduce, i64_every_size, i64_every_size)
+TEST_EVERY_SCHEDULER(algo_reduce, f64_every_size, f64_every_size)
+
+static void i64_overflow_wraps_twos_complement_on(algo_sched *a) {
+    int64_t one = 1;
+    cr_assert_eq(run_reduce_i64(a, &one, 1, INT64_MAX), INT64_MIN, "%s: INT64_MAX + 1", a->name);
+    int64_t two[2] = { INT64_MIN, -1 };
+    cr_assert_eq(run_reduce_i64(a, two, 2, 0), INT64_MAX, "%s: INT64_MIN - 1", a->name);
+    size_t n = 9 * ALGO_TILE + 1;
+    int64_t *in = xmalloc(n * 8);
+    for (size_t i = 0; i < n; i++) in[i] = INT64_MAX;
+    /* n * INT64_MAX = n * (2^63 - 1) == -n (mod 2^64) for odd n: 2^63 * odd == 2^63 */
+    int64_t want = ref_sum_i64(in, n, 0);
+    cr_assert_eq(want, (int64_t)(((uint64_t)1 << 63) - (uint64_t)n), "the reference itself");
+    cr_assert_eq(run_reduce_i64(a, in, n, 0), want, "%s: many INT64_MAX", a->name);
+    free(in);
+}
 
 Test(algo_reduce, i64_overflow_wraps_twos_complement) {
-    algo_sched a[2];
-    as_init(&a[0], AS_INLINE);
-    as_init(&a[1], AS_POOL4);
-    for (int s = 0; s < 2; s++) {
-        int64_t one = 1;
-        cr_assert_eq(run_reduce_i64(&a[s], &one, 1, INT64_MAX), INT64_MIN, "%s: INT64_MAX + 1", a[s].name);
-        int64_t two[2] = { INT64_MIN, -1 };
-        cr_assert_eq(run_reduce_i64(&a[s], two, 2, 0), INT64_MAX, "%s: INT64_MIN - 1", a[s].name);
-        size_t n = 9 * T + 1;
-        int64_t *in = xmalloc(n * 8);
-        for (size_t i = 0; i < n; i++) in[i] = INT64_MAX;
-        /* n * INT64_MAX = n * (2^63 - 1) == -n (mod 2^64) for odd n: 2^63 * odd == 2^63 */
-        int64_t want = ref_sum_i64(in, n, 0);
-        cr_assert_eq(want, (int64_t)(((uint64_t)1 << 63) - (uint64_t)n), "the reference itself");
-        cr_assert_eq(run_reduce_i64(&a[s], in, n, 0), want, "%s: many INT64_MAX", a[s].name);
-        free(in);
-    }
-    as_fini(&a[0]);
-    as_fini(&a[1]);
-    expect_no_leaks();
+    for_kinds(2, (const as_kind[]){ AS_INLINE, AS_POOL4 }, i64_overflow_wraps_twos_complement_on);
+}
+
+static void empty_input_gives_init_or_the_identity_on(algo_sched *a) {
+    cr_assert(same_bits(run_reduce_f64(a, NULL, 0, -0.5), -0.5), "%s", a->name);
+    cr_assert(same_bits(run_reduce_f64(a, NULL, 0, 0.0), 0.0), "%s", a->name);
+    cr_assert_eq(run_reduce_i64(a, NULL, 0, -12345), -12345, "%s", a->name);
+    ex_monoid m = { sizeof(m22), &m22_identity, m22_combine, NULL };
+    m22 res;
+    memset(&res, 0x5a, sizeof res);
+    run_greduce(a, &m, NULL, 0, &res);
+    cr_assert_eq(memcmp(&res, &m22_identity, sizeof res), 0, "%s: the result of nothing is the identity", a->name);
 }
 
 Test(algo_reduce, empty_input_gives_init_or_the_identity) {
-    for (int k = 0; k < AS_COUNT; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        cr_assert(same_bits(run_reduce_f64(&a, NULL, 0, -0.5), -0.5), "%s", a.name);
-        cr_assert(same_bits(run_reduce_f64(&a, NULL, 0, 0.0), 0.0), "%s", a.name);
-        cr_assert_eq(run_reduce_i64(&a, NULL, 0, -12345), -12345, "%s", a.name);
-        ex_monoid m = { sizeof(m22), &m22_identity, m22_combine, NULL };
-        m22 res;
-        memset(&res, 0x5a, sizeof res);
-        run_greduce(&a, &m, NULL, 0, &res);
-        cr_assert_eq(memcmp(&res, &m22_identity, sizeof res), 0, "%s: the result of nothing is the identity", a.name);
-        as_fini(&a);
-    }
-    expect_no_leaks();
+    for_each_kind(AS_INLINE, AS_POOL4, empty_input_gives_init_or_the_identity_on);
 }
 
 /* ============================================================ determinism */
 
 Test(algo_reduce, f64_results_are_bit_identical_on_every_scheduler) {
     static algo_sched a[AS_COUNT];
-    for (int k = 0; k < AS_COUNT; k++) as_init(&a[k], (as_kind)k);
+    as_init_each(a, AS_COUNT, NULL);
     static const size_t sizes[] = { 15, 16385, 3 * 16384 + 5, 41 * 16384 + 9, ALGO_HUGE };
     for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
         size_t n = sizes[j];
@@ -181,92 +132,81 @@ Test(algo_reduce, f64_results_are_bit_identical_on_every_scheduler) {
         }
         free(in);
     }
-    for (int k = 0; k < AS_COUNT; k++) as_fini(&a[k]);
+    as_fini_each(a, AS_COUNT);
     expect_no_leaks();
 }
 
 /* ================================================================ generic */
 
-static size_t diff_at(const void *x, const void *y, size_t sz) { return memcmp(x, y, sz) ? 0 : SIZE_MAX; }
-
-static void check_greduce(algo_sched *a, const ex_monoid *m, void (*fill)(void *, size_t, uint64_t), size_t n,
-                          uint64_t seed, const char *what) {
-    size_t sz = m->size;
+static void check_greduce(algo_sched *a, const gcase *g, size_t n, uint64_t seed) {
+    size_t sz = g->m.size;
     unsigned char *in = xmalloc(n * sz);
     unsigned char want[EX_MONOID_MAX_SIZE], *got = xmalloc(sz);
-    fill(in, n, seed);
-    memset(got, 0xa5, sz);
-    ref_fold(m, in, NULL, n, false, NULL, want);
-    run_greduce(a, m, in, n, got);
-    cr_assert_eq(diff_at(got, want, sz), SIZE_MAX, "%s %s n=%zu: differs from the serial fold", a->name, what, n);
+    g->fill(in, n, seed);
+    memset(got, SENTINEL_BYTE, sz);
+    ref_fold(&g->m, in, NULL, n, false, NULL, want);
+    run_greduce(a, &g->m, in, n, got);
+    cr_assert_eq(memcmp(got, want, sz), 0, "%s %s n=%zu: differs from the serial fold", a->name, g->name, n);
     free(in), free(got);
 }
 
-static void fill_m22_v(void *p, size_t n, uint64_t seed) { fill_m22(p, n, seed); }
-static void fill_aff200_v(void *p, size_t n, uint64_t seed) { fill_aff200(p, n, seed); }
-static void fill_aff8_v(void *p, size_t n, uint64_t seed) { fill_aff8(p, n, seed); }
-static void fill_big4k_v(void *p, size_t n, uint64_t seed) { fill_big4k(p, n, seed); }
-
-static void generic_every_size(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
-    ex_monoid mm = { sizeof(m22), &m22_identity, m22_combine, NULL };
+static void generic_every_size(algo_sched *a) {
+    gcase g = gcase_m22();
     size_t gt = ALGO_GTILE(sizeof(m22));
     const size_t sizes[] = { 0, 1, 7, 8, 9, 15, 16, 17, gt - 1, gt, gt + 1, 3 * gt + 5, 40 * gt + 1 };
-    for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) check_greduce(&a, &mm, fill_m22_v, sizes[j], 500 + j, "m22");
-    ex_monoid ma = { sizeof(aff200), &aff200_identity, aff200_combine, NULL };
+    for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) check_greduce(a, &g, sizes[j], 500 + j);
+    g = gcase_aff200();
     gt = ALGO_GTILE(sizeof(aff200));
     const size_t s200[] = { 1, 3, gt - 1, gt, gt + 1, 3 * gt + 5 };
-    for (size_t j = 0; j < sizeof s200 / sizeof s200[0]; j++)
-        check_greduce(&a, &ma, fill_aff200_v, s200[j], 600 + j, "200-byte");
-    ex_monoid m8 = { 1, &aff8_identity, aff8_combine, NULL };
+    for (size_t j = 0; j < sizeof s200 / sizeof s200[0]; j++) check_greduce(a, &g, s200[j], 600 + j);
+    g = gcase_aff8();
     gt = ALGO_GTILE(1);
     const size_t s1[] = { 1, 31, gt - 1, gt, gt + 1, 3 * gt + 5 };
-    for (size_t j = 0; j < sizeof s1 / sizeof s1[0]; j++) check_greduce(&a, &m8, fill_aff8_v, s1[j], 700 + j, "1-byte");
-    ex_monoid m4 = { sizeof(big4k), &big4k_identity, big4k_combine, NULL };
+    for (size_t j = 0; j < sizeof s1 / sizeof s1[0]; j++) check_greduce(a, &g, s1[j], 700 + j);
+    g = gcase_big4k();
     gt = ALGO_GTILE(sizeof(big4k));
     const size_t s4[] = { 1, gt - 1, gt, gt + 1, 5 * gt + 3 };
-    for (size_t j = 0; j < sizeof s4 / sizeof s4[0]; j++) check_greduce(&a, &m4, fill_big4k_v, s4[j], 800 + j, "4096-byte");
-    as_fini(&a);
-    expect_no_leaks();
+    for (size_t j = 0; j < sizeof s4 / sizeof s4[0]; j++) check_greduce(a, &g, s4[j], 800 + j);
 }
 
-Test(algo_reduce, generic_every_size_inline) { generic_every_size(AS_INLINE); }
-Test(algo_reduce, generic_every_size_run_loop) { generic_every_size(AS_RUN_LOOP); }
-Test(algo_reduce, generic_every_size_single_thread_context) { generic_every_size(AS_STC); }
-Test(algo_reduce, generic_every_size_pool1) { generic_every_size(AS_POOL1); }
-Test(algo_reduce, generic_every_size_pool2) { generic_every_size(AS_POOL2); }
-Test(algo_reduce, generic_every_size_pool4) { generic_every_size(AS_POOL4); }
+TEST_EVERY_SCHEDULER(algo_reduce, generic_every_size, generic_every_size)
 
-Test(algo_reduce, generic_builder_copies_the_monoid_and_identity) {
-    algo_sched a;
-    as_init(&a, AS_POOL4);
+static void generic_builder_copies_the_monoid_and_identity_on(algo_sched *a) {
     size_t n = 6 * ALGO_GTILE(sizeof(m22)) + 2;
     m22 *in = xmalloc(n * sizeof(m22)), want, got;
     fill_m22(in, n, 17);
     m22 id = m22_identity;
     ex_monoid m = { sizeof(m22), &id, m22_combine, NULL };
-    ex_sender *s = ex_reduce(a.sch, &m, in, n, &got);
+    ex_sender *s = ex_reduce(a->sch, &m, in, n, &got);
     cr_assert_eq(ex_sender_status(s).code, 0);
     memset(&m, 0, sizeof m);
     memset(&id, 0x33, sizeof id);
     arec r;
-    as_run_plain(&a, s, &r);
+    as_run_plain(a, s, &r);
     algo_expect_value(&r, 1, "copied monoid");
     ex_monoid mref = { sizeof(m22), &m22_identity, m22_combine, NULL };
     ref_fold(&mref, in, NULL, n, false, NULL, &want);
     cr_assert_eq(memcmp(&got, &want, sizeof got), 0);
     ex_sender_release(s);
     free(in);
-    as_fini(&a);
-    expect_no_leaks();
+}
+
+Test(algo_reduce, generic_builder_copies_the_monoid_and_identity) {
+    with_scheduler(AS_POOL4, generic_builder_copies_the_monoid_and_identity_on);
 }
 
 /* ============================================================ allocations */
 
-static void typed_runs_allocate_nothing(as_kind k) {
-    algo_sched a;
-    as_init(&a, k);
+/* The expected results of a typed run. */
+typedef struct sums {
+    int64_t i;
+    double d;
+} sums;
+
+static void check_sum_i64(const arec *r, void *ctx) { cr_assert_eq(r->v[0].as.i, ((sums *)ctx)->i); }
+static void check_sum_f64(const arec *r, void *ctx) { cr_assert(r->v[0].as.d == ((sums *)ctx)->d); }
+
+static void typed_runs_allocate_nothing(algo_sched *a) {
     static const size_t sizes[] = { 0, 17, 16384, 5 * 16384 + 1 };
     for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
         size_t n = sizes[j];
@@ -274,45 +214,25 @@ static void typed_runs_allocate_nothing(as_kind k) {
         double *din = xmalloc(n * 8);
         fill_i64(in, n, 900 + j);
         fill_f64_int(din, n, 950 + j);
-        ex_sender *s[2] = { ex_reduce_i64(a.sch, in, n, 3), ex_reduce_f64(a.sch, din, n, 3) };
-        for (int b = 0; b < 2; b++) {
-            size_t size = ex_sender_op_size(s[b]), align = ex_sender_op_align(s[b]);
-            void *storage = NULL;
-            cr_assert_eq(posix_memalign(&storage, align < sizeof(void *) ? sizeof(void *) : align, size), 0);
-            for (int run = 0; run < 3; run++) {
-                arec r;
-                arec_init(&r, a.pool);
-                long before = test_alloc_count();
-                ex_operation *op = NULL;
-                cr_assert_eq(ex_connect(s[b], arec_receiver(&r), storage, size, &op).code, 0);
-                ex_start(op);
-                cr_assert(algo_wait(&r, NULL, 30.0));
-                ex_operation_destroy(op);
-                long made = test_alloc_count() - before;
-                cr_assert_eq(made, 0, "%s builder %d n=%zu: %ld allocation(s) per run", a.name, b, n, made);
-                algo_expect_value(&r, 1, a.name);
-                if (b == 0) cr_assert_eq(r.v[0].as.i, ref_sum_i64(in, n, 3));
-                else cr_assert(r.v[0].as.d == ref_sum_f64(din, n, 3));
-            }
-            free(storage);
-            ex_sender_release(s[b]);
-        }
+        ex_sender *s[2] = { ex_reduce_i64(a->sch, in, n, 3), ex_reduce_f64(a->sch, din, n, 3) };
+        sums want = { ref_sum_i64(in, n, 3), ref_sum_f64(din, n, 3) };
+        expect_runs_allocate_nothing(a, s[0], 1, check_sum_i64, &want);
+        expect_runs_allocate_nothing(a, s[1], 1, check_sum_f64, &want);
+        ex_sender_release(s[0]);
+        ex_sender_release(s[1]);
         free(in), free(din);
     }
-    as_fini(&a);
-    expect_no_leaks();
 }
 
-Test(algo_reduce, typed_runs_allocate_nothing_inline) { typed_runs_allocate_nothing(AS_INLINE); }
-Test(algo_reduce, typed_runs_allocate_nothing_pool2) { typed_runs_allocate_nothing(AS_POOL2); }
-Test(algo_reduce, typed_runs_allocate_nothing_pool4) { typed_runs_allocate_nothing(AS_POOL4); }
+Test(algo_reduce, typed_runs_allocate_nothing_inline) { with_scheduler(AS_INLINE, typed_runs_allocate_nothing); }
+Test(algo_reduce, typed_runs_allocate_nothing_pool2) { with_scheduler(AS_POOL2, typed_runs_allocate_nothing); }
+Test(algo_reduce, typed_runs_allocate_nothing_pool4) { with_scheduler(AS_POOL4, typed_runs_allocate_nothing); }
 
 /* The generic form allocates one scratch block per run, at connect; a
  * failure there is EX_ENOMEM from connect. */
 Test(algo_reduce, generic_allocates_its_scratch_at_connect) {
     algo_sched a[2];
-    as_init(&a[0], AS_INLINE);
-    as_init(&a[1], AS_POOL4);
+    as_init_each(a, 2, (const as_kind[]){ AS_INLINE, AS_POOL4 });
     size_t n = 4 * ALGO_GTILE(sizeof(m22)) + 1;
     m22 *in = xmalloc(n * sizeof(m22)), want, got;
     fill_m22(in, n, 23);
@@ -320,9 +240,8 @@ Test(algo_reduce, generic_allocates_its_scratch_at_connect) {
     ref_fold(&m, in, NULL, n, false, NULL, &want);
     for (int s = 0; s < 2; s++) {
         ex_sender *snd = ex_reduce(a[s].sch, &m, in, n, &got);
-        size_t size = ex_sender_op_size(snd), align = ex_sender_op_align(snd);
-        void *storage = NULL;
-        cr_assert_eq(posix_memalign(&storage, align < sizeof(void *) ? sizeof(void *) : align, size), 0);
+        size_t size;
+        void *storage = op_storage_new(snd, &size);
         arec r;
         arec_init(&r, a[s].pool);
         long before = test_alloc_count();
@@ -349,55 +268,41 @@ Test(algo_reduce, generic_allocates_its_scratch_at_connect) {
         ex_sender_release(snd);
     }
     free(in);
-    as_fini(&a[0]);
-    as_fini(&a[1]);
+    as_fini_each(a, 2);
     expect_no_leaks();
 }
 
-static void oom_sweep(as_kind kind) {
+typedef struct reduce_oom {
     algo_sched a;
-    as_init(&a, kind);
-    size_t n = 5 * ALGO_GTILE(sizeof(aff200)) + 7;
-    aff200 *in = xmalloc(n * sizeof(aff200)), want, got;
-    fill_aff200(in, n, 29);
-    ex_monoid m = { sizeof(aff200), &aff200_identity, aff200_combine, NULL };
-    ref_fold(&m, in, NULL, n, false, NULL, &want);
-    long base = test_stats.in_use;
-    bool clean = false;
-    int nomem = 0;
-    for (long k = 1; k <= 300 && !clean; k++) {
-        long failed_before = test_stats.failed;
-        test_alloc_fail_at(k);
-        memset(&got, 0, sizeof got);
-        ex_sender *s = ex_reduce(a.sch, &m, in, n, &got);
-        arec r;
-        arec_init(&r, a.pool);
-        ex_operation *op = NULL;
-        ex_error ce = ex_connect_alloc(s, arec_receiver(&r), &op);
-        if (!ce.code) {
-            ex_start(op);
-            cr_assert(algo_wait(&r, kind == AS_RUN_LOOP ? &a.loop : NULL, 30.0), "%s k=%ld: no completion", a.name, k);
-            ex_operation_free(op);
-        }
-        ex_sender_release(s);
-        bool failed = test_stats.failed != failed_before;
-        test_alloc_fail_at(0);
-        if (ce.code || atomic_load(&r.errors)) {
-            int code = ce.code ? ce.code : r.err.code;
-            cr_assert_eq(code, EX_ENOMEM, "%s k=%ld: error %d", a.name, k, code);
-            cr_assert(failed, "%s k=%ld: EX_ENOMEM without a failed allocation", a.name, k);
-            nomem++;
-        } else {
-            algo_expect_value(&r, 1, a.name);
-            cr_assert_eq(memcmp(&got, &want, sizeof got), 0, "%s k=%ld: wrong result", a.name, k);
-            clean = !failed;
-        }
-        cr_assert_eq(test_stats.in_use, base, "%s k=%ld: %ld block(s) leaked", a.name, k, test_stats.in_use - base);
-    }
-    cr_assert(clean, "%s: the sweep never reached a clean run", a.name);
-    cr_assert_gt(nomem, 0);
-    free(in);
-    as_fini(&a);
+    aff200 *in, want;
+    size_t n;
+    ex_monoid m;
+} reduce_oom;
+
+static int reduce_oom_run(void *ctx, long k) {
+    aff200 got;
+    memset(&got, 0, sizeof got);
+    reduce_oom *c = ctx;
+    arec r;
+    arec_init(&r, c->a.pool);
+    int code = run_connected(&c->a, ex_reduce(c->a.sch, &c->m, c->in, c->n, &got), &r);
+    if (code) return code;
+    algo_expect_value(&r, 1, c->a.name);
+    cr_assert_eq(memcmp(&got, &c->want, sizeof got), 0, "%s k=%ld: wrong result", c->a.name, k);
+    return 0;
+}
+
+static void oom_sweep(as_kind kind) {
+    reduce_oom c;
+    as_init(&c.a, kind);
+    c.n = 5 * ALGO_GTILE(sizeof(aff200)) + 7;
+    c.in = xmalloc(c.n * sizeof(aff200));
+    fill_aff200(c.in, c.n, 29);
+    c.m = (ex_monoid){ sizeof(aff200), &aff200_identity, aff200_combine, NULL };
+    ref_fold(&c.m, c.in, NULL, c.n, false, NULL, &c.want);
+    cr_assert_gt(algo_oom_sweep(reduce_oom_run, &c, 300, c.a.name), 0);
+    free(c.in);
+    as_fini(&c.a);
 }
 
 Test(algo_reduce, oom_sweep_generic) {
@@ -407,107 +312,88 @@ Test(algo_reduce, oom_sweep_generic) {
 
 /* =================================================================== stop */
 
-typedef struct sum_ctx { atomic_long calls; } sum_ctx;
-
-static void sum_combine(void *ctx, void *acc, const void *x) {
-    if (ctx) atomic_fetch_add_explicit(&((sum_ctx *)ctx)->calls, 1, memory_order_relaxed);
-    *(uint64_t *)acc += *(const uint64_t *)x;
+static void stop_requested_before_start_completes_stopped_on(algo_sched *a) {
+    static const size_t sizes[] = { 0, 3, 4 * 16384 + 1 };
+    for (size_t j = 0; j < 3; j++) {
+        size_t n = sizes[j];
+        int64_t *in = xmalloc(n * 8);
+        fill_i64(in, n, 31);
+        sum_ctx c = { SUM_MAGIC, 0, 0 };
+        uint64_t zero = 0, result = 77;
+        ex_monoid m = { 8, &zero, sum_combine, &c };
+        ex_sender *s[3] = { ex_reduce_i64(a->sch, in, n, 0), ex_reduce_f64(a->sch, (const double *)in, n, 0),
+                            ex_reduce(a->sch, &m, in, n, &result) };
+        for (int b = 0; b < 3; b++) {
+            expect_stopped_before_start(a, s[b], b, n);
+            ex_sender_release(s[b]);
+        }
+        cr_assert_eq(atomic_load(&c.calls), 0, "%s: combine ran although stopped before start", a->name);
+        cr_assert_eq(result, 77u, "%s: the result was written although stopped", a->name);
+        free(in);
+    }
 }
 
 Test(algo_reduce, stop_requested_before_start_completes_stopped) {
-    for (int k = 0; k < AS_COUNT; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        static const size_t sizes[] = { 0, 3, 4 * 16384 + 1 };
-        for (size_t j = 0; j < 3; j++) {
-            size_t n = sizes[j];
-            int64_t *in = xmalloc(n * 8);
-            fill_i64(in, n, 31);
-            sum_ctx c = { 0 };
-            uint64_t zero = 0, result = 77;
-            ex_monoid m = { 8, &zero, sum_combine, &c };
-            ex_sender *s[3] = { ex_reduce_i64(a.sch, in, n, 0), ex_reduce_f64(a.sch, (const double *)in, n, 0),
-                                ex_reduce(a.sch, &m, in, n, &result) };
-            for (int b = 0; b < 3; b++) {
-                arec r;
-                arec_init(&r, a.pool);
-                arec_with_stop(&r);
-                ex_stop_source_request_stop(&r.stop);
-                as_run(&a, s[b], &r);
-                cr_assert_eq(atomic_load(&r.stops), 1, "%s builder %d n=%zu: values %d errors %d", a.name, b, n,
-                             atomic_load(&r.values), atomic_load(&r.errors));
-                ex_sender_release(s[b]);
-            }
-            cr_assert_eq(atomic_load(&c.calls), 0, "%s: combine ran although stopped before start", a.name);
-            cr_assert_eq(result, 77u, "%s: the result was written although stopped", a.name);
-            free(in);
-        }
-        as_fini(&a);
-    }
-    expect_no_leaks();
+    for_each_kind(AS_INLINE, AS_POOL4, stop_requested_before_start_completes_stopped_on);
+}
+
+static void stop_requested_during_a_reduction_completes_stopped_on(algo_sched *a) {
+    bool external = a->pool != NULL;
+    size_t n = 12 * ALGO_TILE + 1;
+    uint64_t *in = xmalloc(n * 8);
+    for (size_t i = 0; i < n; i++) in[i] = i;
+    in[5] = ALGO_STOP_MARK;
+    arec r;
+    arec_init(&r, a->pool);
+    arec_with_stop(&r);
+    algo_stop_ctx c;
+    algo_stop_ctx_init(&c, &r.stop, external);
+    uint64_t zero = 0, result = 1234;
+    ex_monoid m = { 8, &zero, algo_stop_combine, &c };
+    ex_sender *s = ex_reduce(a->sch, &m, in, n, &result);
+    pthread_t th;
+    if (external) cr_assert_eq(pthread_create(&th, NULL, algo_stopper_main, &c), 0);
+    as_run(a, s, &r);
+    if (external) pthread_join(th, NULL);
+    cr_assert_eq(atomic_load(&c.timed_out), 0);
+    cr_assert_eq(atomic_load(&r.stops), 1, "%s: values %d errors %d", a->name, atomic_load(&r.values),
+                 atomic_load(&r.errors));
+    cr_assert_eq(result, 1234u, "%s: a stopped reduction wrote its result", a->name);
+    cr_assert_lt(atomic_load(&c.calls), (long)n, "%s: every element was combined although stopped", a->name);
+    ex_sender_release(s);
+    free(in);
 }
 
 Test(algo_reduce, stop_requested_during_a_reduction_completes_stopped) {
-    for (int k = 0; k < AS_COUNT; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        bool external = a.pool != NULL;
-        size_t n = 12 * T + 1;
-        uint64_t *in = xmalloc(n * 8);
-        for (size_t i = 0; i < n; i++) in[i] = i;
-        in[5] = ALGO_STOP_MARK;
-        arec r;
-        arec_init(&r, a.pool);
-        arec_with_stop(&r);
-        algo_stop_ctx c;
-        algo_stop_ctx_init(&c, &r.stop, external);
-        uint64_t zero = 0, result = 1234;
-        ex_monoid m = { 8, &zero, algo_stop_combine, &c };
-        ex_sender *s = ex_reduce(a.sch, &m, in, n, &result);
-        pthread_t th;
-        if (external) cr_assert_eq(pthread_create(&th, NULL, algo_stopper_main, &c), 0);
-        as_run(&a, s, &r);
-        if (external) pthread_join(th, NULL);
-        cr_assert_eq(atomic_load(&c.timed_out), 0);
-        cr_assert_eq(atomic_load(&r.stops), 1, "%s: values %d errors %d", a.name, atomic_load(&r.values),
-                     atomic_load(&r.errors));
-        cr_assert_eq(result, 1234u, "%s: a stopped reduction wrote its result", a.name);
-        cr_assert_lt(atomic_load(&c.calls), (long)n, "%s: every element was combined although stopped", a.name);
-        ex_sender_release(s);
-        free(in);
-        as_fini(&a);
-    }
-    expect_no_leaks();
+    for_each_kind(AS_INLINE, AS_POOL4, stop_requested_during_a_reduction_completes_stopped_on);
 }
 
 /* ===================================================== completion thread */
 
-Test(algo_reduce, completes_on_a_pool_worker) {
-    for (int k = AS_POOL1; k <= AS_POOL4; k++) {
-        algo_sched a;
-        as_init(&a, (as_kind)k);
-        static const size_t sizes[] = { 0, 2, 16384, 6 * 16384 + 3 };
-        for (size_t j = 0; j < 4; j++) {
-            size_t n = sizes[j];
-            int64_t *in = xmalloc(n * 8);
-            fill_i64(in, n, 37);
-            uint64_t zero = 0, result;
-            ex_monoid m = { 8, &zero, sum_combine, NULL };
-            ex_sender *s[3] = { ex_reduce_i64(a.sch, in, n, 0), ex_reduce_f64(a.sch, (const double *)in, n, 0),
-                                ex_reduce(a.sch, &m, in, n, &result) };
-            for (int b = 0; b < 3; b++) {
-                arec r;
-                as_run_plain(&a, s[b], &r);
-                algo_expect_value(&r, 1, a.name);
-                cr_assert_geq(r.worker, 0, "%s builder %d n=%zu: not on a worker", a.name, b, n);
-                ex_sender_release(s[b]);
-            }
-            cr_assert_eq((int64_t)result, ref_sum_i64(in, n, 0));
-            free(in);
+static void completes_on_a_pool_worker_on(algo_sched *a) {
+    static const size_t sizes[] = { 0, 2, 16384, 6 * 16384 + 3 };
+    for (size_t j = 0; j < 4; j++) {
+        size_t n = sizes[j];
+        int64_t *in = xmalloc(n * 8);
+        fill_i64(in, n, 37);
+        uint64_t zero = 0, result;
+        ex_monoid m = { 8, &zero, sum_combine, NULL };
+        ex_sender *s[3] = { ex_reduce_i64(a->sch, in, n, 0), ex_reduce_f64(a->sch, (const double *)in, n, 0),
+                            ex_reduce(a->sch, &m, in, n, &result) };
+        for (int b = 0; b < 3; b++) {
+            arec r;
+            as_run_plain(a, s[b], &r);
+            algo_expect_value(&r, 1, a->name);
+            cr_assert_geq(r.worker, 0, "%s builder %d n=%zu: not on a worker", a->name, b, n);
+            ex_sender_release(s[b]);
         }
-        as_fini(&a);
+        cr_assert_eq((int64_t)result, ref_sum_i64(in, n, 0));
+        free(in);
     }
-    expect_no_leaks();
+}
+
+Test(algo_reduce, completes_on_a_pool_worker) {
+    for_each_kind(AS_POOL1, AS_POOL4, completes_on_a_pool_worker_on);
 }
 
 /* ======================================================= argument errors */
@@ -548,41 +434,26 @@ Test(algo_reduce, bad_arguments_give_einval_naming_the_builder) {
 
 /* ==================================================== multi-shot, shutdown */
 
-Test(algo_reduce, sender_is_multi_shot) {
-    algo_sched a;
-    as_init(&a, AS_POOL2);
-    size_t n = 5 * T + 5;
+static void sender_is_multi_shot_on(algo_sched *a) {
+    size_t n = 5 * ALGO_TILE + 5;
     int64_t *in = xmalloc(n * 8);
     fill_i64(in, n, 41);
     int64_t want = ref_sum_i64(in, n, 9);
-    ex_sender *s = ex_reduce_i64(a.sch, in, n, 9);
-    enum { RUNS = 4 };
-    arec r[RUNS];
-    ex_operation *op[RUNS];
-    for (int k = 0; k < RUNS; k++) {
-        arec_init(&r[k], a.pool);
-        cr_assert_eq(ex_connect_alloc(s, arec_receiver(&r[k]), &op[k]).code, 0);
-    }
-    for (int k = 0; k < RUNS; k++) ex_start(op[k]);
-    for (int k = 0; k < RUNS; k++) {
-        cr_assert(algo_wait(&r[k], NULL, 30.0));
-        algo_expect_value(&r[k], 1, "concurrent run");
-        cr_assert_eq(r[k].v[0].as.i, want);
-        ex_operation_free(op[k]);
-    }
+    ex_sender *s = ex_reduce_i64(a->sch, in, n, 9);
+    expect_concurrent_runs_int(a, s, 4, want);
     for (int k = 0; k < 3; k++) {
         arec rr;
-        as_run_plain(&a, s, &rr);
+        as_run_plain(a, s, &rr);
         cr_assert_eq(rr.v[0].as.i, want);
     }
     ex_sender_release(s);
     free(in);
-    as_fini(&a);
-    expect_no_leaks();
 }
 
+Test(algo_reduce, sender_is_multi_shot) { with_scheduler(AS_POOL2, sender_is_multi_shot_on); }
+
 Test(algo_reduce, pool_shut_down_completes_with_eshutdown_or_stopped) {
-    size_t n = 8 * T + 1;
+    size_t n = 8 * ALGO_TILE + 1;
     int64_t *in = xmalloc(n * 8);
     fill_i64(in, n, 43);
     int64_t want = ref_sum_i64(in, n, 0);
@@ -591,30 +462,16 @@ Test(algo_reduce, pool_shut_down_completes_with_eshutdown_or_stopped) {
         ex_pool *p = algo_pool_new(threads);
         ex_sender *s = ex_reduce_i64(ex_pool_scheduler(p), in, n, 0);
         cr_assert_eq(ex_pool_shutdown(p).code, 0);
-        arec r;
-        arec_init(&r, p);
-        ex_operation *op;
-        cr_assert_eq(ex_connect_alloc(s, arec_receiver(&r), &op).code, 0);
-        ex_start(op);
-        cr_assert(algo_wait(&r, NULL, 20.0), "hangs on a shut-down pool");
-        cr_assert_eq(atomic_load(&r.values), 0, "a value from a shut-down pool");
-        if (atomic_load(&r.errors)) cr_assert_eq(r.err.code, EX_ESHUTDOWN);
-        ex_operation_free(op);
+        expect_run_after_shutdown(p, s, "reduce");
         ex_sender_release(s);
         algo_pool_free(p);
 
         /* shut down while it runs */
         p = algo_pool_new(threads);
         s = ex_reduce_i64(ex_pool_scheduler(p), in, n, 0);
-        arec_init(&r, p);
-        cr_assert_eq(ex_connect_alloc(s, arec_receiver(&r), &op).code, 0);
-        ex_start(op);
-        cr_assert_eq(ex_pool_shutdown(p).code, 0);
-        cr_assert(algo_wait(&r, NULL, 20.0), "hangs when the pool shuts down during the run");
-        sched_yield();
-        cr_assert_eq(atomic_load(&r.total), 1);
+        arec r;
+        ex_operation *op = start_then_shut_down(p, s, &r, "reduce");
         if (atomic_load(&r.values)) cr_assert_eq(r.v[0].as.i, want);
-        else if (atomic_load(&r.errors)) cr_assert_eq(r.err.code, EX_ESHUTDOWN);
         ex_operation_free(op);
         ex_sender_release(s);
         algo_pool_free(p);

@@ -61,6 +61,12 @@ static void fib_free(fib *x) {
     ex_deallocate(exi_guarded_stack_allocator(), x->stack, x->size, 16);
 }
 
+/* The end of a fiber test: frees x and checks that nothing leaked. */
+static void fib_finish(fib *x) {
+    fib_free(x);
+    expect_no_leaks();
+}
+
 static ex_alloc_stats stack_stats(void) {
     ex_alloc_stats s;
     cr_assert_eq(ex_allocator_stats(exi_guarded_stack_allocator(), &s).code, 0);
@@ -87,8 +93,7 @@ Test(exec_context, round_trips_pass_arguments) {
     cr_expect_eq(bad, 0, "%d round trips returned the wrong argument", bad);
     cr_expect_eq((uintptr_t)exi_fiber_switch(&main_f, &echo.f, NULL), 42, "the final switch's argument");
     cr_expect_eq(fiber_bad, 0);
-    fib_free(&echo);
-    expect_no_leaks();
+    fib_finish(&echo);
 }
 
 /* Exact register values, through the assembly probe of tests/context. */
@@ -178,8 +183,7 @@ Test(exec_context, live_variables_survive_switches) {
     cr_expect_eq(l, (s ^ (s >> 7)) + 1200);
     double x0 = (double)(s & 0xffff) / 3.0, y0 = x0 * 1.5, z0 = x0 - 0.25, w0 = y0 * z0;
     cr_expect(x == x0 + 100.0 && y == y0 + 200.0 && z == z0 + 300.0 && w == w0 + 400.0, "doubles changed");
-    fib_free(&clob);  /* never finished: allowed, see exi_fiber.h */
-    expect_no_leaks();
+    fib_finish(&clob);  /* never finished: allowed, see exi_fiber.h */
 }
 
 /* The floating-point control state is per fiber; a new fiber inherits its
@@ -212,8 +216,7 @@ Test(exec_context, fp_control_is_per_fiber) {
     }
     fp_set(orig);
     cr_expect_eq(fiber_bad, 0, "the fiber's FP control was not its own");
-    fib_free(&fpf);
-    expect_no_leaks();
+    fib_finish(&fpf);
 }
 
 /* ---------------------------------------------------------------- stacks */
@@ -243,8 +246,7 @@ Test(exec_context, deep_recursion_within_the_stack) {
 #endif
     uintptr_t r = (uintptr_t)exi_fiber_switch(&main_f, &deepf.f, (void *)(uintptr_t)depth);
     cr_expect_eq(r, (uint64_t)depth * (depth + 1) / 2);
-    fib_free(&deepf);
-    expect_no_leaks();
+    fib_finish(&deepf);
 }
 
 static fib alignf;
@@ -311,8 +313,7 @@ Test(exec_context, backtrace_ends_at_the_fiber_start) {
     uintptr_t start = (uintptr_t)exi_context_start, last = (uintptr_t)bt_last;
     cr_expect(last > start && last < start + 16, "the last frame (%p) is not in exi_context_start (%p)", bt_last,
               (void *)start);
-    fib_free(&btf);
-    expect_no_leaks();
+    fib_finish(&btf);
 }
 
 /* Overflow: the recursion reaches the guard page, which kills the process
@@ -387,8 +388,7 @@ Test(exec_context, fiber_migrates_between_threads) {
     cr_expect_neq(mig_threads[1], test_thread_id());
     cr_expect_eq(mig_threads[2], test_thread_id());
     cr_expect_eq(fiber_bad, 0, "the fiber's stack data changed");
-    fib_free(&mig);
-    expect_no_leaks();
+    fib_finish(&mig);
 }
 
 /* Fibers switching to each other directly, in a ring. */

@@ -12,7 +12,7 @@
 
 #include "task/exi_stack.h"
 #include "common/helpers.h"
-#include "common/task_fixtures.h"
+#include "task/local_fixtures.h"
 
 TEST_SUITE(exec_task_nesting, 60);
 
@@ -58,10 +58,7 @@ static ex_task_result parent_of_two(ex_task *t, void *arg) {
  * the pool, or where sync_wait runs it for an EX_TASK_INLINE parent. */
 static ex_result run_task_with(ex_task_fn parent, ex_task_fn child, cnt_alloc *stacks, size_t parent_stack,
                                bool inline_parent) {
-    ex_task_options o;
-    memset(&o, 0, sizeof o);
-    o.stack_allocator = &stacks->base;
-    o.stack_size = parent_stack;
+    ex_task_options o = { .stack_allocator = &stacks->base, .stack_size = parent_stack };
     if (inline_parent) o.affinity = EX_TASK_INLINE;
     ex_sender *task = ex_task_create(parent, (void *)(uintptr_t)child, &o);
     return ex_sync_wait(inline_parent ? task : ex_starts_on(ex_pool_scheduler(S.pool), task));
@@ -72,8 +69,16 @@ static ex_result run_parent(ex_task_fn fn, cnt_alloc *stacks, size_t parent_stac
     return run_task_with(parent_of_two, fn, stacks, parent_stack, false);
 }
 
+/* S.pool of `workers`, children of 16 KiB stacks, and the parents' stack
+ * allocator. */
+static void setup_pool(unsigned workers, cnt_alloc *parent_stacks) {
+    S.pool = make_pool(workers);
+    setup_children(16384);
+    cnt_alloc_init(parent_stacks);
+}
+
 static void start_other(ex_single_thread_context *ctx) {
-    cr_assert_eq(ex_single_thread_context_init(ctx).code, 0);
+    test_stc_init(ctx);
     S.other = ex_single_thread_context_scheduler(ctx);
 }
 
@@ -82,34 +87,26 @@ static bool inside(uintptr_t p, const cnt_alloc *block) {
 }
 
 Test(exec_task_nesting, children_of_an_await_run_on_the_awaiting_tasks_stack) {
-    S.pool = make_pool(1);  /* no thief: both children stay on the worker */
-    setup_children(16384);
     cnt_alloc parent_stacks;
-    cnt_alloc_init(&parent_stacks);
+    setup_pool(1, &parent_stacks);  /* no thief: both children stay on the worker */
     ex_result r = run_parent(child_note, &parent_stacks, 256 * 1024);
     expect_value_int(&r, 30);
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0, "a nested child took a stack of its own");
     cr_assert_eq(atomic_load(&parent_stacks.allocs), 1);
     cr_assert(inside(atomic_load(&S.where[1]), &parent_stacks) && inside(atomic_load(&S.where[2]), &parent_stacks),
               "the children did not run on the parent's stack");
-    ex_pool_destroy(S.pool);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, NULL);
 }
 
 Test(exec_task_nesting, a_child_gets_its_own_stack_when_its_stack_size_is_not_left) {
-    S.pool = make_pool(1);
-    setup_children(16384);
     cnt_alloc parent_stacks;
-    cnt_alloc_init(&parent_stacks);
+    setup_pool(1, &parent_stacks);
     ex_result r = run_parent(child_note, &parent_stacks, 16384);  /* less than 16 KiB is left under the parent */
     expect_value_int(&r, 30);
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 2);
     cr_assert(!inside(atomic_load(&S.where[1]), &parent_stacks) && !inside(atomic_load(&S.where[2]), &parent_stacks));
     cr_assert_eq(atomic_load(&S.child_stacks.in_use), 0);
-    ex_pool_destroy(S.pool);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, NULL);
 }
 
 /* A child that suspends three times (each await completes on the other
@@ -128,20 +125,15 @@ static ex_task_result child_suspends(ex_task *t, void *arg) {
 Test(exec_task_nesting, a_nested_child_that_suspends_keeps_every_tasks_affinity) {
     ex_single_thread_context ctx;
     start_other(&ctx);
-    S.pool = make_pool(1);
-    setup_children(16384);
     cnt_alloc parent_stacks;
-    cnt_alloc_init(&parent_stacks);
+    setup_pool(1, &parent_stacks);
     for (int round = 0; round < 50; round++) {
         ex_result r = run_parent(child_suspends, &parent_stacks, 256 * 1024);
         expect_value_int(&r, 30);
     }
     cr_assert_eq(atomic_load(&S.workers_ok), 50 * 2 * 3, "a nested child resumed off its scheduler");
     cr_assert_lt(atomic_load(&S.child_stacks.allocs), 50 * 2, "no child ran nested");
-    ex_pool_destroy(S.pool);
-    ex_single_thread_context_destroy(&ctx);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, &ctx);
 }
 
 /* A child that moves to the other context and finishes there: the parent
@@ -158,19 +150,15 @@ Test(exec_task_nesting, a_nested_child_ending_on_another_scheduler_leaves_its_pa
     ex_single_thread_context ctx;
     start_other(&ctx);
     for (unsigned workers = 1; workers <= 2; workers++) {
-        S.pool = make_pool(workers);
-        setup_children(16384);
         cnt_alloc parent_stacks;
-        cnt_alloc_init(&parent_stacks);
+        setup_pool(workers, &parent_stacks);
         for (int round = 0; round < 50; round++) {
             ex_result r = run_parent(child_leaves, &parent_stacks, 256 * 1024);
             expect_value_int(&r, 30);
         }
         ex_pool_destroy(S.pool);
     }
-    ex_single_thread_context_destroy(&ctx);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, &ctx);
 }
 
 /* Child 1 fails once child 2 (taken first from the deque, so nested) waits
@@ -188,19 +176,15 @@ static ex_task_result child_fail_or_wait(ex_task *t, void *arg) {
 }
 
 Test(exec_task_nesting, a_nested_child_completing_inside_a_stop_request_completes_after_it) {
-    S.pool = make_pool(1);
-    setup_children(16384);
     cnt_alloc parent_stacks;
-    cnt_alloc_init(&parent_stacks);
+    setup_pool(1, &parent_stacks);
     for (int round = 0; round < 20; round++) {
         ex_result r = run_parent(child_fail_or_wait, &parent_stacks, 256 * 1024);
         expect_error(&r, EX_EUSER + 1);
         cr_assert(inside(atomic_load(&S.where[2]), &parent_stacks), "child 2 did not run nested");
     }
     cr_assert_eq(atomic_load(&S.child_stacks.in_use), 0);
-    ex_pool_destroy(S.pool);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, NULL);
 }
 
 /* A task spawned into a scope before an await that suspends sits at the
@@ -230,10 +214,7 @@ Test(exec_task_nesting, work_the_task_does_not_await_never_runs_nested) {
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 1, "the spawned task ran nested");
     cr_assert_neq(atomic_load(&S.where[3]), 0);
     cr_assert_eq(ex_counting_scope_destroy(&S.scope).code, 0);
-    ex_pool_destroy(S.pool);
-    ex_single_thread_context_destroy(&ctx);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, &ctx);
 }
 
 /* A chain of tasks each awaiting one child, deeper than one stack holds
@@ -259,9 +240,7 @@ Test(exec_task_nesting, nesting_stops_where_the_stack_runs_out) {
     uint64_t stacks = after.allocations - before.allocations;
     cr_assert_gt(stacks, 1, "200 nested levels cannot fit one stack");
     cr_assert_lt(stacks, 100, "nesting did not happen (%llu stacks)", (unsigned long long)stacks);
-    ex_pool_destroy(S.pool);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, NULL);
 }
 
 /* ------------------------------------------------ tasks awaited directly */
@@ -310,10 +289,7 @@ static void expect_direct_nesting(ex_task_fn child, bool inline_children, int ro
         cr_assert(inside(atomic_load(&S.where[nested]), &parent_stacks), "task %d did not run on its parent's stack", nested);
     }
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0);
-    ex_pool_destroy(S.pool);
-    ex_single_thread_context_destroy(&ctx);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(S.pool, &ctx);
 }
 
 Test(exec_task_nesting, a_task_awaited_directly_runs_nested) {
@@ -335,9 +311,7 @@ Test(exec_task_nesting, inline_tasks_awaiting_inline_tasks_nest_without_a_schedu
     expect_value_int(&r, 11);
     cr_assert(inside(atomic_load(&S.where[1]), &parent_stacks));
     cr_assert_eq(atomic_load(&S.child_stacks.allocs), 0);
-    ex_single_thread_context_destroy(&ctx);
-    EXPECT_PROBE();
-    expect_no_leaks();
+    task_test_end(NULL, &ctx);
 }
 
 /* An affine task awaits an EX_TASK_INLINE child, which awaits an inline
