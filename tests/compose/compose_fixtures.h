@@ -1,0 +1,114 @@
+/* compose_fixtures.h - what the tests of the compose layer share (scope,
+ * split, when_all, bulk): bounded waits, pools, receivers run on the heap,
+ * and each component's test senders.  Definitions in compose_fixtures.c
+ * and <component>_fixtures.c. */
+#ifndef CEXEC_TEST_COMPOSE_FIXTURES_H
+#define CEXEC_TEST_COMPOSE_FIXTURES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "common/helpers.h"
+
+/* ------------------------------------------------------------- generic */
+
+/* Far above what any wait here needs, below the suites' timeouts. */
+#define WAIT_LIMIT_S 8.0
+
+/* Waits (bounded) until *c >= target; asserts it got there. */
+void wait_count(atomic_int *c, int target, const char *what);
+/* Waits (bounded) until *f >= target; returns whether it got there. */
+bool wait_flag(atomic_int *f, int target);
+
+/* A pool of `threads` workers; destroying it asserts EX_OK. */
+ex_pool *pool_new(unsigned threads);
+void pool_free(ex_pool *p);
+
+/* Connects s (not released) into heap storage and starts it. */
+ex_operation *arec_start(arec *r, const ex_sender *s);
+/* Waits (bounded) for r's completion; asserts exactly one came. */
+void arec_wait(arec *r, const char *what);
+
+/* ------------------------------------------------ scope: either kind */
+
+typedef struct any_scope {
+    bool counting;
+    ex_simple_counting_scope simple;
+    ex_counting_scope full;
+} any_scope;
+
+const char *kind_name(const any_scope *s);
+void sc_init(any_scope *s, bool counting);
+ex_scope_token sc_token(any_scope *s);
+void sc_close(any_scope *s);
+ex_sender *sc_join(any_scope *s);
+ex_error sc_destroy(any_scope *s);
+void sc_destroy_ok(any_scope *s);
+/* Joins through sync_wait and expects set_value(). */
+void sc_join_ok(any_scope *s);
+
+/* A scope test body: s is a fresh scope, p a pool (NULL without one). */
+typedef void scope_body(any_scope *s, ex_pool *p);
+/* Runs body on a fresh scope of one kind (with a pool of pool_threads
+ * workers, none for 0), destroys the scope asserting EX_OK, frees the pool
+ * and ends with the leak check. */
+void one_scope_kind(scope_body *body, bool counting, unsigned pool_threads);
+/* The same on each kind in turn: simple_counting_scope, counting_scope. */
+void each_scope_kind(scope_body *body, unsigned pool_threads);
+
+/* Test(exec_scope, name) running the body that follows on each kind of
+ * scope, on the counting_scope or on the simple_counting_scope. */
+#define SCOPE_TEST(name, pool_threads) SCOPE_TEST_OF_(name, each_scope_kind(name, pool_threads))
+#define COUNTING_SCOPE_TEST(name, pool_threads) SCOPE_TEST_OF_(name, one_scope_kind(name, true, pool_threads))
+#define SIMPLE_SCOPE_TEST(name, pool_threads) SCOPE_TEST_OF_(name, one_scope_kind(name, false, pool_threads))
+#define SCOPE_TEST_OF_(name, run)                                                      \
+    static void name(any_scope *s, ex_pool *p);                                        \
+    Test(exec_scope, name) { run; }                                                    \
+    static void name(any_scope *s __attribute__((unused)), ex_pool *p __attribute__((unused)))
+
+/* A join connected to a rec (heap storage) and started on this thread. */
+typedef struct join_run {
+    ex_sender *join;
+    ex_operation *op;
+} join_run;
+
+join_run join_start_rec(any_scope *s, rec *rc);
+void join_run_free(join_run *j);
+/* Asserts that a join started now completes inside start with set_value():
+ * `what` (the step just done) left no work associated with s. */
+void expect_nothing_associated(any_scope *s, const char *what);
+
+/* ------------------------------------------------ scope: work to spawn */
+
+/* ex_then function: ++*(atomic_int *)ctx. */
+ex_error inc_fn(void *ctx, const ex_value *in, size_t n, ex_value *out);
+/* then(schedule(pool), ++*counter) */
+ex_sender *pool_inc(ex_pool *p, atomic_int *counter);
+/* then(just(), ++*counter): runs inside start, if it is ever started. */
+ex_sender *inline_inc(atomic_int *counter);
+
+/* Work that holds its worker until the gate opens; produces int 7. */
+typedef struct gate {
+    atomic_int open, started, finished;
+    ex_pool *pool;
+    const void *thread;   /* where it ran */
+    int worker;
+} gate;
+
+void gate_init(gate *g, ex_pool *p);
+ex_sender *gated(gate *g);
+
+/* Work that waits (bounded) for a stop request on the stop token of its
+ * environment; produces bool(stop was observed). */
+typedef struct stopper {
+    ex_pool *pool;
+    atomic_int started, observed, no_token, finished;
+} stopper;
+
+void stopper_init(stopper *s, ex_pool *p);
+/* ex_then function over a token: the polling itself. */
+ex_error poll_stop_fn(void *ctx, const ex_value *in, size_t n, ex_value *out);
+/* starts_on(pool, then(read_env(get_stop_token), poll)) */
+ex_sender *stop_waiter(stopper *s);
+
+#endif
