@@ -13,7 +13,7 @@
 /* ------------------------------------------------------------- generic */
 
 /* Far above what any wait here needs, below the suites' timeouts. */
-#define WAIT_LIMIT_S 8.0
+#define WAIT_LIMIT_S 10.0
 
 /* Waits (bounded) until *c >= target; asserts it got there. */
 void wait_count(atomic_int *c, int target, const char *what);
@@ -110,5 +110,86 @@ void stopper_init(stopper *s, ex_pool *p);
 ex_error poll_stop_fn(void *ctx, const ex_value *in, size_t n, ex_value *out);
 /* starts_on(pool, then(read_env(get_stop_token), poll)) */
 ex_sender *stop_waiter(stopper *s);
+
+/* ------------------------------------------------------------------ bulk */
+
+/* The environment answers get_scheduler with sch (keeps a stop token). */
+void arec_with_sched(arec *r, ex_scheduler sch);
+/* Expects a value completion (any values). */
+void expect_value_result(ex_result *r);
+
+/* A sequential body that records each call (the first SEQ_MAX of them). */
+#define SEQ_MAX 64
+
+typedef struct seq_ctx {
+    size_t calls;
+    size_t order[SEQ_MAX];
+    const void *thread[SEQ_MAX];
+    size_t n[SEQ_MAX];
+    ex_value v0[SEQ_MAX];
+    ex_value v1[SEQ_MAX];
+    size_t fail_at;          /* SIZE_MAX: never */
+    ex_error fail_err;
+} seq_ctx;
+
+typedef struct inline_run {
+    _Alignas(max_align_t) unsigned char buf[1024];
+    ex_operation *op;
+} inline_run;
+
+typedef struct par_ctx {
+    ex_pool *pool;
+    size_t shape;
+    atomic_int *hits;              /* per index */
+    atomic_long calls;
+    atomic_int out_of_range;
+    atomic_int bad_values;
+    atomic_int off_pool;           /* calls not on a worker of pool */
+    atomic_uint workers;           /* bit per worker index that ran an index */
+    atomic_long per_worker[32];
+    size_t expect_n;
+    ex_value expect[EX_MAX_ARITY];
+    size_t fail_at;                /* SIZE_MAX: never */
+    ex_error fail_err;
+    size_t stop_at;                /* SIZE_MAX: never */
+    ex_stop_source *stop;
+    int body;                      /* BODY_* */
+    size_t block_index;            /* BODY_BLOCK_FIRST: the index that waits ... */
+    long block_until;              /* ... until this many indices ran */
+    atomic_int block_timed_out;
+} par_ctx;
+
+enum { BODY_NONE, BODY_GROWING, BODY_BLOCK_FIRST, BODY_WAIT_OTHER_WORKER };
+
+typedef struct chunk_ctx {
+    size_t shape, grain;
+    atomic_int *hits;
+    atomic_long chunks;
+    atomic_int bad_chunk;      /* begin >= end, end > shape, or longer than grain */
+    atomic_int off_thread;     /* calls not on `expect_thread` (if set) */
+    const void *expect_thread;
+    atomic_size_t first_begin, first_end;
+} chunk_ctx;
+
+void seq_init(seq_ctx *c);
+ex_error seq_fn(void *ctx, size_t i, const ex_value *v, size_t n);
+/* Connects into ir's storage (asserting connect starts nothing) and starts
+ * on this thread. */
+void run_inline(inline_run *ir, ex_sender *s, rec *r);
+
+/* The parallel body (par_fn): counts each index, notes the worker, checks
+ * the values, and runs the chosen BODY_* behaviour. */
+void par_init(par_ctx *c, ex_pool *p, size_t shape);
+void par_fini(par_ctx *c);
+void par_expect_values(par_ctx *c, const ex_value *v, size_t n);
+/* Every index in [0, shape) ran exactly once, nothing else ran. */
+void par_expect_each_once(par_ctx *c);
+ex_error par_fn(void *ctx, size_t i, const ex_value *v, size_t n);
+
+/* The chunked body (chunk_fn): counts each index of each chunk. */
+void chunk_init(chunk_ctx *c, size_t shape, size_t grain);
+ex_error chunk_fn(void *ctx, size_t begin, size_t end, const ex_value *v, size_t n);
+/* Every index covered once, no chunk empty, past shape or over the grain. */
+void chunk_expect_cover(chunk_ctx *c);
 
 #endif
