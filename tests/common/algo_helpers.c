@@ -4,18 +4,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/algo_helpers.h"
 
 const size_t algo_sizes[] = { 0, 1, 7, 8, 9, 15, 16, 17, 16383, 16384, 16385, 3 * 16384 + 5 };
 const size_t algo_nsizes = sizeof algo_sizes / sizeof algo_sizes[0];
 
-double algo_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+double algo_now(void) { return test_now_s(); }
 
 void *xmalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
@@ -26,20 +21,11 @@ void *xmalloc(size_t bytes) {
 /* -------------------------------------------------------------- schedulers */
 
 ex_pool *algo_pool_new(unsigned threads) {
-    ex_pool_config c;
-    memset(&c, 0, sizeof c);
-    c.threads = threads;
-    c.name_prefix = "algo";
-    ex_pool *p = NULL;
-    ex_error e = ex_pool_create(&c, &p);
-    cr_assert_eq(e.code, 0, "ex_pool_create: %s", e.msg ? e.msg : "");
-    return p;
+    ex_pool_config c = test_pool_config(threads, "algo");
+    return test_pool_new_cfg(&c);
 }
 
-void algo_pool_free(ex_pool *p) {
-    ex_error e = ex_pool_destroy(p);
-    cr_assert_eq(e.code, 0, "ex_pool_destroy: %s", e.msg ? e.msg : "");
-}
+void algo_pool_free(ex_pool *p) { test_pool_free(p); }
 
 void as_init(algo_sched *a, as_kind k) {
     memset(a, 0, sizeof *a);
@@ -90,21 +76,9 @@ void as_fini(algo_sched *a) {
     }
 }
 
-bool algo_wait(arec *r, ex_run_loop *loop, double limit_s) {
-    double end = algo_now() + limit_s;
-    unsigned spins = 0;
-    while (atomic_load(&r->total) < 1) {
-        if (loop && ex_run_loop_run_one(loop)) continue;
-        if (++spins < 64) {
-            sched_yield();
-        } else {
-            struct timespec d = { 0, 50000 };
-            nanosleep(&d, NULL);
-            if ((spins & 63) == 0 && algo_now() > end) return false;
-        }
-    }
-    return true;
-}
+static bool arec_completed(void *r) { return atomic_load(&((arec *)r)->total) >= 1; }
+
+bool algo_wait(arec *r, ex_run_loop *loop, double limit_s) { return test_wait_until(arec_completed, r, loop, limit_s); }
 
 void as_run(algo_sched *a, const ex_sender *s, arec *r) {
     ex_operation *op = NULL;

@@ -1,8 +1,7 @@
 /* task_fixtures.h - what the task test files share: the probe task bodies
  * report into (bodies never assert: a Criterion assertion long-jumps,
- * which cannot leave a fiber or another thread), a pool maker, a bounded
- * wait, a counting allocator and a sender that completes only when
- * stopped. */
+ * which cannot leave a fiber or another thread), and the older names of
+ * common fixtures (make_pool, wait_int). */
 #ifndef CEXEC_TEST_TASK_FIXTURES_H
 #define CEXEC_TEST_TASK_FIXTURES_H
 
@@ -26,28 +25,10 @@ void probe_check(bool ok, int line, const char *what);
     cr_assert_eq(atomic_load(&P.bad), 0, "%d check(s) failed inside task bodies; first at line %d: %s", \
                  atomic_load(&P.bad), atomic_load(&P.first_line), P.first_what ? P.first_what : "")
 
-/* A pool of `threads` workers (asserts creation worked). */
+/* test_pool_new (pool.h). */
 ex_pool *make_pool(unsigned threads);
 
 /* Waits (bounded, 20 s) for *flag != 0. */
 bool wait_int(atomic_int *flag);
-
-/* A counting allocator over posix_memalign (thread-safe), remembering the
- * last block (for stack allocator checks) and optionally scribbling over
- * freed memory. */
-typedef struct cnt_alloc {
-    ex_allocator base;
-    atomic_long allocs, frees, in_use;
-    void *last_p;
-    size_t last_size, last_align;
-    void *freed_p;
-    size_t freed_size, freed_align;
-    bool scribble;
-} cnt_alloc;
-
-void cnt_alloc_init(cnt_alloc *a);
-
-/* A sender that completes with set_stopped from its stop callback only. */
-ex_sender *until_stopped(void);
 
 #endif

@@ -1,0 +1,165 @@
+/* receivers.c - see receivers.h. */
+#include <string.h>
+
+#include "common/receivers.h"
+
+static _Thread_local char thread_marker;
+const void *test_thread_id(void) { return &thread_marker; }
+
+/* Adds (key, value) to an env pair that may already hold one entry. */
+static void pair_add(ex_env_pair *pair, bool used, const ex_key *key, ex_value value) {
+    if (used) {
+        pair->key2 = key;
+        pair->value2 = value;
+    } else {
+        ex_env_pair_init(pair, key, value, ex_env_empty());
+    }
+}
+
+static void copy_values(ex_value *dst, size_t *dst_n, const ex_value *v, size_t n) {
+    *dst_n = n;
+    for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) dst[i] = v[i];
+}
+
+/* ------------------------------------------------------ recording receiver */
+
+static void rec_set_value(void *self, const ex_value *v, size_t n) {
+    rec *r = self;
+    r->values++;
+    copy_values(r->v, &r->n, v, n);
+    r->thread = test_thread_id();
+}
+
+static void rec_set_error(void *self, ex_error e) {
+    rec *r = self;
+    r->errors++;
+    r->err = e;
+    r->thread = test_thread_id();
+}
+
+static void rec_set_stopped(void *self) {
+    rec *r = self;
+    r->stops++;
+    r->thread = test_thread_id();
+}
+
+static ex_env rec_env(void *self) { return ((rec *)self)->env; }
+
+void rec_init(rec *r) {
+    memset(r, 0, sizeof *r);
+    r->vt.set_value = rec_set_value;
+    r->vt.set_error = rec_set_error;
+    r->vt.set_stopped = rec_set_stopped;
+    r->vt.env = rec_env;
+    r->env = ex_env_empty();
+    ex_stop_source_init(&r->stop);
+}
+
+ex_receiver rec_receiver(rec *r) {
+    ex_receiver x = { &r->vt, r };
+    return x;
+}
+
+int rec_total(const rec *r) { return r->values + r->errors + r->stops; }
+
+void rec_with_stop(rec *r) {
+    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
+    r->env = ex_env_of_pair(&r->pair);
+}
+
+void rec_with_scheduler(rec *r, ex_scheduler sch) {
+    pair_add(&r->pair, r->pair.node.query != NULL, &ex_key_get_scheduler, ex_sched_value(sch));
+    r->env = ex_env_of_pair(&r->pair);
+}
+
+/* ---------------------------------------------- completes on any thread */
+
+static void tr_value(void *self, const ex_value *v, size_t n) {
+    trec *a = self;
+    a->r.vt.set_value(&a->r, v, n);
+    atomic_store(&a->done, 1);
+}
+static void tr_error(void *self, ex_error e) {
+    trec *a = self;
+    a->r.vt.set_error(&a->r, e);
+    atomic_store(&a->done, 1);
+}
+static void tr_stopped(void *self) {
+    trec *a = self;
+    a->r.vt.set_stopped(&a->r);
+    atomic_store(&a->done, 1);
+}
+static ex_env tr_env(void *self) {
+    trec *a = self;
+    return a->r.vt.env(&a->r);
+}
+
+void trec_init(trec *a) {
+    rec_init(&a->r);
+    a->vt.set_value = tr_value;
+    a->vt.set_error = tr_error;
+    a->vt.set_stopped = tr_stopped;
+    a->vt.env = tr_env;
+    a->vt.accepts = NULL;
+    atomic_init(&a->done, 0);
+}
+
+ex_receiver trec_receiver(trec *a) {
+    ex_receiver x = { &a->vt, a };
+    return x;
+}
+
+/* ------------------------------------------------------ atomic counters */
+
+static void arec_note(arec *r, atomic_int *kind) {
+    r->worker = r->pool ? ex_pool_current_worker(r->pool) : -1;
+    r->thread = test_thread_id();
+    atomic_fetch_add(kind, 1);
+    atomic_fetch_add(&r->total, 1);
+}
+
+static void arec_value(void *self, const ex_value *v, size_t n) {
+    arec *r = self;
+    copy_values(r->v, &r->n, v, n);
+    arec_note(r, &r->values);
+}
+
+static void arec_error(void *self, ex_error e) {
+    arec *r = self;
+    r->err = e;
+    arec_note(r, &r->errors);
+}
+
+static void arec_stopped(void *self) {
+    arec *r = self;
+    arec_note(r, &r->stops);
+}
+
+static ex_env arec_env(void *self) {
+    arec *r = self;
+    return r->has_env ? ex_env_of_pair(&r->pair) : ex_env_empty();
+}
+
+const ex_receiver_vtable arec_vt = { arec_value, arec_error, arec_stopped, arec_env, NULL };
+
+void arec_init(arec *r, ex_pool *p) {
+    memset(r, 0, sizeof *r);
+    r->pool = p;
+    r->worker = -2;
+    ex_stop_source_init(&r->stop);
+}
+
+ex_receiver arec_receiver(arec *r) {
+    ex_receiver x = { &arec_vt, r };
+    return x;
+}
+
+void arec_with_stop(arec *r) {
+    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
+    r->has_env = true;
+}
+
+void arec_with_scheduler(arec *r, ex_scheduler sch) {
+    pair_add(&r->pair, r->has_env, &ex_key_get_scheduler, ex_sched_value(sch));
+    r->has_env = true;
+}

@@ -1,0 +1,55 @@
+/* senders.h - test senders whose completion the test controls:
+ * test_gate (a manual sender: completes when the test opens it, on the
+ * test's thread), work_gate (work that holds its thread until the test
+ * opens it) and until_stopped (completes only when stop is requested). */
+#ifndef CEXEC_TEST_SENDERS_H
+#define CEXEC_TEST_SENDERS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <cexec/cexec.h>
+
+/* ------------------------------------------------------------ test_gate */
+
+/* test_gate_sender(g) completes with set_value(int v) when
+ * test_gate_open(g, v) is called, on the calling thread; its start only
+ * publishes the operation.  One operation at a time per gate. */
+typedef struct test_gate {
+    _Atomic(void *) op;      /* the started operation, until opened */
+    atomic_int started, opened;
+} test_gate;
+
+void test_gate_init(test_gate *g);
+ex_sender *test_gate_sender(test_gate *g);
+/* Waits (bounded) until an operation of g was started; false on timeout. */
+bool test_gate_wait_started(test_gate *g);
+/* Completes the started operation with set_value(int v). */
+void test_gate_open(test_gate *g, int64_t v);
+
+/* ------------------------------------------------------------ work_gate */
+
+/* work_gate_fn, as an ex_then function, holds the thread it runs on until
+ * work_gate_open (bounded: a wait that times out is counted), then
+ * produces int `value`.  It notes the thread and, with a pool, the worker. */
+typedef struct work_gate {
+    atomic_int open, entered, finished, timed_out;
+    int64_t value;
+    ex_pool *pool;           /* for worker; may be NULL */
+    int worker;              /* ex_pool_current_worker(pool), -2 before it ran */
+    const void *thread;      /* test_thread_id() where it ran */
+} work_gate;
+
+void work_gate_init(work_gate *g, ex_pool *pool, int64_t value);
+ex_error work_gate_fn(void *ctx, const ex_value *in, size_t n, ex_value *out);
+/* then(schedule(sch), work_gate_fn, g) -> int. */
+ex_sender *work_gated(work_gate *g, ex_scheduler sch);
+void work_gate_open(work_gate *g);
+/* Waits (bounded) until `count` runs entered the gate; asserts it. */
+void work_gate_wait_entered(work_gate *g, int count);
+
+/* -------------------------------------------------------- until_stopped */
+
+/* A sender that completes with set_stopped from its stop callback only. */
+ex_sender *until_stopped(void);
+
+#endif
