@@ -11,20 +11,6 @@ static void spin_us(long us) {
     while (test_now_s() < end) {}
 }
 
-/* --------------------------------------------- a thread-safe receiver */
-
-/* The environment answers get_scheduler with sch (keeps a stop token). */
-void arec_with_sched(arec *r, ex_scheduler sch) {
-    if (r->has_env) {
-        r->pair.key2 = &ex_key_get_scheduler;
-        r->pair.value2 = ex_sched_value(sch);
-    } else {
-        ex_env_pair_init(&r->pair, &ex_key_get_scheduler, ex_sched_value(sch), ex_env_empty());
-        r->has_env = true;
-    }
-}
-
-
 /* ------------------------------------------- sequential recording body */
 
 
@@ -100,7 +86,7 @@ static bool other_agent_ran(par_ctx *c, int self) {
 
 /* Waits (bounded) until some index ran on another agent. */
 static bool wait_other_worker(par_ctx *c, int self) {
-    double end = test_now_s() + WAIT_LIMIT_S / 2;
+    double end = test_now_s() + TEST_WAIT_LIMIT_S / 2;
     while (!other_agent_ran(c, self) && test_now_s() < end) sched_yield();
     return other_agent_ran(c, self);
 }
@@ -130,7 +116,7 @@ static ex_error par_body(par_ctx *c, size_t i) {
         /* One very slow index: it holds its agent until every other index
          * ran, which only happens if the other agents keep taking chunks. */
         if (i == c->block_index) {
-            double end = test_now_s() + WAIT_LIMIT_S / 2;
+            double end = test_now_s() + TEST_WAIT_LIMIT_S / 2;
             while (atomic_load(&c->calls) < c->block_until && test_now_s() < end) sched_yield();
             if (atomic_load(&c->calls) < c->block_until) atomic_store(&c->block_timed_out, 1);
         }

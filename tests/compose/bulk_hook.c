@@ -144,7 +144,7 @@ Test(exec_bulk, custom_bulk_hook_from_the_environment) {
 }
 
 Test(exec_bulk, completion_scheduler_wins_over_the_environment) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     rev_res res;
     memset(&res, 0, sizeof res);
     seq_ctx c;
@@ -152,10 +152,10 @@ Test(exec_bulk, completion_scheduler_wins_over_the_environment) {
     /* Child completes on the custom resource; the environment names the pool. */
     arec ar;
     arec_init(&ar, p);
-    arec_with_sched(&ar, ex_pool_scheduler(p));
+    arec_with_scheduler(&ar, ex_pool_scheduler(p));
     ex_sender *s = ex_bulk(ex_schedule(rev_sched(&res)), 10, seq_fn, &c);
-    ex_operation *op = arec_start(&ar, s);
-    arec_wait(&ar, "the bulk");
+    ex_operation *op = arec_run_start(s, &ar);
+    arec_wait_done(&ar);
     cr_assert_eq(atomic_load(&ar.values), 1);
     cr_assert_eq(atomic_load(&res.bulk_calls), 1);
     expect_reversed_halves(&c, 10);
@@ -167,10 +167,10 @@ Test(exec_bulk, completion_scheduler_wins_over_the_environment) {
     par_init(&pc, p, 1000);
     arec ar2;
     arec_init(&ar2, p);
-    arec_with_sched(&ar2, rev_sched(&res));
+    arec_with_scheduler(&ar2, rev_sched(&res));
     s = ex_bulk(ex_schedule(ex_pool_scheduler(p)), 1000, par_fn, &pc);
-    op = arec_start(&ar2, s);
-    arec_wait(&ar2, "the bulk");
+    op = arec_run_start(s, &ar2);
+    arec_wait_done(&ar2);
     cr_assert_eq(atomic_load(&ar2.values), 1);
     cr_assert_eq(atomic_load(&res.bulk_calls), 1, "the custom hook ran although the child completes on the pool");
     par_expect_each_once(&pc);
@@ -178,6 +178,6 @@ Test(exec_bulk, completion_scheduler_wins_over_the_environment) {
     ex_operation_free(op);
     ex_sender_release(s);
     par_fini(&pc);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }

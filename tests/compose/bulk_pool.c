@@ -74,25 +74,25 @@ static void run_parallel_schedule(ex_pool *p, size_t shape, size_t grain) {
 }
 
 Test(exec_bulk, pool_runs_every_index_once_large_shape) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     run_parallel_schedule(p, 100000, 0);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_runs_every_index_once_small_shapes) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     static const size_t shapes[] = { 1, 2, 3, 7 };
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         run_parallel_schedule(p, shapes[k], 0);
         run_parallel_schedule(p, shapes[k], 1);
     }
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_shape_zero_completes_with_the_values) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     par_ctx c;
     par_init(&c, p, 0);
     after a;
@@ -106,12 +106,12 @@ Test(exec_bulk, pool_shape_zero_completes_with_the_values) {
     cr_assert_geq(a.worker, 0);
     ex_result_destroy(&r);
     par_fini(&c);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_continues_on_forwards_the_values) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     par_ctx c;
     par_init(&c, p, 5000);
     ex_value vals[3] = { ex_int(-5), ex_str("vals"), ex_double(0.25) };
@@ -132,22 +132,22 @@ Test(exec_bulk, pool_continues_on_forwards_the_values) {
     cr_assert_float_eq(a.v[2].as.d, 0.25, 0);
     ex_result_destroy(&r);
     par_fini(&c);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_grain_one_and_grain_larger_than_shape) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     run_parallel_schedule(p, 3000, 1);
     run_parallel_schedule(p, 10, 100);
     run_parallel_schedule(p, 1000, 1000);
     run_parallel_schedule(p, 1001, 1000);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_chunked_chunks_are_disjoint_and_cover_the_shape) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     static const size_t cases[][2] = { { 10000, 64 }, { 10000, 0 }, { 1, 1 }, { 7, 3 }, { 1000, 1 } };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         chunk_ctx c;
@@ -165,12 +165,12 @@ Test(exec_bulk, pool_chunked_chunks_are_disjoint_and_cover_the_shape) {
         ex_result_destroy(&r);
         free(c.hits);
     }
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_chunked_grain_larger_than_shape_is_one_chunk) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     chunk_ctx c;
     chunk_init(&c, 50, 0);
     ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), 50, 1000, chunk_fn, &c));
@@ -181,12 +181,12 @@ Test(exec_bulk, pool_chunked_grain_larger_than_shape_is_one_chunk) {
     chunk_expect_cover(&c);
     ex_result_destroy(&r);
     free(c.hits);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_uneven_body_uses_both_workers) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     par_ctx c;
     par_init(&c, p, 4000);
     c.body = BODY_GROWING;  /* 2us at index 0 up to ~42us at the end: ~90ms in all */
@@ -197,7 +197,7 @@ Test(exec_bulk, pool_uneven_body_uses_both_workers) {
     cr_assert_geq(popcount_u(m), 2, "only worker mask %#x ran indices of a long uneven bulk on a 2-thread pool", m);
     ex_result_destroy(&r);
     par_fini(&c);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
@@ -206,7 +206,7 @@ Test(exec_bulk, pool_one_very_slow_index_does_not_hold_back_the_rest) {
      * run: that only finishes (before the bounded wait gives up) if the
      * remaining chunks are taken dynamically by the other worker rather than
      * split up front. */
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     for (size_t grain = 1; grain <= 4; grain *= 2) {
         par_ctx c;
         par_init(&c, p, 64);
@@ -223,13 +223,13 @@ Test(exec_bulk, pool_one_very_slow_index_does_not_hold_back_the_rest) {
         ex_result_destroy(&r);
         par_fini(&c);
     }
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_first_error_stops_chunks_not_yet_started) {
     static int payload;
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     par_ctx c;
     par_init(&c, p, 100000);
     c.fail_at = 0;
@@ -246,12 +246,12 @@ Test(exec_bulk, pool_first_error_stops_chunks_not_yet_started) {
     cr_assert_lt(ran, 100000, "every index ran although index 0 failed");
     for (size_t i = 0; i < c.shape; i++) cr_assert_leq(atomic_load(&c.hits[i]), 1);
     par_fini(&c);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_error_in_a_late_index_is_the_result) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     par_ctx c;
     par_init(&c, p, 2000);
     c.fail_at = 1999;
@@ -260,12 +260,12 @@ Test(exec_bulk, pool_error_in_a_late_index_is_the_result) {
     expect_error(&r, EX_EUSER + 3);
     cr_assert_eq(atomic_load(&c.hits[1999]), 1);
     par_fini(&c);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_error_with_a_grain_is_the_result) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     par_ctx c;
     par_init(&c, p, 1000);
     c.fail_at = 0;
@@ -275,12 +275,12 @@ Test(exec_bulk, pool_error_with_a_grain_is_the_result) {
     cr_assert_str_eq(r.error.msg, "grain failed");
     for (size_t i = 0; i < c.shape; i++) cr_assert_leq(atomic_load(&c.hits[i]), 1);
     par_fini(&c);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_stop_requested_before_start_completes_stopped) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     /* The environment's scheduler is the pool: the bulk of just runs on it,
      * and sees the receiver's stop token already stopped. */
     par_ctx c;
@@ -288,11 +288,11 @@ Test(exec_bulk, pool_stop_requested_before_start_completes_stopped) {
     arec ar;
     arec_init(&ar, p);
     arec_with_stop(&ar);
-    arec_with_sched(&ar, ex_pool_scheduler(p));
+    arec_with_scheduler(&ar, ex_pool_scheduler(p));
     ex_stop_source_request_stop(&ar.stop);
     ex_sender *s = ex_bulk(ex_just(ex_int(1)), 1000, par_fn, &c);
-    ex_operation *op = arec_start(&ar, s);
-    arec_wait(&ar, "the bulk");
+    ex_operation *op = arec_run_start(s, &ar);
+    arec_wait_done(&ar);
     cr_assert_eq(atomic_load(&ar.stops), 1, "values %d errors %d", atomic_load(&ar.values), atomic_load(&ar.errors));
     cr_assert_eq(atomic_load(&c.calls), 0, "no index may run once stop was requested");
     ex_operation_free(op);
@@ -304,19 +304,19 @@ Test(exec_bulk, pool_stop_requested_before_start_completes_stopped) {
     arec_with_stop(&ar2);
     ex_stop_source_request_stop(&ar2.stop);
     s = ex_bulk(ex_schedule(ex_pool_scheduler(p)), 1000, par_fn, &c);
-    op = arec_start(&ar2, s);
-    arec_wait(&ar2, "the bulk");
+    op = arec_run_start(s, &ar2);
+    arec_wait_done(&ar2);
     cr_assert_eq(atomic_load(&ar2.stops), 1);
     cr_assert_eq(atomic_load(&c.calls), 0);
     ex_operation_free(op);
     ex_sender_release(s);
     par_fini(&c);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_stop_requested_during_the_bulk_completes_stopped) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     par_ctx c;
     par_init(&c, p, 100000);
     arec ar;
@@ -325,8 +325,8 @@ Test(exec_bulk, pool_stop_requested_during_the_bulk_completes_stopped) {
     c.stop_at = 10;
     c.stop = &ar.stop;
     ex_sender *s = ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), 100000, 1, par_fn, &c);
-    ex_operation *op = arec_start(&ar, s);
-    arec_wait(&ar, "the bulk");
+    ex_operation *op = arec_run_start(s, &ar);
+    arec_wait_done(&ar);
     cr_assert_eq(atomic_load(&ar.stops), 1, "expected set_stopped: values %d errors %d", atomic_load(&ar.values),
                  atomic_load(&ar.errors));
     cr_assert_geq(ar.worker, 0, "completes on a worker");
@@ -337,12 +337,12 @@ Test(exec_bulk, pool_stop_requested_during_the_bulk_completes_stopped) {
     ex_operation_free(op);
     ex_sender_release(s);
     par_fini(&c);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_stop_via_write_env_in_sync_wait) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     ex_stop_source src;
     ex_stop_source_init(&src);
     par_ctx c;
@@ -354,12 +354,12 @@ Test(exec_bulk, pool_stop_via_write_env_in_sync_wait) {
     cr_assert_eq(r.disposition, EX_DISP_STOPPED, "disposition %d", r.disposition);
     cr_assert_lt(atomic_load(&c.calls), 50000);
     par_fini(&c);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, env_scheduler_path_runs_in_parallel) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     par_ctx c;
     par_init(&c, p, 64);
     c.body = BODY_WAIT_OTHER_WORKER;  /* index 0 waits until another worker ran an index */
@@ -380,23 +380,23 @@ Test(exec_bulk, env_scheduler_path_runs_in_parallel) {
     cr_assert_geq(a.worker, 0);
     ex_result_destroy(&r);
     par_fini(&c);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, env_scheduler_from_the_receiver_on_the_main_thread) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     par_ctx c;
     par_init(&c, p, 20000);
     arec ar;
     arec_init(&ar, p);
-    arec_with_sched(&ar, ex_pool_scheduler(p));
+    arec_with_scheduler(&ar, ex_pool_scheduler(p));
     c.body = BODY_WAIT_OTHER_WORKER;  /* index 0 waits until a pool worker ran an index */
     ex_sender *s = ex_bulk(ex_just(ex_int(8)), 20000, par_fn, &c);
     ex_value v = ex_int(8);
     par_expect_values(&c, &v, 1);
-    ex_operation *op = arec_start(&ar, s);
-    arec_wait(&ar, "the bulk");
+    ex_operation *op = arec_run_start(s, &ar);
+    arec_wait_done(&ar);
     cr_assert_eq(atomic_load(&ar.values), 1);
     cr_assert_eq(ar.n, 1);
     cr_assert_eq(ar.v[0].as.i, 8);
@@ -407,12 +407,12 @@ Test(exec_bulk, env_scheduler_from_the_receiver_on_the_main_thread) {
     ex_operation_free(op);
     ex_sender_release(s);
     par_fini(&c);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_with_more_helpers_than_inline_allocates_them) {
-    ex_pool *p = pool_new(6);  /* 5 helpers > EX_BULK_INLINE_HELPERS */
+    ex_pool *p = test_pool_new(6);  /* 5 helpers > EX_BULK_INLINE_HELPERS */
     par_ctx c;
     par_init(&c, p, 100000);
     ex_sender *s = ex_bulk(ex_schedule(ex_pool_scheduler(p)), 100000, par_fn, &c);
@@ -433,12 +433,12 @@ Test(exec_bulk, pool_with_more_helpers_than_inline_allocates_them) {
         par_expect_each_once(&c);
         par_fini(&c);
     }
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_helper_allocation_failure_still_completes) {
-    ex_pool *p = pool_new(6);
+    ex_pool *p = test_pool_new(6);
     /* Count the allocations a run makes, then fail each in turn: the run
      * must still complete correctly (the helper array failing means fewer
      * helpers, never a different result). */
@@ -468,12 +468,12 @@ Test(exec_bulk, pool_helper_allocation_failure_still_completes) {
                      test_stats.in_use - base_in_use);
     }
     ex_sender_release(s);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(exec_bulk, pool_stores_tuple_values_for_the_parallel_run) {
-    ex_pool *p = pool_new(2);
+    ex_pool *p = test_pool_new(2);
     ex_value src[3] = { ex_int(10), ex_int(20), ex_int(12) };
     ex_value want[3] = { ex_int(10), ex_int(20), ex_int(12) };
     ex_tuple ts = { 2, 3, src }, tw = { 2, 3, want };
@@ -497,12 +497,12 @@ Test(exec_bulk, pool_stores_tuple_values_for_the_parallel_run) {
     cr_assert_geq(a.worker, 0);
     ex_result_destroy(&r);
     par_fini(&c);
-    pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 static void oom_sweep(unsigned threads) {
-    ex_pool *p = pool_new(threads);
+    ex_pool *p = test_pool_new(threads);
     ex_value inner[2] = { ex_int(40), ex_int(2) };
     ex_tuple t = { 0, 2, inner };
     bool clean_run = false;
@@ -542,7 +542,7 @@ static void oom_sweep(unsigned threads) {
     }
     cr_assert(clean_run, "the sweep never reached a run without an injected failure");
     cr_assert_gt(nomem, 0, "no injected failure gave EX_ENOMEM");
-    pool_free(p);
+    test_pool_free(p);
 }
 
 Test(exec_bulk, oom_sweep_over_a_pool_bulk_pipeline) {

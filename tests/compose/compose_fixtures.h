@@ -10,25 +10,6 @@
 
 #include "common/helpers.h"
 
-/* ------------------------------------------------------------- generic */
-
-/* Far above what any wait here needs, below the suites' timeouts. */
-#define WAIT_LIMIT_S 10.0
-
-/* Waits (bounded) until *c >= target; asserts it got there. */
-void wait_count(atomic_int *c, int target, const char *what);
-/* Waits (bounded) until *f >= target; returns whether it got there. */
-bool wait_flag(atomic_int *f, int target);
-
-/* A pool of `threads` workers; destroying it asserts EX_OK. */
-ex_pool *pool_new(unsigned threads);
-void pool_free(ex_pool *p);
-
-/* Connects s (not released) into heap storage and starts it. */
-ex_operation *arec_start(arec *r, const ex_sender *s);
-/* Waits (bounded) for r's completion; asserts exactly one came. */
-void arec_wait(arec *r, const char *what);
-
 /* ------------------------------------------------ scope: either kind */
 
 typedef struct any_scope {
@@ -87,17 +68,6 @@ ex_sender *pool_inc(ex_pool *p, atomic_int *counter);
 /* then(just(), ++*counter): runs inside start, if it is ever started. */
 ex_sender *inline_inc(atomic_int *counter);
 
-/* Work that holds its worker until the gate opens; produces int 7. */
-typedef struct gate {
-    atomic_int open, started, finished;
-    ex_pool *pool;
-    const void *thread;   /* where it ran */
-    int worker;
-} gate;
-
-void gate_init(gate *g, ex_pool *p);
-ex_sender *gated(gate *g);
-
 /* Work that waits (bounded) for a stop request on the stop token of its
  * environment; produces bool(stop was observed). */
 typedef struct stopper {
@@ -113,8 +83,6 @@ ex_sender *stop_waiter(stopper *s);
 
 /* ------------------------------------------------------------------ bulk */
 
-/* The environment answers get_scheduler with sch (keeps a stop token). */
-void arec_with_sched(arec *r, ex_scheduler sch);
 /* Expects a value completion (any values). */
 void expect_value_result(ex_result *r);
 

@@ -53,17 +53,17 @@ static void run_on_scope(scope_body *body, bool counting, ex_pool *p) {
 }
 
 void one_scope_kind(scope_body *body, bool counting, unsigned pool_threads) {
-    ex_pool *p = pool_threads ? pool_new(pool_threads) : NULL;
+    ex_pool *p = pool_threads ? test_pool_new(pool_threads) : NULL;
     run_on_scope(body, counting, p);
-    if (p) pool_free(p);
+    if (p) test_pool_free(p);
     expect_no_leaks();
 }
 
 void each_scope_kind(scope_body *body, unsigned pool_threads) {
-    ex_pool *p = pool_threads ? pool_new(pool_threads) : NULL;
+    ex_pool *p = pool_threads ? test_pool_new(pool_threads) : NULL;
     run_on_scope(body, false, p);
     run_on_scope(body, true, p);
-    if (p) pool_free(p);
+    if (p) test_pool_free(p);
     expect_no_leaks();
 }
 
@@ -101,37 +101,12 @@ ex_sender *pool_inc(ex_pool *p, atomic_int *counter) {
 
 ex_sender *inline_inc(atomic_int *counter) { return ex_then(ex_just(), inc_fn, counter, EX_SIG0, EX_SIG0); }
 
-void gate_init(gate *g, ex_pool *p) {
-    memset(g, 0, sizeof *g);
-    g->pool = p;
-    g->worker = -2;
-}
-
-static void gate_wait_open(gate *g) {
-    double end = test_now_s() + WAIT_LIMIT_S;
-    while (!atomic_load(&g->open) && test_now_s() < end) sched_yield();
-}
-
-static ex_error gate_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    gate *g = ctx;
-    (void)in, (void)n;
-    g->thread = test_thread_id();
-    g->worker = ex_pool_current_worker(g->pool);
-    atomic_fetch_add(&g->started, 1);
-    gate_wait_open(g);
-    out[0] = ex_int(7);
-    atomic_fetch_add(&g->finished, 1);
-    return ex_ok();
-}
-
-ex_sender *gated(gate *g) {
-    return ex_then(ex_schedule(ex_pool_scheduler(g->pool)), gate_fn, g, EX_SIG0, EX_SIG(EX_T_INT));
-}
-
 void stopper_init(stopper *s, ex_pool *p) {
     memset(s, 0, sizeof *s);
     s->pool = p;
 }
+
+static bool stop_requested(void *token) { return ex_stop_token_stop_requested(*(ex_stop_token *)token); }
 
 ex_error poll_stop_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     stopper *s = ctx;
@@ -142,8 +117,7 @@ ex_error poll_stop_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     if (!ex_stop_token_stop_possible(t)) {
         atomic_fetch_add(&s->no_token, 1);
     } else {
-        double end = test_now_s() + WAIT_LIMIT_S;
-        while (!(seen = ex_stop_token_stop_requested(t)) && test_now_s() < end) sched_yield();
+        seen = test_wait_until(stop_requested, &t, NULL, TEST_WAIT_LIMIT_S);
     }
     if (seen) atomic_fetch_add(&s->observed, 1);
     out[0] = ex_bool(seen);

@@ -36,27 +36,27 @@ SCOPE_TEST(future_of_completed_work_completes_inline_with_its_value, 0) {
 }
 
 SCOPE_TEST(future_started_before_completion_gets_the_value_on_the_worker, 2) {
-    gate g;
-    gate_init(&g, p);
-    ex_sender *f = ex_spawn_future(gated(&g), sc_token(s));
+    work_gate g;
+    work_gate_init(&g, p, 7);
+    ex_sender *f = ex_spawn_future(work_gated(&g, ex_pool_scheduler(p)), sc_token(s));
     cr_assert_eq(ex_sender_status(f).code, 0);
-    wait_count(&g.started, 1, "the future's work to start");
+    work_gate_wait_entered(&g, 1);
     arec fr, jr;
     arec_init(&fr, p);
     arec_init(&jr, p);
-    ex_operation *fop = arec_start(&fr, f);
+    ex_operation *fop = arec_run_start(f, &fr);
     ex_sender *j = sc_join(s);
-    ex_operation *jop = arec_start(&jr, j);
+    ex_operation *jop = arec_run_start(j, &jr);
     test_sleep_ms(20);
     cr_assert_eq(atomic_load(&fr.total), 0, "the future completed before its work");
     cr_assert_eq(atomic_load(&jr.total), 0, "the join completed before the future's work");
-    atomic_store(&g.open, 1);
-    arec_wait(&fr, "the future");
+    work_gate_open(&g);
+    arec_wait_done(&fr);
     cr_assert_eq(atomic_load(&fr.values), 1);
     cr_assert_eq(fr.n, 1);
     cr_assert_eq(fr.v[0].as.i, 7);
     cr_assert_eq(fr.thread, g.thread, "the future completes where its work completed");
-    arec_wait(&jr, "the join");
+    arec_wait_done(&jr);
     cr_assert_eq(atomic_load(&jr.values), 1);
     ex_operation_free(fop);
     ex_operation_free(jop);
@@ -120,9 +120,9 @@ SCOPE_TEST(releasing_the_future_without_starting_it_stops_the_work, 2) {
     stopper_init(&st, p);
     ex_sender *f = ex_spawn_future(stop_waiter(&st), sc_token(s));
     cr_assert_eq(ex_sender_status(f).code, 0);
-    wait_count(&st.started, 1, "the future's work");
+    EXPECT_INT_REACHES(&st.started, 1);
     ex_sender_release(f);
-    wait_count(&st.finished, 1, "the future's work to finish");
+    EXPECT_INT_REACHES(&st.finished, 1);
     cr_assert_eq(atomic_load(&st.no_token), 0, "the future's work has a stop token");
     cr_assert_eq(atomic_load(&st.observed), 1, "%s: releasing an unstarted future did not request stop",
                  kind_name(s));
@@ -133,7 +133,7 @@ SIMPLE_SCOPE_TEST(future_connected_but_never_started_stops_the_work, 2) {
     stopper st;
     stopper_init(&st, p);
     ex_sender *f = ex_spawn_future(stop_waiter(&st), sc_token(s));
-    wait_count(&st.started, 1, "the future's work");
+    EXPECT_INT_REACHES(&st.started, 1);
     rec rc;
     rec_init(&rc);
     _Alignas(max_align_t) unsigned char buf[256];
@@ -141,7 +141,7 @@ SIMPLE_SCOPE_TEST(future_connected_but_never_started_stops_the_work, 2) {
     cr_assert_eq(ex_connect(f, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
     ex_operation_destroy(op);
     ex_sender_release(f);
-    wait_count(&st.finished, 1, "the future's work to finish");
+    EXPECT_INT_REACHES(&st.finished, 1);
     cr_assert_eq(atomic_load(&st.observed), 1, "nobody will consume the result: stop must be requested");
     cr_assert_eq(rec_total(&rc), 0);
     sc_join_ok(s);
@@ -152,18 +152,18 @@ SCOPE_TEST(stop_on_the_future_consumer_stops_the_work, 2) {
     stopper st;
     stopper_init(&st, p);
     ex_sender *f = ex_spawn_future(stop_waiter(&st), sc_token(s));
-    wait_count(&st.started, 1, "the future's work");
+    EXPECT_INT_REACHES(&st.started, 1);
     arec fr;
     arec_init(&fr, p);
     arec_with_stop(&fr);
     if (before) ex_stop_source_request_stop(&fr.stop);
-    ex_operation *op = arec_start(&fr, f);
+    ex_operation *op = arec_run_start(f, &fr);
     if (!before) {
         test_sleep_ms(10);
         cr_assert_eq(atomic_load(&fr.total), 0);
         ex_stop_source_request_stop(&fr.stop);
     }
-    arec_wait(&fr, "the future's consumer");
+    arec_wait_done(&fr);
     cr_assert_eq(atomic_load(&st.observed), 1, "the consumer's stop request did not reach the work (%s)",
                  before ? "requested before start" : "requested while waiting");
     cr_assert_eq(atomic_load(&fr.values), 1, "the future completes with the work's result");
@@ -178,12 +178,12 @@ COUNTING_SCOPE_TEST(counting_scope_request_stop_reaches_future_work, 2) {
     stopper st;
     stopper_init(&st, p);
     ex_sender *f = ex_spawn_future(stop_waiter(&st), sc_token(s));
-    wait_count(&st.started, 1, "the future's work");
+    EXPECT_INT_REACHES(&st.started, 1);
     arec fr;
     arec_init(&fr, p);
-    ex_operation *op = arec_start(&fr, f);
+    ex_operation *op = arec_run_start(f, &fr);
     ex_counting_scope_request_stop(&s->full);
-    arec_wait(&fr, "the future");
+    arec_wait_done(&fr);
     cr_assert_eq(atomic_load(&st.observed), 1, "the scope's stop request did not reach the future's work");
     cr_assert_eq(atomic_load(&fr.values), 1);
     cr_assert(fr.v[0].as.b);
@@ -202,8 +202,7 @@ static ex_error tgate_fn(void *ctx, const ex_value *in, size_t n, ex_value *out)
     tgate *g = ctx;
     (void)n;
     atomic_fetch_add(&g->started, 1);
-    double end = test_now_s() + WAIT_LIMIT_S;
-    while (!atomic_load(&g->open) && test_now_s() < end) sched_yield();
+    (void)wait_int_reaches(&g->open, 1);
     out[0] = ex_bool(ex_stop_token_stop_requested(in[0].as.token));
     return ex_ok();
 }
@@ -226,14 +225,14 @@ SIMPLE_SCOPE_TEST(future_consumed_through_let_value_is_not_stopped, 2) {
         ex_starts_on(ex_pool_scheduler(p), ex_then(ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN), tgate_fn, &g,
                                                    EX_SIG(EX_T_TOKEN), EX_SIG(EX_T_BOOL))),
         sc_token(s));
-    wait_count(&g.started, 1, "the future's work");
+    EXPECT_INT_REACHES(&g.started, 1);
     arec r;
     arec_init(&r, p);
     ex_sender *outer = ex_let_value(ex_just(), return_future, &f, EX_SIG0);
-    ex_operation *op = arec_start(&r, outer);
+    ex_operation *op = arec_run_start(outer, &r);
     cr_assert_null(f, "the let_value function ran inside start");
     atomic_store(&g.open, 1);
-    arec_wait(&r, "the let_value of the future");
+    arec_wait_done(&r);
     cr_assert_eq(atomic_load(&r.values), 1, "the consumed future completed with values %d errors %d stops %d",
                  atomic_load(&r.values), atomic_load(&r.errors), atomic_load(&r.stops));
     cr_assert_eq(r.v[0].type, EX_T_BOOL);

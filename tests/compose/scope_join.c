@@ -79,22 +79,22 @@ SCOPE_TEST(spawn_many_then_join_waits_for_all, 2) {
 }
 
 SCOPE_TEST(join_started_before_the_work_finishes_completes_on_the_worker, 2) {
-    gate g;
-    gate_init(&g, p);
-    cr_assert_eq(ex_spawn(gated(&g), sc_token(s)).code, 0);
-    wait_count(&g.started, 1, "the gated work to start");
+    work_gate g;
+    work_gate_init(&g, p, 7);
+    cr_assert_eq(ex_spawn(work_gated(&g, ex_pool_scheduler(p)), sc_token(s)).code, 0);
+    work_gate_wait_entered(&g, 1);
     arec jr;
     arec_init(&jr, p);
     ex_sender *j = sc_join(s);
-    ex_operation *op = arec_start(&jr, j);
+    ex_operation *op = arec_run_start(j, &jr);
     test_sleep_ms(20);
     cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed while spawned work was running", kind_name(s));
     ex_error e = sc_destroy(s);
     cr_assert_eq(e.code, EX_EBUSY, "%s: destroy with a waiting join and outstanding work: %d", kind_name(s),
                  e.code);
     cr_assert_not_null(e.msg);
-    atomic_store(&g.open, 1);
-    arec_wait(&jr, "the join");
+    work_gate_open(&g);
+    arec_wait_done(&jr);
     cr_assert_eq(atomic_load(&jr.values), 1);
     cr_assert_geq(jr.worker, 0, "%s: the join completes on the worker that ran the last work", kind_name(s));
     cr_assert_eq(jr.thread, g.thread, "%s: the join completed on another thread than the last work",
@@ -104,19 +104,19 @@ SCOPE_TEST(join_started_before_the_work_finishes_completes_on_the_worker, 2) {
 }
 
 SCOPE_TEST(two_waiting_joins_both_complete, 2) {
-    gate g;
-    gate_init(&g, p);
-    cr_assert_eq(ex_spawn(gated(&g), sc_token(s)).code, 0);
+    work_gate g;
+    work_gate_init(&g, p, 7);
+    cr_assert_eq(ex_spawn(work_gated(&g, ex_pool_scheduler(p)), sc_token(s)).code, 0);
     arec j1, j2;
     arec_init(&j1, p);
     arec_init(&j2, p);
     ex_sender *j = sc_join(s);
-    ex_operation *o1 = arec_start(&j1, j);
-    ex_operation *o2 = arec_start(&j2, j);
+    ex_operation *o1 = arec_run_start(j, &j1);
+    ex_operation *o2 = arec_run_start(j, &j2);
     cr_assert_eq(atomic_load(&j1.total) + atomic_load(&j2.total), 0);
-    atomic_store(&g.open, 1);
-    arec_wait(&j1, "the first join");
-    arec_wait(&j2, "the second join");
+    work_gate_open(&g);
+    arec_wait_done(&j1);
+    arec_wait_done(&j2);
     cr_assert_eq(atomic_load(&j1.values) + atomic_load(&j2.values), 2);
     ex_operation_free(o1);
     ex_operation_free(o2);
@@ -124,24 +124,24 @@ SCOPE_TEST(two_waiting_joins_both_complete, 2) {
 }
 
 SCOPE_TEST(spawn_while_a_join_waits_is_accepted_and_awaited, 2) {
-    gate g1, g2;
-    gate_init(&g1, p);
-    gate_init(&g2, p);
-    cr_assert_eq(ex_spawn(gated(&g1), sc_token(s)).code, 0);
+    work_gate g1, g2;
+    work_gate_init(&g1, p, 7);
+    work_gate_init(&g2, p, 7);
+    cr_assert_eq(ex_spawn(work_gated(&g1, ex_pool_scheduler(p)), sc_token(s)).code, 0);
     arec jr;
     arec_init(&jr, p);
     ex_sender *j = sc_join(s);
-    ex_operation *op = arec_start(&jr, j);
+    ex_operation *op = arec_run_start(j, &jr);
     /* The scope is joining but not closed: new work is still associated. */
-    ex_error e = ex_spawn(gated(&g2), sc_token(s));
+    ex_error e = ex_spawn(work_gated(&g2, ex_pool_scheduler(p)), sc_token(s));
     cr_assert_eq(e.code, 0, "%s: spawn while joining: %d (%s)", kind_name(s), e.code, e.msg ? e.msg : "");
-    atomic_store(&g1.open, 1);
-    wait_count(&g1.finished, 1, "the first work");
+    work_gate_open(&g1);
+    EXPECT_INT_REACHES(&g1.finished, 1);
     test_sleep_ms(20);
     cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed while the second work was outstanding",
                  kind_name(s));
-    atomic_store(&g2.open, 1);
-    arec_wait(&jr, "the join");
+    work_gate_open(&g2);
+    arec_wait_done(&jr);
     cr_assert_eq(atomic_load(&jr.values), 1);
     cr_assert_eq(atomic_load(&g2.finished), 1);
     ex_operation_free(op);
@@ -197,13 +197,13 @@ SCOPE_TEST(spawn_of_null_or_invalid_sender_is_einval, 1) {
 /* =============================================================== destroy */
 
 SCOPE_TEST(destroy_with_outstanding_work_is_ebusy_then_ok_after_join, 2) {
-    gate g;
-    gate_init(&g, p);
-    cr_assert_eq(ex_spawn(gated(&g), sc_token(s)).code, 0);
+    work_gate g;
+    work_gate_init(&g, p, 7);
+    cr_assert_eq(ex_spawn(work_gated(&g, ex_pool_scheduler(p)), sc_token(s)).code, 0);
     ex_error e = sc_destroy(s);
     cr_assert_eq(e.code, EX_EBUSY, "%s: destroy with outstanding work: %d", kind_name(s), e.code);
     cr_assert_not_null(e.msg);
-    atomic_store(&g.open, 1);
+    work_gate_open(&g);
     sc_join_ok(s);
 }
 
@@ -220,7 +220,7 @@ SCOPE_TEST(try_associate_keeps_join_pending_until_disassociated, 0) {
     arec jr;
     arec_init(&jr, NULL);
     ex_sender *j = sc_join(s);
-    ex_operation *op = arec_start(&jr, j);
+    ex_operation *op = arec_run_start(j, &jr);
     cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed with associations left", kind_name(s));
     cr_assert_eq(sc_destroy(s).code, EX_EBUSY);
     ex_scope_token_disassociate(t);

@@ -48,40 +48,6 @@ static ex_error fail_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) 
     return *(const ex_error *)ctx;
 }
 
-/* --------------------------------------------- a second counting allocator */
-
-typedef struct count_alloc {
-    ex_allocator a;
-    atomic_long allocs, frees, in_use;
-    long fail_at;   /* fail allocation number fail_at (1-based); 0: never */
-} count_alloc;
-
-static void *ca_allocate(void *ctx, size_t size, size_t align) {
-    count_alloc *c = ctx;
-    long nth = atomic_fetch_add(&c->allocs, 1) + 1;
-    if (c->fail_at && nth == c->fail_at) return NULL;
-    void *p = NULL;
-    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)) return NULL;
-    atomic_fetch_add(&c->in_use, 1);
-    return p;
-}
-
-static void ca_deallocate(void *ctx, void *p, size_t size, size_t align) {
-    count_alloc *c = ctx;
-    (void)size, (void)align;
-    free(p);
-    atomic_fetch_add(&c->frees, 1);
-    atomic_fetch_sub(&c->in_use, 1);
-}
-
-static void ca_init(count_alloc *c) {
-    memset(c, 0, sizeof *c);
-    c->a.allocate = ca_allocate;
-    c->a.deallocate = ca_deallocate;
-    c->a.ctx = c;
-    c->a.name = "second";
-}
-
 static const ex_key user_key = { "test.scope_key", true };
 /* ================================================================ results */
 
@@ -114,14 +80,14 @@ SCOPE_TEST(failing_work_on_the_pool_is_reported_by_join, 2) {
 }
 
 SCOPE_TEST(spawned_values_are_discarded, 2) {
-    gate g;
-    gate_init(&g, p);
-    atomic_store(&g.open, 1);
+    work_gate g;
+    work_gate_init(&g, p, 7);
+    work_gate_open(&g);
     ex_value inner[2] = { ex_int(1), ex_int(2) };
     ex_tuple t = { 0, 2, inner };
     cr_assert_eq(ex_spawn(ex_just(ex_int(5), ex_str("five")), sc_token(s)).code, 0);
     cr_assert_eq(ex_spawn(ex_just(ex_tuple_value(&t)), sc_token(s)).code, 0);
-    cr_assert_eq(ex_spawn(gated(&g), sc_token(s)).code, 0);
+    cr_assert_eq(ex_spawn(work_gated(&g, ex_pool_scheduler(p)), sc_token(s)).code, 0);
     ex_result r = ex_sync_wait(sc_join(s));
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
     cr_assert_eq(r.n, 0, "join completes with set_value() whatever the spawned work produced");
@@ -137,19 +103,19 @@ SCOPE_TEST(stopped_spawned_work_is_not_an_error, 0) {
 /* ============================================================ allocation */
 
 SCOPE_TEST(spawn_env_allocates_from_the_environments_allocator, 2) {
-    count_alloc ca;
-    ca_init(&ca);
+    cnt_alloc ca;
+    cnt_alloc_init(&ca);
     ex_env_pair env;
-    ex_env_pair_init(&env, &ex_key_get_allocator, ex_alloc_value(&ca.a), ex_env_empty());
+    ex_env_pair_init(&env, &ex_key_get_allocator, ex_alloc_value(&ca.base), ex_env_empty());
     env.key2 = &user_key;
     env.value2 = ex_int(99);
-    gate g;
-    gate_init(&g, p);
-    ex_sender *w = gated(&g);
+    work_gate g;
+    work_gate_init(&g, p, 7);
+    ex_sender *w = work_gated(&g, ex_pool_scheduler(p));
     long test_in_use = test_stats.in_use;
     ex_error e = ex_spawn_env(w, sc_token(s), ex_env_of_pair(&env));
     cr_assert_eq(e.code, 0, "ex_spawn_env: %s", e.msg ? e.msg : "");
-    wait_count(&g.started, 1, "the spawned work");
+    work_gate_wait_entered(&g, 1);
     cr_assert_eq(atomic_load(&ca.allocs), 1, "%s: the operation was not allocated from the env allocator",
                  kind_name(s));
     cr_assert_eq(atomic_load(&ca.in_use), 1);
@@ -162,11 +128,11 @@ SCOPE_TEST(spawn_env_allocates_from_the_environments_allocator, 2) {
     cr_assert_eq(ex_spawn_env(read_into(&ex_key_get_allocator, EX_T_ALLOC, &sa), sc_token(s), ex_env_of_pair(&env)).code, 0);
     cr_assert_eq(ex_spawn_env(read_into(&user_key, EX_T_ANY, &su), sc_token(s), ex_env_of_pair(&env)).code, 0);
     cr_assert_eq(atomic_load(&sa.calls), 1);
-    cr_assert_eq(sa.v.as.alloc, &ca.a);
+    cr_assert_eq(sa.v.as.alloc, &ca.base);
     cr_assert_eq(atomic_load(&su.calls), 1);
     cr_assert_eq(su.v.as.i, 99);
 
-    atomic_store(&g.open, 1);
+    work_gate_open(&g);
     sc_join_ok(s);
     cr_assert_eq(atomic_load(&ca.allocs), 3);
     cr_assert_eq(atomic_load(&ca.in_use), 0, "%s: the operation was not returned to its allocator",
@@ -183,11 +149,11 @@ SCOPE_TEST(spawn_allocation_failure_is_enomem_and_starts_nothing, 0) {
     cr_assert_not_null(e.msg);
     cr_assert_eq(atomic_load(&counter), 0);
 
-    count_alloc ca;
-    ca_init(&ca);
-    ca.fail_at = 1;
+    cnt_alloc ca;
+    cnt_alloc_init(&ca);
+    cnt_alloc_fail_nth(&ca, 1);
     ex_env_pair env;
-    ex_env_pair_init(&env, &ex_key_get_allocator, ex_alloc_value(&ca.a), ex_env_empty());
+    ex_env_pair_init(&env, &ex_key_get_allocator, ex_alloc_value(&ca.base), ex_env_empty());
     e = ex_spawn_env(inline_inc(&counter), sc_token(s), ex_env_of_pair(&env));
     cr_assert_eq(e.code, EX_ENOMEM);
     cr_assert_eq(atomic_load(&counter), 0);
@@ -227,7 +193,7 @@ COUNTING_SCOPE_TEST(counting_scope_request_stop_reaches_spawned_work, 2) {
     stopper_init(&st, p);
     cr_assert_eq(ex_spawn(stop_waiter(&st), sc_token(s)).code, 0);
     cr_assert_eq(ex_spawn(let_stop_waiter(&st), sc_token(s)).code, 0);
-    wait_count(&st.started, 2, "both stop waiters to run");
+    EXPECT_INT_REACHES(&st.started, 2);
     cr_assert_eq(atomic_load(&st.finished), 0);
     ex_counting_scope_request_stop(&s->full);
     sc_join_ok(s);
@@ -266,7 +232,7 @@ COUNTING_SCOPE_TEST(spawn_env_stop_token_is_replaced_by_the_counting_scopes, 2) 
     stopper st;
     stopper_init(&st, p);
     cr_assert_eq(ex_spawn_env(stop_waiter(&st), sc_token(s), ex_env_of_pair(&env)).code, 0);
-    wait_count(&st.started, 1, "the stop waiter");
+    EXPECT_INT_REACHES(&st.started, 1);
     ex_counting_scope_request_stop(&s->full);
     sc_join_ok(s);
     cr_assert_eq(atomic_load(&st.observed), 1);
