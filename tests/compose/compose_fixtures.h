@@ -81,6 +81,38 @@ ex_error poll_stop_fn(void *ctx, const ex_value *in, size_t n, ex_value *out);
 /* starts_on(pool, then(read_env(get_stop_token), poll)) */
 ex_sender *stop_waiter(stopper *s);
 
+/* --------------------------------------------------- split and when_all */
+
+/* test_wait_until predicate: has stop been requested on *(ex_stop_token *)token? */
+bool stop_requested_at(void *token);
+
+/* ex_then functions that count their calls and note the thread of the
+ * last: count_pass passes its input through, count_seven produces int 7. */
+typedef struct call_counter {
+    atomic_int calls;
+    const void *tid;
+} call_counter;
+
+ex_error count_pass(void *ctx, const ex_value *in, size_t n, ex_value *out);
+ex_error count_seven(void *ctx, const ex_value *in, size_t n, ex_value *out);
+/* ex_then function: int in -> int in + 1. */
+ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out);
+
+/* A child that runs on sch and waits (bounded) until the stop token of its
+ * environment (split's or when_all's own) reports stop, then completes
+ * stopped, or with EX_EUSER + 2 if late_error; a timeout completes with
+ * EX_EUSER + 99. */
+typedef struct spin_ctx {
+    atomic_int entered;      /* spinners that began spinning */
+    atomic_int saw_stop;     /* spinners that saw the stop request */
+    atomic_int timed_out;    /* spinners that gave up waiting */
+    atomic_int not_possible; /* spinners whose token could never be stopped */
+    bool late_error;
+} spin_ctx;
+
+void spin_init(spin_ctx *sc);
+ex_sender *spinner(ex_scheduler sch, spin_ctx *sc);
+
 /* ------------------------------------------------------------------ bulk */
 
 /* Expects a value completion (any values). */

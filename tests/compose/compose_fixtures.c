@@ -1,0 +1,57 @@
+/* compose_fixtures.c - the split / when_all part of compose_fixtures.h. */
+#include <string.h>
+
+#include "compose/compose_fixtures.h"
+
+bool stop_requested_at(void *token) { return ex_stop_token_stop_requested(*(const ex_stop_token *)token); }
+
+ex_error count_pass(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    call_counter *c = ctx;
+    c->tid = test_thread_id();
+    atomic_fetch_add(&c->calls, 1);
+    for (size_t i = 0; i < n; i++) out[i] = in[i];
+    return ex_ok();
+}
+
+ex_error count_seven(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    call_counter *c = ctx;
+    (void)in, (void)n;
+    c->tid = test_thread_id();
+    atomic_fetch_add(&c->calls, 1);
+    out[0] = ex_int(7);
+    return ex_ok();
+}
+
+ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)n;
+    out[0] = ex_int(in[0].as.i + 1);
+    return ex_ok();
+}
+
+void spin_init(spin_ctx *sc) {
+    memset(sc, 0, sizeof *sc);
+    atomic_init(&sc->entered, 0);
+    atomic_init(&sc->saw_stop, 0);
+    atomic_init(&sc->timed_out, 0);
+    atomic_init(&sc->not_possible, 0);
+}
+
+static ex_sender *lv_spin_until_stop(void *ctx, const ex_value *in, size_t n) {
+    spin_ctx *sc = ctx;
+    (void)n;
+    ex_stop_token tok = in[0].as.token;
+    if (!ex_stop_token_stop_possible(tok)) atomic_fetch_add(&sc->not_possible, 1);
+    atomic_fetch_add(&sc->entered, 1);
+    if (!test_wait_until(stop_requested_at, &tok, NULL, TEST_WAIT_LIMIT_S)) {
+        atomic_fetch_add(&sc->timed_out, 1);
+        return ex_just_error(ex_err(EX_EUSER + 99, "spinner: no stop request arrived"));
+    }
+    atomic_fetch_add(&sc->saw_stop, 1);
+    if (sc->late_error) return ex_just_error(ex_err(EX_EUSER + 2, "late error after stop"));
+    return ex_just_stopped();
+}
+
+ex_sender *spinner(ex_scheduler sch, spin_ctx *sc) {
+    return ex_let_value(ex_starts_on(sch, ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN)), lv_spin_until_stop, sc,
+                        EX_SIG(EX_T_TOKEN));
+}
