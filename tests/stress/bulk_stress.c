@@ -78,12 +78,8 @@ int main(void) {
         ex_sender *child = ex_schedule(ex_pool_scheduler(pool));
         ex_sender *b = chunked ? ex_bulk_chunked(child, SHAPE, grain ? grain : 5, chunk_fn, NULL)
                                : ex_bulk_grain(child, SHAPE, grain, bulk_fn, NULL);
-        ex_operation *op = NULL;
-        ex_error e = ex_connect_alloc(b, srec_receiver(&rec), &op);
-        ex_sender_release(b);
-        CHECK(e.code == 0, "round %d: connect: %s", round, e.msg ? e.msg : "");
-        checks++;
-        if (e.code) continue;
+        ex_operation *op = srec_connect(&rec, b, round, &checks);
+        if (!op) continue;
 
         bool racing = kind == K_STOP || kind == K_ERROR_STOP;
         if (kind == K_STOP_BEFORE) ex_stop_source_request_stop(&rec.stop);

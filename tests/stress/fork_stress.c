@@ -371,12 +371,8 @@ int main(void) {
         rr.pair.key2 = &ex_key_get_scheduler;
         rr.pair.value2 = ex_sched_value(sched);
         ex_sender *s = ex_task_create(node_body, &nodes[0], NULL);
-        ex_operation *op = NULL;
-        ex_error e = ex_connect_alloc(s, srec_receiver(&rr), &op);
-        ex_sender_release(s);
-        CHECK(e.code == 0, "round %d: connect: %s", rounds, e.msg ? e.msg : "");
-        checks++;
-        if (e.code) break;
+        ex_operation *op = srec_connect(&rr, s, rounds, &checks);
+        if (!op) break;
         ex_start(op);
         bool requested = false;
         if (plan == STOP_AT_ONCE) {

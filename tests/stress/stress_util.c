@@ -185,6 +185,15 @@ ex_receiver srec_receiver(srec *r) {
     return x;
 }
 
+ex_operation *srec_connect(srec *r, ex_sender *s, int round, int *checks) {
+    ex_operation *op = NULL;
+    ex_error e = ex_connect_alloc(s, srec_receiver(r), &op);
+    ex_sender_release(s);
+    CHECK(e.code == 0, "round %d: connect: %s", round, e.msg ? e.msg : "");
+    (*checks)++;
+    return e.code ? NULL : op;
+}
+
 int64_t srec_int(const srec *r) { return r->n == 1 && r->v[0].type == EX_T_INT ? r->v[0].as.i : -2; }
 
 /* ------------------------------------------------- checks of a round */

@@ -91,6 +91,9 @@ typedef struct srec {
 void srec_init(srec *r);
 void srec_init_plain(srec *r);
 ex_receiver srec_receiver(srec *r);
+/* Connects s to r (heap storage; s is released) as a check; NULL if it
+ * failed. */
+ex_operation *srec_connect(srec *r, ex_sender *s, int round, int *checks);
 /* Completes r as its receiver would with disp (the fields set first). */
 void srec_complete(srec *r, int disp);
 /* v[0] as an int, -2 unless the completion was set_value(int). */

@@ -93,12 +93,8 @@ int main(void) {
         ex_sender *children[MAX_CHILDREN];
         for (size_t i = 0; i < n; i++) children[i] = make_child(sch, &ctx[i]);
         ex_sender *wa = ex_when_all_n(children, n);
-        ex_operation *op = NULL;
-        ex_error e = ex_connect_alloc(wa, srec_receiver(&rec), &op);
-        ex_sender_release(wa);
-        CHECK(e.code == 0, "round %d: connect: %s", round, e.msg ? e.msg : "");
-        checks++;
-        if (e.code) continue;
+        ex_operation *op = srec_connect(&rec, wa, round, &checks);
+        if (!op) continue;
 
         uint32_t plan = rnd(20);
         plan = plan < 9 ? PLAN_NONE : plan == 9 ? PLAN_BEFORE_START : PLAN_RACE;
