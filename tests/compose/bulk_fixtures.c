@@ -34,14 +34,6 @@ ex_error seq_fn(void *ctx, size_t i, const ex_value *v, size_t n) {
 }
 
 
-void run_inline(inline_run *ir, ex_sender *s, rec *r) {
-    cr_assert_leq(ex_sender_op_size(s), sizeof ir->buf);
-    ex_error e = ex_connect(s, rec_receiver(r), ir->buf, sizeof ir->buf, &ir->op);
-    cr_assert_eq(e.code, 0, "ex_connect: %s", e.msg ? e.msg : "");
-    cr_assert_eq(rec_total(r), 0, "connect must not start work");
-    ex_start(ir->op);
-}
-
 /* ------------------------------------------------- parallel body */
 
 

@@ -1,7 +1,21 @@
-/* compose_fixtures.c - the split / when_all part of compose_fixtures.h. */
+/* compose_fixtures.c - the generic and the split / when_all parts of
+ * compose_fixtures.h. */
 #include <string.h>
 
 #include "compose/compose_fixtures.h"
+
+ex_operation *connect_inline(inline_run *ir, const ex_sender *s, rec *r) {
+    cr_assert_leq(ex_sender_op_size(s), sizeof ir->buf);
+    ex_error e = ex_connect(s, rec_receiver(r), ir->buf, sizeof ir->buf, &ir->op);
+    cr_assert_eq(e.code, 0, "ex_connect: %s", e.msg ? e.msg : "");
+    return ir->op;
+}
+
+void run_inline(inline_run *ir, ex_sender *s, rec *r) {
+    connect_inline(ir, s, r);
+    cr_assert_eq(rec_total(r), 0, "connect must not start work");
+    ex_start(ir->op);
+}
 
 bool stop_requested_at(void *token) { return ex_stop_token_stop_requested(*(const ex_stop_token *)token); }
 
@@ -20,6 +34,16 @@ ex_error count_seven(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     atomic_fetch_add(&c->calls, 1);
     out[0] = ex_int(7);
     return ex_ok();
+}
+
+ex_sender *counted_int(call_counter *c, int64_t v) {
+    memset(c, 0, sizeof *c);
+    return ex_then(ex_just(ex_int(v)), count_pass, c, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+}
+
+ex_sender *counted_seven_on(call_counter *c, ex_scheduler sch) {
+    memset(c, 0, sizeof *c);
+    return ex_then(ex_schedule(sch), count_seven, c, EX_SIG0, EX_SIG(EX_T_INT));
 }
 
 ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out) {

@@ -5,10 +5,26 @@
 #ifndef CEXEC_TEST_COMPOSE_FIXTURES_H
 #define CEXEC_TEST_COMPOSE_FIXTURES_H
 
+#include <stdalign.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 
 #include "common/helpers.h"
+
+/* ------------------------------------------------------------- generic */
+
+/* Storage for an operation connected on this thread (ex_connect). */
+typedef struct inline_run {
+    _Alignas(max_align_t) unsigned char buf[1024];
+    ex_operation *op;
+} inline_run;
+
+/* Connects s to r in ir's storage (asserting it fits and connect worked);
+ * returns the operation (also ir->op), not started. */
+ex_operation *connect_inline(inline_run *ir, const ex_sender *s, rec *r);
+/* connect_inline, asserts connect started nothing, and starts it. */
+void run_inline(inline_run *ir, ex_sender *s, rec *r);
 
 /* ------------------------------------------------ scope: either kind */
 
@@ -95,6 +111,10 @@ typedef struct call_counter {
 
 ex_error count_pass(void *ctx, const ex_value *in, size_t n, ex_value *out);
 ex_error count_seven(void *ctx, const ex_value *in, size_t n, ex_value *out);
+/* then(just(int v), count_pass, c) and then(schedule(sch), count_seven, c),
+ * with c zeroed. */
+ex_sender *counted_int(call_counter *c, int64_t v);
+ex_sender *counted_seven_on(call_counter *c, ex_scheduler sch);
 /* ex_then function: int in -> int in + 1. */
 ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out);
 
@@ -132,11 +152,6 @@ typedef struct seq_ctx {
     ex_error fail_err;
 } seq_ctx;
 
-typedef struct inline_run {
-    _Alignas(max_align_t) unsigned char buf[1024];
-    ex_operation *op;
-} inline_run;
-
 typedef struct par_ctx {
     ex_pool *pool;
     size_t shape;
@@ -173,9 +188,6 @@ typedef struct chunk_ctx {
 
 void seq_init(seq_ctx *c);
 ex_error seq_fn(void *ctx, size_t i, const ex_value *v, size_t n);
-/* Connects into ir's storage (asserting connect starts nothing) and starts
- * on this thread. */
-void run_inline(inline_run *ir, ex_sender *s, rec *r);
 
 /* The parallel body (par_fn): counts each index, notes the worker, checks
  * the values, and runs the chosen BODY_* behaviour. */

@@ -20,10 +20,8 @@ SCOPE_TEST(future_of_completed_work_completes_inline_with_its_value, 0) {
     cr_assert_eq(ex_sender_status(f).code, 0);
     rec rc;
     rec_init(&rc);
-    _Alignas(max_align_t) unsigned char buf[256];
-    ex_operation *op;
-    cr_assert_leq(ex_sender_op_size(f), sizeof buf);
-    cr_assert_eq(ex_connect(f, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+    inline_run buf;
+    ex_operation *op = connect_inline(&buf, f, &rc);
     ex_start(op);
     cr_assert_eq(rc.values, 1, "%s: a late consumer completes inside start", kind_name(s));
     cr_assert_eq(rc.thread, test_thread_id());
@@ -100,9 +98,9 @@ COUNTING_SCOPE_TEST(future_connected_twice_is_einval, 0) {
     rec r1, r2;
     rec_init(&r1);
     rec_init(&r2);
-    _Alignas(max_align_t) unsigned char b1[256], b2[256];
-    ex_operation *o1, *o2 = NULL;
-    cr_assert_eq(ex_connect(f, rec_receiver(&r1), b1, sizeof b1, &o1).code, 0);
+    inline_run b1;
+    _Alignas(max_align_t) unsigned char b2[256];
+    ex_operation *o1 = connect_inline(&b1, f, &r1), *o2 = NULL;
     ex_error e = ex_connect(f, rec_receiver(&r2), b2, sizeof b2, &o2);
     cr_assert_eq(e.code, EX_EINVAL, "second connect: %d", e.code);
     cr_assert_not_null(e.msg);
@@ -136,9 +134,8 @@ SIMPLE_SCOPE_TEST(future_connected_but_never_started_stops_the_work, 2) {
     EXPECT_INT_REACHES(&st.started, 1);
     rec rc;
     rec_init(&rc);
-    _Alignas(max_align_t) unsigned char buf[256];
-    ex_operation *op;
-    cr_assert_eq(ex_connect(f, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+    inline_run buf;
+    ex_operation *op = connect_inline(&buf, f, &rc);
     ex_operation_destroy(op);
     ex_sender_release(f);
     EXPECT_INT_REACHES(&st.finished, 1);

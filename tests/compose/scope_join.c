@@ -39,10 +39,8 @@ SCOPE_TEST(join_with_nothing_spawned_completes_inline, 0) {
     rec_init(&rc);
     ex_sender *j = sc_join(s);
     cr_assert_eq(ex_sender_status(j).code, 0);
-    _Alignas(max_align_t) unsigned char buf[256];
-    ex_operation *op;
-    cr_assert_leq(ex_sender_op_size(j), sizeof buf);
-    cr_assert_eq(ex_connect(j, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+    inline_run buf;
+    ex_operation *op = connect_inline(&buf, j, &rc);
     cr_assert_eq(rec_total(&rc), 0, "connect must not start the join");
     ex_start(op);
     cr_assert_eq(rc.values, 1, "%s: join of an empty scope completes inside start", kind_name(s));

@@ -36,9 +36,8 @@ Test(exec_split, child_is_not_started_before_a_consumer_starts) {
     cr_assert_eq(atomic_load(&c.calls), 0);
     rec rc;
     rec_init(&rc);
-    _Alignas(max_align_t) unsigned char buf[512];
-    ex_operation *op;
-    cr_assert_eq(ex_connect(s, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+    inline_run buf;
+    ex_operation *op = connect_inline(&buf, s, &rc);
     cr_assert_eq(atomic_load(&c.calls), 0, "connect must not start the shared work");
     cr_assert_eq(rec_total(&rc), 0);
     ex_start(op);
@@ -52,8 +51,7 @@ Test(exec_split, child_is_not_started_before_a_consumer_starts) {
 
 Test(exec_split, child_runs_once_for_a_when_all_of_three_consumers_and_later_sync_waits) {
     call_counter c;
-    memset(&c, 0, sizeof c);
-    ex_sender *sp = ex_split(ex_then(ex_just(ex_int(7)), count_pass, &c, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
+    ex_sender *sp = ex_split(counted_int(&c, 7));
     ex_result r = ex_sync_wait(ex_when_all(ex_sender_retain(sp), ex_sender_retain(sp), ex_sender_retain(sp)));
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "disposition %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
     cr_assert_eq(r.n, 3);
@@ -72,8 +70,7 @@ Test(exec_split, child_runs_once_for_a_when_all_of_three_consumers_and_later_syn
 Test(exec_split, child_on_a_pool_runs_once_for_a_when_all_of_consumers) {
     ex_pool *p = test_pool_new(2);
     call_counter c;
-    memset(&c, 0, sizeof c);
-    ex_sender *sp = ex_split(ex_then(ex_schedule(ex_pool_scheduler(p)), count_seven, &c, EX_SIG0, EX_SIG(EX_T_INT)));
+    ex_sender *sp = ex_split(counted_seven_on(&c, ex_pool_scheduler(p)));
     ex_result r = ex_sync_wait(ex_when_all(ex_sender_retain(sp), ex_sender_retain(sp), ex_sender_retain(sp)));
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "disposition %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
     for (int i = 0; i < 3; i++) cr_assert_eq(r.values[i].as.i, 7);
@@ -157,9 +154,7 @@ Test(exec_split, late_consumers_complete_inline_on_the_starting_thread) {
     cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
     cr_assert_eq(ex_single_thread_context_init(&other).code, 0);
     call_counter c;
-    memset(&c, 0, sizeof c);
-    ex_sender *sp = ex_split(ex_then(ex_schedule(ex_single_thread_context_scheduler(&stc)), count_seven, &c, EX_SIG0,
-                                     EX_SIG(EX_T_INT)));
+    ex_sender *sp = ex_split(counted_seven_on(&c, ex_single_thread_context_scheduler(&stc)));
     ex_result r = ex_sync_wait(ex_sender_retain(sp));
     expect_value_int(&r, 7);
     cr_assert_neq(c.tid, test_thread_id(), "the child completed on the context's thread");
@@ -167,9 +162,8 @@ Test(exec_split, late_consumers_complete_inline_on_the_starting_thread) {
     /* Late consumer on this thread. */
     rec rc;
     rec_init(&rc);
-    _Alignas(max_align_t) unsigned char buf[512];
-    ex_operation *op;
-    cr_assert_eq(ex_connect(sp, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+    inline_run buf;
+    ex_operation *op = connect_inline(&buf, sp, &rc);
     ex_start(op);
     cr_assert_eq(rc.values, 1, "completed inside start");
     cr_assert_eq(rc.v[0].as.i, 7);
@@ -212,9 +206,8 @@ Test(exec_split, error_reaches_every_consumer) {
     for (int i = 0; i < 3; i++) {
         rec rc;
         rec_init(&rc);
-        _Alignas(max_align_t) unsigned char buf[512];
-        ex_operation *op;
-        cr_assert_eq(ex_connect(sp, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+        inline_run buf;
+        ex_operation *op = connect_inline(&buf, sp, &rc);
         ex_start(op);
         cr_assert_eq(rc.errors, 1, "consumer %d", i);
         cr_assert_eq(rec_total(&rc), 1);

@@ -50,17 +50,14 @@ Test(exec_split, stop_from_one_consumer_stops_the_shared_work_for_all) {
 
 Test(exec_split, consumer_token_stopped_before_start_stops_the_shared_work) {
     call_counter c;
-    memset(&c, 0, sizeof c);
-    ex_sender *sp = ex_split(ex_then(ex_just(ex_int(1)), count_pass, &c, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
+    ex_sender *sp = ex_split(counted_int(&c, 1));
     rec r1, r2;
     rec_init(&r1);
     rec_init(&r2);
     rec_with_stop(&r1);
     ex_stop_source_request_stop(&r1.stop);
-    _Alignas(max_align_t) unsigned char b1[512], b2[512];
-    ex_operation *o1, *o2;
-    cr_assert_eq(ex_connect(sp, rec_receiver(&r1), b1, sizeof b1, &o1).code, 0);
-    cr_assert_eq(ex_connect(sp, rec_receiver(&r2), b2, sizeof b2, &o2).code, 0);
+    inline_run b1, b2;
+    ex_operation *o1 = connect_inline(&b1, sp, &r1), *o2 = connect_inline(&b2, sp, &r2);
     ex_start(o1);
     cr_assert_eq(r1.stops, 1, "values %d errors %d stops %d", r1.values, r1.errors, r1.stops);
     cr_assert_eq(rec_total(&r1), 1);
@@ -106,14 +103,13 @@ Test(exec_split, consumer_token_stopped_before_start_stops_a_waiting_sibling) {
 
 Test(exec_split, stop_request_after_completion_changes_nothing) {
     call_counter c;
-    memset(&c, 0, sizeof c);
-    ex_sender *sp = ex_split(ex_then(ex_just(ex_int(3)), count_pass, &c, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
+    ex_sender *sp = ex_split(counted_int(&c, 3));
     rec r1, r2;
     rec_init(&r1);
     rec_init(&r2);
     rec_with_stop(&r1);
-    _Alignas(max_align_t) unsigned char b2[512];
-    ex_operation *o1 = NULL, *o2;
+    inline_run b2;
+    ex_operation *o1 = NULL;
     cr_assert_eq(ex_connect_alloc(sp, rec_receiver(&r1), &o1).code, 0);
     ex_start(o1);
     cr_assert_eq(r1.values, 1);
@@ -121,7 +117,7 @@ Test(exec_split, stop_request_after_completion_changes_nothing) {
     /* The consumer is freed; its stop callback must have been removed (a
      * callback left registered would run on freed memory: ASan). */
     ex_stop_source_request_stop(&r1.stop);
-    cr_assert_eq(ex_connect(sp, rec_receiver(&r2), b2, sizeof b2, &o2).code, 0);
+    ex_operation *o2 = connect_inline(&b2, sp, &r2);
     ex_start(o2);
     cr_assert_eq(r2.values, 1, "the stored result stays the value");
     cr_assert_eq(r2.v[0].as.i, 3);

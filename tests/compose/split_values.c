@@ -282,8 +282,7 @@ Test(exec_split, releasing_everything_but_a_running_consumer) {
     ex_pool *p = test_pool_new(2);
     for (int i = 0; i < 200; i++) {
         call_counter c;
-        memset(&c, 0, sizeof c);
-        ex_sender *sp = ex_split(ex_then(ex_schedule(ex_pool_scheduler(p)), count_seven, &c, EX_SIG0, EX_SIG(EX_T_INT)));
+        ex_sender *sp = ex_split(counted_seven_on(&c, ex_pool_scheduler(p)));
         trec a;
         trec_init(&a);
         ex_operation *op = NULL;
@@ -301,13 +300,11 @@ Test(exec_split, releasing_everything_but_a_running_consumer) {
 
 Test(exec_split, consumer_connected_but_never_started_then_destroyed) {
     call_counter c;
-    memset(&c, 0, sizeof c);
-    ex_sender *sp = ex_split(ex_then(ex_just(ex_int(2)), count_pass, &c, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
+    ex_sender *sp = ex_split(counted_int(&c, 2));
     rec rc;
     rec_init(&rc);
-    _Alignas(max_align_t) unsigned char buf[512];
-    ex_operation *op;
-    cr_assert_eq(ex_connect(sp, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+    inline_run buf;
+    ex_operation *op = connect_inline(&buf, sp, &rc);
     ex_operation_destroy(op);
     cr_assert_eq(atomic_load(&c.calls), 0);
     cr_assert_eq(rec_total(&rc), 0);
@@ -316,7 +313,7 @@ Test(exec_split, consumer_connected_but_never_started_then_destroyed) {
     expect_value_int(&r, 2);
     /* Never started, destroyed after the sender is released. */
     rec_init(&rc);
-    cr_assert_eq(ex_connect(sp, rec_receiver(&rc), buf, sizeof buf, &op).code, 0);
+    op = connect_inline(&buf, sp, &rc);
     ex_sender_release(sp);
     ex_operation_destroy(op); /* the last reference */
     cr_assert_eq(rec_total(&rc), 0);
@@ -326,8 +323,7 @@ Test(exec_split, consumer_connected_but_never_started_then_destroyed) {
 
 Test(exec_split, sender_released_without_any_consumer) {
     call_counter c;
-    memset(&c, 0, sizeof c);
-    ex_sender_release(ex_split(ex_then(ex_just(ex_int(2)), count_pass, &c, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT))));
+    ex_sender_release(ex_split(counted_int(&c, 2)));
     cr_assert_eq(atomic_load(&c.calls), 0);
     expect_no_leaks();
 }
@@ -340,8 +336,7 @@ Test(exec_split, consumers_racing_with_completion_on_a_pool) {
     enum { N = 4 };
     for (int it = 0; it < 300; it++) {
         call_counter c;
-        memset(&c, 0, sizeof c);
-        ex_sender *sp = ex_split(ex_then(ex_schedule(ex_pool_scheduler(p)), count_seven, &c, EX_SIG0, EX_SIG(EX_T_INT)));
+        ex_sender *sp = ex_split(counted_seven_on(&c, ex_pool_scheduler(p)));
         trec a[N];
         ex_operation *op[N];
         for (int i = 0; i < N; i++) {
