@@ -143,8 +143,7 @@ Test(exec_bulk, custom_bulk_hook_from_the_environment) {
     expect_no_leaks();
 }
 
-Test(exec_bulk, completion_scheduler_wins_over_the_environment) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, completion_scheduler_wins_over_the_environment, 2) {
     rev_res res;
     memset(&res, 0, sizeof res);
     seq_ctx c;
@@ -178,6 +177,4 @@ Test(exec_bulk, completion_scheduler_wins_over_the_environment) {
     ex_operation_free(op);
     ex_sender_release(s);
     par_fini(&pc);
-    test_pool_free(p);
-    expect_no_leaks();
 }

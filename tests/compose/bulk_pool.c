@@ -73,26 +73,19 @@ static void run_parallel_schedule(ex_pool *p, size_t shape, size_t grain) {
     par_fini(&c);
 }
 
-Test(exec_bulk, pool_runs_every_index_once_large_shape) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_runs_every_index_once_large_shape, 2) {
     run_parallel_schedule(p, 100000, 0);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_runs_every_index_once_small_shapes) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_runs_every_index_once_small_shapes, 2) {
     static const size_t shapes[] = { 1, 2, 3, 7 };
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         run_parallel_schedule(p, shapes[k], 0);
         run_parallel_schedule(p, shapes[k], 1);
     }
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_shape_zero_completes_with_the_values) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_shape_zero_completes_with_the_values, 2) {
     par_ctx c;
     par_init(&c, p, 0);
     after a;
@@ -106,12 +99,9 @@ Test(exec_bulk, pool_shape_zero_completes_with_the_values) {
     cr_assert_geq(a.worker, 0);
     ex_result_destroy(&r);
     par_fini(&c);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_continues_on_forwards_the_values) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_continues_on_forwards_the_values, 2) {
     par_ctx c;
     par_init(&c, p, 5000);
     ex_value vals[3] = { ex_int(-5), ex_str("vals"), ex_double(0.25) };
@@ -132,22 +122,16 @@ Test(exec_bulk, pool_continues_on_forwards_the_values) {
     cr_assert_float_eq(a.v[2].as.d, 0.25, 0);
     ex_result_destroy(&r);
     par_fini(&c);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_grain_one_and_grain_larger_than_shape) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_grain_one_and_grain_larger_than_shape, 2) {
     run_parallel_schedule(p, 3000, 1);
     run_parallel_schedule(p, 10, 100);
     run_parallel_schedule(p, 1000, 1000);
     run_parallel_schedule(p, 1001, 1000);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_chunked_chunks_are_disjoint_and_cover_the_shape) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_chunked_chunks_are_disjoint_and_cover_the_shape, 2) {
     static const size_t cases[][2] = { { 10000, 64 }, { 10000, 0 }, { 1, 1 }, { 7, 3 }, { 1000, 1 } };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         chunk_ctx c;
@@ -165,12 +149,9 @@ Test(exec_bulk, pool_chunked_chunks_are_disjoint_and_cover_the_shape) {
         ex_result_destroy(&r);
         free(c.hits);
     }
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_chunked_grain_larger_than_shape_is_one_chunk) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_chunked_grain_larger_than_shape_is_one_chunk, 2) {
     chunk_ctx c;
     chunk_init(&c, 50, 0);
     ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), 50, 1000, chunk_fn, &c));
@@ -181,12 +162,9 @@ Test(exec_bulk, pool_chunked_grain_larger_than_shape_is_one_chunk) {
     chunk_expect_cover(&c);
     ex_result_destroy(&r);
     free(c.hits);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_uneven_body_uses_both_workers) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_uneven_body_uses_both_workers, 2) {
     par_ctx c;
     par_init(&c, p, 4000);
     c.body = BODY_GROWING;  /* 2us at index 0 up to ~42us at the end: ~90ms in all */
@@ -197,16 +175,13 @@ Test(exec_bulk, pool_uneven_body_uses_both_workers) {
     cr_assert_geq(popcount_u(m), 2, "only worker mask %#x ran indices of a long uneven bulk on a 2-thread pool", m);
     ex_result_destroy(&r);
     par_fini(&c);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_one_very_slow_index_does_not_hold_back_the_rest) {
+POOL_TEST(exec_bulk, pool_one_very_slow_index_does_not_hold_back_the_rest, 2) {
     /* Index 0 blocks its agent until every index outside its own chunk has
      * run: that only finishes (before the bounded wait gives up) if the
      * remaining chunks are taken dynamically by the other worker rather than
      * split up front. */
-    ex_pool *p = test_pool_new(2);
     for (size_t grain = 1; grain <= 4; grain *= 2) {
         par_ctx c;
         par_init(&c, p, 64);
@@ -223,13 +198,10 @@ Test(exec_bulk, pool_one_very_slow_index_does_not_hold_back_the_rest) {
         ex_result_destroy(&r);
         par_fini(&c);
     }
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_first_error_stops_chunks_not_yet_started) {
+POOL_TEST(exec_bulk, pool_first_error_stops_chunks_not_yet_started, 2) {
     static int payload;
-    ex_pool *p = test_pool_new(2);
     par_ctx c;
     par_init(&c, p, 100000);
     c.fail_at = 0;
@@ -246,12 +218,9 @@ Test(exec_bulk, pool_first_error_stops_chunks_not_yet_started) {
     cr_assert_lt(ran, 100000, "every index ran although index 0 failed");
     for (size_t i = 0; i < c.shape; i++) cr_assert_leq(atomic_load(&c.hits[i]), 1);
     par_fini(&c);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_error_in_a_late_index_is_the_result) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_error_in_a_late_index_is_the_result, 2) {
     par_ctx c;
     par_init(&c, p, 2000);
     c.fail_at = 1999;
@@ -260,12 +229,9 @@ Test(exec_bulk, pool_error_in_a_late_index_is_the_result) {
     expect_error(&r, EX_EUSER + 3);
     cr_assert_eq(atomic_load(&c.hits[1999]), 1);
     par_fini(&c);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_error_with_a_grain_is_the_result) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_error_with_a_grain_is_the_result, 2) {
     par_ctx c;
     par_init(&c, p, 1000);
     c.fail_at = 0;
@@ -275,12 +241,9 @@ Test(exec_bulk, pool_error_with_a_grain_is_the_result) {
     cr_assert_str_eq(r.error.msg, "grain failed");
     for (size_t i = 0; i < c.shape; i++) cr_assert_leq(atomic_load(&c.hits[i]), 1);
     par_fini(&c);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_stop_requested_before_start_completes_stopped) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_stop_requested_before_start_completes_stopped, 2) {
     /* The environment's scheduler is the pool: the bulk of just runs on it,
      * and sees the receiver's stop token already stopped. */
     par_ctx c;
@@ -311,12 +274,9 @@ Test(exec_bulk, pool_stop_requested_before_start_completes_stopped) {
     ex_operation_free(op);
     ex_sender_release(s);
     par_fini(&c);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_stop_requested_during_the_bulk_completes_stopped) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_stop_requested_during_the_bulk_completes_stopped, 2) {
     par_ctx c;
     par_init(&c, p, 100000);
     arec ar;
@@ -337,12 +297,9 @@ Test(exec_bulk, pool_stop_requested_during_the_bulk_completes_stopped) {
     ex_operation_free(op);
     ex_sender_release(s);
     par_fini(&c);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_stop_via_write_env_in_sync_wait) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_stop_via_write_env_in_sync_wait, 2) {
     ex_stop_source src;
     ex_stop_source_init(&src);
     par_ctx c;
@@ -354,12 +311,9 @@ Test(exec_bulk, pool_stop_via_write_env_in_sync_wait) {
     cr_assert_eq(r.disposition, EX_DISP_STOPPED, "disposition %d", r.disposition);
     cr_assert_lt(atomic_load(&c.calls), 50000);
     par_fini(&c);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, env_scheduler_path_runs_in_parallel) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, env_scheduler_path_runs_in_parallel, 2) {
     par_ctx c;
     par_init(&c, p, 64);
     c.body = BODY_WAIT_OTHER_WORKER;  /* index 0 waits until another worker ran an index */
@@ -380,12 +334,9 @@ Test(exec_bulk, env_scheduler_path_runs_in_parallel) {
     cr_assert_geq(a.worker, 0);
     ex_result_destroy(&r);
     par_fini(&c);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, env_scheduler_from_the_receiver_on_the_main_thread) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, env_scheduler_from_the_receiver_on_the_main_thread, 2) {
     par_ctx c;
     par_init(&c, p, 20000);
     arec ar;
@@ -407,12 +358,9 @@ Test(exec_bulk, env_scheduler_from_the_receiver_on_the_main_thread) {
     ex_operation_free(op);
     ex_sender_release(s);
     par_fini(&c);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_with_more_helpers_than_inline_allocates_them) {
-    ex_pool *p = test_pool_new(6);  /* 5 helpers > EX_BULK_INLINE_HELPERS */
+POOL_TEST(exec_bulk, pool_with_more_helpers_than_inline_allocates_them, 6) {  /* 5 helpers > EX_BULK_INLINE_HELPERS */
     par_ctx c;
     par_init(&c, p, 100000);
     ex_sender *s = ex_bulk(ex_schedule(ex_pool_scheduler(p)), 100000, par_fn, &c);
@@ -433,12 +381,9 @@ Test(exec_bulk, pool_with_more_helpers_than_inline_allocates_them) {
         par_expect_each_once(&c);
         par_fini(&c);
     }
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_helper_allocation_failure_still_completes) {
-    ex_pool *p = test_pool_new(6);
+POOL_TEST(exec_bulk, pool_helper_allocation_failure_still_completes, 6) {
     /* Count the allocations a run makes, then fail each in turn: the run
      * must still complete correctly (the helper array failing means fewer
      * helpers, never a different result). */
@@ -468,12 +413,9 @@ Test(exec_bulk, pool_helper_allocation_failure_still_completes) {
                      test_stats.in_use - base_in_use);
     }
     ex_sender_release(s);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_bulk, pool_stores_tuple_values_for_the_parallel_run) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_bulk, pool_stores_tuple_values_for_the_parallel_run, 2) {
     ex_value src[3] = { ex_int(10), ex_int(20), ex_int(12) };
     ex_value want[3] = { ex_int(10), ex_int(20), ex_int(12) };
     ex_tuple ts = { 2, 3, src }, tw = { 2, 3, want };
@@ -497,8 +439,6 @@ Test(exec_bulk, pool_stores_tuple_values_for_the_parallel_run) {
     cr_assert_geq(a.worker, 0);
     ex_result_destroy(&r);
     par_fini(&c);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
 static void oom_sweep(unsigned threads) {

@@ -4,6 +4,13 @@
 
 #include "compose/compose_fixtures.h"
 
+void run_with_pool(void (*body)(ex_pool *p), unsigned threads) {
+    ex_pool *p = test_pool_new(threads);
+    body(p);
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
 ex_operation *connect_inline(inline_run *ir, const ex_sender *s, rec *r) {
     cr_assert_leq(ex_sender_op_size(s), sizeof ir->buf);
     ex_error e = ex_connect(s, rec_receiver(r), ir->buf, sizeof ir->buf, &ir->op);

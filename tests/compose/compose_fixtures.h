@@ -14,6 +14,16 @@
 
 /* ------------------------------------------------------------- generic */
 
+/* Runs body with a pool of `threads` workers, destroys the pool (asserting
+ * EX_OK) and ends with the leak check. */
+void run_with_pool(void (*body)(ex_pool *p), unsigned threads);
+
+/* Test(suite, name) whose body (what follows) gets such a pool p. */
+#define POOL_TEST(suite, name, threads)                                   \
+    static void suite##_##name##_body(ex_pool *p);                        \
+    Test(suite, name) { run_with_pool(suite##_##name##_body, threads); }  \
+    static void suite##_##name##_body(ex_pool *p)
+
 /* Storage for an operation connected on this thread (ex_connect). */
 typedef struct inline_run {
     _Alignas(max_align_t) unsigned char buf[1024];

@@ -67,8 +67,7 @@ Test(exec_split, child_runs_once_for_a_when_all_of_three_consumers_and_later_syn
     expect_no_leaks();
 }
 
-Test(exec_split, child_on_a_pool_runs_once_for_a_when_all_of_consumers) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_split, child_on_a_pool_runs_once_for_a_when_all_of_consumers, 2) {
     call_counter c;
     ex_sender *sp = ex_split(counted_seven_on(&c, ex_pool_scheduler(p)));
     ex_result r = ex_sync_wait(ex_when_all(ex_sender_retain(sp), ex_sender_retain(sp), ex_sender_retain(sp)));
@@ -78,14 +77,11 @@ Test(exec_split, child_on_a_pool_runs_once_for_a_when_all_of_consumers) {
     r = ex_sync_wait(sp);
     expect_value_int(&r, 7);
     cr_assert_eq(atomic_load(&c.calls), 1);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
 /* ------------------------------------------ consumers before and after */
 
-Test(exec_split, consumers_arriving_while_the_child_runs_complete_where_it_completes) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_split, consumers_arriving_while_the_child_runs_complete_where_it_completes, 2) {
     work_gate g;
     work_gate_init(&g, NULL, 7);
     ex_sender *sp = ex_split(work_gated(&g, ex_pool_scheduler(p)));
@@ -127,8 +123,6 @@ Test(exec_split, consumers_arriving_while_the_child_runs_complete_where_it_compl
     ex_operation_free(lop);
     for (int i = 0; i < N; i++) ex_operation_free(op[i]);
     ex_sender_release(sp);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
 typedef struct late_ctx {
@@ -227,8 +221,7 @@ static ex_error fail_on_thread(void *ctx, const ex_value *in, size_t n, ex_value
     return ex_err(EX_EUSER + 6, "failed on the pool");
 }
 
-Test(exec_split, asynchronous_error_reaches_every_waiting_consumer) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_split, asynchronous_error_reaches_every_waiting_consumer, 2) {
     atomic_int calls;
     atomic_init(&calls, 0);
     ex_sender *sp = ex_split(ex_then(ex_schedule(ex_pool_scheduler(p)), fail_on_thread, &calls, EX_SIG0, EX_SIG0));
@@ -249,8 +242,6 @@ Test(exec_split, asynchronous_error_reaches_every_waiting_consumer) {
     cr_assert_eq(atomic_load(&calls), 1);
     for (int i = 0; i < N; i++) ex_operation_free(op[i]);
     ex_sender_release(sp);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
 Test(exec_split, stopped_reaches_every_consumer) {

@@ -12,8 +12,7 @@
 
 /* ------------------------------------------------------------- stop tokens */
 
-Test(exec_split, stop_from_one_consumer_stops_the_shared_work_for_all) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_split, stop_from_one_consumer_stops_the_shared_work_for_all, 2) {
     spin_ctx sc;
     spin_init(&sc);
     ex_sender *sp = ex_split(spinner(ex_pool_scheduler(p), &sc));
@@ -44,8 +43,6 @@ Test(exec_split, stop_from_one_consumer_stops_the_shared_work_for_all) {
     cr_assert_eq(r.disposition, EX_DISP_STOPPED);
     for (int i = 0; i < N; i++) ex_operation_free(op[i]);
     ex_sender_release(sp);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
 Test(exec_split, consumer_token_stopped_before_start_stops_the_shared_work) {
@@ -71,10 +68,9 @@ Test(exec_split, consumer_token_stopped_before_start_stops_the_shared_work) {
     expect_no_leaks();
 }
 
-Test(exec_split, consumer_token_stopped_before_start_stops_a_waiting_sibling) {
+POOL_TEST(exec_split, consumer_token_stopped_before_start_stops_a_waiting_sibling, 2) {
     /* Consumer 1 is waiting for shared work that is running; consumer 2
      * starts with its token already stopped: the work sees the stop. */
-    ex_pool *p = test_pool_new(2);
     spin_ctx sc;
     spin_init(&sc);
     ex_sender *sp = ex_split(spinner(ex_pool_scheduler(p), &sc));
@@ -97,8 +93,6 @@ Test(exec_split, consumer_token_stopped_before_start_stops_a_waiting_sibling) {
     ex_operation_free(o1);
     ex_operation_free(o2);
     ex_sender_release(sp);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
 Test(exec_split, stop_request_after_completion_changes_nothing) {

@@ -203,8 +203,7 @@ Test(exec_split, child_that_cannot_connect_to_split_env_is_invalid) {
     expect_no_leaks();
 }
 
-Test(exec_split, stop_from_one_consumer_racing_with_completion_gives_every_consumer_the_same_result) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_split, stop_from_one_consumer_racing_with_completion_gives_every_consumer_the_same_result, 2) {
     enum { N = 3 };
     int values = 0;
     for (int it = 0; it < 300; it++) {
@@ -234,8 +233,6 @@ Test(exec_split, stop_from_one_consumer_racing_with_completion_gives_every_consu
         ex_stop_source_request_stop(&a[0].r.stop);
     }
     cr_assert_geq(values, 1, "the iterations without a stop request complete with values");
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
 /* ---------------------------------------------------------- ref counting */
@@ -275,11 +272,10 @@ Test(exec_split, releasing_the_sender_while_consumers_are_connected_is_safe) {
     expect_no_leaks();
 }
 
-Test(exec_split, releasing_everything_but_a_running_consumer) {
+POOL_TEST(exec_split, releasing_everything_but_a_running_consumer, 2) {
     /* The only reference left is the running consumer's; it is destroyed
      * right after it completes, on this thread, while the child's thread
      * may still be unwinding. */
-    ex_pool *p = test_pool_new(2);
     for (int i = 0; i < 200; i++) {
         call_counter c;
         ex_sender *sp = ex_split(counted_seven_on(&c, ex_pool_scheduler(p)));
@@ -294,8 +290,6 @@ Test(exec_split, releasing_everything_but_a_running_consumer) {
         cr_assert_eq(a.r.v[0].as.i, 7);
         ex_operation_free(op);
     }
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
 Test(exec_split, consumer_connected_but_never_started_then_destroyed) {
@@ -331,8 +325,7 @@ Test(exec_split, sender_released_without_any_consumer) {
 
 /* ---------------------------------------------------------------- races */
 
-Test(exec_split, consumers_racing_with_completion_on_a_pool) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_split, consumers_racing_with_completion_on_a_pool, 2) {
     enum { N = 4 };
     for (int it = 0; it < 300; it++) {
         call_counter c;
@@ -354,12 +347,9 @@ Test(exec_split, consumers_racing_with_completion_on_a_pool) {
         cr_assert_eq(atomic_load(&c.calls), 1, "iteration %d", it);
         for (int i = 0; i < N; i++) ex_operation_free(op[i]);
     }
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_split, consumers_started_concurrently_on_pool_workers) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_split, consumers_started_concurrently_on_pool_workers, 2) {
     ex_scheduler sch = ex_pool_scheduler(p);
     tuple_src ts;
     for (int it = 0; it < 200; it++) {
@@ -379,8 +369,6 @@ Test(exec_split, consumers_started_concurrently_on_pool_workers) {
         ex_result_destroy(&r);
         cr_assert_eq(ts.calls, 1, "iteration %d", it);
     }
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
 

@@ -120,8 +120,7 @@ static ex_error make_str_b(void *ctx, const ex_value *in, size_t n, ex_value *ou
     return ex_ok();
 }
 
-Test(exec_when_all, on_a_two_thread_pool_1000_times) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_when_all, on_a_two_thread_pool_1000_times, 2) {
     ex_scheduler sch = ex_pool_scheduler(p);
     for (int i = 0; i < 1000; i++) {
         ex_sender *s = ex_when_all(ex_then(ex_continues_on(ex_just(ex_int(i)), sch), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
@@ -138,12 +137,9 @@ Test(exec_when_all, on_a_two_thread_pool_1000_times) {
         cr_assert_eq(r.values[4].as.i, 7, "iteration %d", i);
         ex_result_destroy(&r);
     }
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_when_all, nested_when_alls_on_a_pool) {
-    ex_pool *p = test_pool_new(2);
+POOL_TEST(exec_when_all, nested_when_alls_on_a_pool, 2) {
     ex_scheduler sch = ex_pool_scheduler(p);
     for (int i = 0; i < 200; i++) {
         ex_sender *inner1 = ex_when_all(ex_continues_on(ex_just(ex_int(1)), sch), ex_continues_on(ex_just(ex_int(2)), sch));
@@ -154,7 +150,5 @@ Test(exec_when_all, nested_when_alls_on_a_pool) {
         for (int k = 0; k < 4; k++) cr_assert_eq(r.values[k].as.i, k + 1, "iteration %d", i);
         ex_result_destroy(&r);
     }
-    test_pool_free(p);
-    expect_no_leaks();
 }
 

@@ -83,8 +83,7 @@ Test(exec_when_all, an_error_wins_over_stopped_in_either_order) {
     expect_no_leaks();
 }
 
-Test(exec_when_all, first_error_wins_and_running_siblings_get_a_stop_request) {
-    ex_pool *p = test_pool_new(3);
+POOL_TEST(exec_when_all, first_error_wins_and_running_siblings_get_a_stop_request, 3) {
     ex_scheduler sch = ex_pool_scheduler(p);
     spin_ctx sc;
     spin_init(&sc);
@@ -100,12 +99,9 @@ Test(exec_when_all, first_error_wins_and_running_siblings_get_a_stop_request) {
     expect_error(&r, EX_EUSER + 1);
     cr_assert_str_eq(r.error.msg, "first error");
     cr_assert_eq(r.error.data, &first_payload);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_when_all, stopped_child_stops_running_siblings) {
-    ex_pool *p = test_pool_new(3);
+POOL_TEST(exec_when_all, stopped_child_stops_running_siblings, 3) {
     ex_scheduler sch = ex_pool_scheduler(p);
     spin_ctx sc;
     spin_init(&sc);
@@ -116,14 +112,11 @@ Test(exec_when_all, stopped_child_stops_running_siblings) {
     cr_assert_eq(atomic_load(&sc.timed_out), 0, "the running siblings got no stop request after set_stopped");
     cr_assert_eq(atomic_load(&sc.saw_stop), 2);
     cr_assert_eq(r.disposition, EX_DISP_STOPPED, "disposition %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_when_all, error_after_a_stopped_child_still_wins) {
+POOL_TEST(exec_when_all, error_after_a_stopped_child_still_wins, 2) {
     /* A sibling stops first; a spinner then fails after seeing the stop:
      * the error replaces the stopped disposition. */
-    ex_pool *p = test_pool_new(2);
     ex_scheduler sch = ex_pool_scheduler(p);
     spin_ctx sc;
     spin_init(&sc);
@@ -134,8 +127,6 @@ Test(exec_when_all, error_after_a_stopped_child_still_wins) {
     cr_assert_eq(atomic_load(&sc.timed_out), 0, "the spinner got no stop request");
     cr_assert_eq(atomic_load(&sc.saw_stop), 1);
     expect_error(&r, EX_EUSER + 2);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
 /* ------------------------------------------------------------- stop tokens */
@@ -203,10 +194,9 @@ Test(exec_when_all, stop_requested_from_outside_while_running_completes_stopped)
     expect_no_leaks();
 }
 
-Test(exec_when_all, stop_request_ignored_by_the_children_still_gives_their_values) {
+POOL_TEST(exec_when_all, stop_request_ignored_by_the_children_still_gives_their_values, 2) {
     /* [exec.when.all]: complete() looks only at the disposition, which only
      * the children's completions change. */
-    ex_pool *p = test_pool_new(2);
     ex_scheduler sch = ex_pool_scheduler(p);
     work_gate g;
     work_gate_init(&g, p, 3);
@@ -226,15 +216,12 @@ Test(exec_when_all, stop_request_ignored_by_the_children_still_gives_their_value
     cr_assert_eq(a.r.v[1].as.i, 4);
     ex_operation_free(op);
     ex_sender_release(s);
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
-Test(exec_when_all, stop_racing_with_completion_on_a_pool) {
+POOL_TEST(exec_when_all, stop_racing_with_completion_on_a_pool, 2) {
     /* The stop request arrives at any point while the children run: the
      * result is either the values or stopped, exactly once, and the stop
      * callback on the receiver's token is gone before the completion. */
-    ex_pool *p = test_pool_new(2);
     ex_scheduler sch = ex_pool_scheduler(p);
     int values = 0, stops = 0;
     for (int i = 0; i < 500; i++) {
@@ -265,8 +252,6 @@ Test(exec_when_all, stop_racing_with_completion_on_a_pool) {
     }
     cr_assert_geq(values, 1, "the iterations without a stop request complete with values");
     (void)stops;
-    test_pool_free(p);
-    expect_no_leaks();
 }
 
 static const ex_key user_key = { "test.when_all.user_key", true };
