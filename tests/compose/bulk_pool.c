@@ -52,6 +52,13 @@ static ex_sender *then_after(ex_sender *s, after *a) {
     return ex_then(s, after_fn, a, EX_SIG_VARIADIC, EX_SIG(EX_T_INT));
 }
 
+/* The then after the bulk ran on a pool worker with the one int v. */
+static void expect_after_int(const after *a, int64_t v) {
+    cr_assert_eq(a->n, 1);
+    cr_assert_eq(a->v[0].as.i, v);
+    cr_assert_geq(a->worker, 0, "the bulk did not complete on a pool worker");
+}
+
 /* ============================================================== on a pool */
 
 static void run_parallel_schedule(ex_pool *p, size_t shape, size_t grain) {
@@ -94,9 +101,7 @@ POOL_TEST(exec_bulk, pool_shape_zero_completes_with_the_values, 2) {
         ex_bulk(ex_continues_on(ex_just(ex_int(11)), ex_pool_scheduler(p)), 0, par_fn, &c), &a));
     expect_value_result(&r);
     cr_assert_eq(atomic_load(&c.calls), 0);
-    cr_assert_eq(a.n, 1);
-    cr_assert_eq(a.v[0].as.i, 11);
-    cr_assert_geq(a.worker, 0);
+    expect_after_int(&a, 11);
     ex_result_destroy(&r);
     par_fini(&c);
 }
@@ -329,9 +334,7 @@ POOL_TEST(exec_bulk, env_scheduler_path_runs_in_parallel, 2) {
     par_expect_each_once(&c);
     cr_assert_geq(popcount_u(atomic_load(&c.workers)), 2);
     cr_assert_eq(atomic_load(&c.bad_values), 0);
-    cr_assert_eq(a.n, 1);
-    cr_assert_eq(a.v[0].as.i, 3);
-    cr_assert_geq(a.worker, 0);
+    expect_after_int(&a, 3);
     ex_result_destroy(&r);
     par_fini(&c);
 }

@@ -43,6 +43,14 @@ ex_error count_seven(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     return ex_ok();
 }
 
+void connect_consumers(const ex_sender *s, trec *a, ex_operation **op, int n) {
+    for (int i = 0; i < n; i++) {
+        trec_init(&a[i]);
+        ex_error e = ex_connect_alloc(s, trec_receiver(&a[i]), &op[i]);
+        cr_assert_eq(e.code, 0, "consumer %d: ex_connect_alloc: %s", i, e.msg ? e.msg : "");
+    }
+}
+
 ex_sender *counted_int(call_counter *c, int64_t v) {
     memset(c, 0, sizeof *c);
     return ex_then(ex_just(ex_int(v)), count_pass, c, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));

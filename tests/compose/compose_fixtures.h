@@ -124,6 +124,8 @@ ex_error count_seven(void *ctx, const ex_value *in, size_t n, ex_value *out);
 /* then(just(int v), count_pass, c) and then(schedule(sch), count_seven, c),
  * with c zeroed. */
 ex_sender *counted_int(call_counter *c, int64_t v);
+/* Initialises a[0..n) and connects s to each (heap storage) into op[]. */
+void connect_consumers(const ex_sender *s, trec *a, ex_operation **op, int n);
 ex_sender *counted_seven_on(call_counter *c, ex_scheduler sch);
 /* ex_then function: int in -> int in + 1. */
 ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out);

@@ -15,6 +15,15 @@
 
 /* =========================================================== spawn_future */
 
+/* spawn_future(stop_waiter(st)) into s, once its work runs. */
+static ex_sender *running_stop_waiter_future(stopper *st, ex_pool *p, any_scope *s) {
+    stopper_init(st, p);
+    ex_sender *f = ex_spawn_future(stop_waiter(st), sc_token(s));
+    cr_assert_eq(ex_sender_status(f).code, 0);
+    EXPECT_INT_REACHES(&st->started, 1);
+    return f;
+}
+
 SCOPE_TEST(future_of_completed_work_completes_inline_with_its_value, 0) {
     ex_sender *f = ex_spawn_future(ex_just(ex_int(42), ex_str("answer")), sc_token(s));
     cr_assert_eq(ex_sender_status(f).code, 0);
@@ -115,10 +124,7 @@ COUNTING_SCOPE_TEST(future_connected_twice_is_einval, 0) {
 
 SCOPE_TEST(releasing_the_future_without_starting_it_stops_the_work, 2) {
     stopper st;
-    stopper_init(&st, p);
-    ex_sender *f = ex_spawn_future(stop_waiter(&st), sc_token(s));
-    cr_assert_eq(ex_sender_status(f).code, 0);
-    EXPECT_INT_REACHES(&st.started, 1);
+    ex_sender *f = running_stop_waiter_future(&st, p, s);
     ex_sender_release(f);
     EXPECT_INT_REACHES(&st.finished, 1);
     cr_assert_eq(atomic_load(&st.no_token), 0, "the future's work has a stop token");
@@ -129,9 +135,7 @@ SCOPE_TEST(releasing_the_future_without_starting_it_stops_the_work, 2) {
 
 SIMPLE_SCOPE_TEST(future_connected_but_never_started_stops_the_work, 2) {
     stopper st;
-    stopper_init(&st, p);
-    ex_sender *f = ex_spawn_future(stop_waiter(&st), sc_token(s));
-    EXPECT_INT_REACHES(&st.started, 1);
+    ex_sender *f = running_stop_waiter_future(&st, p, s);
     rec rc;
     rec_init(&rc);
     inline_run buf;
@@ -147,9 +151,7 @@ SIMPLE_SCOPE_TEST(future_connected_but_never_started_stops_the_work, 2) {
 SCOPE_TEST(stop_on_the_future_consumer_stops_the_work, 2) {
     bool before = s->counting;
     stopper st;
-    stopper_init(&st, p);
-    ex_sender *f = ex_spawn_future(stop_waiter(&st), sc_token(s));
-    EXPECT_INT_REACHES(&st.started, 1);
+    ex_sender *f = running_stop_waiter_future(&st, p, s);
     arec fr;
     arec_init(&fr, p);
     arec_with_stop(&fr);
@@ -173,9 +175,7 @@ SCOPE_TEST(stop_on_the_future_consumer_stops_the_work, 2) {
 
 COUNTING_SCOPE_TEST(counting_scope_request_stop_reaches_future_work, 2) {
     stopper st;
-    stopper_init(&st, p);
-    ex_sender *f = ex_spawn_future(stop_waiter(&st), sc_token(s));
-    EXPECT_INT_REACHES(&st.started, 1);
+    ex_sender *f = running_stop_waiter_future(&st, p, s);
     arec fr;
     arec_init(&fr, p);
     ex_operation *op = arec_run_start(f, &fr);

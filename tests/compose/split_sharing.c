@@ -88,10 +88,7 @@ POOL_TEST(exec_split, consumers_arriving_while_the_child_runs_complete_where_it_
     enum { N = 4 };
     trec a[N];
     ex_operation *op[N];
-    for (int i = 0; i < N; i++) {
-        trec_init(&a[i]);
-        cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a[i]), &op[i]).code, 0);
-    }
+    connect_consumers(sp, a, op, N);
     ex_start(op[0]);
     work_gate_wait_entered(&g, 1);
     for (int i = 1; i < N; i++) ex_start(op[i]);
@@ -228,10 +225,7 @@ POOL_TEST(exec_split, asynchronous_error_reaches_every_waiting_consumer, 2) {
     enum { N = 3 };
     trec a[N];
     ex_operation *op[N];
-    for (int i = 0; i < N; i++) {
-        trec_init(&a[i]);
-        cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a[i]), &op[i]).code, 0);
-    }
+    connect_consumers(sp, a, op, N);
     for (int i = 0; i < N; i++) ex_start(op[i]);
     for (int i = 0; i < N; i++) {
         trec_wait_done(&a[i]);

@@ -19,10 +19,7 @@ POOL_TEST(exec_split, stop_from_one_consumer_stops_the_shared_work_for_all, 2) {
     enum { N = 3 };
     trec a[N];
     ex_operation *op[N];
-    for (int i = 0; i < N; i++) {
-        trec_init(&a[i]);
-        cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a[i]), &op[i]).code, 0);
-    }
+    connect_consumers(sp, a, op, N);
     rec_with_stop(&a[1].r); /* only the second consumer has a stop token */
     for (int i = 0; i < N; i++) ex_start(op[i]);
     cr_assert_geq(wait_int_reaches(&sc.entered, 1), 1, "the shared work did not start");

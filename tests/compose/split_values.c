@@ -212,10 +212,7 @@ POOL_TEST(exec_split, stop_from_one_consumer_racing_with_completion_gives_every_
         ex_sender *sp = ex_split(ex_then(ex_continues_on(ex_just(), ex_pool_scheduler(p)), count_seven, &c, EX_SIG0, EX_SIG(EX_T_INT)));
         trec a[N];
         ex_operation *op[N];
-        for (int i = 0; i < N; i++) {
-            trec_init(&a[i]);
-            cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a[i]), &op[i]).code, 0);
-        }
+        connect_consumers(sp, a, op, N);
         rec_with_stop(&a[0].r);
         ex_sender_release(sp);
         for (int i = 0; i < N; i++) ex_start(op[i]);
@@ -332,10 +329,7 @@ POOL_TEST(exec_split, consumers_racing_with_completion_on_a_pool, 2) {
         ex_sender *sp = ex_split(counted_seven_on(&c, ex_pool_scheduler(p)));
         trec a[N];
         ex_operation *op[N];
-        for (int i = 0; i < N; i++) {
-            trec_init(&a[i]);
-            cr_assert_eq(ex_connect_alloc(sp, trec_receiver(&a[i]), &op[i]).code, 0);
-        }
+        connect_consumers(sp, a, op, N);
         ex_sender_release(sp);
         for (int i = 0; i < N; i++) ex_start(op[i]); /* the child may complete at any point in here */
         for (int i = 0; i < N; i++) {
