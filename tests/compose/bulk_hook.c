@@ -153,13 +153,10 @@ POOL_TEST(exec_bulk, completion_scheduler_wins_over_the_environment, 2) {
     arec_init(&ar, p);
     arec_with_scheduler(&ar, ex_pool_scheduler(p));
     ex_sender *s = ex_bulk(ex_schedule(rev_sched(&res)), 10, seq_fn, &c);
-    ex_operation *op = arec_run_start(s, &ar);
-    arec_wait_done(&ar);
+    arec_run_to_end(s, &ar);
     cr_assert_eq(atomic_load(&ar.values), 1);
     cr_assert_eq(atomic_load(&res.bulk_calls), 1);
     expect_reversed_halves(&c, 10);
-    ex_operation_free(op);
-    ex_sender_release(s);
 
     /* Child completes on the pool; the environment names the custom one. */
     par_ctx pc;
@@ -168,13 +165,10 @@ POOL_TEST(exec_bulk, completion_scheduler_wins_over_the_environment, 2) {
     arec_init(&ar2, p);
     arec_with_scheduler(&ar2, rev_sched(&res));
     s = ex_bulk(ex_schedule(ex_pool_scheduler(p)), 1000, par_fn, &pc);
-    op = arec_run_start(s, &ar2);
-    arec_wait_done(&ar2);
+    arec_run_to_end(s, &ar2);
     cr_assert_eq(atomic_load(&ar2.values), 1);
     cr_assert_eq(atomic_load(&res.bulk_calls), 1, "the custom hook ran although the child completes on the pool");
     par_expect_each_once(&pc);
     cr_assert_eq(atomic_load(&pc.off_pool), 0);
-    ex_operation_free(op);
-    ex_sender_release(s);
     par_fini(&pc);
 }

@@ -259,12 +259,9 @@ POOL_TEST(exec_bulk, pool_stop_requested_before_start_completes_stopped, 2) {
     arec_with_scheduler(&ar, ex_pool_scheduler(p));
     ex_stop_source_request_stop(&ar.stop);
     ex_sender *s = ex_bulk(ex_just(ex_int(1)), 1000, par_fn, &c);
-    ex_operation *op = arec_run_start(s, &ar);
-    arec_wait_done(&ar);
+    arec_run_to_end(s, &ar);
     cr_assert_eq(atomic_load(&ar.stops), 1, "values %d errors %d", atomic_load(&ar.values), atomic_load(&ar.errors));
     cr_assert_eq(atomic_load(&c.calls), 0, "no index may run once stop was requested");
-    ex_operation_free(op);
-    ex_sender_release(s);
 
     /* Child scheduled on the pool with stop already requested. */
     arec ar2;
@@ -272,12 +269,9 @@ POOL_TEST(exec_bulk, pool_stop_requested_before_start_completes_stopped, 2) {
     arec_with_stop(&ar2);
     ex_stop_source_request_stop(&ar2.stop);
     s = ex_bulk(ex_schedule(ex_pool_scheduler(p)), 1000, par_fn, &c);
-    op = arec_run_start(s, &ar2);
-    arec_wait_done(&ar2);
+    arec_run_to_end(s, &ar2);
     cr_assert_eq(atomic_load(&ar2.stops), 1);
     cr_assert_eq(atomic_load(&c.calls), 0);
-    ex_operation_free(op);
-    ex_sender_release(s);
     par_fini(&c);
 }
 
@@ -290,8 +284,7 @@ POOL_TEST(exec_bulk, pool_stop_requested_during_the_bulk_completes_stopped, 2) {
     c.stop_at = 10;
     c.stop = &ar.stop;
     ex_sender *s = ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), 100000, 1, par_fn, &c);
-    ex_operation *op = arec_run_start(s, &ar);
-    arec_wait_done(&ar);
+    arec_run_to_end(s, &ar);
     cr_assert_eq(atomic_load(&ar.stops), 1, "expected set_stopped: values %d errors %d", atomic_load(&ar.values),
                  atomic_load(&ar.errors));
     cr_assert_geq(ar.worker, 0, "completes on a worker");
@@ -299,8 +292,6 @@ POOL_TEST(exec_bulk, pool_stop_requested_during_the_bulk_completes_stopped, 2) {
     cr_assert_geq(ran, 1);
     cr_assert_eq(atomic_load(&c.hits[10]), 1);
     cr_assert_lt(ran, 100000, "every index ran although stop was requested at index 10");
-    ex_operation_free(op);
-    ex_sender_release(s);
     par_fini(&c);
 }
 

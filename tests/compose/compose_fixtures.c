@@ -11,6 +11,13 @@ void run_with_pool(void (*body)(ex_pool *p), unsigned threads) {
     expect_no_leaks();
 }
 
+void arec_run_to_end(ex_sender *s, arec *r) {
+    ex_operation *op = arec_run_start(s, r);
+    arec_wait_done(r);
+    ex_operation_free(op);
+    ex_sender_release(s);
+}
+
 ex_operation *connect_inline(inline_run *ir, const ex_sender *s, rec *r) {
     cr_assert_leq(ex_sender_op_size(s), sizeof ir->buf);
     ex_error e = ex_connect(s, rec_receiver(r), ir->buf, sizeof ir->buf, &ir->op);

@@ -24,6 +24,10 @@ void run_with_pool(void (*body)(ex_pool *p), unsigned threads);
     Test(suite, name) { run_with_pool(suite##_##name##_body, threads); }  \
     static void suite##_##name##_body(ex_pool *p)
 
+/* Connects s to r (heap storage), starts it, waits for its one completion,
+ * frees the operation and releases s. */
+void arec_run_to_end(ex_sender *s, arec *r);
+
 /* Storage for an operation connected on this thread (ex_connect). */
 typedef struct inline_run {
     _Alignas(max_align_t) unsigned char buf[1024];
