@@ -38,13 +38,19 @@ ex_error seq_fn(void *ctx, size_t i, const ex_value *v, size_t n) {
 
 
 
+/* A zeroed counter per index (freed by the caller). */
+static atomic_int *new_hits(size_t shape) {
+    atomic_int *hits = calloc(shape ? shape : 1, sizeof *hits);
+    cr_assert_not_null(hits);
+    for (size_t i = 0; i < shape; i++) atomic_init(&hits[i], 0);
+    return hits;
+}
+
 void par_init(par_ctx *c, ex_pool *p, size_t shape) {
     memset(c, 0, sizeof *c);
     c->pool = p;
     c->shape = shape;
-    c->hits = calloc(shape ? shape : 1, sizeof *c->hits);
-    cr_assert_not_null(c->hits);
-    for (size_t i = 0; i < shape; i++) atomic_init(&c->hits[i], 0);
+    c->hits = new_hits(shape);
     c->fail_at = SIZE_MAX;
     c->stop_at = SIZE_MAX;
 }
@@ -137,9 +143,7 @@ void chunk_init(chunk_ctx *c, size_t shape, size_t grain) {
     memset(c, 0, sizeof *c);
     c->shape = shape;
     c->grain = grain;
-    c->hits = calloc(shape ? shape : 1, sizeof *c->hits);
-    cr_assert_not_null(c->hits);
-    for (size_t i = 0; i < shape; i++) atomic_init(&c->hits[i], 0);
+    c->hits = new_hits(shape);
 }
 
 ex_error chunk_fn(void *ctx, size_t begin, size_t end, const ex_value *v, size_t n) {

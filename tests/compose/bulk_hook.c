@@ -67,11 +67,16 @@ static void expect_reversed_halves(const seq_ctx *c, size_t shape) {
     for (size_t i = 0; i < half; i++, k++) cr_assert_eq(c->order[k], i, "call %zu: index %zu", k, c->order[k]);
 }
 
+/* A fresh resource and a recording body for it. */
+static void hook_init(rev_res *res, seq_ctx *c) {
+    memset(res, 0, sizeof *res);
+    seq_init(c);
+}
+
 Test(exec_bulk, custom_bulk_hook_of_the_completion_scheduler_is_used) {
     rev_res res;
-    memset(&res, 0, sizeof res);
     seq_ctx c;
-    seq_init(&c);
+    hook_init(&res, &c);
     rec rc;
     rec_init(&rc);
     inline_run ir;
@@ -90,9 +95,8 @@ Test(exec_bulk, custom_bulk_hook_of_the_completion_scheduler_is_used) {
 
 Test(exec_bulk, custom_bulk_hook_with_values_from_continues_on) {
     rev_res res;
-    memset(&res, 0, sizeof res);
     seq_ctx c;
-    seq_init(&c);
+    hook_init(&res, &c);
     ex_result r = ex_sync_wait(ex_bulk(ex_continues_on(ex_just(ex_int(21), ex_str("y")), rev_sched(&res)), 8, seq_fn, &c));
     expect_value_result(&r);
     cr_assert_eq(r.n, 2);
@@ -110,9 +114,8 @@ Test(exec_bulk, custom_bulk_hook_with_values_from_continues_on) {
 
 Test(exec_bulk, custom_bulk_hook_error_skips_the_rest) {
     rev_res res;
-    memset(&res, 0, sizeof res);
     seq_ctx c;
-    seq_init(&c);
+    hook_init(&res, &c);
     c.fail_at = 7;  /* in the upper half, which runs first */
     c.fail_err = ex_err(EX_EUSER + 7, "seven");
     ex_result r = ex_sync_wait(ex_bulk(ex_schedule(rev_sched(&res)), 10, seq_fn, &c));
@@ -125,9 +128,8 @@ Test(exec_bulk, custom_bulk_hook_error_skips_the_rest) {
 
 Test(exec_bulk, custom_bulk_hook_from_the_environment) {
     rev_res res;
-    memset(&res, 0, sizeof res);
     seq_ctx c;
-    seq_init(&c);
+    hook_init(&res, &c);
     rec rc;
     rec_init(&rc);
     rec_with_scheduler(&rc, rev_sched(&res));
@@ -145,9 +147,8 @@ Test(exec_bulk, custom_bulk_hook_from_the_environment) {
 
 POOL_TEST(exec_bulk, completion_scheduler_wins_over_the_environment, 2) {
     rev_res res;
-    memset(&res, 0, sizeof res);
     seq_ctx c;
-    seq_init(&c);
+    hook_init(&res, &c);
     /* Child completes on the custom resource; the environment names the pool. */
     arec ar;
     arec_init(&ar, p);

@@ -131,13 +131,18 @@ POOL_TEST(exec_when_all, error_after_a_stopped_child_still_wins, 2) {
 
 /* ------------------------------------------------------------- stop tokens */
 
+/* A rec whose stop token is stopped already. */
+static void rec_init_stopped(rec *r) {
+    rec_init(r);
+    rec_with_stop(r);
+    ex_stop_source_request_stop(&r->stop);
+}
+
 Test(exec_when_all, stop_requested_before_start_starts_no_child) {
     call_counter calls;
     memset(&calls, 0, sizeof calls);
     rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc);
-    ex_stop_source_request_stop(&rc.stop);
+    rec_init_stopped(&rc);
     ex_sender *s = ex_when_all(ex_then(ex_just(ex_int(1)), count_pass, &calls, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
                                ex_then(ex_just(), count_pass, &calls, EX_SIG0, EX_SIG0));
     ex_operation *op = run_start(s, &rc);
@@ -154,9 +159,7 @@ Test(exec_when_all, stop_requested_before_start_on_a_pool_starts_no_child) {
     call_counter calls;
     memset(&calls, 0, sizeof calls);
     rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc);
-    ex_stop_source_request_stop(&rc.stop);
+    rec_init_stopped(&rc);
     ex_scheduler sch = ex_pool_scheduler(p);
     ex_sender *s = ex_when_all(ex_then(ex_schedule(sch), count_pass, &calls, EX_SIG0, EX_SIG0),
                                ex_then(ex_schedule(sch), count_pass, &calls, EX_SIG0, EX_SIG0));
