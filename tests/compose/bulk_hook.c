@@ -1,6 +1,5 @@
 /* [exec.bulk] through a resource's own bulk hook: the completion
  * scheduler's hook is used, before the environment's scheduler. */
-#include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,22 +15,6 @@ typedef struct rev_res {
     size_t last_shape, last_grain;
 } rev_res;
 
-typedef struct rev_op {
-    ex_operation base;
-    ex_receiver r;
-} rev_op;
-
-static void rev_start(ex_operation *op) { ex_set_value(((rev_op *)op)->r, NULL, 0); }
-static const ex_operation_vtable rev_op_vt = { rev_start, NULL };
-
-static ex_error rev_connect(void *self, ex_receiver r, void *storage) {
-    (void)self;
-    rev_op *o = storage;
-    o->base.vt = &rev_op_vt;
-    o->r = r;
-    return ex_ok();
-}
-
 static void rev_bulk(void *self, ex_bulk_job *job) {
     rev_res *res = self;
     atomic_fetch_add(&res->bulk_calls, 1);
@@ -42,21 +25,16 @@ static void rev_bulk(void *self, ex_bulk_job *job) {
     ex_bulk_job_done(job);
 }
 
-static const ex_scheduler_vtable rev_vt = {
-    .name = "reverse_halves",
-    .schedule_op_size = sizeof(rev_op),
-    .schedule_op_align = alignof(rev_op),
-    .schedule_flags = 0,
-    .connect_schedule = rev_connect,
-    .progress = EX_PROGRESS_WEAKLY_PARALLEL,
-    .equal = NULL,
-    .post = NULL,
-    .dispatch = NULL,
-    .bulk = rev_bulk,
-};
-
+/* Schedules as the inline scheduler does (its vtable, copied once per test
+ * process) and has its own bulk hook. */
 static ex_scheduler rev_sched(rev_res *r) {
-    ex_scheduler s = { &rev_vt, r };
+    static ex_scheduler_vtable vt;
+    if (!vt.bulk) {
+        vt = *ex_inline_scheduler().vt;
+        vt.name = "reverse_halves";
+        vt.bulk = rev_bulk;
+    }
+    ex_scheduler s = { &vt, r };
     return s;
 }
 
