@@ -18,6 +18,26 @@ void arec_run_to_end(ex_sender *s, arec *r) {
     ex_sender_release(s);
 }
 
+void expect_result_values(const ex_result *r, const ex_value *want, size_t n) {
+    cr_assert_eq(r->disposition, EX_DISP_VALUE, "disposition %d (%s)", r->disposition,
+                 r->error.msg ? r->error.msg : "");
+    cr_assert_eq(r->n, n);
+    for (size_t i = 0; i < n; i++) {
+        const ex_value *got = &r->values[i];
+        bool same = got->type == EX_T_STR && want[i].type == EX_T_STR ? strcmp(got->as.s, want[i].as.s) == 0
+                                                                    : ex_value_equal(got, &want[i]);
+        cr_assert(same, "value %zu differs (type %d, want type %d)", i, (int)got->type, (int)want[i].type);
+    }
+}
+
+void expect_one_value_sig(const ex_sender *s, size_t arity, const ex_type *types) {
+    const ex_sigs *sg = ex_sender_sigs(s);
+    cr_assert_eq(sg->nvalues, 1, "%zu value signatures", (size_t)sg->nvalues);
+    cr_assert_eq(sg->values[0].arity, arity);
+    for (size_t i = 0; types && i < arity; i++)
+        cr_assert_eq(sg->values[0].types[i], types[i], "type %zu: %d, want %d", i, (int)sg->values[0].types[i], (int)types[i]);
+}
+
 ex_operation *connect_inline(inline_run *ir, const ex_sender *s, rec *r) {
     cr_assert_leq(ex_sender_op_size(s), sizeof ir->buf);
     ex_error e = ex_connect(s, rec_receiver(r), ir->buf, sizeof ir->buf, &ir->op);

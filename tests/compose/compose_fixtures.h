@@ -28,6 +28,14 @@ void run_with_pool(void (*body)(ex_pool *p), unsigned threads);
  * frees the operation and releases s. */
 void arec_run_to_end(ex_sender *s, arec *r);
 
+/* Asserts r is a value completion with exactly want[0..n): the same types
+ * and contents (strings compared as strings). */
+void expect_result_values(const ex_result *r, const ex_value *want, size_t n);
+
+/* Asserts s declares one value signature of `arity` values, of these
+ * types (NULL: not checked). */
+void expect_one_value_sig(const ex_sender *s, size_t arity, const ex_type *types);
+
 /* Storage for an operation connected on this thread (ex_connect). */
 typedef struct inline_run {
     _Alignas(max_align_t) unsigned char buf[1024];

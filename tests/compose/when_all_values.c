@@ -20,20 +20,8 @@ Test(exec_when_all, values_concatenated_in_argument_order) {
                                ex_just(), ex_just(ex_uint(7), ex_ptr(&x)));
     cr_assert_eq(ex_sender_status(s).code, 0);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "disposition %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 6);
-    cr_assert_eq(r.values[0].type, EX_T_INT);
-    cr_assert_eq(r.values[0].as.i, 1);
-    cr_assert_eq(r.values[1].type, EX_T_DOUBLE);
-    cr_assert_float_eq(r.values[1].as.d, 2.5, 0);
-    cr_assert_eq(r.values[2].type, EX_T_STR);
-    cr_assert_str_eq(r.values[2].as.s, "two");
-    cr_assert_eq(r.values[3].type, EX_T_BOOL);
-    cr_assert(r.values[3].as.b);
-    cr_assert_eq(r.values[4].type, EX_T_UINT);
-    cr_assert_eq(r.values[4].as.u, 7u);
-    cr_assert_eq(r.values[5].type, EX_T_PTR);
-    cr_assert_eq(r.values[5].as.p, &x);
+    ex_value want[6] = { ex_int(1), ex_double(2.5), ex_str("two"), ex_bool(true), ex_uint(7), ex_ptr(&x) };
+    expect_result_values(&r, want, 6);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
@@ -48,16 +36,9 @@ Test(exec_when_all, children_without_values_give_an_empty_value_completion) {
 
 Test(exec_when_all, one_child_gives_its_values) {
     ex_sender *s = ex_when_all(ex_just(ex_int(5), ex_str("five")));
-    const ex_sigs *sg = ex_sender_sigs(s);
-    cr_assert_eq(sg->nvalues, 1);
-    cr_assert_eq(sg->values[0].arity, 2);
-    cr_assert_eq(sg->values[0].types[0], EX_T_INT);
-    cr_assert_eq(sg->values[0].types[1], EX_T_STR);
+    expect_one_value_sig(s, 2, (const ex_type[]){ EX_T_INT, EX_T_STR });
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 2);
-    cr_assert_eq(r.values[0].as.i, 5);
-    cr_assert_str_eq(r.values[1].as.s, "five");
+    expect_result_values(&r, (const ex_value[]){ ex_int(5), ex_str("five") }, 2);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
@@ -84,12 +65,7 @@ Test(exec_when_all, values_from_dynamic_children_are_concatenated) {
     cr_assert_eq(ex_sender_status(s).code, 0);
     cr_assert_neq(ex_sender_sigs(s)->flags & EX_SIGS_DYNAMIC, 0);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "disposition %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 4);
-    cr_assert_eq(r.values[0].as.i, 10);
-    cr_assert_eq(r.values[1].as.i, 11);
-    cr_assert_str_eq(r.values[2].as.s, "mid");
-    cr_assert_eq(r.values[3].as.i, 12);
+    expect_result_values(&r, (const ex_value[]){ ex_int(10), ex_int(11), ex_str("mid"), ex_int(12) }, 4);
     cr_assert_eq(atomic_load(&calls), 2);
     ex_result_destroy(&r);
     expect_no_leaks();
@@ -112,13 +88,8 @@ Test(exec_when_all, dynamic_children_with_too_many_values_in_total_fail_at_run_t
 
 Test(exec_when_all, result_signature_is_the_concatenation) {
     ex_sender *s = ex_when_all(ex_just(ex_int(1)), ex_just(), ex_just(ex_double(1.0), ex_str("s")), ex_just(ex_bool(false)));
+    expect_one_value_sig(s, 4, (const ex_type[]){ EX_T_INT, EX_T_DOUBLE, EX_T_STR, EX_T_BOOL });
     const ex_sigs *sg = ex_sender_sigs(s);
-    cr_assert_eq(sg->nvalues, 1);
-    cr_assert_eq(sg->values[0].arity, 4);
-    cr_assert_eq(sg->values[0].types[0], EX_T_INT);
-    cr_assert_eq(sg->values[0].types[1], EX_T_DOUBLE);
-    cr_assert_eq(sg->values[0].types[2], EX_T_STR);
-    cr_assert_eq(sg->values[0].types[3], EX_T_BOOL);
     cr_assert_neq(sg->flags & EX_SIGS_STOPPED, 0, "when_all may always complete stopped");
     cr_assert_eq(sg->flags & EX_SIGS_ERROR, 0, "no child errors and no tuple to copy: no set_error");
     cr_assert_eq(sg->flags & EX_SIGS_DYNAMIC, 0);
@@ -128,9 +99,8 @@ Test(exec_when_all, result_signature_is_the_concatenation) {
     call_counter unused;
     memset(&unused, 0, sizeof unused);
     s = ex_when_all(ex_just(ex_int(1)), ex_then(ex_just(), count_pass, &unused, EX_SIG0, EX_SIG0));
+    expect_one_value_sig(s, 1, NULL);
     sg = ex_sender_sigs(s);
-    cr_assert_eq(sg->nvalues, 1);
-    cr_assert_eq(sg->values[0].arity, 1);
     cr_assert_neq(sg->flags & EX_SIGS_ERROR, 0);
     ex_sender_release(s);
 
@@ -138,11 +108,8 @@ Test(exec_when_all, result_signature_is_the_concatenation) {
     ex_value e[1] = { ex_int(1) };
     ex_tuple t = { 0, 1, e };
     s = ex_when_all(ex_just(ex_tuple_value(&t)), ex_just(ex_int(2)));
+    expect_one_value_sig(s, 2, (const ex_type[]){ EX_T_TUPLE, EX_T_INT });
     sg = ex_sender_sigs(s);
-    cr_assert_eq(sg->nvalues, 1);
-    cr_assert_eq(sg->values[0].arity, 2);
-    cr_assert_eq(sg->values[0].types[0], EX_T_TUPLE);
-    cr_assert_eq(sg->values[0].types[1], EX_T_INT);
     cr_assert_neq(sg->flags & EX_SIGS_ERROR, 0);
     ex_sender_release(s);
 
@@ -256,9 +223,8 @@ Test(exec_when_all, with_variant_accepts_several_signatures_one_tuple_per_child)
     static const bool yes = true, no = false;
     ex_sender *s = ex_when_all_with_variant(two_sigs(4, &yes), two_sigs(5, &no), ex_just(ex_double(0.5), ex_int(6)));
     cr_assert_eq(ex_sender_status(s).code, 0, "%s", ex_sender_status(s).msg ? ex_sender_status(s).msg : "");
+    expect_one_value_sig(s, 3, NULL);
     const ex_sigs *sg = ex_sender_sigs(s);
-    cr_assert_eq(sg->nvalues, 1);
-    cr_assert_eq(sg->values[0].arity, 3);
     for (int i = 0; i < 3; i++) cr_assert_eq(sg->values[0].types[i], EX_T_TUPLE);
     ex_result r = ex_sync_wait(s);
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "disposition %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
