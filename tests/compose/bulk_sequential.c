@@ -164,11 +164,9 @@ Test(exec_bulk, null_child_or_function_is_einval) {
 }
 
 Test(exec_bulk, invalid_child_is_reported_with_its_error) {
-    ex_value v[EX_MAX_ARITY + 1];
-    for (int i = 0; i <= EX_MAX_ARITY; i++) v[i] = ex_int(i);
     seq_ctx c;
     seq_init(&c);
-    ex_sender *s = ex_bulk(ex_just_n(v, EX_MAX_ARITY + 1), 3, seq_fn, &c);
+    ex_sender *s = ex_bulk(too_many_values(), 3, seq_fn, &c);
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
     ex_result r = ex_sync_wait(s);
     expect_error(&r, EX_EINVAL);

@@ -38,6 +38,12 @@ void expect_one_value_sig(const ex_sender *s, size_t arity, const ex_type *types
         cr_assert_eq(sg->values[0].types[i], types[i], "type %zu: %d, want %d", i, (int)sg->values[0].types[i], (int)types[i]);
 }
 
+ex_sender *too_many_values(void) {
+    ex_value v[EX_MAX_ARITY + 1];
+    for (int i = 0; i <= EX_MAX_ARITY; i++) v[i] = ex_int(i);
+    return ex_just_n(v, EX_MAX_ARITY + 1);
+}
+
 ex_operation *connect_inline(inline_run *ir, const ex_sender *s, rec *r) {
     cr_assert_leq(ex_sender_op_size(s), sizeof ir->buf);
     ex_error e = ex_connect(s, rec_receiver(r), ir->buf, sizeof ir->buf, &ir->op);

@@ -36,6 +36,9 @@ void expect_result_values(const ex_result *r, const ex_value *want, size_t n);
  * types (NULL: not checked). */
 void expect_one_value_sig(const ex_sender *s, size_t arity, const ex_type *types);
 
+/* An invalid sender: just of EX_MAX_ARITY + 1 values (EX_EINVAL). */
+ex_sender *too_many_values(void);
+
 /* Storage for an operation connected on this thread (ex_connect). */
 typedef struct inline_run {
     _Alignas(max_align_t) unsigned char buf[1024];

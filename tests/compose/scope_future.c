@@ -251,9 +251,7 @@ SCOPE_TEST(spawn_future_into_a_closed_scope_completes_with_eshutdown, 0) {
 COUNTING_SCOPE_TEST(spawn_future_of_null_or_invalid_is_einval, 0) {
     ex_result r = ex_sync_wait(ex_spawn_future(NULL, sc_token(s)));
     expect_error(&r, EX_EINVAL);
-    ex_value v[EX_MAX_ARITY + 1];
-    for (int i = 0; i <= EX_MAX_ARITY; i++) v[i] = ex_int(i);
-    r = ex_sync_wait(ex_spawn_future(ex_just_n(v, EX_MAX_ARITY + 1), sc_token(s)));
+    r = ex_sync_wait(ex_spawn_future(too_many_values(), sc_token(s)));
     expect_error(&r, EX_EINVAL);
     atomic_int counter = 0;
     ex_scope_token none = { NULL };

@@ -171,13 +171,11 @@ SCOPE_TEST(spawn_after_a_completed_join_is_eshutdown, 0) {
 }
 
 SCOPE_TEST(spawn_of_null_or_invalid_sender_is_einval, 1) {
-    ex_value v[EX_MAX_ARITY + 1];
-    for (int i = 0; i <= EX_MAX_ARITY; i++) v[i] = ex_int(i);
     atomic_int counter = 0;
     ex_error e = ex_spawn(NULL, sc_token(s));
     cr_assert_eq(e.code, EX_EINVAL);
     cr_assert_not_null(e.msg);
-    e = ex_spawn(ex_just_n(v, EX_MAX_ARITY + 1), sc_token(s));
+    e = ex_spawn(too_many_values(), sc_token(s));
     cr_assert_eq(e.code, EX_EINVAL, "invalid sender: %d", e.code);
     cr_assert_not_null(e.msg);
     ex_scope_token none = { NULL };

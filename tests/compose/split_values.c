@@ -157,9 +157,7 @@ Test(exec_split, null_or_invalid_child_is_invalid) {
     cr_assert_not_null(ex_sender_status(s).msg);
     ex_result r = ex_sync_wait(s);
     expect_error(&r, EX_EINVAL);
-    ex_value v[EX_MAX_ARITY + 1];
-    for (int i = 0; i <= EX_MAX_ARITY; i++) v[i] = ex_int(i);
-    s = ex_split(ex_just_n(v, EX_MAX_ARITY + 1));
+    s = ex_split(too_many_values());
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
     r = ex_sync_wait(s);
     expect_error(&r, EX_EINVAL);
