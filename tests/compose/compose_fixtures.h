@@ -1,7 +1,8 @@
 /* compose_fixtures.h - what the tests of the compose layer share (scope,
- * split, when_all, bulk): bounded waits, pools, receivers run on the heap,
- * and each component's test senders.  Definitions in compose_fixtures.c
- * and <component>_fixtures.c. */
+ * split, when_all, bulk) beyond tests/common: tests that get a fresh pool
+ * or scope, running and checking helpers, and each component's test
+ * senders and bodies.  Definitions in compose_fixtures.c (generic, split,
+ * when_all), scope_fixtures.c and bulk_fixtures.c. */
 #ifndef CEXEC_TEST_COMPOSE_FIXTURES_H
 #define CEXEC_TEST_COMPOSE_FIXTURES_H
 
@@ -139,9 +140,9 @@ ex_error count_seven(void *ctx, const ex_value *in, size_t n, ex_value *out);
 /* then(just(int v), count_pass, c) and then(schedule(sch), count_seven, c),
  * with c zeroed. */
 ex_sender *counted_int(call_counter *c, int64_t v);
+ex_sender *counted_seven_on(call_counter *c, ex_scheduler sch);
 /* Initialises a[0..n) and connects s to each (heap storage) into op[]. */
 void connect_consumers(const ex_sender *s, trec *a, ex_operation **op, int n);
-ex_sender *counted_seven_on(call_counter *c, ex_scheduler sch);
 /* ex_then function: int in -> int in + 1. */
 ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out);
 
