@@ -254,10 +254,8 @@ POOL_TEST(exec_bulk, pool_stop_requested_before_start_completes_stopped, 2) {
     par_ctx c;
     par_init(&c, p, 1000);
     arec ar;
-    arec_init(&ar, p);
-    arec_with_stop(&ar);
+    arec_init_stoppable(&ar, p, true);
     arec_with_scheduler(&ar, ex_pool_scheduler(p));
-    ex_stop_source_request_stop(&ar.stop);
     ex_sender *s = ex_bulk(ex_just(ex_int(1)), 1000, par_fn, &c);
     arec_run_to_end(s, &ar);
     cr_assert_eq(atomic_load(&ar.stops), 1, "values %d errors %d", atomic_load(&ar.values), atomic_load(&ar.errors));
@@ -265,9 +263,7 @@ POOL_TEST(exec_bulk, pool_stop_requested_before_start_completes_stopped, 2) {
 
     /* Child scheduled on the pool with stop already requested. */
     arec ar2;
-    arec_init(&ar2, p);
-    arec_with_stop(&ar2);
-    ex_stop_source_request_stop(&ar2.stop);
+    arec_init_stoppable(&ar2, p, true);
     s = ex_bulk(ex_schedule(ex_pool_scheduler(p)), 1000, par_fn, &c);
     arec_run_to_end(s, &ar2);
     cr_assert_eq(atomic_load(&ar2.stops), 1);
@@ -279,8 +275,7 @@ POOL_TEST(exec_bulk, pool_stop_requested_during_the_bulk_completes_stopped, 2) {
     par_ctx c;
     par_init(&c, p, 100000);
     arec ar;
-    arec_init(&ar, p);
-    arec_with_stop(&ar);
+    arec_init_stoppable(&ar, p, false);
     c.stop_at = 10;
     c.stop = &ar.stop;
     ex_sender *s = ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), 100000, 1, par_fn, &c);

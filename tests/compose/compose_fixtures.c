@@ -11,6 +11,12 @@ void run_with_pool(void (*body)(ex_pool *p), unsigned threads) {
     expect_no_leaks();
 }
 
+void arec_init_stoppable(arec *r, ex_pool *p, bool stop_now) {
+    arec_init(r, p);
+    arec_with_stop(r);
+    if (stop_now) ex_stop_source_request_stop(&r->stop);
+}
+
 void arec_run_to_end(ex_sender *s, arec *r) {
     ex_operation *op = arec_run_start(s, r);
     arec_wait_done(r);
@@ -36,6 +42,13 @@ void expect_one_value_sig(const ex_sender *s, size_t arity, const ex_type *types
     cr_assert_eq(sg->values[0].arity, arity);
     for (size_t i = 0; types && i < arity; i++)
         cr_assert_eq(sg->values[0].types[i], types[i], "type %zu: %d, want %d", i, (int)sg->values[0].types[i], (int)types[i]);
+}
+
+void expect_invalid_sender(ex_sender *s) {
+    ex_error st = ex_sender_status(s);
+    cr_assert_eq(st.code, EX_EINVAL, "status %d (%s)", st.code, st.msg ? st.msg : "");
+    ex_result r = ex_sync_wait(s);
+    expect_error(&r, EX_EINVAL);
 }
 
 ex_sender *too_many_values(void) {

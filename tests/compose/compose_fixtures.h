@@ -25,6 +25,8 @@ void run_with_pool(void (*body)(ex_pool *p), unsigned threads);
     Test(suite, name) { run_with_pool(suite##_##name##_body, threads); }  \
     static void suite##_##name##_body(ex_pool *p)
 
+/* arec_init and arec_with_stop; with stop_now, stop is requested already. */
+void arec_init_stoppable(arec *r, ex_pool *p, bool stop_now);
 /* Connects s to r (heap storage), starts it, waits for its one completion,
  * frees the operation and releases s. */
 void arec_run_to_end(ex_sender *s, arec *r);
@@ -37,6 +39,9 @@ void expect_result_values(const ex_result *r, const ex_value *want, size_t n);
  * types (NULL: not checked). */
 void expect_one_value_sig(const ex_sender *s, size_t arity, const ex_type *types);
 
+/* Asserts s is invalid (status EX_EINVAL) and that sync_wait of it (which
+ * takes it) completes with EX_EINVAL. */
+void expect_invalid_sender(ex_sender *s);
 /* An invalid sender: just of EX_MAX_ARITY + 1 values (EX_EINVAL). */
 ex_sender *too_many_values(void);
 

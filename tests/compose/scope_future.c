@@ -153,9 +153,7 @@ SCOPE_TEST(stop_on_the_future_consumer_stops_the_work, 2) {
     stopper st;
     ex_sender *f = running_stop_waiter_future(&st, p, s);
     arec fr;
-    arec_init(&fr, p);
-    arec_with_stop(&fr);
-    if (before) ex_stop_source_request_stop(&fr.stop);
+    arec_init_stoppable(&fr, p, before);
     ex_operation *op = arec_run_start(f, &fr);
     if (!before) {
         test_sleep_ms(10);

@@ -141,13 +141,9 @@ Test(exec_when_all, exactly_max_arity_values_is_accepted) {
 Test(exec_when_all, zero_children_or_null_array_is_invalid) {
     ex_sender *arr[1] = { NULL };
     ex_sender *s = ex_when_all_n(arr, 0);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid_sender(s);
     s = ex_when_all_n(NULL, 0);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid_sender(s);
     s = ex_when_all_n(NULL, 2);
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
     ex_sender_release(s);
@@ -155,9 +151,7 @@ Test(exec_when_all, zero_children_or_null_array_is_invalid) {
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
     ex_sender_release(s);
     s = ex_when_all_with_variant_n(arr, 0);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid_sender(s);
     expect_no_leaks();
 }
 
@@ -165,10 +159,8 @@ Test(exec_when_all, null_child_is_invalid_and_releases_the_others) {
     call_counter calls;
     ex_sender *s = ex_when_all(counted_int(&calls, 1), NULL,
                                ex_just(ex_int(2)));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
     cr_assert_not_null(ex_sender_status(s).msg);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid_sender(s);
     cr_assert_eq(atomic_load(&calls.calls), 0, "no child of an invalid when_all runs");
     s = ex_when_all_with_variant(ex_just(ex_int(1)), NULL);
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
@@ -180,9 +172,7 @@ Test(exec_when_all, invalid_child_makes_an_invalid_sender_with_its_error) {
     ex_sender *bad = too_many_values();
     cr_assert_eq(ex_sender_status(bad).code, EX_EINVAL);
     ex_sender *s = ex_when_all(ex_just(ex_int(1)), bad);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid_sender(s);
     expect_no_leaks();
 }
 
@@ -211,9 +201,7 @@ Test(exec_when_all, child_with_two_value_signatures_is_invalid) {
     ex_sender *c = two_sigs(1, &no);
     cr_assert_eq(ex_sender_sigs(c)->nvalues, 2, "fixture: the child has two value signatures");
     ex_sender *s = ex_when_all(ex_just(ex_int(0)), c);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid_sender(s);
     expect_no_leaks();
 }
 
@@ -249,9 +237,7 @@ Test(exec_when_all, with_variant_accepts_several_signatures_one_tuple_per_child)
 Test(exec_when_all, too_many_values_in_total_is_invalid) {
     ex_sender *s = ex_when_all(ex_just(ex_int(0), ex_int(1), ex_int(2), ex_int(3), ex_int(4)),
                                ex_just(ex_int(5), ex_int(6), ex_int(7), ex_int(8)));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid_sender(s);
     /* Spread over many children. */
     ex_sender *kids[EX_MAX_ARITY + 1];
     for (int i = 0; i <= EX_MAX_ARITY; i++) kids[i] = ex_just(ex_int(i));
