@@ -53,8 +53,7 @@ Test(exec_transfer, continues_on_carries_several_values) {
     cr_assert_eq(sg->values[0].arity, 7);
     cr_assert_eq(sg->values[0].types[6], EX_T_TUPLE);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 7);
+    expect_values(&r, 7);
     cr_assert_eq(r.values[0].as.i, -9);
     cr_assert_eq(r.values[1].as.u, 3u);
     cr_assert_float_eq(r.values[2].as.d, 2.5, 0);
@@ -110,7 +109,7 @@ Test(exec_transfer, continues_on_carries_stopped_to_target) {
     ex_single_thread_context c;
     test_stc_init(&c);
     ex_result r = ex_sync_wait(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)));
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     mark m = { 0 };
     ex_result r2 = ex_sync_wait(ex_upon_stopped(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)),
                                                 mark_stopped, &m, EX_SIG(EX_T_INT)));
@@ -169,10 +168,9 @@ Test(exec_transfer, schedule_from_behaves_like_continues_on) {
     ex_result r2 = ex_sync_wait(ex_schedule_from(sch, ex_just_error(ex_err(EX_EUSER, "e"))));
     expect_error(&r2, EX_EUSER);
     ex_result r3 = ex_sync_wait(ex_schedule_from(sch, ex_just_stopped()));
-    cr_assert_eq(r3.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r3);
     ex_result r4 = ex_sync_wait(ex_schedule_from(sch, ex_just(ex_int(1), ex_str("two"))));
-    cr_assert_eq(r4.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r4.n, 2);
+    expect_values(&r4, 2);
     cr_assert_eq(r4.values[0].as.i, 1);
     cr_assert_str_eq(r4.values[1].as.s, "two");
     test_stc_destroy(&c);

@@ -79,8 +79,7 @@ Test(exec_into_variant, into_variant_wraps_values_in_one_tuple) {
 
 Test(exec_into_variant, into_variant_of_no_values_is_an_empty_tuple) {
     ex_result r = ex_sync_wait(ex_into_variant(ex_just()));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->n, 0);
     cr_assert_eq(r.values[0].as.tuple->index, 0);
@@ -120,8 +119,7 @@ Test(exec_into_variant, into_variant_index_names_the_matching_value_signature) {
 
     /* The same through sync_wait_with_variant (which applies into_variant). */
     ex_result r = ex_sync_wait_with_variant(child);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     const ex_tuple *t = r.values[0].as.tuple;
     cr_assert_eq(t->index, (uint32_t)i_pair);
     cr_assert_eq(t->n, 2);
@@ -191,7 +189,7 @@ Test(exec_into_variant, into_variant_passes_stopped_through) {
     run_in_place(s, &fr);
     cr_assert_eq(fr.stops, 1);
     ex_result r = ex_sync_wait_with_variant(ex_just_stopped());
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     expect_no_leaks();
 }
 
@@ -294,8 +292,7 @@ Test(exec_into_variant, stopped_as_optional_dynamic_child_stopped_becomes_none) 
     cr_assert_eq(ex_sender_status(s).code, 0);
     cr_assert_eq(ex_sender_sigs(s)->flags & EX_SIGS_STOPPED, 0);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_NONE);
     expect_no_leaks();
 }
@@ -387,8 +384,7 @@ Test(exec_into_variant, stopped_as_error_passes_values_and_errors_through) {
     cr_assert_eq(sg->values[0].types[1], EX_T_STR);
     cr_assert_eq(sg->flags & EX_SIGS_STOPPED, 0);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 2);
+    expect_values(&r, 2);
     cr_assert_eq(r.values[0].as.i, 3);
     cr_assert_str_eq(r.values[1].as.s, "v");
     ex_result_destroy(&r);
@@ -509,7 +505,7 @@ Test(exec_into_variant, sync_wait_with_variant_errors_and_stopped) {
     expect_error(&r, EX_EUSER + 9);
     ex_result_destroy(&r);
     r = ex_sync_wait_with_variant(ex_just_stopped());
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     ex_result_destroy(&r);
     r = ex_sync_wait_with_variant(NULL);
     expect_error(&r, EX_EINVAL);

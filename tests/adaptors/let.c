@@ -34,8 +34,7 @@ Test(exec_let, let_value_fn_not_called_before_start) {
     rec_init(&rc);
     ex_sender *s = ex_let_value(ex_just(ex_int(2)), lv_times10, &sn, EX_SIG(EX_T_INT));
     expect_called_only_at_start(s, &sn, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 20);
+    rec_expect_value_int(&rc, 20);
     expect_no_leaks();
 }
 
@@ -44,8 +43,7 @@ Test(exec_let, let_value_result_is_the_returned_senders_values) {
     seen_init(&sn);
     sn.ret = ex_just(ex_double(1.5), ex_str("x"), ex_uint(3));
     ex_result r = ex_sync_wait(ex_let_value(ex_just(), lv_ret, &sn, EX_SIG0));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 3);
+    expect_values(&r, 3);
     cr_assert_float_eq(r.values[0].as.d, 1.5, 0);
     cr_assert_str_eq(r.values[1].as.s, "x");
     cr_assert_eq(r.values[2].as.u, 3u);

@@ -52,7 +52,7 @@ Test(exec_let, let_error_result_is_the_returned_senders_completion) {
     ex_sender_release(sn.ret);
     sn.ret = ex_just_stopped();
     r = ex_sync_wait(ex_let_error(ex_just_error(ex_err(EX_EUSER, "original")), le_ret, &sn));
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     ex_sender_release(sn.ret);
     cr_assert_eq(sn.calls, 2);
     cr_assert_eq(sn.err.code, EX_EUSER);
@@ -76,15 +76,14 @@ Test(exec_let, let_stopped_runs_the_returned_sender) {
     rec_init(&rc);
     ex_sender *s = ex_let_stopped(ex_just_stopped(), ls_seven, &sn);
     expect_called_only_at_start(s, &sn, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 7);
+    rec_expect_value_int(&rc, 7);
     sn.ret = ex_just_error(ex_err(EX_EUSER + 40, "after stop"));
     ex_result r = ex_sync_wait(ex_let_stopped(ex_just_stopped(), ls_ret, &sn));
     expect_error(&r, EX_EUSER + 40);
     ex_sender_release(sn.ret);
     sn.ret = ex_just_stopped();
     r = ex_sync_wait(ex_let_stopped(ex_just_stopped(), ls_ret, &sn));
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     ex_sender_release(sn.ret);
     cr_assert_eq(sn.calls, 3);
     expect_no_leaks();

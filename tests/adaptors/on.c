@@ -117,8 +117,7 @@ Test(exec_transfer, inline_scheduler_transfers_complete_inline) {
     rec_init(&rc);
     ex_sender *s = ex_continues_on(ex_starts_on(ex_inline_scheduler(), ex_just(ex_int(3))), ex_inline_scheduler());
     ex_operation *op = run_start(s, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 3);
+    rec_expect_value_int(&rc, 3);
     cr_assert_eq(rc.thread, test_thread_id());
     run_destroy(op);
     ex_sender_release(s);
@@ -165,8 +164,7 @@ Test(exec_transfer, on_returns_to_receiver_env_scheduler) {
     ex_sender *s = ex_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(40)), &child));
     ex_operation *op = run_start(s, &rc);
     drive_until_complete(&loop, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 42);
+    rec_expect_value_int(&rc, 42);
     cr_assert_eq(rc.thread, test_thread_id(), "the completion runs on the loop, driven by this thread");
     cr_assert(on_thread(child.tid, &c));
     run_destroy(op);
@@ -217,23 +215,13 @@ Test(exec_transfer, on_without_scheduler_in_receiver_env_fails_connect) {
  * schedules inline.  ex_on must allocate its return hop from the receiver
  * environment's allocator. */
 typedef struct big_op {
-    ex_operation base;
-    ex_receiver r;
+    test_schedule_op head;
     unsigned char pad[2 * EX_SCHEDULE_OP_INLINE];
 } big_op;
 
-static void big_start(ex_operation *op) { ex_set_value(((big_op *)op)->r, NULL, 0); }
-static const ex_operation_vtable big_op_vt = { big_start, NULL };
-static ex_error big_connect(void *self, ex_receiver r, void *storage) {
-    (void)self;
-    big_op *o = storage;
-    o->base.vt = &big_op_vt;
-    o->r = r;
-    return ex_ok();
-}
 static const ex_scheduler_vtable big_vt = {
     .name = "big", .schedule_op_size = sizeof(big_op), .schedule_op_align = _Alignof(big_op),
-    .schedule_flags = 0, .connect_schedule = big_connect, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .equal = NULL,
+    .schedule_flags = 0, .connect_schedule = test_connect_schedule_inline, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .equal = NULL,
 };
 
 Test(exec_transfer, on_returning_to_scheduler_with_large_schedule_op) {

@@ -24,8 +24,7 @@ Test(exec_transfer, starts_on_child_env_get_scheduler_is_sch) {
     test_stc_init(&c);
     ex_scheduler sch = ex_single_thread_context_scheduler(&c);
     ex_result r = ex_sync_wait(ex_starts_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_SCHED);
     cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch), "the child's get_scheduler must be sch");
     test_stc_destroy(&c);
@@ -83,7 +82,7 @@ Test(exec_transfer, starts_on_passes_error_and_stopped_through) {
     expect_error(&r, EX_EUSER + 2);
     cr_assert_str_eq(r.error.msg, "child failed");
     ex_result r2 = ex_sync_wait(ex_starts_on(sch, ex_just_stopped()));
-    cr_assert_eq(r2.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r2);
     test_stc_destroy(&c);
     expect_no_leaks();
 }

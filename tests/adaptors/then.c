@@ -44,8 +44,7 @@ Test(exec_then, then_fn_not_called_before_start) {
     rec_init(&rc);
     ex_sender *s = ex_then(ex_just(ex_int(5)), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     expect_called_only_at_start(s, &sn, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 10);
+    rec_expect_value_int(&rc, 10);
     expect_no_leaks();
 }
 
@@ -76,7 +75,7 @@ Test(exec_then, then_passes_stopped_through) {
     seen sn;
     seen_init(&sn);
     ex_result r = ex_sync_wait(then_twice(ex_just_stopped(), &sn));
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();
 }
@@ -109,8 +108,7 @@ Test(exec_then, then_no_output_values) {
     cr_assert_eq(sg->nvalues, 1);
     cr_assert_eq(sg->values[0].arity, 0);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 0);
+    expect_values(&r, 0);
     cr_assert_eq(sn.calls, 1);
     cr_assert_eq(sn.n, 1);
     ex_result_destroy(&r);
@@ -132,8 +130,7 @@ Test(exec_then, then_several_output_values) {
     seen_init(&sn);
     ex_sender *s = ex_then(ex_just(ex_int(5)), fn_three, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT, EX_T_DOUBLE, EX_T_STR));
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 3);
+    expect_values(&r, 3);
     cr_assert_eq(r.values[0].type, EX_T_INT);
     cr_assert_eq(r.values[0].as.i, 6);
     cr_assert_eq(r.values[1].type, EX_T_DOUBLE);

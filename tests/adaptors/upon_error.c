@@ -56,8 +56,7 @@ Test(exec_then, upon_error_fn_not_called_before_start) {
     rec_init(&rc);
     ex_sender *s = ex_upon_error(ex_just_error(ex_err(EX_EUSER, "e")), ue_code, &sn, EX_SIG(EX_T_INT));
     expect_called_only_at_start(s, &sn, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, EX_EUSER);
+    rec_expect_value_int(&rc, EX_EUSER);
     expect_no_leaks();
 }
 
@@ -76,11 +75,9 @@ Test(exec_then, upon_error_no_output_and_several_outputs) {
     seen sn;
     seen_init(&sn);
     ex_result r = ex_sync_wait(ex_upon_error(ex_just_error(ex_err(EX_EUSER, "e")), ue_void, &sn, EX_SIG0));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 0);
+    expect_values(&r, 0);
     r = ex_sync_wait(ex_upon_error(ex_just_error(ex_err(EX_EUSER + 1, "two")), ue_two, &sn, EX_SIG(EX_T_STR, EX_T_INT)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 2);
+    expect_values(&r, 2);
     cr_assert_str_eq(r.values[0].as.s, "two");
     cr_assert_eq(r.values[1].as.i, EX_EUSER + 1);
     cr_assert_eq(sn.calls, 2);

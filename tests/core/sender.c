@@ -102,8 +102,7 @@ Test(exec_sender, connect_storage_too_small_is_einval) {
     cr_assert_eq(e.code, 0);
     cr_assert_eq((void *)op, (void *)buf.b, "the operation is constructed in the storage given");
     ex_start(op);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 2);
+    rec_expect_value_int(&rc, 2);
     ex_operation_destroy(op);
     ex_sender_release(s);
     expect_no_leaks();
@@ -171,8 +170,7 @@ Test(exec_sender, connect_checks_receiver_accepts) {
 
     e = connect_with_accepts(ex_just(ex_int(5)), &ints_only, &rc);
     cr_assert_eq(e.code, 0, "set_value(int) is accepted: %s", e.msg ? e.msg : "");
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 5);
+    rec_expect_value_int(&rc, 5);
 
     /* a stoppable sender into a receiver that accepts stopped but not error */
     ex_sigs stopped_ok = ints_only;
@@ -206,8 +204,7 @@ Test(exec_sender, connect_accepts_rejects_adaptor_that_may_fail) {
     with_error.flags = EX_SIGS_ERROR;
     e = connect_with_accepts(then_count(ex_just(ex_int(1)), &c), &with_error, &rc);
     cr_assert_eq(e.code, 0);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 2);
+    rec_expect_value_int(&rc, 2);
     expect_no_leaks();
 }
 
@@ -227,8 +224,7 @@ Test(exec_sender, connect_alloc_and_operation_free) {
     cr_assert_eq((uintptr_t)op % ex_sender_op_align(s), 0);
     cr_assert_eq(rec_total(&rc), 0);
     ex_start(op);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 3);
+    rec_expect_value_int(&rc, 3);
     ex_operation_free(op);
     cr_assert_eq(test_stats.in_use, before_use);
     ex_operation_free(NULL);

@@ -50,7 +50,7 @@ Test(exec_sender, static_senders_ignore_refcounting) {
     cr_assert_eq(s->refs, 0u);
     for (int i = 0; i < 5; i++) ex_sender_release(s);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     expect_no_leaks();
 }
 

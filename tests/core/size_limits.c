@@ -307,17 +307,6 @@ Test(size_limits, pool_bulk_default_grain_near_size_max_is_shape_over_chunks) {
 }
 
 /* A resource whose bulk hook hands out a range whose end wrapped. */
-typedef struct { ex_operation base; ex_receiver r; } now_op;
-static void now_start(ex_operation *op) { ex_set_value(((now_op *)op)->r, NULL, 0); }
-static const ex_operation_vtable now_op_vt = { now_start, NULL };
-static ex_error now_connect(void *self, ex_receiver r, void *storage) {
-    (void)self;
-    now_op *o = storage;
-    o->base.vt = &now_op_vt;
-    o->r = r;
-    return ex_ok();
-}
-
 static void wrapping_bulk(void *self, ex_bulk_job *job) {
     (void)self;
     size_t begin = job->shape - 1;
@@ -326,8 +315,8 @@ static void wrapping_bulk(void *self, ex_bulk_job *job) {
 }
 
 static const ex_scheduler_vtable wrapping_vt = {
-    .name = "wrapping_bulk", .schedule_op_size = sizeof(now_op), .schedule_op_align = alignof(now_op),
-    .connect_schedule = now_connect, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .bulk = wrapping_bulk,
+    .name = "wrapping_bulk", .schedule_op_size = sizeof(test_schedule_op), .schedule_op_align = alignof(test_schedule_op),
+    .connect_schedule = test_connect_schedule_inline, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .bulk = wrapping_bulk,
 };
 
 Test(size_limits, bulk_job_run_never_hands_a_reversed_range_to_the_body) {
@@ -590,7 +579,7 @@ static ex_error range_until(void *ctx, size_t b, size_t e);
 /* A scheduler of yours whose schedule operation is absurdly big. */
 static const ex_scheduler_vtable huge_sched_vt = {
     .name = "huge_schedule_op", .schedule_op_size = SIZE_MAX - 8, .schedule_op_align = 16,
-    .connect_schedule = now_connect, .progress = EX_PROGRESS_WEAKLY_PARALLEL,
+    .connect_schedule = test_connect_schedule_inline, .progress = EX_PROGRESS_WEAKLY_PARALLEL,
 };
 
 Test(size_limits, a_huge_schedule_operation_saturates_or_is_refused) {
