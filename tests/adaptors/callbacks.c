@@ -1,10 +1,8 @@
 /* callbacks.c - see callbacks.h. */
 #include <stddef.h>
-#include <string.h>
 
 #include "adaptors/callbacks.h"
 
-void seen_init(seen *s) { memset(s, 0, sizeof *s); }
 
 static seen *record(void *ctx, const ex_value *in, size_t n) {
     seen *s = ctx;
@@ -46,8 +44,7 @@ void expect_called_only_at_start(ex_sender *s, seen *sn, rec *rc) {
 }
 
 static rec run_adapted(adapt_fn adapt, ex_sender *child) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     run_in_place(adapt(child, &sn), &rc);

@@ -17,7 +17,6 @@ typedef struct seen {
     ex_sender *ret;          /* what lv_ret / le_ret / ls_ret return (a new reference) */
 } seen;
 
-void seen_init(seen *s);
 
 /* Asserts that building and connecting s into rc call nothing, and that
  * start calls fn once and completes rc once; then destroys the operation

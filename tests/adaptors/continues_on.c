@@ -23,8 +23,7 @@ Test(exec_transfer, continues_on_child_runs_where_started_completes_on_target) {
 
 Test(exec_transfer, continues_on_between_two_contexts) {
     ex_single_thread_context a, b;
-    test_stc_init(&a);
-    test_stc_init(&b);
+    stc_pair_init(&a, &b);
     cr_assert_not(pthread_equal(ex_single_thread_context_thread_id(&a), ex_single_thread_context_thread_id(&b)));
     mark ma = { .add = 2 }, mb = { .add = 3 };
     ex_sender *s = ex_starts_on(ex_single_thread_context_scheduler(&a),
@@ -33,8 +32,7 @@ Test(exec_transfer, continues_on_between_two_contexts) {
     expect_value_int(&r, 10);
     cr_assert(on_thread(ma.tid, &a));
     cr_assert(on_thread(mb.tid, &b));
-    test_stc_destroy(&a);
-    test_stc_destroy(&b);
+    stc_pair_destroy(&a, &b);
     expect_no_leaks();
 }
 
@@ -121,8 +119,7 @@ Test(exec_transfer, continues_on_carries_stopped_to_target) {
 
 Test(exec_transfer, continues_on_completion_scheduler_attrs_are_target) {
     ex_single_thread_context a, b;
-    test_stc_init(&a);
-    test_stc_init(&b);
+    stc_pair_init(&a, &b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     ex_sender *s = ex_continues_on(ex_just(ex_int(1)), sb);
     ex_scheduler got = bad_sched;
@@ -143,8 +140,7 @@ Test(exec_transfer, continues_on_completion_scheduler_attrs_are_target) {
     cr_assert_not(ex_scheduler_equal(got, sa));
     ex_result r = ex_sync_wait(s);
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    test_stc_destroy(&a);
-    test_stc_destroy(&b);
+    stc_pair_destroy(&a, &b);
     expect_no_leaks();
 }
 

@@ -12,8 +12,7 @@ TEST_SUITE(exec_let, 10);
 /* ------------------------------------------------------------- let_value */
 
 Test(exec_let, let_value_calls_fn_with_the_values) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_let_value(ex_just(ex_int(4), ex_str("a")), lv_times10, &sn, EX_SIG(EX_T_INT, EX_T_STR));
     cr_assert_eq(ex_sender_status(s).code, 0);
     ex_result r = ex_sync_wait(s);
@@ -28,8 +27,7 @@ Test(exec_let, let_value_calls_fn_with_the_values) {
 }
 
 Test(exec_let, let_value_fn_not_called_before_start) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     ex_sender *s = ex_let_value(ex_just(ex_int(2)), lv_times10, &sn, EX_SIG(EX_T_INT));
@@ -39,8 +37,7 @@ Test(exec_let, let_value_fn_not_called_before_start) {
 }
 
 Test(exec_let, let_value_result_is_the_returned_senders_values) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     sn.ret = ex_just(ex_double(1.5), ex_str("x"), ex_uint(3));
     ex_result r = ex_sync_wait(ex_let_value(ex_just(), lv_ret, &sn, EX_SIG0));
     expect_values(&r, 3);
@@ -55,8 +52,7 @@ Test(exec_let, let_value_result_is_the_returned_senders_values) {
 }
 
 Test(exec_let, let_value_result_is_the_returned_senders_error) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     static int payload;
     sn.ret = ex_just_error(ex_err_data(EX_EUSER + 11, "inner failed", &payload));
     ex_result r = ex_sync_wait(ex_let_value(ex_just(ex_int(1)), lv_ret, &sn, EX_SIG(EX_T_INT)));
@@ -69,8 +65,7 @@ Test(exec_let, let_value_result_is_the_returned_senders_error) {
 }
 
 Test(exec_let, let_value_result_is_the_returned_senders_stopped) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     sn.ret = ex_just_stopped();
     rec rc;
     rec_init(&rc);
@@ -94,8 +89,7 @@ Test(exec_let, let_value_passes_stopped_through) {
 }
 
 Test(exec_let, let_value_is_multi_shot) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_let_value(ex_just(ex_int(6)), lv_times10, &sn, EX_SIG(EX_T_INT));
     for (int i = 0; i < 3; i++) {
         ex_result r = ex_sync_wait(ex_sender_retain(s));
@@ -107,8 +101,7 @@ Test(exec_let, let_value_is_multi_shot) {
 }
 
 Test(exec_let, let_value_input_signature_mismatch_is_invalid) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_let_value(ex_just(ex_int(1), ex_int(2)), lv_times10, &sn, EX_SIG(EX_T_INT));
     expect_invalid(s, EX_EINVAL);
     s = ex_let_value(ex_just(ex_str("s")), lv_times10, &sn, EX_SIG(EX_T_INT));
@@ -120,9 +113,7 @@ Test(exec_let, let_value_input_signature_mismatch_is_invalid) {
 Test(exec_let, let_value_runtime_input_mismatch_is_einval) {
     /* The child's signatures are dynamic (another let_value), so the check
      * happens when the values arrive. */
-    seen a, b;
-    seen_init(&a);
-    seen_init(&b);
+    seen a = { 0 }, b = { 0 };
     a.ret = ex_just(ex_str("not an int"));
     ex_sender *s = ex_let_value(ex_let_value(ex_just(), lv_ret, &a, EX_SIG0), lv_times10, &b, EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0);
@@ -135,8 +126,7 @@ Test(exec_let, let_value_runtime_input_mismatch_is_einval) {
 }
 
 Test(exec_let, let_value_variadic_input_accepts_any_arity) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_let_value(ex_just(), lv_count, &sn, EX_SIG_VARIADIC));
     expect_value_int(&r, 0);
     r = ex_sync_wait(ex_let_value(ex_just(ex_int(1), ex_bool(false), ex_str("z")), lv_count, &sn, EX_SIG_VARIADIC));
@@ -148,8 +138,7 @@ Test(exec_let, let_value_variadic_input_accepts_any_arity) {
 }
 
 Test(exec_let, result_signatures_are_dynamic) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_let_value(ex_just(ex_int(1)), lv_times10, &sn, EX_SIG(EX_T_INT));
     cr_assert_neq(ex_sender_sigs(s)->flags & EX_SIGS_DYNAMIC, 0);
     ex_sender_release(s);

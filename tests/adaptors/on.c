@@ -294,8 +294,7 @@ Test(exec_transfer, on_closure_runs_closure_on_sch_and_returns_to_env_scheduler)
 
 Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
     ex_single_thread_context a, b;
-    test_stc_init(&a);
-    test_stc_init(&b);
+    stc_pair_init(&a, &b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     mark child = { .add = 4 }, after = { .add = 2 };
     closure_ctx cl = { 0 };
@@ -309,8 +308,7 @@ Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
     cr_assert(on_thread(child.tid, &a));
     cr_assert(on_thread(cl.m.tid, &b), "the closure's work runs on sch");
     cr_assert(on_thread(after.tid, &a), "the result returns to the child's completion scheduler");
-    test_stc_destroy(&a);
-    test_stc_destroy(&b);
+    stc_pair_destroy(&a, &b);
     expect_no_leaks();
 }
 

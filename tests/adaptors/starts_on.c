@@ -59,8 +59,7 @@ Test(exec_transfer, starts_on_has_no_completion_scheduler_of_its_own) {
  * forwards the child's (forwarding) completion-scheduler queries. */
 Test(exec_transfer, starts_on_attrs_forward_the_childs_attrs) {
     ex_single_thread_context a, b;
-    test_stc_init(&a);
-    test_stc_init(&b);
+    stc_pair_init(&a, &b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     ex_sender *s = ex_starts_on(sa, ex_schedule(sb));
     ex_scheduler got = bad_sched;
@@ -69,8 +68,7 @@ Test(exec_transfer, starts_on_attrs_forward_the_childs_attrs) {
     cr_expect(ex_scheduler_equal(got, sb));
     ex_result r = ex_sync_wait(s);
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    test_stc_destroy(&a);
-    test_stc_destroy(&b);
+    stc_pair_destroy(&a, &b);
     expect_no_leaks();
 }
 

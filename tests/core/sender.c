@@ -23,10 +23,7 @@ Test(exec_sender, connect_null_sender_is_einval) {
 }
 
 Test(exec_sender, connect_null_op_out_param_is_einval) {
-    rec rc;
-    rec_init(&rc);
-    counter c = { 0, 1 };
-    ex_sender *s = then_count(ex_just(ex_int(1)), &c);
+    COUNTED_JUST_ONE(rc, c, s);
     big_buf buf;
     ex_error e = ex_connect(s, rec_receiver(&rc), buf.b, sizeof buf.b, NULL);
     expect_err(e, EX_EINVAL);
@@ -78,10 +75,7 @@ Test(exec_sender, connect_receiver_missing_a_completion_is_einval) {
 }
 
 Test(exec_sender, connect_storage_too_small_is_einval) {
-    rec rc;
-    rec_init(&rc);
-    counter c = { 0, 1 };
-    ex_sender *s = then_count(ex_just(ex_int(1)), &c);
+    COUNTED_JUST_ONE(rc, c, s);
     size_t need = ex_sender_op_size(s);
     cr_assert_gt(need, 0);
     cr_assert_leq(need, BUF_SIZE);
@@ -109,10 +103,7 @@ Test(exec_sender, connect_storage_too_small_is_einval) {
 }
 
 Test(exec_sender, connect_misaligned_storage_is_einval) {
-    rec rc;
-    rec_init(&rc);
-    counter c = { 0, 1 };
-    ex_sender *s = then_count(ex_just(ex_int(1)), &c);
+    COUNTED_JUST_ONE(rc, c, s);
     size_t align = ex_sender_op_align(s);
     cr_assert_gt(align, 1, "an operation holding pointers is aligned");
     cr_assert_eq(align & (align - 1), 0, "alignment is a power of two");

@@ -55,10 +55,7 @@ Test(exec_sender, static_senders_ignore_refcounting) {
 }
 
 Test(exec_sender, connect_does_not_start_work) {
-    rec rc;
-    rec_init(&rc);
-    counter c = { 0, 1 };
-    ex_sender *s = then_count(ex_just(ex_int(1)), &c);
+    COUNTED_JUST_ONE(rc, c, s);
     cr_assert_eq(c.calls, 0, "building does not start work");
     big_buf buf;
     ex_operation *op;
