@@ -29,6 +29,11 @@ static seen *record_call(void *ctx) {
     return s;
 }
 
+void expect_called_once_with(const seen *sn, size_t n) {
+    cr_assert_eq(sn->calls, 1, "fn called %d times", sn->calls);
+    cr_assert_eq(sn->n, n, "fn got %zu datums, expected %zu", sn->n, n);
+}
+
 void expect_called_only_at_start(ex_sender *s, seen *sn, rec *rc) {
     cr_assert_eq(sn->calls, 0, "building must not call fn");
     _Alignas(max_align_t) unsigned char buf[2048];

@@ -18,6 +18,9 @@ typedef struct seen {
 } seen;
 
 
+/* Asserts fn was called once, with n datums. */
+void expect_called_once_with(const seen *sn, size_t n);
+
 /* Asserts that building and connecting s into rc call nothing, and that
  * start calls fn once and completes rc once; then destroys the operation
  * and releases s. */

@@ -146,8 +146,7 @@ Test(exec_transfer, continues_on_completion_scheduler_attrs_are_target) {
 
 Test(exec_transfer, schedule_from_behaves_like_continues_on) {
     ex_single_thread_context c;
-    test_stc_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 1 };
     ex_sender *s = ex_schedule_from(sch, then_mark(ex_just(ex_int(40)), &child));
     ex_scheduler got = bad_sched;

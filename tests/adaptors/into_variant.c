@@ -9,6 +9,17 @@ TEST_SUITE(exec_into_variant, 10);
 
 /* ------------------------------------------------------------- fixtures */
 
+/* Starts s (over a schedule on loop) into rc, whose stop token is then
+ * stopped, and runs the loop's item: the schedule completes stopped. */
+static ex_operation *start_stopped_schedule(ex_sender *s, rec *rc, ex_run_loop *loop) {
+    rec_init(rc);
+    rec_with_stop(rc);
+    ex_operation *op = run_start(s, rc);
+    ex_stop_source_request_stop(&rc->stop);
+    cr_assert(ex_run_loop_run_one(loop));
+    return op;
+}
+
 /* then: int x -> int x + 1, or fails when *ctx is true. */
 static ex_error then_maybe_fail(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)n;
@@ -264,11 +275,7 @@ Test(exec_into_variant, stopped_as_optional_stopped_becomes_none) {
     cr_assert_eq(ex_sender_sigs(s)->nvalues, 1);
 
     rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc);
-    ex_operation *op = run_start(s, &rc);
-    ex_stop_source_request_stop(&rc.stop);
-    cr_assert(ex_run_loop_run_one(&loop));
+    ex_operation *op = start_stopped_schedule(s, &rc, &loop);
     rec_expect_values(&rc, 1);
     cr_assert_eq(rc.v[0].type, EX_T_NONE);
     run_destroy(op);
@@ -404,11 +411,7 @@ Test(exec_into_variant, stopped_as_error_of_a_stopped_schedule) {
     cr_assert_eq(ex_sender_sigs(s)->flags & EX_SIGS_STOPPED, 0);
     cr_assert_eq(ex_sender_sigs(s)->nvalues, 1);
     rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc);
-    ex_operation *op = run_start(s, &rc);
-    ex_stop_source_request_stop(&rc.stop);
-    cr_assert(ex_run_loop_run_one(&loop));
+    ex_operation *op = start_stopped_schedule(s, &rc, &loop);
     rec_expect_error(&rc, EX_EUSER + 8);
     run_destroy(op);
     rec_init(&rc);

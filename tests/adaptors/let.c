@@ -17,8 +17,7 @@ Test(exec_let, let_value_calls_fn_with_the_values) {
     cr_assert_eq(ex_sender_status(s).code, 0);
     ex_result r = ex_sync_wait(s);
     expect_value_int(&r, 40);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(sn.n, 2);
+    expect_called_once_with(&sn, 2);
     cr_assert_eq(sn.in[0].type, EX_T_INT);
     cr_assert_eq(sn.in[0].as.i, 4);
     cr_assert_eq(sn.in[1].type, EX_T_STR);
@@ -44,8 +43,7 @@ Test(exec_let, let_value_result_is_the_returned_senders_values) {
     cr_assert_float_eq(r.values[0].as.d, 1.5, 0);
     cr_assert_str_eq(r.values[1].as.s, "x");
     cr_assert_eq(r.values[2].as.u, 3u);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(sn.n, 0);
+    expect_called_once_with(&sn, 0);
     ex_result_destroy(&r);
     ex_sender_release(sn.ret);
     expect_no_leaks();
@@ -219,10 +217,9 @@ static ex_sender *lv_async_reader(void *ctx, const ex_value *in, size_t n) {
 
 Test(exec_let, datums_live_until_the_returned_sender_completes) {
     ex_single_thread_context stc;
-    test_stc_init(&stc);
     lifetime_ctx lc;
     memset(&lc, 0, sizeof lc);
-    lc.sch = ex_single_thread_context_scheduler(&stc);
+    lc.sch = test_stc_init(&stc);
     ex_sender *child = ex_then(ex_just(ex_int(5)), make_values, &lc, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT, EX_T_TUPLE));
     ex_sender *s = ex_let_value(child, lv_async_reader, &lc, EX_SIG(EX_T_INT, EX_T_TUPLE));
     cr_assert_eq(ex_sender_status(s).code, 0);
@@ -266,10 +263,9 @@ static ex_sender *le_elsewhere(void *ctx, ex_error err) {
 
 Test(exec_let, inside_sync_wait_inner_sender_completes_on_another_thread) {
     ex_single_thread_context stc;
-    test_stc_init(&stc);
     thread_ctx tc;
     memset(&tc, 0, sizeof tc);
-    tc.sch = ex_single_thread_context_scheduler(&stc);
+    tc.sch = test_stc_init(&stc);
     ex_result r = ex_sync_wait(ex_let_value(ex_just(ex_int(41)), lv_elsewhere, &tc, EX_SIG(EX_T_INT)));
     expect_value_int(&r, 42);
     cr_assert_eq(tc.calls, 1);

@@ -97,8 +97,7 @@ Test(exec_let, inner_operation_comes_from_the_environments_allocator) {
                                 &ex_key_get_allocator, ex_alloc_value(&env_allocator.base));
     ex_result r = ex_sync_wait(s);
     expect_value_int(&r, 9);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(sn.n, 1);
+    expect_called_once_with(&sn, 1);
     cr_assert_eq(sn.in[0].type, EX_T_TUPLE); /* its storage is gone now: do not read through it */
     cr_assert_geq(atomic_load(&env_allocator.allocs), 2, "the stored tuple and the inner operation use the env's allocator");
     cnt_alloc_expect_balanced(&env_allocator, "the env's allocator");

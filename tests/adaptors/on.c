@@ -143,8 +143,7 @@ Test(exec_transfer, on_runs_child_on_sch_and_returns_to_sync_wait_thread) {
 
 Test(exec_transfer, on_child_env_get_scheduler_is_sch) {
     ex_single_thread_context c;
-    test_stc_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     ex_result r = ex_sync_wait(ex_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
     cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch));
@@ -176,8 +175,7 @@ Test(exec_transfer, on_returns_to_receiver_env_scheduler) {
 
 Test(exec_transfer, on_carries_error_and_stopped_back) {
     ex_single_thread_context c;
-    test_stc_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     mark m = { 0 };
     ex_result r = ex_sync_wait(ex_upon_error(ex_on(sch, ex_just_error(ex_err(EX_EUSER + 4, "on error"))), mark_error, &m,
                                              EX_SIG(EX_T_INT)));

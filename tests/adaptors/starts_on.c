@@ -21,8 +21,7 @@ Test(exec_transfer, starts_on_runs_child_on_scheduler_thread) {
 
 Test(exec_transfer, starts_on_child_env_get_scheduler_is_sch) {
     ex_single_thread_context c;
-    test_stc_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     ex_result r = ex_sync_wait(ex_starts_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
     expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_SCHED);
@@ -74,8 +73,7 @@ Test(exec_transfer, starts_on_attrs_forward_the_childs_attrs) {
 
 Test(exec_transfer, starts_on_passes_error_and_stopped_through) {
     ex_single_thread_context c;
-    test_stc_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     ex_result r = ex_sync_wait(ex_starts_on(sch, ex_just_error(ex_err(EX_EUSER + 2, "child failed"))));
     expect_error(&r, EX_EUSER + 2);
     cr_assert_str_eq(r.error.msg, "child failed");

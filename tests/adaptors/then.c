@@ -14,8 +14,7 @@ Test(exec_then, then_calls_fn_with_the_values_and_sends_its_result) {
     cr_assert_eq(ex_sender_status(s).code, 0);
     ex_result r = ex_sync_wait(s);
     expect_value_int(&r, 7);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(sn.n, 2);
+    expect_called_once_with(&sn, 2);
     cr_assert_eq(sn.in[0].type, EX_T_INT);
     cr_assert_eq(sn.in[0].as.i, 3);
     cr_assert_eq(sn.in[1].as.i, 4);
@@ -101,8 +100,7 @@ Test(exec_then, then_no_output_values) {
     cr_assert_eq(sg->values[0].arity, 0);
     ex_result r = ex_sync_wait(s);
     expect_values(&r, 0);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(sn.n, 1);
+    expect_called_once_with(&sn, 1);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
@@ -111,8 +109,7 @@ Test(exec_then, then_no_input_values) {
     seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_then(ex_just(), fn_count, &sn, EX_SIG0, EX_SIG(EX_T_INT)));
     expect_value_int(&r, 0);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(sn.n, 0);
+    expect_called_once_with(&sn, 0);
     expect_no_leaks();
 }
 

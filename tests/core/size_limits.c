@@ -388,11 +388,12 @@ Test(size_limits, more_than_max_arity_values_are_einval_not_an_overflow) {
     expect_no_leaks();
 }
 
-typedef struct await_seen { ex_await_status status; int code; uint8_t n; } await_seen;
+/* What a task saw when it awaited `s`. */
+typedef struct await_seen { ex_sender *s; ex_await_status status; int code; uint8_t n; } await_seen;
 
-static ex_task_result await_nine(ex_task *t, void *arg) {
+static ex_task_result await_and_note(ex_task *t, void *arg) {
     await_seen *seen = arg;
-    ex_await_result r = ex_await(t, &nine_sender);
+    ex_await_result r = ex_await(t, seen->s);
     seen->status = r.status;
     seen->n = r.n;
     seen->code = r.status == EX_AWAIT_ERROR ? r.error.code : 0;
@@ -400,8 +401,8 @@ static ex_task_result await_nine(ex_task *t, void *arg) {
 }
 
 Test(size_limits, a_task_awaiting_more_than_max_arity_values_gets_einval) {
-    await_seen seen = { EX_AWAIT_VALUE, 0, 0 };
-    ex_result r = ex_sync_wait(ex_task_create(await_nine, &seen, NULL));
+    await_seen seen = { &nine_sender, EX_AWAIT_VALUE, 0, 0 };
+    ex_result r = ex_sync_wait(ex_task_create(await_and_note, &seen, NULL));
     cr_expect_eq(r.disposition, EX_DISP_VALUE);
     cr_expect_eq(seen.status, EX_AWAIT_ERROR, "the await gave status %d with %u values", (int)seen.status, seen.n);
     cr_expect_eq(seen.code, EX_EINVAL);
@@ -556,17 +557,9 @@ Test(size_limits, spawn_split_and_futures_of_a_huge_operation_are_enomem) {
     expect_no_leaks();
 }
 
-static ex_task_result await_huge(ex_task *t, void *arg) {
-    await_seen *seen = arg;
-    ex_await_result r = ex_await(t, &huge64);
-    seen->status = r.status;
-    seen->code = r.status == EX_AWAIT_ERROR ? r.error.code : 0;
-    return ex_task_void();
-}
-
 Test(size_limits, a_task_awaiting_a_huge_operation_gets_enomem) {
-    await_seen seen = { EX_AWAIT_VALUE, 0, 0 };
-    ex_result r = ex_sync_wait(ex_task_create(await_huge, &seen, NULL));
+    await_seen seen = { &huge64, EX_AWAIT_VALUE, 0, 0 };
+    ex_result r = ex_sync_wait(ex_task_create(await_and_note, &seen, NULL));
     cr_expect_eq(r.disposition, EX_DISP_VALUE);
     cr_expect_eq(seen.status, EX_AWAIT_ERROR, "the await gave status %d", (int)seen.status);
     cr_expect_eq(seen.code, EX_ENOMEM);
