@@ -9,58 +9,15 @@ TEST_SUITE(exec_into_variant, 10);
 
 /* ------------------------------------------------------------- fixtures */
 
-/* A receiver that formats what it receives while the datums are alive
- * (tuples are borrowed for the duration of the completion). */
-typedef struct fmt_rec {
-    ex_receiver_vtable vt;
-    int values, errors, stops;
-    size_t n;
-    ex_type type0;
-    char text[256];
-    ex_error err;
-    ex_env env;
-} fmt_rec;
-
-static void fr_value(void *self, const ex_value *v, size_t n) {
-    fmt_rec *r = self;
-    r->values++;
-    r->n = n;
-    r->type0 = n ? v[0].type : EX_T_ANY;
-    size_t len = 0;
-    r->text[0] = '\0';
-    for (size_t i = 0; i < n && len < sizeof r->text; i++) {
-        if (i) len += (size_t)snprintf(r->text + len, sizeof r->text - len, "; ");
-        if (len < sizeof r->text) len += ex_value_format(&v[i], r->text + len, sizeof r->text - len);
-    }
-}
-static void fr_error(void *self, ex_error e) {
-    fmt_rec *r = self;
-    r->errors++;
-    r->err = e;
-}
-static void fr_stopped(void *self) { ((fmt_rec *)self)->stops++; }
-static ex_env fr_env(void *self) { return ((fmt_rec *)self)->env; }
-
-static void fmt_rec_init(fmt_rec *r) {
-    memset(r, 0, sizeof *r);
-    r->vt.set_value = fr_value;
-    r->vt.set_error = fr_error;
-    r->vt.set_stopped = fr_stopped;
-    r->vt.env = fr_env;
-    r->env = ex_env_empty();
-}
-
-/* Connects s to r in local storage, starts, destroys, releases s. */
-static void run_fmt(ex_sender *s, fmt_rec *r) {
-    _Alignas(max_align_t) unsigned char buf[1024];
-    cr_assert_leq(ex_sender_op_size(s), sizeof buf);
-    ex_operation *op = NULL;
-    ex_error e = ex_connect(s, (ex_receiver){ &r->vt, r }, buf, sizeof buf, &op);
-    cr_assert_eq(e.code, 0, "connect failed: %s", e.msg ? e.msg : "");
-    ex_start(op);
-    cr_assert_eq(r->values + r->errors + r->stops, 1, "exactly one completion expected");
-    ex_operation_destroy(op);
-    ex_sender_release(s);
+/* Starts s (over a schedule on loop) into rc, whose stop token is then
+ * stopped, and runs the loop's item: the schedule completes stopped. */
+static ex_operation *start_stopped_schedule(ex_sender *s, rec *rc, ex_run_loop *loop) {
+    rec_init(rc);
+    rec_with_stop(rc);
+    ex_operation *op = run_start(s, rc);
+    ex_stop_source_request_stop(&rc->stop);
+    cr_assert(ex_run_loop_run_one(loop));
+    return op;
 }
 
 /* then: int x -> int x + 1, or fails when *ctx is true. */
@@ -122,20 +79,18 @@ Test(exec_into_variant, into_variant_wraps_values_in_one_tuple) {
     cr_assert_eq(sg->values[0].arity, 1);
     cr_assert_eq(sg->values[0].types[0], EX_T_TUPLE);
     cr_assert_eq(sg->flags, 0, "just(...) neither errors nor stops");
-    fmt_rec fr;
-    fmt_rec_init(&fr);
-    run_fmt(s, &fr);
-    cr_assert_eq(fr.values, 1);
-    cr_assert_eq(fr.n, 1);
-    cr_assert_eq(fr.type0, EX_T_TUPLE);
+    rec fr;
+    rec_init(&fr);
+    run_in_place(s, &fr);
+    rec_expect_values(&fr, 1);
+    cr_assert_eq(fr.v[0].type, EX_T_TUPLE);
     cr_assert_str_eq(fr.text, "tuple#0(int 1, str \"a\")");
     expect_no_leaks();
 }
 
 Test(exec_into_variant, into_variant_of_no_values_is_an_empty_tuple) {
     ex_result r = ex_sync_wait(ex_into_variant(ex_just()));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->n, 0);
     cr_assert_eq(r.values[0].as.tuple->index, 0);
@@ -156,10 +111,10 @@ Test(exec_into_variant, into_variant_index_names_the_matching_value_signature) {
     cr_assert_eq(ex_sender_sigs(s)->values[0].types[0], EX_T_TUPLE);
 
     /* Value path: set_value(int 2). */
-    fmt_rec fr;
-    fmt_rec_init(&fr);
+    rec fr;
+    rec_init(&fr);
     ex_sender_retain(s);
-    run_fmt(s, &fr);
+    run_in_place(s, &fr);
     cr_assert_eq(fr.values, 1);
     char want[64];
     snprintf(want, sizeof want, "tuple#%d(int 2)", i_int);
@@ -167,16 +122,15 @@ Test(exec_into_variant, into_variant_index_names_the_matching_value_signature) {
 
     /* Error path turned into set_value(str, double). */
     fail = true;
-    fmt_rec_init(&fr);
-    run_fmt(s, &fr);
+    rec_init(&fr);
+    run_in_place(s, &fr);
     cr_assert_eq(fr.values, 1);
     snprintf(want, sizeof want, "tuple#%d(str \"failed\", double 2.5)", i_pair);
     cr_assert_str_eq(fr.text, want);
 
     /* The same through sync_wait_with_variant (which applies into_variant). */
     ex_result r = ex_sync_wait_with_variant(child);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     const ex_tuple *t = r.values[0].as.tuple;
     cr_assert_eq(t->index, (uint32_t)i_pair);
     cr_assert_eq(t->n, 2);
@@ -188,7 +142,7 @@ Test(exec_into_variant, into_variant_index_names_the_matching_value_signature) {
 
 Test(exec_into_variant, into_variant_index_with_upon_stopped) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     /* schedule(run_loop) gives set_value() or set_stopped(); upon_stopped
      * turns the latter into set_value(int -1). */
     ex_sender *child = ex_upon_stopped(ex_schedule(ex_run_loop_scheduler(&loop)), stopped_to_int, NULL, EX_SIG(EX_T_INT));
@@ -199,8 +153,8 @@ Test(exec_into_variant, into_variant_index_with_upon_stopped) {
     cr_assert_eq(ex_sender_sigs(s)->flags & EX_SIGS_STOPPED, 0);
     char want[64];
     for (int stop = 0; stop < 2; stop++) {
-        fmt_rec fr;
-        fmt_rec_init(&fr);
+        rec fr;
+        rec_init(&fr);
         ex_stop_source src;
         ex_stop_source_init(&src);
         ex_env_pair pair;
@@ -220,7 +174,7 @@ Test(exec_into_variant, into_variant_index_with_upon_stopped) {
         ex_operation_destroy(op);
     }
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 
@@ -229,11 +183,10 @@ Test(exec_into_variant, into_variant_passes_error_through) {
     ex_sender *s = ex_into_variant(ex_just_error(ex_err_data(EX_EUSER + 2, "boom", &payload)));
     cr_assert_eq(ex_sender_sigs(s)->nvalues, 0, "no value completions, no tuple signature");
     cr_assert_eq(ex_sender_sigs(s)->flags, EX_SIGS_ERROR);
-    fmt_rec fr;
-    fmt_rec_init(&fr);
-    run_fmt(s, &fr);
-    cr_assert_eq(fr.errors, 1);
-    cr_assert_eq(fr.err.code, EX_EUSER + 2);
+    rec fr;
+    rec_init(&fr);
+    run_in_place(s, &fr);
+    rec_expect_error(&fr, EX_EUSER + 2);
     cr_assert_str_eq(fr.err.msg, "boom");
     cr_assert_eq(fr.err.data, &payload);
     expect_no_leaks();
@@ -242,12 +195,12 @@ Test(exec_into_variant, into_variant_passes_error_through) {
 Test(exec_into_variant, into_variant_passes_stopped_through) {
     ex_sender *s = ex_into_variant(ex_just_stopped());
     cr_assert_eq(ex_sender_sigs(s)->flags, EX_SIGS_STOPPED);
-    fmt_rec fr;
-    fmt_rec_init(&fr);
-    run_fmt(s, &fr);
+    rec fr;
+    rec_init(&fr);
+    run_in_place(s, &fr);
     cr_assert_eq(fr.stops, 1);
     ex_result r = ex_sync_wait_with_variant(ex_just_stopped());
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     expect_no_leaks();
 }
 
@@ -257,9 +210,9 @@ Test(exec_into_variant, into_variant_of_a_dynamic_child) {
     cr_assert_eq(ex_sender_status(s).code, 0);
     cr_assert_eq(ex_sender_sigs(s)->nvalues, 1);
     cr_assert_eq(ex_sender_sigs(s)->values[0].types[0], EX_T_TUPLE);
-    fmt_rec fr;
-    fmt_rec_init(&fr);
-    run_fmt(s, &fr);
+    rec fr;
+    rec_init(&fr);
+    run_in_place(s, &fr);
     cr_assert_eq(fr.values, 1);
     cr_assert_str_eq(fr.text, "tuple#0(int 4, bool true)");
     ex_sender_release(inner);
@@ -268,18 +221,11 @@ Test(exec_into_variant, into_variant_of_a_dynamic_child) {
 
 Test(exec_into_variant, into_variant_bad_input) {
     ex_sender *s = ex_into_variant(NULL);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
-    test_alloc_reset();
+    expect_invalid(s, EX_EINVAL);
     ex_sender *child = ex_just(ex_int(1));
-    test_alloc_fail_at(1);
+    test_alloc_fail_next();
     s = ex_into_variant(child);
-    cr_assert_eq(test_stats.failed, 1);
-    test_alloc_reset();
-    cr_assert_eq(ex_sender_status(s).code, EX_ENOMEM);
-    r = ex_sync_wait(s);
-    expect_error(&r, EX_ENOMEM);
+    expect_built_enomem(s);
     expect_no_leaks();
 }
 
@@ -302,13 +248,12 @@ Test(exec_into_variant, stopped_as_optional_several_values_become_a_tuple) {
     cr_assert_eq(ex_sender_status(s).code, 0);
     cr_assert_eq(ex_sender_sigs(s)->nvalues, 1);
     cr_assert_eq(ex_sender_sigs(s)->values[0].arity, 1);
-    fmt_rec fr;
-    fmt_rec_init(&fr);
+    rec fr;
+    rec_init(&fr);
     ex_sender_retain(s);
-    run_fmt(s, &fr);
-    cr_assert_eq(fr.values, 1);
-    cr_assert_eq(fr.n, 1);
-    cr_assert_eq(fr.type0, EX_T_TUPLE);
+    run_in_place(s, &fr);
+    rec_expect_values(&fr, 1);
+    cr_assert_eq(fr.v[0].type, EX_T_TUPLE);
     cr_assert_str_eq(fr.text, "tuple#0(int 1, str \"b\")");
     ex_result r = ex_sync_wait(s);
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
@@ -320,7 +265,7 @@ Test(exec_into_variant, stopped_as_optional_several_values_become_a_tuple) {
 
 Test(exec_into_variant, stopped_as_optional_stopped_becomes_none) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     /* then(schedule(run_loop)) : set_value(int) or set_stopped(). */
     ex_sender *child = ex_then(ex_schedule(ex_run_loop_scheduler(&loop)), to_int, NULL, EX_SIG0, EX_SIG(EX_T_INT));
     cr_assert_neq(ex_sender_sigs(child)->flags & EX_SIGS_STOPPED, 0);
@@ -330,14 +275,8 @@ Test(exec_into_variant, stopped_as_optional_stopped_becomes_none) {
     cr_assert_eq(ex_sender_sigs(s)->nvalues, 1);
 
     rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc);
-    ex_operation *op = run_start(s, &rc);
-    ex_stop_source_request_stop(&rc.stop);
-    cr_assert(ex_run_loop_run_one(&loop));
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rec_total(&rc), 1);
-    cr_assert_eq(rc.n, 1);
+    ex_operation *op = start_stopped_schedule(s, &rc, &loop);
+    rec_expect_values(&rc, 1);
     cr_assert_eq(rc.v[0].type, EX_T_NONE);
     run_destroy(op);
 
@@ -350,7 +289,7 @@ Test(exec_into_variant, stopped_as_optional_stopped_becomes_none) {
     cr_assert_eq(rc.v[0].as.i, 1);
     run_destroy(op);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 
@@ -360,8 +299,7 @@ Test(exec_into_variant, stopped_as_optional_dynamic_child_stopped_becomes_none) 
     cr_assert_eq(ex_sender_status(s).code, 0);
     cr_assert_eq(ex_sender_sigs(s)->flags & EX_SIGS_STOPPED, 0);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_NONE);
     expect_no_leaks();
 }
@@ -403,8 +341,7 @@ Test(exec_into_variant, stopped_as_optional_rejects_void_or_several_value_signat
     ex_sender_release(s);
 
     s = ex_stopped_as_optional(NULL);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     expect_no_leaks();
 }
 
@@ -430,9 +367,7 @@ Test(exec_into_variant, stopped_as_error_turns_stopped_into_the_error) {
     rec rc;
     rec_init(&rc);
     ex_operation *op = run_start(s, &rc);
-    cr_assert_eq(rc.errors, 1);
-    cr_assert_eq(rec_total(&rc), 1);
-    cr_assert_eq(rc.err.code, EX_EUSER + 5);
+    rec_expect_error(&rc, EX_EUSER + 5);
     cr_assert_str_eq(rc.err.msg, "was stopped");
     cr_assert_eq(rc.err.data, &payload);
     run_destroy(op);
@@ -456,8 +391,7 @@ Test(exec_into_variant, stopped_as_error_passes_values_and_errors_through) {
     cr_assert_eq(sg->values[0].types[1], EX_T_STR);
     cr_assert_eq(sg->flags & EX_SIGS_STOPPED, 0);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 2);
+    expect_values(&r, 2);
     cr_assert_eq(r.values[0].as.i, 3);
     cr_assert_str_eq(r.values[1].as.s, "v");
     ex_result_destroy(&r);
@@ -472,28 +406,21 @@ Test(exec_into_variant, stopped_as_error_passes_values_and_errors_through) {
 
 Test(exec_into_variant, stopped_as_error_of_a_stopped_schedule) {
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     ex_sender *s = ex_stopped_as_error(ex_schedule(ex_run_loop_scheduler(&loop)), ex_err(EX_EUSER + 8, "stop"));
     cr_assert_eq(ex_sender_sigs(s)->flags & EX_SIGS_STOPPED, 0);
     cr_assert_eq(ex_sender_sigs(s)->nvalues, 1);
     rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc);
-    ex_operation *op = run_start(s, &rc);
-    ex_stop_source_request_stop(&rc.stop);
-    cr_assert(ex_run_loop_run_one(&loop));
-    cr_assert_eq(rc.errors, 1);
-    cr_assert_eq(rec_total(&rc), 1);
-    cr_assert_eq(rc.err.code, EX_EUSER + 8);
+    ex_operation *op = start_stopped_schedule(s, &rc, &loop);
+    rec_expect_error(&rc, EX_EUSER + 8);
     run_destroy(op);
     rec_init(&rc);
     op = run_start(s, &rc);
     cr_assert(ex_run_loop_run_one(&loop));
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.n, 0);
+    rec_expect_values(&rc, 0);
     run_destroy(op);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
+    test_loop_destroy(&loop);
     expect_no_leaks();
 }
 
@@ -503,19 +430,14 @@ Test(exec_into_variant, stopped_as_error_bad_input) {
     ex_result r = ex_sync_wait(s);
     expect_error(&r, EX_EINVAL);
     s = ex_stopped_as_error(ex_just(ex_int(1)), ex_err(EX_OK, "ok"));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     s = ex_stopped_as_error(NULL, ex_err(EX_ECANCELED, "c"));
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     ex_sender *child = ex_just_stopped();
-    test_alloc_reset();
-    test_alloc_fail_at(1);
+    test_alloc_fail_next();
     s = ex_stopped_as_error(child, ex_err(EX_ECANCELED, "c"));
-    cr_assert_eq(test_stats.failed, 1);
-    test_alloc_reset();
-    cr_assert_eq(ex_sender_status(s).code, EX_ENOMEM);
-    ex_sender_release(s);
+    expect_injected_failure_hit();
+    expect_invalid_status(s, EX_ENOMEM);
     expect_no_leaks();
 }
 
@@ -586,7 +508,7 @@ Test(exec_into_variant, sync_wait_with_variant_errors_and_stopped) {
     expect_error(&r, EX_EUSER + 9);
     ex_result_destroy(&r);
     r = ex_sync_wait_with_variant(ex_just_stopped());
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     ex_result_destroy(&r);
     r = ex_sync_wait_with_variant(NULL);
     expect_error(&r, EX_EINVAL);
@@ -598,11 +520,9 @@ Test(exec_into_variant, sync_wait_with_variant_out_of_memory_copying_the_tuple) 
     ex_sender *s = ex_just(ex_int(1));
     ex_sender *v = ex_into_variant(s);
     /* The only allocation left is the copy of the tuple into the result. */
-    test_alloc_reset();
-    test_alloc_fail_at(1);
+    test_alloc_fail_next();
     ex_result r = ex_sync_wait(v);
-    cr_assert_eq(test_stats.failed, 1);
-    test_alloc_reset();
+    expect_injected_failure_hit();
     expect_error(&r, EX_ENOMEM);
     ex_result_destroy(&r);
     expect_no_leaks();

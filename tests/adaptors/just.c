@@ -5,8 +5,7 @@ TEST_SUITE(exec_just, 10);
 
 Test(exec_just, just_no_values) {
     ex_result r = ex_sync_wait(ex_just());
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 0);
+    expect_values(&r, 0);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
@@ -20,8 +19,7 @@ Test(exec_just, just_several_values_in_order) {
     cr_assert_eq(sg->values[0].types[1], EX_T_UINT);
     cr_assert_eq(sg->flags, 0, "just never errors or stops");
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 6);
+    expect_values(&r, 6);
     cr_assert_eq(r.values[0].as.i, -3);
     cr_assert_eq(r.values[1].as.u, 7u);
     cr_assert_float_eq(r.values[2].as.d, 1.5, 0);
@@ -76,9 +74,7 @@ Test(exec_just, just_rejects_too_many_values) {
     ex_value v[EX_MAX_ARITY + 1];
     for (int i = 0; i <= EX_MAX_ARITY; i++) v[i] = ex_int(i);
     ex_sender *s = ex_just_n(v, EX_MAX_ARITY + 1);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     expect_no_leaks();
 }
 
@@ -105,16 +101,14 @@ Test(exec_just, just_stopped_completes_stopped) {
     ex_sender *s = ex_just_stopped();
     cr_assert_eq(ex_sender_sigs(s)->flags, EX_SIGS_STOPPED);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     expect_no_leaks();
 }
 
 Test(exec_just, just_out_of_memory_gives_enomem_sender) {
     test_alloc_fail_at(1);
     ex_sender *s = ex_just(ex_int(1));
-    cr_assert_eq(ex_sender_status(s).code, EX_ENOMEM);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_ENOMEM);
+    expect_invalid(s, EX_ENOMEM);
     expect_no_leaks();
 }
 
@@ -167,7 +161,6 @@ Test(exec_just, read_env_wrong_type_is_einval) {
 
 Test(exec_just, read_env_null_key_is_invalid) {
     ex_sender *s = ex_read_env(NULL, EX_T_ANY);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     expect_no_leaks();
 }

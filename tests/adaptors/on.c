@@ -1,456 +1,14 @@
-/* [exec.starts.on], [exec.continues.on], [exec.schedule.from], [exec.on]:
- * moving work between execution resources. */
+/* [exec.on]: on (both forms), the inline scheduler, and the input checks
+ * of every transfer builder.  starts_on.c and continues_on.c test the
+ * other transfer adaptors (same suite). */
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 
-#include "common/helpers.h"
+#include "adaptors/transfer_fixtures.h"
 
 TEST_SUITE(exec_transfer, 10);
 
-/* ------------------------------------------------------------ fixtures */
-
-/* Where (and how often) a callback ran. */
-typedef struct mark {
-    pthread_t tid;
-    int calls;
-    int64_t add;
-} mark;
-
-/* int -> int + m->add, recording the thread. */
-static ex_error mark_int(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    mark *m = ctx;
-    (void)n;
-    m->tid = pthread_self();
-    m->calls++;
-    out[0] = ex_int(in[0].as.i + m->add);
-    return ex_ok();
-}
-
-/* () -> int m->add, recording the thread. */
-static ex_error mark_make_int(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    mark *m = ctx;
-    (void)in, (void)n;
-    m->tid = pthread_self();
-    m->calls++;
-    out[0] = ex_int(m->add);
-    return ex_ok();
-}
-
-/* Any values -> int (their count), recording the thread. */
-static ex_error mark_count(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    mark *m = ctx;
-    (void)in;
-    m->tid = pthread_self();
-    m->calls++;
-    out[0] = ex_int((int64_t)n);
-    return ex_ok();
-}
-
-/* error -> int code, recording the thread. */
-static ex_error mark_error(void *ctx, ex_error e, ex_value *out) {
-    mark *m = ctx;
-    m->tid = pthread_self();
-    m->calls++;
-    out[0] = ex_int(e.code);
-    return ex_ok();
-}
-
-/* stopped -> int -1, recording the thread. */
-static ex_error mark_stopped(void *ctx, ex_value *out) {
-    mark *m = ctx;
-    m->tid = pthread_self();
-    m->calls++;
-    out[0] = ex_int(-1);
-    return ex_ok();
-}
-
-static ex_sender *then_mark(ex_sender *s, mark *m) {
-    return ex_then(s, mark_int, m, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
-}
-
-static void ctx_init(ex_single_thread_context *c) {
-    ex_error e = ex_single_thread_context_init(c);
-    cr_assert_eq(e.code, 0, "ex_single_thread_context_init: %s", e.msg ? e.msg : "");
-}
-
-static void ctx_destroy(ex_single_thread_context *c) {
-    cr_assert_eq(ex_single_thread_context_destroy(c).code, 0);
-}
-
-static bool on_thread(pthread_t a, ex_single_thread_context *c) {
-    return pthread_equal(a, ex_single_thread_context_thread_id(c)) != 0;
-}
-
-/* Connect into exactly-sized storage from the heap with ex_connect. */
-static ex_error connect_heap(const ex_sender *s, rec *r, ex_operation **op, void **mem) {
-    size_t align = ex_sender_op_align(s);
-    if (align < sizeof(void *)) align = sizeof(void *);
-    size_t size = ex_sender_op_size(s);
-    *mem = NULL;
-    cr_assert_eq(posix_memalign(mem, align, size ? size : 1), 0);
-    ex_error e = ex_connect(s, rec_receiver(r), *mem, size, op);
-    if (e.code) {
-        free(*mem);
-        *mem = NULL;
-    }
-    return e;
-}
-
-/* Runs items of `loop` on this thread until r got its completion. */
-static void drive_until_complete(ex_run_loop *loop, rec *r) {
-    while (rec_total(r) == 0)
-        if (!ex_run_loop_run_one(loop)) sched_yield();
-}
-
-static const ex_scheduler bad_sched = { NULL, NULL };
-
-/* ------------------------------------------------------------- starts_on */
-
-Test(exec_transfer, starts_on_runs_child_on_scheduler_thread) {
-    ex_single_thread_context c;
-    ctx_init(&c);
-    mark m = { .add = 1 };
-    ex_result r = ex_sync_wait(ex_starts_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(41)), &m)));
-    expect_value_int(&r, 42);
-    cr_assert_eq(m.calls, 1);
-    cr_assert(on_thread(m.tid, &c), "the child must run on the context's thread");
-    cr_assert_not(pthread_equal(m.tid, pthread_self()));
-    ctx_destroy(&c);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, starts_on_child_env_get_scheduler_is_sch) {
-    ex_single_thread_context c;
-    ctx_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
-    ex_result r = ex_sync_wait(ex_starts_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 1);
-    cr_assert_eq(r.values[0].type, EX_T_SCHED);
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch), "the child's get_scheduler must be sch");
-    ctx_destroy(&c);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, starts_on_child_env_forwards_the_receiver_env) {
-    /* JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)): forwarding keys from above pass. */
-    static const ex_key fwd = { "test.transfer.fwd", true };
-    ex_result r = ex_sync_wait(
-        ex_write_env(ex_starts_on(ex_inline_scheduler(), ex_read_env(&fwd, EX_T_INT)), &fwd, ex_int(5)));
-    expect_value_int(&r, 5);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, starts_on_has_no_completion_scheduler_of_its_own) {
-    ex_single_thread_context c;
-    ctx_init(&c);
-    ex_sender *s = ex_starts_on(ex_single_thread_context_scheduler(&c), ex_just(ex_int(1)));
-    cr_assert_eq(ex_sender_status(s).code, 0);
-    ex_scheduler got;
-    cr_assert_not(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
-    cr_assert_not(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_error, &got));
-    cr_assert_not(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_stopped, &got));
-    ex_sender_release(s);
-    ctx_destroy(&c);
-    expect_no_leaks();
-}
-
-/* [exec.snd.general]: default-impls::get-attrs of a single-child sender is
- * FWD-ENV(get_env(child)); starts_on does not specialise get-attrs, so it
- * forwards the child's (forwarding) completion-scheduler queries. */
-Test(exec_transfer, starts_on_attrs_forward_the_childs_attrs) {
-    ex_single_thread_context a, b;
-    ctx_init(&a);
-    ctx_init(&b);
-    ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
-    ex_sender *s = ex_starts_on(sa, ex_schedule(sb));
-    ex_scheduler got = bad_sched;
-    cr_expect(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got),
-              "starts_on(a, schedule(b)) should forward schedule(b)'s value completion scheduler");
-    cr_expect(ex_scheduler_equal(got, sb));
-    ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    ctx_destroy(&a);
-    ctx_destroy(&b);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, starts_on_passes_error_and_stopped_through) {
-    ex_single_thread_context c;
-    ctx_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
-    ex_result r = ex_sync_wait(ex_starts_on(sch, ex_just_error(ex_err(EX_EUSER + 2, "child failed"))));
-    expect_error(&r, EX_EUSER + 2);
-    cr_assert_str_eq(r.error.msg, "child failed");
-    ex_result r2 = ex_sync_wait(ex_starts_on(sch, ex_just_stopped()));
-    cr_assert_eq(r2.disposition, EX_DISP_STOPPED);
-    ctx_destroy(&c);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, starts_on_stop_requested_completes_stopped_without_running_child) {
-    ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc);
-    ex_stop_source_request_stop(&rc.stop);
-    mark m = { .add = 0 };
-    ex_sender *s = ex_starts_on(ex_run_loop_scheduler(&loop), then_mark(ex_just(ex_int(1)), &m));
-    ex_operation *op = run_start(s, &rc);
-    cr_assert_eq(rec_total(&rc), 0, "starts_on completes only after the schedule operation ran");
-    cr_assert_eq(ex_run_loop_count(&loop), 1);
-    ex_run_loop_finish(&loop);
-    cr_assert_eq(ex_run_loop_run(&loop).code, 0);
-    cr_assert_eq(rc.stops, 1);
-    cr_assert_eq(rec_total(&rc), 1);
-    cr_assert_eq(m.calls, 0, "the child must not start when scheduling completed stopped");
-    run_destroy(op);
-    ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    expect_no_leaks();
-}
-
-/* ---------------------------------------------- continues_on / schedule_from */
-
-Test(exec_transfer, continues_on_child_runs_where_started_completes_on_target) {
-    ex_single_thread_context c;
-    ctx_init(&c);
-    mark child = { .add = 1 }, after = { .add = 10 };
-    ex_sender *s = then_mark(ex_continues_on(then_mark(ex_just(ex_int(1)), &child), ex_single_thread_context_scheduler(&c)), &after);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 12);
-    cr_assert_eq(child.calls, 1);
-    cr_assert_eq(after.calls, 1);
-    cr_assert(pthread_equal(child.tid, pthread_self()), "the child runs where continues_on was started");
-    cr_assert(on_thread(after.tid, &c), "the completion happens on the target's thread");
-    ctx_destroy(&c);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, continues_on_between_two_contexts) {
-    ex_single_thread_context a, b;
-    ctx_init(&a);
-    ctx_init(&b);
-    cr_assert_not(pthread_equal(ex_single_thread_context_thread_id(&a), ex_single_thread_context_thread_id(&b)));
-    mark ma = { .add = 2 }, mb = { .add = 3 };
-    ex_sender *s = ex_starts_on(ex_single_thread_context_scheduler(&a),
-                                ex_continues_on(then_mark(ex_just(ex_int(5)), &ma), ex_single_thread_context_scheduler(&b)));
-    ex_result r = ex_sync_wait(then_mark(s, &mb));
-    expect_value_int(&r, 10);
-    cr_assert(on_thread(ma.tid, &a));
-    cr_assert(on_thread(mb.tid, &b));
-    ctx_destroy(&a);
-    ctx_destroy(&b);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, continues_on_carries_several_values) {
-    ex_single_thread_context c;
-    ctx_init(&c);
-    int x = 0;
-    static const char hello[] = "hello";
-    ex_value inner[2] = { ex_int(7), ex_str(hello) };
-    ex_tuple t = { 4, 2, inner };
-    ex_sender *s = ex_continues_on(
-        ex_just(ex_int(-9), ex_uint(3), ex_double(2.5), ex_ptr(&x), ex_str(hello), ex_bool(true), ex_tuple_value(&t)),
-        ex_single_thread_context_scheduler(&c));
-    const ex_sigs *sg = ex_sender_sigs(s);
-    cr_assert_eq(sg->nvalues, 1);
-    cr_assert_eq(sg->values[0].arity, 7);
-    cr_assert_eq(sg->values[0].types[6], EX_T_TUPLE);
-    ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 7);
-    cr_assert_eq(r.values[0].as.i, -9);
-    cr_assert_eq(r.values[1].as.u, 3u);
-    cr_assert_float_eq(r.values[2].as.d, 2.5, 0);
-    cr_assert_eq(r.values[3].as.p, &x);
-    cr_assert_eq(r.values[4].as.s, hello);
-    cr_assert_eq(r.values[5].type, EX_T_BOOL);
-    cr_assert(r.values[5].as.b);
-    cr_assert_eq(r.values[6].type, EX_T_TUPLE);
-    const ex_tuple *rt = r.values[6].as.tuple;
-    cr_assert_eq(rt->index, 4);
-    cr_assert_eq(rt->n, 2);
-    cr_assert_eq(rt->v[0].as.i, 7);
-    cr_assert_eq(rt->v[1].as.s, hello);
-    ex_result_destroy(&r);
-    ctx_destroy(&c);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, continues_on_value_completion_thread_with_several_values) {
-    ex_single_thread_context c;
-    ctx_init(&c);
-    mark m = { 0 };
-    ex_sender *s = ex_then(ex_continues_on(ex_just(ex_int(1), ex_int(2), ex_int(3)), ex_single_thread_context_scheduler(&c)),
-                           mark_count, &m, EX_SIG(EX_T_INT, EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT));
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 3);
-    cr_assert(on_thread(m.tid, &c));
-    ctx_destroy(&c);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, continues_on_carries_error_to_target) {
-    ex_single_thread_context c;
-    ctx_init(&c);
-    static int payload;
-    ex_result r = ex_sync_wait(ex_continues_on(ex_just_error(ex_err_data(EX_EUSER + 7, "boom", &payload)),
-                                               ex_single_thread_context_scheduler(&c)));
-    expect_error(&r, EX_EUSER + 7);
-    cr_assert_str_eq(r.error.msg, "boom");
-    cr_assert_eq(r.error.data, &payload);
-
-    mark m = { 0 };
-    ex_result r2 = ex_sync_wait(ex_upon_error(
-        ex_continues_on(ex_just_error(ex_err(EX_EUSER + 8, "boom")), ex_single_thread_context_scheduler(&c)),
-        mark_error, &m, EX_SIG(EX_T_INT)));
-    expect_value_int(&r2, EX_EUSER + 8);
-    cr_assert(on_thread(m.tid, &c), "the error completion happens on the target's thread");
-    ctx_destroy(&c);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, continues_on_carries_stopped_to_target) {
-    ex_single_thread_context c;
-    ctx_init(&c);
-    ex_result r = ex_sync_wait(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)));
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
-    mark m = { 0 };
-    ex_result r2 = ex_sync_wait(ex_upon_stopped(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)),
-                                                mark_stopped, &m, EX_SIG(EX_T_INT)));
-    expect_value_int(&r2, -1);
-    cr_assert(on_thread(m.tid, &c), "the stopped completion happens on the target's thread");
-    ctx_destroy(&c);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, continues_on_completion_scheduler_attrs_are_target) {
-    ex_single_thread_context a, b;
-    ctx_init(&a);
-    ctx_init(&b);
-    ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
-    ex_sender *s = ex_continues_on(ex_just(ex_int(1)), sb);
-    ex_scheduler got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sb));
-    got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_stopped, &got));
-    cr_assert(ex_scheduler_equal(got, sb));
-    cr_assert_not(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_error, &got),
-                  "just has no error completion scheduler to forward");
-    ex_sender_release(s);
-
-    /* SCHED-ATTRS(sch) is joined before the child's attributes: sch wins. */
-    s = ex_continues_on(ex_schedule(sa), sb);
-    got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sb));
-    cr_assert_not(ex_scheduler_equal(got, sa));
-    ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    ctx_destroy(&a);
-    ctx_destroy(&b);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, schedule_from_behaves_like_continues_on) {
-    ex_single_thread_context c;
-    ctx_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
-    mark child = { .add = 1 }, after = { .add = 1 };
-    ex_sender *s = ex_schedule_from(sch, then_mark(ex_just(ex_int(40)), &child));
-    ex_scheduler got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sch));
-    got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_stopped, &got));
-    cr_assert(ex_scheduler_equal(got, sch));
-    ex_result r = ex_sync_wait(then_mark(s, &after));
-    expect_value_int(&r, 42);
-    cr_assert(pthread_equal(child.tid, pthread_self()));
-    cr_assert(on_thread(after.tid, &c));
-
-    ex_result r2 = ex_sync_wait(ex_schedule_from(sch, ex_just_error(ex_err(EX_EUSER, "e"))));
-    expect_error(&r2, EX_EUSER);
-    ex_result r3 = ex_sync_wait(ex_schedule_from(sch, ex_just_stopped()));
-    cr_assert_eq(r3.disposition, EX_DISP_STOPPED);
-    ex_result r4 = ex_sync_wait(ex_schedule_from(sch, ex_just(ex_int(1), ex_str("two"))));
-    cr_assert_eq(r4.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r4.n, 2);
-    cr_assert_eq(r4.values[0].as.i, 1);
-    cr_assert_str_eq(r4.values[1].as.s, "two");
-    ctx_destroy(&c);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, continues_on_run_loop_with_stop_requested_completes_stopped) {
-    ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc);
-    ex_stop_source_request_stop(&rc.stop);
-    mark child = { .add = 0 };
-    ex_sender *s = ex_continues_on(then_mark(ex_just(ex_int(1)), &child), ex_run_loop_scheduler(&loop));
-    ex_operation *op = run_start(s, &rc);
-    cr_assert_eq(child.calls, 1, "the child runs where continues_on is started");
-    cr_assert_eq(rec_total(&rc), 0, "the completion waits for the run loop");
-    ex_run_loop_finish(&loop);
-    cr_assert_eq(ex_run_loop_run(&loop).code, 0);
-    cr_assert_eq(rc.stops, 1, "schedule on a run_loop with stop requested completes stopped");
-    cr_assert_eq(rec_total(&rc), 1);
-    cr_assert_eq(rc.thread, test_thread_id());
-    run_destroy(op);
-    ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, continues_on_run_loop_without_stop_delivers_value) {
-    ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc); /* stop possible, never requested */
-    ex_sender *s = ex_continues_on(ex_just(ex_int(6), ex_int(7)), ex_run_loop_scheduler(&loop));
-    ex_operation *op = run_start(s, &rc);
-    cr_assert_eq(rec_total(&rc), 0);
-    cr_assert_eq(ex_run_loop_count(&loop), 1);
-    cr_assert(ex_run_loop_run_one(&loop));
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.n, 2);
-    cr_assert_eq(rc.v[0].as.i, 6);
-    cr_assert_eq(rc.v[1].as.i, 7);
-    run_destroy(op);
-    ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    expect_no_leaks();
-}
-
-Test(exec_transfer, transfer_children_see_the_receivers_stop_token) {
-    /* Children get FWD-ENV(env): the forwarding get_stop_token passes. */
-    ex_sender *ss[] = {
-        ex_continues_on(ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN), ex_inline_scheduler()),
-        ex_schedule_from(ex_inline_scheduler(), ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN)),
-        ex_starts_on(ex_inline_scheduler(), ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN)),
-    };
-    for (size_t i = 0; i < sizeof ss / sizeof ss[0]; i++) {
-        rec rc;
-        rec_init(&rc);
-        rec_with_stop(&rc);
-        ex_operation *op = run_start(ss[i], &rc);
-        cr_assert_eq(rc.values, 1, "sender %zu", i);
-        cr_assert_eq(rc.v[0].type, EX_T_TOKEN);
-        cr_assert(ex_stop_token_equal(rc.v[0].as.token, ex_stop_source_token(&rc.stop)), "sender %zu", i);
-        run_destroy(op);
-        ex_sender_release(ss[i]);
-    }
-    expect_no_leaks();
-}
+/* ------------------------------------------- input checks of the builders */
 
 Test(exec_transfer, transfer_builders_reject_invalid_scheduler) {
     ex_sender *ss[] = {
@@ -479,13 +37,9 @@ static ex_sender *identity_closure(void *ctx, ex_sender *s) {
 Test(exec_transfer, on_closure_rejects_invalid_scheduler_and_closure) {
     int calls = 0;
     ex_sender *s = ex_on_closure(ex_just(ex_int(1)), bad_sched, identity_closure, &calls);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    cr_assert_not_null(ex_sender_status(s).msg);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     s = ex_on_closure(ex_just(ex_int(1)), ex_inline_scheduler(), NULL, NULL);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    ex_sender_release(s);
+    expect_invalid_status(s, EX_EINVAL);
     cr_assert_eq(calls, 0);
     expect_no_leaks();
 }
@@ -563,8 +117,7 @@ Test(exec_transfer, inline_scheduler_transfers_complete_inline) {
     rec_init(&rc);
     ex_sender *s = ex_continues_on(ex_starts_on(ex_inline_scheduler(), ex_just(ex_int(3))), ex_inline_scheduler());
     ex_operation *op = run_start(s, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 3);
+    rec_expect_value_int(&rc, 3);
     cr_assert_eq(rc.thread, test_thread_id());
     run_destroy(op);
     ex_sender_release(s);
@@ -575,7 +128,7 @@ Test(exec_transfer, inline_scheduler_transfers_complete_inline) {
 
 Test(exec_transfer, on_runs_child_on_sch_and_returns_to_sync_wait_thread) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 100 };
     ex_sender *s = then_mark(ex_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(1)), &child)), &after);
     ex_result r = ex_sync_wait(s);
@@ -584,26 +137,25 @@ Test(exec_transfer, on_runs_child_on_sch_and_returns_to_sync_wait_thread) {
     cr_assert_eq(after.calls, 1);
     cr_assert(on_thread(child.tid, &c), "the child runs on sch");
     cr_assert(pthread_equal(after.tid, pthread_self()), "the result comes back to sync_wait's run loop thread");
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, on_child_env_get_scheduler_is_sch) {
     ex_single_thread_context c;
-    ctx_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     ex_result r = ex_sync_wait(ex_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
     cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch));
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, on_returns_to_receiver_env_scheduler) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     ex_run_loop loop;
-    cr_assert_eq(ex_run_loop_init(&loop).code, 0);
+    test_loop_init(&loop);
     rec rc;
     rec_init(&rc);
     rec_with_scheduler(&rc, ex_run_loop_scheduler(&loop));
@@ -611,21 +163,19 @@ Test(exec_transfer, on_returns_to_receiver_env_scheduler) {
     ex_sender *s = ex_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(40)), &child));
     ex_operation *op = run_start(s, &rc);
     drive_until_complete(&loop, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 42);
+    rec_expect_value_int(&rc, 42);
     cr_assert_eq(rc.thread, test_thread_id(), "the completion runs on the loop, driven by this thread");
     cr_assert(on_thread(child.tid, &c));
     run_destroy(op);
     ex_sender_release(s);
-    cr_assert_eq(ex_run_loop_destroy(&loop).code, 0);
-    ctx_destroy(&c);
+    test_loop_destroy(&loop);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, on_carries_error_and_stopped_back) {
     ex_single_thread_context c;
-    ctx_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     mark m = { 0 };
     ex_result r = ex_sync_wait(ex_upon_error(ex_on(sch, ex_just_error(ex_err(EX_EUSER + 4, "on error"))), mark_error, &m,
                                              EX_SIG(EX_T_INT)));
@@ -635,13 +185,13 @@ Test(exec_transfer, on_carries_error_and_stopped_back) {
     ex_result r2 = ex_sync_wait(ex_upon_stopped(ex_on(sch, ex_just_stopped()), mark_stopped, &m2, EX_SIG(EX_T_INT)));
     expect_value_int(&r2, -1);
     cr_assert(pthread_equal(m2.tid, pthread_self()));
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, on_without_scheduler_in_receiver_env_fails_connect) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     rec rc;
     rec_init(&rc); /* empty environment */
     mark child = { 0 };
@@ -650,13 +200,12 @@ Test(exec_transfer, on_without_scheduler_in_receiver_env_fails_connect) {
     ex_operation *op = (ex_operation *)&rc; /* must be reset */
     void *mem;
     ex_error e = connect_heap(s, &rc, &op, &mem);
-    cr_assert_eq(e.code, EX_EINVAL);
-    cr_assert_not_null(e.msg);
+    expect_err(e, EX_EINVAL);
     cr_assert_null(op);
     cr_assert_eq(rec_total(&rc), 0);
     cr_assert_eq(child.calls, 0);
     ex_sender_release(s);
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
@@ -664,28 +213,18 @@ Test(exec_transfer, on_without_scheduler_in_receiver_env_fails_connect) {
  * schedules inline.  ex_on must allocate its return hop from the receiver
  * environment's allocator. */
 typedef struct big_op {
-    ex_operation base;
-    ex_receiver r;
+    test_schedule_op head;
     unsigned char pad[2 * EX_SCHEDULE_OP_INLINE];
 } big_op;
 
-static void big_start(ex_operation *op) { ex_set_value(((big_op *)op)->r, NULL, 0); }
-static const ex_operation_vtable big_op_vt = { big_start, NULL };
-static ex_error big_connect(void *self, ex_receiver r, void *storage) {
-    (void)self;
-    big_op *o = storage;
-    o->base.vt = &big_op_vt;
-    o->r = r;
-    return ex_ok();
-}
 static const ex_scheduler_vtable big_vt = {
     .name = "big", .schedule_op_size = sizeof(big_op), .schedule_op_align = _Alignof(big_op),
-    .schedule_flags = 0, .connect_schedule = big_connect, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .equal = NULL,
+    .schedule_flags = 0, .connect_schedule = test_connect_schedule_inline, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .equal = NULL,
 };
 
 Test(exec_transfer, on_returning_to_scheduler_with_large_schedule_op) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     ex_scheduler big = { &big_vt, NULL };
     rec rc;
     rec_init(&rc);
@@ -694,7 +233,7 @@ Test(exec_transfer, on_returning_to_scheduler_with_large_schedule_op) {
     ex_operation *op = run_start(s, &rc);
     /* start queued the child on the context; destroying the context drains
      * its queue (the child, then the inline return hop) and joins it. */
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     cr_assert_eq(rc.values, 1, "errors=%d (%s)", rc.errors, rc.err.msg ? rc.err.msg : "");
     cr_assert_eq(rc.v[0].as.i, 8);
     cr_assert_neq(rc.thread, test_thread_id());
@@ -733,7 +272,7 @@ static ex_sender *closure_mul10(void *ctx, ex_sender *s) {
 
 Test(exec_transfer, on_closure_runs_closure_on_sch_and_returns_to_env_scheduler) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 0 };
     closure_ctx cl = { 0 };
     ex_sender *s = ex_on_closure(then_mark(ex_just(ex_int(2)), &child), ex_single_thread_context_scheduler(&c),
@@ -747,14 +286,13 @@ Test(exec_transfer, on_closure_runs_closure_on_sch_and_returns_to_env_scheduler)
     cr_assert(pthread_equal(child.tid, pthread_self()), "the child runs where the sender was started");
     cr_assert(on_thread(cl.m.tid, &c), "the closure's work runs on sch");
     cr_assert(pthread_equal(after.tid, pthread_self()), "the result returns to the env's scheduler");
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
     ex_single_thread_context a, b;
-    ctx_init(&a);
-    ctx_init(&b);
+    stc_pair_init(&a, &b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     mark child = { .add = 4 }, after = { .add = 2 };
     closure_ctx cl = { 0 };
@@ -768,8 +306,7 @@ Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
     cr_assert(on_thread(child.tid, &a));
     cr_assert(on_thread(cl.m.tid, &b), "the closure's work runs on sch");
     cr_assert(on_thread(after.tid, &a), "the result returns to the child's completion scheduler");
-    ctx_destroy(&a);
-    ctx_destroy(&b);
+    stc_pair_destroy(&a, &b);
     expect_no_leaks();
 }
 
@@ -790,7 +327,7 @@ static ex_sender *closure_pass_sched(void *ctx, ex_sender *s) {
 
 Test(exec_transfer, on_closure_child_env_scheduler_is_the_original) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     closure_ctx cl = { 0 };
     /* The original scheduler is the env's (inline, written above); the child
      * sees it as get_scheduler (write-env(child, SCHED-ENV(orig_sch))). */
@@ -802,13 +339,13 @@ Test(exec_transfer, on_closure_child_env_scheduler_is_the_original) {
     cr_assert_eq(r.values[0].type, EX_T_SCHED);
     cr_assert(ex_scheduler_equal(r.values[0].as.sched, ex_inline_scheduler()));
     cr_assert(on_thread(cl.m.tid, &c));
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, on_closure_without_any_original_scheduler_fails_connect) {
     ex_single_thread_context c;
-    ctx_init(&c);
+    test_stc_init(&c);
     rec rc;
     rec_init(&rc);
     closure_ctx cl = { 0 };
@@ -816,13 +353,12 @@ Test(exec_transfer, on_closure_without_any_original_scheduler_fails_connect) {
     ex_operation *op = NULL;
     void *mem;
     ex_error e = connect_heap(s, &rc, &op, &mem);
-    cr_assert_eq(e.code, EX_EINVAL);
-    cr_assert_not_null(e.msg);
+    expect_err(e, EX_EINVAL);
     cr_assert_null(op);
     cr_assert_eq(rec_total(&rc), 0);
     cr_assert_eq(cl.m.calls, 0);
     ex_sender_release(s);
-    ctx_destroy(&c);
+    test_stc_destroy(&c);
     expect_no_leaks();
 }
 
@@ -834,9 +370,6 @@ static ex_sender *closure_null(void *ctx, ex_sender *s) {
 
 Test(exec_transfer, on_closure_returning_null_is_einval) {
     ex_sender *s = ex_on_closure(ex_just(ex_int(1)), ex_inline_scheduler(), closure_null, NULL);
-    cr_assert_eq(ex_sender_status(s).code, EX_EINVAL);
-    cr_assert_not_null(ex_sender_status(s).msg);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_invalid(s, EX_EINVAL);
     expect_no_leaks();
 }

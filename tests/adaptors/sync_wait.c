@@ -63,8 +63,7 @@ Test(exec_sync_wait, value_result) {
 
 Test(exec_sync_wait, no_values_result) {
     ex_result r = ex_sync_wait(ex_just());
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 0);
+    expect_values(&r, 0);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
@@ -73,8 +72,7 @@ Test(exec_sync_wait, several_values_result) {
     static int obj;
     ex_result r = ex_sync_wait(
         ex_just(ex_int(-5), ex_double(2.5), ex_str("x"), ex_bool(true), ex_uint(UINT64_MAX), ex_ptr(&obj)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 6);
+    expect_values(&r, 6);
     cr_assert_eq(r.values[0].type, EX_T_INT);
     cr_assert_eq(r.values[0].as.i, -5);
     cr_assert_eq(r.values[1].type, EX_T_DOUBLE);
@@ -95,8 +93,7 @@ Test(exec_sync_wait, max_arity_values_result) {
     ex_value v[EX_MAX_ARITY];
     for (int i = 0; i < EX_MAX_ARITY; i++) v[i] = ex_int(i * 10);
     ex_result r = ex_sync_wait(ex_just_n(v, EX_MAX_ARITY));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, EX_MAX_ARITY);
+    expect_values(&r, EX_MAX_ARITY);
     for (int i = 0; i < EX_MAX_ARITY; i++) cr_assert_eq(r.values[i].as.i, i * 10);
     ex_result_destroy(&r);
     expect_no_leaks();
@@ -127,8 +124,7 @@ Test(exec_sync_wait, error_from_a_callback) {
 
 Test(exec_sync_wait, stopped_result) {
     ex_result r = ex_sync_wait(ex_just_stopped());
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
-    cr_assert_eq(r.n, 0);
+    expect_stopped(&r);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
@@ -138,8 +134,7 @@ Test(exec_sync_wait, result_tuples_are_deep_copies) {
     ex_tuple t = { 5, 2, inner };
     ex_result r = ex_sync_wait(ex_just(ex_tuple_value(&t), ex_int(3)));
     inner[0] = ex_int(100);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 2);
+    expect_values(&r, 2);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     const ex_tuple *rt = r.values[0].as.tuple;
     cr_assert_neq(rt, &t);
@@ -207,8 +202,7 @@ Test(exec_sync_wait, with_variant_accepts_several_signatures) {
     sw_expect_two_sigs(s);
 
     ex_result r = ex_sync_wait_with_variant(ex_sender_retain(s));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "got %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 1, "one datum: the variant");
+    expect_values(&r, 1); /* one datum: the variant */
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     const ex_tuple *t = r.values[0].as.tuple;
     cr_assert_eq(t->index, 0, "the value path is signature 0 (int)");
@@ -219,8 +213,7 @@ Test(exec_sync_wait, with_variant_accepts_several_signatures) {
 
     fail = true;
     r = ex_sync_wait_with_variant(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     t = r.values[0].as.tuple;
     cr_assert_eq(t->index, 1, "the error path produced signature 1 (str)");
@@ -233,8 +226,7 @@ Test(exec_sync_wait, with_variant_accepts_several_signatures) {
 
 Test(exec_sync_wait, with_variant_single_signature_and_other_channels) {
     ex_result r = ex_sync_wait_with_variant(ex_just(ex_int(1), ex_int(2)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->index, 0);
     cr_assert_eq(r.values[0].as.tuple->n, 2);
@@ -243,8 +235,7 @@ Test(exec_sync_wait, with_variant_single_signature_and_other_channels) {
     ex_result_destroy(&r);
 
     r = ex_sync_wait_with_variant(ex_just());
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->n, 0);
     ex_result_destroy(&r);
@@ -254,7 +245,7 @@ Test(exec_sync_wait, with_variant_single_signature_and_other_channels) {
     ex_result_destroy(&r);
 
     r = ex_sync_wait_with_variant(ex_just_stopped());
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
@@ -360,8 +351,7 @@ static ex_error sw_where_add1(void *ctx, const ex_value *in, size_t n, ex_value 
 
 Test(exec_sync_wait, completion_from_another_thread_all_channels) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&ctx);
+    ex_scheduler sch = test_stc_init(&ctx);
     pthread_t tid = ex_single_thread_context_thread_id(&ctx);
     for (int i = 0; i < 100; i++) {
         sw_where w;
@@ -377,7 +367,7 @@ Test(exec_sync_wait, completion_from_another_thread_all_channels) {
         ex_result_destroy(&r);
 
         r = ex_sync_wait(ex_continues_on(ex_just_stopped(), sch));
-        cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+        expect_stopped(&r);
         ex_result_destroy(&r);
 
         r = ex_sync_wait(ex_starts_on(sch, ex_then(ex_just(ex_int(i)), sw_where_add1, &w, EX_SIG(EX_T_INT),
@@ -386,13 +376,13 @@ Test(exec_sync_wait, completion_from_another_thread_all_channels) {
         cr_assert(pthread_equal(w.thread, tid));
         ex_result_destroy(&r);
     }
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     expect_no_leaks();
 }
 
 Test(exec_sync_wait, tuple_result_from_another_thread) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    test_stc_init(&ctx);
     ex_value inner[3] = { ex_int(7), ex_int(8), ex_int(9) };
     ex_tuple t = { 2, 3, inner };
     for (int i = 0; i < 50; i++) {
@@ -404,7 +394,7 @@ Test(exec_sync_wait, tuple_result_from_another_thread) {
         cr_assert_eq(r.values[0].as.tuple->v[2].as.i, 9);
         ex_result_destroy(&r);
     }
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     expect_no_leaks();
 }
 
@@ -428,7 +418,7 @@ Test(exec_sync_wait, large_operation_uses_the_heap_path) {
 
 Test(exec_sync_wait, large_operation_completing_on_another_thread) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    test_stc_init(&ctx);
     ex_sender *s = ex_continues_on(sw_chain(ex_just(ex_int(0)), SW_DEPTH), ex_single_thread_context_scheduler(&ctx));
     s = sw_chain(s, 2);
     cr_assert_gt(ex_sender_op_size(s), 1024);
@@ -438,42 +428,23 @@ Test(exec_sync_wait, large_operation_completing_on_another_thread) {
         ex_result_destroy(&r);
     }
     ex_sender_release(s);
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     expect_no_leaks();
 }
 
 /* A sender whose operation needs 256-byte alignment: more than the inline
  * storage offers, so sync_wait must place it on the heap, aligned. */
-typedef struct sw_aligned_op {
-    ex_operation base;
-    ex_receiver r;
-} sw_aligned_op;
-
-static void sw_aligned_start(ex_operation *op) {
-    sw_aligned_op *o = (sw_aligned_op *)op;
+static void sw_aligned_start(test_op *op) {
     ex_value v = ex_bool(((uintptr_t)op % 256) == 0);
-    ex_set_value(o->r, &v, 1);
+    ex_set_value(op->r, &v, 1);
 }
-
-static const ex_operation_vtable sw_aligned_op_vt = { sw_aligned_start, NULL };
-
-static ex_error sw_aligned_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    (void)s;
-    sw_aligned_op *o = storage;
-    o->base.vt = &sw_aligned_op_vt;
-    o->r = r;
-    return ex_ok();
-}
-
-static const ex_sender_vtable sw_aligned_vt = { "sw_aligned", sw_aligned_connect, NULL, NULL };
 
 Test(exec_sync_wait, over_aligned_operation) {
-    ex_sender *s = ex_sender_alloc(&sw_aligned_vt, sizeof(ex_sender));
-    cr_assert_not_null(s);
+    ex_sigs sigs = ex_sigs_none();
+    cr_assert(ex_sigs_add_value(&sigs, EX_SIG(EX_T_BOOL)));
+    ex_sender *s = test_sender_new(sw_aligned_start, NULL, &sigs);
     s->op_size = 256;
     s->op_align = 256;
-    s->sigs = ex_sigs_none();
-    cr_assert(ex_sigs_add_value(&s->sigs, EX_SIG(EX_T_BOOL)));
     ex_result r = ex_sync_wait(s);
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "got %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
     cr_assert_eq(r.values[0].type, EX_T_BOOL);
@@ -605,9 +576,9 @@ static void sw_check_remote(ex_result *r, void *ctx) {
 
 Test(exec_sync_wait, allocation_failure_anywhere_remote_completion) {
     ex_single_thread_context ctx;
-    cr_assert_eq(ex_single_thread_context_init(&ctx).code, 0);
+    test_stc_init(&ctx);
     sw_remote rm = { &ctx };
     sw_fail_everywhere(sw_build_remote, sw_check_remote, &rm, false);
-    cr_assert_eq(ex_single_thread_context_destroy(&ctx).code, 0);
+    test_stc_destroy(&ctx);
     expect_no_leaks();
 }

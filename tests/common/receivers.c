@@ -1,4 +1,5 @@
 /* receivers.c - see receivers.h. */
+#include <stdio.h>
 #include <string.h>
 
 #include "common/receivers.h"
@@ -16,6 +17,10 @@ static void pair_add(ex_env_pair *pair, bool used, const ex_key *key, ex_value v
     }
 }
 
+static void pair_with_stop(ex_env_pair *pair, ex_stop_source *stop) {
+    ex_env_pair_init(pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(stop)), ex_env_empty());
+}
+
 static void copy_values(ex_value *dst, size_t *dst_n, const ex_value *v, size_t n) {
     *dst_n = n;
     for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) dst[i] = v[i];
@@ -23,11 +28,24 @@ static void copy_values(ex_value *dst, size_t *dst_n, const ex_value *v, size_t 
 
 /* ------------------------------------------------------ recording receiver */
 
+/* Formats the datums while they are alive (tuples are borrowed for the
+ * duration of the completion). */
+static void format_values(char *text, size_t size, const ex_value *v, size_t n) {
+    size_t len = 0;
+    text[0] = '\0';
+    for (size_t i = 0; i < n && len < size; i++) {
+        if (i) len += (size_t)snprintf(text + len, size - len, "; ");
+        if (len < size) len += ex_value_format(&v[i], text + len, size - len);
+    }
+}
+
 static void rec_set_value(void *self, const ex_value *v, size_t n) {
     rec *r = self;
     r->values++;
     copy_values(r->v, &r->n, v, n);
+    format_values(r->text, sizeof r->text, v, n);
     r->thread = test_thread_id();
+    if (r->after) r->after(r);
 }
 
 static void rec_set_error(void *self, ex_error e) {
@@ -35,12 +53,14 @@ static void rec_set_error(void *self, ex_error e) {
     r->errors++;
     r->err = e;
     r->thread = test_thread_id();
+    if (r->after) r->after(r);
 }
 
 static void rec_set_stopped(void *self) {
     rec *r = self;
     r->stops++;
     r->thread = test_thread_id();
+    if (r->after) r->after(r);
 }
 
 static ex_env rec_env(void *self) { return ((rec *)self)->env; }
@@ -63,7 +83,7 @@ ex_receiver rec_receiver(rec *r) {
 int rec_total(const rec *r) { return r->values + r->errors + r->stops; }
 
 void rec_with_stop(rec *r) {
-    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
+    pair_with_stop(&r->pair, &r->stop);
     r->env = ex_env_of_pair(&r->pair);
 }
 
@@ -74,33 +94,14 @@ void rec_with_scheduler(rec *r, ex_scheduler sch) {
 
 /* ---------------------------------------------- completes on any thread */
 
-static void tr_value(void *self, const ex_value *v, size_t n) {
-    trec *a = self;
-    a->r.vt.set_value(&a->r, v, n);
-    atomic_store(&a->done, 1);
-}
-static void tr_error(void *self, ex_error e) {
-    trec *a = self;
-    a->r.vt.set_error(&a->r, e);
-    atomic_store(&a->done, 1);
-}
-static void tr_stopped(void *self) {
-    trec *a = self;
-    a->r.vt.set_stopped(&a->r);
-    atomic_store(&a->done, 1);
-}
-static ex_env tr_env(void *self) {
-    trec *a = self;
-    return a->r.vt.env(&a->r);
-}
+/* trec and frees_op_rec start with their rec: the rec's vtable serves
+ * them, its `after` hook does the rest. */
+static void trec_publish(rec *r) { atomic_store(&((trec *)(void *)r)->done, 1); }
 
 void trec_init(trec *a) {
     rec_init(&a->r);
-    a->vt.set_value = tr_value;
-    a->vt.set_error = tr_error;
-    a->vt.set_stopped = tr_stopped;
-    a->vt.env = tr_env;
-    a->vt.accepts = NULL;
+    a->r.after = trec_publish;
+    a->vt = a->r.vt;
     atomic_init(&a->done, 0);
 }
 
@@ -155,11 +156,27 @@ ex_receiver arec_receiver(arec *r) {
 }
 
 void arec_with_stop(arec *r) {
-    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
+    pair_with_stop(&r->pair, &r->stop);
     r->has_env = true;
 }
 
 void arec_with_scheduler(arec *r, ex_scheduler sch) {
     pair_add(&r->pair, r->has_env, &ex_key_get_scheduler, ex_sched_value(sch));
     r->has_env = true;
+}
+
+/* ------------------------------------------- frees its own operation */
+
+static void frees_op_free(rec *r) { ex_operation_free(((frees_op_rec *)(void *)r)->op); }
+
+void frees_op_rec_init(frees_op_rec *f) {
+    rec_init(&f->r);
+    f->r.after = frees_op_free;
+    f->vt = f->r.vt;
+    f->op = NULL;
+}
+
+ex_receiver frees_op_rec_receiver(frees_op_rec *f) {
+    ex_receiver x = { &f->vt, f };
+    return x;
 }

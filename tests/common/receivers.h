@@ -18,11 +18,13 @@ typedef struct rec {
     int values, errors, stops;   /* completion counts (exactly one expected) */
     size_t n;
     ex_value v[EX_MAX_ARITY];    /* shallow copy of the last values */
+    char text[256];              /* the last values, formatted while alive ("; " between) */
     ex_error err;
     const void *thread;          /* test_thread_id() of the completion */
     ex_env env;                  /* what env() answers */
     ex_env_pair pair;            /* storage for rec_with_* helpers */
     ex_stop_source stop;
+    void (*after)(struct rec *r);  /* run after each completion was recorded (trec, frees_op_rec) */
 } rec;
 
 void rec_init(rec *r);
@@ -72,5 +74,18 @@ ex_receiver arec_receiver(arec *r);
 void arec_with_stop(arec *r);
 /* The environment answers get_scheduler with sch (a stop token is kept). */
 void arec_with_scheduler(arec *r, ex_scheduler sch);
+
+/* ------------------------------------------- frees its own operation */
+
+/* A rec (in .r) that frees its operation (set op to what ex_connect_alloc
+ * gave) inside its completion, after recording it. */
+typedef struct frees_op_rec {
+    rec r;
+    ex_receiver_vtable vt;
+    ex_operation *op;
+} frees_op_rec;
+
+void frees_op_rec_init(frees_op_rec *r);
+ex_receiver frees_op_rec_receiver(frees_op_rec *r);
 
 #endif

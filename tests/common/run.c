@@ -1,7 +1,9 @@
 /* run.c - see run.h. */
 #include <sched.h>
+#include <stddef.h>
 
 #include "common/run.h"
+#include "common/test_alloc.h"
 #include "common/wait.h"
 
 static ex_operation *start_into(const ex_sender *s, ex_receiver r) {
@@ -17,6 +19,42 @@ ex_operation *trec_run_start(const ex_sender *s, trec *r) { return start_into(s,
 ex_operation *arec_run_start(const ex_sender *s, arec *r) { return start_into(s, arec_receiver(r)); }
 
 void run_destroy(ex_operation *op) { ex_operation_free(op); }
+
+/* Storage for an operation connected in place. */
+typedef struct op_buf {
+    _Alignas(max_align_t) unsigned char b[4096];
+} op_buf;
+
+static ex_operation *connect_in(op_buf *buf, ex_sender *s, rec *r) {
+    cr_assert_leq(ex_sender_op_size(s), sizeof buf->b);
+    ex_operation *op = NULL;
+    ex_error e = ex_connect(s, rec_receiver(r), buf->b, sizeof buf->b, &op);
+    cr_assert_eq(e.code, 0, "connect failed: %s", e.msg ? e.msg : "");
+    return op;
+}
+
+void run_in_place(ex_sender *s, rec *r) {
+    op_buf buf;
+    ex_operation *op = connect_in(&buf, s, r);
+    ex_start(op);
+    cr_assert_eq(rec_total(r), 1, "exactly one completion expected, got %d", rec_total(r));
+    ex_operation_destroy(op);
+    ex_sender_release(s);
+}
+
+void run_with_failing_allocation(ex_sender *s) {
+    rec rc;
+    rec_init(&rc);
+    op_buf buf;
+    ex_operation *op = connect_in(&buf, s, &rc);
+    test_alloc_fail_next();
+    ex_start(op);
+    expect_injected_failure_hit();
+    rec_expect_error(&rc, EX_ENOMEM);
+    cr_assert_not_null(rc.err.msg);
+    ex_operation_destroy(op);
+    ex_sender_release(s);
+}
 
 void trec_wait_done(trec *r) {
     cr_assert_geq(wait_int_reaches(&r->done, 1), 1, "timed out waiting for the completion");
@@ -43,6 +81,50 @@ void expect_error(ex_result *r, int code) {
     cr_assert_eq(r->error.code, code, "expected error %d, got %d (%s)", code, r->error.code,
                  r->error.msg ? r->error.msg : "");
     cr_assert_not_null(r->error.msg);
+}
+
+void expect_values(ex_result *r, size_t n) {
+    cr_assert_eq(r->disposition, EX_DISP_VALUE, "expected a value, got disposition %d (%s)", r->disposition,
+                 r->error.msg ? r->error.msg : "");
+    cr_assert_eq(r->n, n, "%zu datums, expected %zu", r->n, n);
+}
+
+void expect_stopped(ex_result *r) {
+    cr_assert_eq(r->disposition, EX_DISP_STOPPED, "expected stopped, got disposition %d", r->disposition);
+    cr_assert_eq(r->n, 0);
+}
+
+void expect_err(ex_error e, int code) {
+    cr_assert_eq(e.code, code, "expected error %d, got %d (%s)", code, e.code, e.msg ? e.msg : "");
+    cr_assert_not_null(e.msg, "error %d without a message", code);
+}
+
+void expect_invalid_status(ex_sender *s, int code) {
+    cr_assert_not_null(s, "builders never return NULL");
+    expect_err(ex_sender_status(s), code);
+    ex_sender_release(s);
+}
+
+void expect_invalid(ex_sender *s, int code) {
+    cr_assert_not_null(s, "builders never return NULL");
+    expect_err(ex_sender_status(s), code);
+    ex_result r = ex_sync_wait(s);
+    expect_error(&r, code);
+}
+
+void test_alloc_fail_next(void) {
+    test_alloc_reset();
+    test_alloc_fail_at(1);
+}
+
+void expect_injected_failure_hit(void) {
+    cr_assert_eq(test_stats.failed, 1, "the injected failure was not hit");
+    test_alloc_reset(); /* no further failures */
+}
+
+void expect_built_enomem(ex_sender *s) {
+    expect_injected_failure_hit();
+    expect_invalid(s, EX_ENOMEM);
 }
 
 void rec_expect_values(const rec *r, size_t n) {

@@ -14,6 +14,14 @@ ex_operation *run_start(ex_sender *s, rec *r);
 ex_operation *trec_run_start(const ex_sender *s, trec *r);
 ex_operation *arec_run_start(const ex_sender *s, arec *r);
 void run_destroy(ex_operation *op);
+/* Connects s into stack storage, starts it, asserts it completed exactly
+ * once (inline: what completes during start), destroys the operation and
+ * releases s. */
+void run_in_place(ex_sender *s, rec *r);
+/* Connects s (in stack storage), starts it with the next test_allocator
+ * allocation failing, asserts that allocation was hit and that s
+ * completed once with EX_ENOMEM; destroys the operation, releases s. */
+void run_with_failing_allocation(ex_sender *s);
 
 /* Wait (bounded) for the receiver's completion; assert it came, once. */
 void trec_wait_done(trec *r);
@@ -22,6 +30,22 @@ void arec_wait_done(arec *r);
 /* ex_result checks (sync_wait). */
 void expect_value_int(ex_result *r, int64_t v);
 void expect_error(ex_result *r, int code);
+void expect_values(ex_result *r, size_t n);   /* set_value with n datums */
+void expect_stopped(ex_result *r);
+
+/* An ex_error with this code and a message. */
+void expect_err(ex_error e, int code);
+/* s's status is code (a builder refused its input); then: sync_wait
+ * completes with that error / s is released.  Both consume s. */
+void expect_invalid(ex_sender *s, int code);
+void expect_invalid_status(ex_sender *s, int code);
+/* Out of memory while building: test_alloc_fail_next() makes the next
+ * test_allocator allocation fail; expect_built_enomem(s) asserts it was
+ * hit and s is an EX_ENOMEM invalid sender (consumes s). */
+void test_alloc_fail_next(void);
+void expect_built_enomem(ex_sender *s);
+/* Asserts the injected failure was hit, and injects no more. */
+void expect_injected_failure_hit(void);
 
 /* rec checks: exactly one completion, of this kind. */
 void rec_expect_value_int(const rec *r, int64_t v);

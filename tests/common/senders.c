@@ -8,36 +8,46 @@
 #include "common/senders.h"
 #include "common/wait.h"
 
-/* ------------------------------------------------------------ test_gate */
+/* ---------------------------------------------------------- test_sender */
 
-typedef struct gate_op {
-    ex_operation base;
-    ex_receiver r;
-    test_gate *g;
-} gate_op;
-
-typedef struct gate_sender {
-    ex_sender base;
-    test_gate *g;
-} gate_sender;
-
-static void gate_start(ex_operation *op) {
-    gate_op *o = (gate_op *)op;
-    atomic_store(&o->g->op, o);
-    atomic_fetch_add(&o->g->started, 1);
+static void test_op_start(ex_operation *op) {
+    test_op *o = (test_op *)op;
+    o->start(o);
 }
 
-static const ex_operation_vtable gate_op_vt = { gate_start, NULL };
+static const ex_operation_vtable test_op_vt = { test_op_start, NULL };
 
-static ex_error gate_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    gate_op *o = storage;
-    o->base.vt = &gate_op_vt;
+static ex_error test_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    const test_sender *ts = (const test_sender *)s;
+    test_op *o = storage;
+    o->base.vt = &test_op_vt;
     o->r = r;
-    o->g = ((const gate_sender *)s)->g;
+    o->ctx = ts->ctx;
+    o->start = ts->start;
     return ex_ok();
 }
 
-static const ex_sender_vtable gate_vt = { "test.gate", gate_connect, NULL, NULL };
+const ex_sender_vtable test_sender_vt = { "test.sender", test_connect, NULL, NULL };
+
+ex_sender *test_sender_new(void (*start)(test_op *op), void *ctx, const ex_sigs *sigs) {
+    test_sender *ts = (test_sender *)ex_sender_alloc(&test_sender_vt, sizeof(test_sender));
+    if (!ts) return ex_invalid_sender(EX_ENOMEM, "test_sender_new: no memory");
+    ts->start = start;
+    ts->ctx = ctx;
+    if (sigs) ts->base.sigs = *sigs;
+    ts->base.op_size = sizeof(test_op);
+    ts->base.op_align = alignof(test_op);
+    return &ts->base;
+}
+
+/* ------------------------------------------------------------ test_gate */
+
+static void gate_start(test_op *o) {
+    test_gate *g = o->ctx;
+    atomic_store(&g->op, o);
+    atomic_fetch_add(&g->started, 1);
+}
+
 static const ex_sig sig_int = { 1, { EX_T_INT } };
 
 void test_gate_init(test_gate *g) {
@@ -47,15 +57,8 @@ void test_gate_init(test_gate *g) {
 }
 
 ex_sender *test_gate_sender(test_gate *g) {
-    gate_sender *s = (gate_sender *)ex_sender_alloc(&gate_vt, sizeof(gate_sender));
-    cr_assert_not_null(s);
-    s->g = g;
-    s->base.sigs.nvalues = 1;
-    s->base.sigs.values[0] = sig_int;
-    s->base.sigs.flags = 0;
-    s->base.op_size = sizeof(gate_op);
-    s->base.op_align = alignof(gate_op);
-    return &s->base;
+    ex_sigs sigs = { 1, 0, { sig_int } };
+    return test_sender_new(gate_start, g, &sigs);
 }
 
 static bool gate_has_op(void *ctx) { return atomic_load(&((test_gate *)ctx)->op) != NULL; }
@@ -63,7 +66,7 @@ static bool gate_has_op(void *ctx) { return atomic_load(&((test_gate *)ctx)->op)
 bool test_gate_wait_started(test_gate *g) { return test_wait_until(gate_has_op, g, NULL, 2 * TEST_WAIT_LIMIT_S); }
 
 void test_gate_open(test_gate *g, int64_t v) {
-    gate_op *o = atomic_exchange(&g->op, NULL);
+    test_op *o = atomic_exchange(&g->op, NULL);
     cr_assert_not_null(o, "the gate was opened before an operation started");
     atomic_fetch_add(&g->opened, 1);
     ex_value x = ex_int(v);
@@ -108,40 +111,17 @@ void work_gate_wait_entered(work_gate *g, int count) {
 
 /* -------------------------------------------------------- until_stopped */
 
-typedef struct until_stop_op {
-    ex_operation base;
-    ex_receiver r;
-    ex_stop_callback cb;
-} until_stop_op;
-
 static void until_stop_fire(ex_stop_callback *cb) {
-    until_stop_op *o = (until_stop_op *)(void *)((char *)cb - offsetof(until_stop_op, cb));
+    test_op *o = (test_op *)(void *)((char *)cb - offsetof(test_op, cb));
     ex_stop_callback_deregister(&o->cb);  /* from inside the callback: returns at once */
     ex_set_stopped(o->r);
 }
 
-static void until_stop_start(ex_operation *op) {
-    until_stop_op *o = (until_stop_op *)op;
+static void until_stop_start(test_op *o) {
     ex_stop_callback_register(&o->cb, ex_get_stop_token(ex_receiver_env(o->r)), until_stop_fire);
 }
 
-static const ex_operation_vtable until_stop_op_vt = { until_stop_start, NULL };
-
-static ex_error until_stop_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    (void)s;
-    until_stop_op *o = storage;
-    o->base.vt = &until_stop_op_vt;
-    o->r = r;
-    return ex_ok();
-}
-
-static const ex_sender_vtable until_stop_vt = { "test.until_stopped", until_stop_connect, NULL, NULL };
-
 ex_sender *until_stopped(void) {
-    ex_sender *s = ex_sender_alloc(&until_stop_vt, sizeof(ex_sender));
-    if (!s) return ex_invalid_sender(EX_ENOMEM, "until_stopped");
-    s->sigs.flags = EX_SIGS_STOPPED;
-    s->op_size = sizeof(until_stop_op);
-    s->op_align = alignof(until_stop_op);
-    return s;
+    ex_sigs sigs = { 0, EX_SIGS_STOPPED, { { 0, { 0 } } } };
+    return test_sender_new(until_stop_start, NULL, &sigs);
 }

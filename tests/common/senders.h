@@ -1,13 +1,49 @@
-/* senders.h - test senders whose completion the test controls:
- * test_gate (a manual sender: completes when the test opens it, on the
- * test's thread), work_gate (work that holds its thread until the test
- * opens it) and until_stopped (completes only when stop is requested). */
+/* senders.h - test senders: test_sender_new (a sender of yours in one
+ * call: its start is a function), and senders whose completion the test
+ * controls: test_gate (a manual sender: completes when the test opens it,
+ * on the test's thread), work_gate (work that holds its thread until the
+ * test opens it) and until_stopped (completes only when stop is
+ * requested). */
 #ifndef CEXEC_TEST_SENDERS_H
 #define CEXEC_TEST_SENDERS_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <cexec/cexec.h>
+
+/* ---------------------------------------------------------- test_sender */
+
+/* The operation of a test_sender_new sender. */
+typedef struct test_op {
+    ex_operation base;
+    ex_receiver r;
+    void *ctx;                        /* the ctx given to test_sender_new */
+    void (*start)(struct test_op *op);
+    ex_stop_callback cb;              /* free for start to use */
+} test_op;
+
+/* The sender test_sender_new makes; a static one (refs 0, never freed) is
+ * TEST_SENDER_STATIC(start, ctx, sigs, op_size, op_align). */
+typedef struct test_sender {
+    ex_sender base;
+    void (*start)(test_op *op);
+    void *ctx;
+} test_sender;
+
+extern const ex_sender_vtable test_sender_vt;
+
+#define TEST_SENDER_STATIC(start_fn, ctx_, sigs_, size, align)                                           \
+    {                                                                                                    \
+        .base = { .vt = &test_sender_vt, .refs = 0, .op_size = (size), .op_align = (align), .sigs = sigs_ }, \
+        .start = (start_fn), .ctx = (ctx_)                                                               \
+    }
+
+/* A sender whose operation (a test_op) calls start(op) when started; its
+ * completion signatures are *sigs (NULL: none).  Adjust op_size / op_align
+ * / sigs of the result before use for odd layouts (keep op_size >=
+ * sizeof(test_op) unless connect must never be reached).  Out of memory:
+ * an invalid sender (EX_ENOMEM), as a builder gives. */
+ex_sender *test_sender_new(void (*start)(test_op *op), void *ctx, const ex_sigs *sigs);
 
 /* ------------------------------------------------------------ test_gate */
 

@@ -107,7 +107,7 @@ ex_sender *counted_seven_on(call_counter *c, ex_scheduler sch) {
     return ex_then(ex_schedule(sch), count_seven, c, EX_SIG0, EX_SIG(EX_T_INT));
 }
 
-ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+ex_error add_one(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)ctx, (void)n;
     out[0] = ex_int(in[0].as.i + 1);
     return ex_ok();

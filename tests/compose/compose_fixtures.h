@@ -65,7 +65,7 @@ typedef struct any_scope {
     ex_counting_scope full;
 } any_scope;
 
-const char *kind_name(const any_scope *s);
+const char *scope_kind_name(const any_scope *s);
 void sc_init(any_scope *s, bool counting);
 ex_scope_token sc_token(any_scope *s);
 void sc_close(any_scope *s);
@@ -149,7 +149,7 @@ ex_sender *counted_seven_on(call_counter *c, ex_scheduler sch);
 /* Initialises a[0..n) and connects s to each (heap storage) into op[]. */
 void connect_consumers(const ex_sender *s, trec *a, ex_operation **op, int n);
 /* ex_then function: int in -> int in + 1. */
-ex_error plus1(void *ctx, const ex_value *in, size_t n, ex_value *out);
+ex_error add_one(void *ctx, const ex_value *in, size_t n, ex_value *out);
 
 /* A child that runs on sch and waits (bounded) until the stop token of its
  * environment (split's or when_all's own) reports stop, then completes

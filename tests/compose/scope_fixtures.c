@@ -6,7 +6,7 @@
 
 /* ------------------------------------------------ either kind of scope */
 
-const char *kind_name(const any_scope *s) { return s->counting ? "counting_scope" : "simple_counting_scope"; }
+const char *scope_kind_name(const any_scope *s) { return s->counting ? "counting_scope" : "simple_counting_scope"; }
 
 void sc_init(any_scope *s, bool counting) {
     memset(s, 0, sizeof *s);
@@ -34,12 +34,12 @@ ex_error sc_destroy(any_scope *s) {
 
 void sc_destroy_ok(any_scope *s) {
     ex_error e = sc_destroy(s);
-    cr_assert_eq(e.code, 0, "%s destroy: %d (%s)", kind_name(s), e.code, e.msg ? e.msg : "");
+    cr_assert_eq(e.code, 0, "%s destroy: %d (%s)", scope_kind_name(s), e.code, e.msg ? e.msg : "");
 }
 
 void sc_join_ok(any_scope *s) {
     ex_result r = ex_sync_wait(sc_join(s));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s join: disposition %d (%d: %s)", kind_name(s), r.disposition,
+    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s join: disposition %d (%d: %s)", scope_kind_name(s), r.disposition,
                  r.error.code, r.error.msg ? r.error.msg : "");
     cr_assert_eq(r.n, 0);
     ex_result_destroy(&r);
@@ -83,7 +83,7 @@ void expect_nothing_associated(any_scope *s, const char *what) {
     rec rc;
     rec_init(&rc);
     join_run j = join_start_rec(s, &rc);
-    cr_assert_eq(rc.values, 1, "%s: %s left an association", kind_name(s), what);
+    cr_assert_eq(rc.values, 1, "%s: %s left an association", scope_kind_name(s), what);
     join_run_free(&j);
 }
 

@@ -32,7 +32,7 @@ SCOPE_TEST(future_of_completed_work_completes_inline_with_its_value, 0) {
     inline_run buf;
     ex_operation *op = connect_inline(&buf, f, &rc);
     ex_start(op);
-    cr_assert_eq(rc.values, 1, "%s: a late consumer completes inside start", kind_name(s));
+    cr_assert_eq(rc.values, 1, "%s: a late consumer completes inside start", scope_kind_name(s));
     cr_assert_eq(rc.thread, test_thread_id());
     cr_assert_eq(rc.n, 2);
     cr_assert_eq(rc.v[0].as.i, 42);
@@ -83,7 +83,7 @@ SCOPE_TEST(future_delivers_error_and_stopped, 0) {
     rec rc;
     rec_init(&rc);
     join_run jrun = join_start_rec(s, &rc);
-    cr_assert_eq(rec_total(&rc), 1, "%s: the join completes once the futures' work completed", kind_name(s));
+    cr_assert_eq(rec_total(&rc), 1, "%s: the join completes once the futures' work completed", scope_kind_name(s));
     join_run_free(&jrun);
 }
 
@@ -129,7 +129,7 @@ SCOPE_TEST(releasing_the_future_without_starting_it_stops_the_work, 2) {
     EXPECT_INT_REACHES(&st.finished, 1);
     cr_assert_eq(atomic_load(&st.no_token), 0, "the future's work has a stop token");
     cr_assert_eq(atomic_load(&st.observed), 1, "%s: releasing an unstarted future did not request stop",
-                 kind_name(s));
+                 scope_kind_name(s));
     sc_join_ok(s);
 }
 

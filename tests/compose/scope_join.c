@@ -43,7 +43,7 @@ SCOPE_TEST(join_with_nothing_spawned_completes_inline, 0) {
     ex_operation *op = connect_inline(&buf, j, &rc);
     cr_assert_eq(rec_total(&rc), 0, "connect must not start the join");
     ex_start(op);
-    cr_assert_eq(rc.values, 1, "%s: join of an empty scope completes inside start", kind_name(s));
+    cr_assert_eq(rc.values, 1, "%s: join of an empty scope completes inside start", scope_kind_name(s));
     cr_assert_eq(rec_total(&rc), 1);
     cr_assert_eq(rc.n, 0);
     cr_assert_eq(rc.thread, test_thread_id());
@@ -69,9 +69,9 @@ SCOPE_TEST(spawn_many_then_join_waits_for_all, 2) {
     }
     join_seen js = { &counter, -1, 0 };
     ex_result r = ex_sync_wait(ex_then(sc_join(s), join_seen_fn, &js, EX_SIG0, EX_SIG(EX_T_INT)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s: disposition %d", kind_name(s), r.disposition);
+    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s: disposition %d", scope_kind_name(s), r.disposition);
     cr_assert_eq(js.calls, 1);
-    cr_assert_eq(js.seen, N, "%s: the join completed when %d of %d spawned operations had run", kind_name(s),
+    cr_assert_eq(js.seen, N, "%s: the join completed when %d of %d spawned operations had run", scope_kind_name(s),
                  js.seen, N);
     ex_result_destroy(&r);
 }
@@ -86,17 +86,17 @@ SCOPE_TEST(join_started_before_the_work_finishes_completes_on_the_worker, 2) {
     ex_sender *j = sc_join(s);
     ex_operation *op = arec_run_start(j, &jr);
     test_sleep_ms(20);
-    cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed while spawned work was running", kind_name(s));
+    cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed while spawned work was running", scope_kind_name(s));
     ex_error e = sc_destroy(s);
-    cr_assert_eq(e.code, EX_EBUSY, "%s: destroy with a waiting join and outstanding work: %d", kind_name(s),
+    cr_assert_eq(e.code, EX_EBUSY, "%s: destroy with a waiting join and outstanding work: %d", scope_kind_name(s),
                  e.code);
     cr_assert_not_null(e.msg);
     work_gate_open(&g);
     arec_wait_done(&jr);
     cr_assert_eq(atomic_load(&jr.values), 1);
-    cr_assert_geq(jr.worker, 0, "%s: the join completes on the worker that ran the last work", kind_name(s));
+    cr_assert_geq(jr.worker, 0, "%s: the join completes on the worker that ran the last work", scope_kind_name(s));
     cr_assert_eq(jr.thread, g.thread, "%s: the join completed on another thread than the last work",
-                 kind_name(s));
+                 scope_kind_name(s));
     ex_operation_free(op);
     ex_sender_release(j);
 }
@@ -132,12 +132,12 @@ SCOPE_TEST(spawn_while_a_join_waits_is_accepted_and_awaited, 2) {
     ex_operation *op = arec_run_start(j, &jr);
     /* The scope is joining but not closed: new work is still associated. */
     ex_error e = ex_spawn(work_gated(&g2, ex_pool_scheduler(p)), sc_token(s));
-    cr_assert_eq(e.code, 0, "%s: spawn while joining: %d (%s)", kind_name(s), e.code, e.msg ? e.msg : "");
+    cr_assert_eq(e.code, 0, "%s: spawn while joining: %d (%s)", scope_kind_name(s), e.code, e.msg ? e.msg : "");
     work_gate_open(&g1);
     EXPECT_INT_REACHES(&g1.finished, 1);
     test_sleep_ms(20);
     cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed while the second work was outstanding",
-                 kind_name(s));
+                 scope_kind_name(s));
     work_gate_open(&g2);
     arec_wait_done(&jr);
     cr_assert_eq(atomic_load(&jr.values), 1);
@@ -152,7 +152,7 @@ SCOPE_TEST(spawn_after_close_is_eshutdown_and_releases_the_sender, 0) {
     sc_close(s);
     atomic_int counter = 0;
     ex_error e = ex_spawn(inline_inc(&counter), sc_token(s));
-    cr_assert_eq(e.code, EX_ESHUTDOWN, "%s: spawn after close: %d", kind_name(s), e.code);
+    cr_assert_eq(e.code, EX_ESHUTDOWN, "%s: spawn after close: %d", scope_kind_name(s), e.code);
     cr_assert_not_null(e.msg);
     cr_assert_eq(atomic_load(&counter), 0, "a refused sender must not run");
     cr_assert_not(ex_scope_token_try_associate(sc_token(s)));
@@ -165,7 +165,7 @@ SCOPE_TEST(spawn_after_a_completed_join_is_eshutdown, 0) {
     cr_assert_eq(atomic_load(&counter), 1);
     sc_join_ok(s);
     ex_error e = ex_spawn(inline_inc(&counter), sc_token(s));
-    cr_assert_eq(e.code, EX_ESHUTDOWN, "%s: spawn after join: %d", kind_name(s), e.code);
+    cr_assert_eq(e.code, EX_ESHUTDOWN, "%s: spawn after join: %d", scope_kind_name(s), e.code);
     cr_assert_not_null(e.msg);
     cr_assert_eq(atomic_load(&counter), 1);
 }
@@ -197,7 +197,7 @@ SCOPE_TEST(destroy_with_outstanding_work_is_ebusy_then_ok_after_join, 2) {
     work_gate_init(&g, p, 7);
     cr_assert_eq(ex_spawn(work_gated(&g, ex_pool_scheduler(p)), sc_token(s)).code, 0);
     ex_error e = sc_destroy(s);
-    cr_assert_eq(e.code, EX_EBUSY, "%s: destroy with outstanding work: %d", kind_name(s), e.code);
+    cr_assert_eq(e.code, EX_EBUSY, "%s: destroy with outstanding work: %d", scope_kind_name(s), e.code);
     cr_assert_not_null(e.msg);
     work_gate_open(&g);
     sc_join_ok(s);
@@ -217,12 +217,12 @@ SCOPE_TEST(try_associate_keeps_join_pending_until_disassociated, 0) {
     arec_init(&jr, NULL);
     ex_sender *j = sc_join(s);
     ex_operation *op = arec_run_start(j, &jr);
-    cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed with associations left", kind_name(s));
+    cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed with associations left", scope_kind_name(s));
     cr_assert_eq(sc_destroy(s).code, EX_EBUSY);
     ex_scope_token_disassociate(t);
-    cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed with one association left", kind_name(s));
+    cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed with one association left", scope_kind_name(s));
     ex_scope_token_disassociate(t);
-    cr_assert_eq(atomic_load(&jr.total), 1, "%s: the last disassociation completes the join", kind_name(s));
+    cr_assert_eq(atomic_load(&jr.total), 1, "%s: the last disassociation completes the join", scope_kind_name(s));
     cr_assert_eq(atomic_load(&jr.values), 1);
     cr_assert_eq(jr.thread, test_thread_id(), "the join completes on the agent of the last disassociation");
     cr_assert_not(ex_scope_token_try_associate(t), "a joined scope is closed");

@@ -117,7 +117,7 @@ SCOPE_TEST(spawn_env_allocates_from_the_environments_allocator, 2) {
     cr_assert_eq(e.code, 0, "ex_spawn_env: %s", e.msg ? e.msg : "");
     work_gate_wait_entered(&g, 1);
     cr_assert_eq(atomic_load(&ca.allocs), 1, "%s: the operation was not allocated from the env allocator",
-                 kind_name(s));
+                 scope_kind_name(s));
     cr_assert_eq(atomic_load(&ca.in_use), 1);
     cr_assert_leq(test_stats.in_use, test_in_use, "the default allocator was used for the operation");
 
@@ -136,7 +136,7 @@ SCOPE_TEST(spawn_env_allocates_from_the_environments_allocator, 2) {
     sc_join_ok(s);
     cr_assert_eq(atomic_load(&ca.allocs), 3);
     cr_assert_eq(atomic_load(&ca.in_use), 0, "%s: the operation was not returned to its allocator",
-                 kind_name(s));
+                 scope_kind_name(s));
 }
 
 SCOPE_TEST(spawn_allocation_failure_is_enomem_and_starts_nothing, 0) {
@@ -145,7 +145,7 @@ SCOPE_TEST(spawn_allocation_failure_is_enomem_and_starts_nothing, 0) {
     test_alloc_fail_at(1);
     ex_error e = ex_spawn(w, sc_token(s));
     test_alloc_fail_at(0);
-    cr_assert_eq(e.code, EX_ENOMEM, "%s: %d", kind_name(s), e.code);
+    cr_assert_eq(e.code, EX_ENOMEM, "%s: %d", scope_kind_name(s), e.code);
     cr_assert_not_null(e.msg);
     cr_assert_eq(atomic_load(&counter), 0);
 
@@ -182,7 +182,7 @@ SCOPE_TEST(spawn_oom_sweep, 2) {
     }
     cr_assert(clean, "never reached a spawn without an injected failure");
     sc_join_ok(s);
-    cr_assert_eq(atomic_load(&counter), 2 * ok, "%s: %d spawns succeeded, counter %d", kind_name(s), ok,
+    cr_assert_eq(atomic_load(&counter), 2 * ok, "%s: %d spawns succeeded, counter %d", scope_kind_name(s), ok,
                  atomic_load(&counter));
 }
 
@@ -283,6 +283,6 @@ SCOPE_TEST(many_threads_spawning_into_one_scope, 2) {
     }
     sc_join_ok(s);
     for (int i = 0; i < SPAWN_THREADS * SPAWN_EACH; i++)
-        cr_assert_eq(atomic_load(&hits[i]), 1, "%s: op %d ran %d times", kind_name(s), i, atomic_load(&hits[i]));
+        cr_assert_eq(atomic_load(&hits[i]), 1, "%s: op %d ran %d times", scope_kind_name(s), i, atomic_load(&hits[i]));
 }
 

@@ -123,7 +123,7 @@ static ex_error make_str_b(void *ctx, const ex_value *in, size_t n, ex_value *ou
 POOL_TEST(exec_when_all, on_a_two_thread_pool_1000_times, 2) {
     ex_scheduler sch = ex_pool_scheduler(p);
     for (int i = 0; i < 1000; i++) {
-        ex_sender *s = ex_when_all(ex_then(ex_continues_on(ex_just(ex_int(i)), sch), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
+        ex_sender *s = ex_when_all(ex_then(ex_continues_on(ex_just(ex_int(i)), sch), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
                                    ex_then(ex_schedule(sch), make_str_b, NULL, EX_SIG0, EX_SIG(EX_T_STR)),
                                    ex_continues_on(ex_just(ex_double(i * 0.5), ex_int(-i)), sch), ex_just(ex_int(7)));
         ex_result r = ex_sync_wait(s);

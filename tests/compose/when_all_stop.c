@@ -229,7 +229,7 @@ POOL_TEST(exec_when_all, stop_racing_with_completion_on_a_pool, 2) {
         trec a;
         trec_init(&a);
         rec_with_stop(&a.r);
-        ex_sender *s = ex_when_all(ex_then(ex_continues_on(ex_just(ex_int(i)), sch), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
+        ex_sender *s = ex_when_all(ex_then(ex_continues_on(ex_just(ex_int(i)), sch), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
                                    ex_continues_on(ex_just(ex_int(-i)), sch));
         ex_operation *op = NULL;
         cr_assert_eq(ex_connect_alloc(s, trec_receiver(&a), &op).code, 0);

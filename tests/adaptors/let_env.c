@@ -1,0 +1,104 @@
+/* [exec.let]: the scheduler and the rest of the inner environment (suite exec_let, declared in let.c). */
+#include "adaptors/callbacks.h"
+
+/* ------------------------------------------------------ scheduler in the env */
+
+Test(exec_let, inner_env_get_scheduler_is_the_childs_value_completion_scheduler) {
+    ex_run_loop loop;
+    ex_scheduler sch = test_loop_init(&loop);
+    seen sn = { 0 };
+    rec rc;
+    rec_init(&rc);
+    /* The receiver's own scheduler is a different one: the let-env wins. */
+    rec_with_scheduler(&rc, ex_inline_scheduler());
+    ex_sender *s = ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0);
+    ex_operation *op = run_start(s, &rc);
+    cr_assert_eq(sn.calls, 0);
+    test_loop_drain(&loop);
+    cr_assert_eq(sn.calls, 1);
+    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
+    cr_assert_eq(rec_total(&rc), 1);
+    cr_assert_eq(rc.v[0].type, EX_T_SCHED);
+    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, sch), "get_scheduler must be the run_loop's scheduler");
+    run_destroy(op);
+    ex_sender_release(s);
+    test_loop_destroy(&loop);
+    expect_no_leaks();
+}
+
+Test(exec_let, inner_env_get_scheduler_with_a_receiver_without_scheduler) {
+    ex_run_loop loop;
+    ex_scheduler sch = test_loop_init(&loop);
+    seen sn = { 0 };
+    rec rc;
+    rec_init(&rc); /* empty env: without let-env read_env would fail */
+    ex_sender *s = ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0);
+    ex_operation *op = run_start(s, &rc);
+    test_loop_drain(&loop);
+    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
+    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, sch));
+    run_destroy(op);
+    ex_sender_release(s);
+    test_loop_destroy(&loop);
+    expect_no_leaks();
+}
+
+Test(exec_let, inner_env_get_scheduler_in_sync_wait_is_the_childs_scheduler) {
+    ex_single_thread_context stc;
+    ex_scheduler sch = test_stc_init(&stc);
+    seen sn = { 0 };
+    ex_result r = ex_sync_wait(ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    cr_assert_eq(r.values[0].type, EX_T_SCHED);
+    cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch), "not sync_wait's run_loop but the child's scheduler");
+    cr_assert_eq(sn.calls, 1);
+    test_stc_destroy(&stc);
+    expect_no_leaks();
+}
+
+Test(exec_let, let_stopped_inner_env_get_scheduler_is_the_stopped_completion_scheduler) {
+    ex_run_loop loop;
+    ex_scheduler sch = test_loop_init(&loop);
+    seen sn = { 0 };
+    rec rc;
+    rec_init(&rc);
+    rec_with_stop(&rc);
+    ex_sender *s = ex_let_stopped(ex_schedule(sch), ls_read_sched, &sn);
+    ex_operation *op = run_start(s, &rc);
+    ex_stop_source_request_stop(&rc.stop); /* the schedule completes stopped */
+    test_loop_drain(&loop);
+    cr_assert_eq(sn.calls, 1);
+    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
+    cr_assert_eq(rec_total(&rc), 1);
+    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, sch));
+    run_destroy(op);
+    ex_sender_release(s);
+    test_loop_destroy(&loop);
+    expect_no_leaks();
+}
+
+Test(exec_let, inner_env_forwards_the_receivers_env_without_completion_scheduler) {
+    seen sn = { 0 };
+    rec rc;
+    rec_init(&rc);
+    rec_with_stop(&rc);
+    rec_with_scheduler(&rc, ex_inline_scheduler());
+    /* just has no completion scheduler: FWD-ENV(env) answers. */
+    run_in_place(ex_let_value(ex_just(), lv_read_sched, &sn, EX_SIG0), &rc);
+    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
+    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, ex_inline_scheduler()));
+    rec_init(&rc);
+    rec_with_stop(&rc);
+    rec_with_scheduler(&rc, ex_inline_scheduler());
+    run_in_place(ex_let_error(ex_just_error(ex_err(EX_EUSER, "e")), le_read_sched, &sn), &rc);
+    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
+    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, ex_inline_scheduler()));
+    rec_init(&rc);
+    rec_with_stop(&rc);
+    run_in_place(ex_let_value(ex_just(), lv_read_token, &sn, EX_SIG0), &rc);
+    cr_assert_eq(rc.values, 1);
+    cr_assert_eq(rc.v[0].type, EX_T_TOKEN);
+    cr_assert(ex_stop_token_equal(rc.v[0].as.token, ex_stop_source_token(&rc.stop)), "the stop token is forwarded");
+    cr_assert_eq(sn.calls, 3);
+    expect_no_leaks();
+}

@@ -1,0 +1,95 @@
+/* transfer_fixtures.c - see transfer_fixtures.h. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "adaptors/transfer_fixtures.h"
+
+static void mark_here(mark *m) {
+    m->tid = pthread_self();
+    m->calls++;
+}
+
+/* int -> int + m->add, recording the thread. */
+ex_error mark_int(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    mark *m = ctx;
+    (void)n;
+    mark_here(m);
+    out[0] = ex_int(in[0].as.i + m->add);
+    return ex_ok();
+}
+
+/* () -> int m->add, recording the thread. */
+ex_error mark_make_int(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    mark *m = ctx;
+    (void)in, (void)n;
+    mark_here(m);
+    out[0] = ex_int(m->add);
+    return ex_ok();
+}
+
+/* Any values -> int (their count), recording the thread. */
+ex_error mark_count(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    mark *m = ctx;
+    (void)in;
+    mark_here(m);
+    out[0] = ex_int((int64_t)n);
+    return ex_ok();
+}
+
+/* error -> int code, recording the thread. */
+ex_error mark_error(void *ctx, ex_error e, ex_value *out) {
+    mark *m = ctx;
+    mark_here(m);
+    out[0] = ex_int(e.code);
+    return ex_ok();
+}
+
+/* stopped -> int -1, recording the thread. */
+ex_error mark_stopped(void *ctx, ex_value *out) {
+    mark *m = ctx;
+    mark_here(m);
+    out[0] = ex_int(-1);
+    return ex_ok();
+}
+
+ex_sender *then_mark(ex_sender *s, mark *m) {
+    return ex_then(s, mark_int, m, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+}
+
+void stc_pair_init(ex_single_thread_context *a, ex_single_thread_context *b) {
+    test_stc_init(a);
+    test_stc_init(b);
+}
+
+void stc_pair_destroy(ex_single_thread_context *a, ex_single_thread_context *b) {
+    test_stc_destroy(a);
+    test_stc_destroy(b);
+}
+
+bool on_thread(pthread_t a, ex_single_thread_context *c) {
+    return pthread_equal(a, ex_single_thread_context_thread_id(c)) != 0;
+}
+
+/* Connect into exactly-sized storage from the heap with ex_connect. */
+ex_error connect_heap(const ex_sender *s, rec *r, ex_operation **op, void **mem) {
+    size_t align = ex_sender_op_align(s);
+    if (align < sizeof(void *)) align = sizeof(void *);
+    size_t size = ex_sender_op_size(s);
+    *mem = NULL;
+    cr_assert_eq(posix_memalign(mem, align, size ? size : 1), 0);
+    ex_error e = ex_connect(s, rec_receiver(r), *mem, size, op);
+    if (e.code) {
+        free(*mem);
+        *mem = NULL;
+    }
+    return e;
+}
+
+/* Runs items of `loop` on this thread until r got its completion. */
+void drive_until_complete(ex_run_loop *loop, rec *r) {
+    while (rec_total(r) == 0)
+        if (!ex_run_loop_run_one(loop)) sched_yield();
+}
+
+const ex_scheduler bad_sched = { NULL, NULL };

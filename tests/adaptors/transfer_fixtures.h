@@ -1,0 +1,40 @@
+/* transfer_fixtures.h - what the tests of starts_on, continues_on /
+ * schedule_from and on (on.c, starts_on.c, continues_on.c) share:
+ * callbacks that note the thread they ran on, single-thread contexts,
+ * connecting into exactly-sized heap storage. */
+#ifndef CEXEC_TEST_TRANSFER_FIXTURES_H
+#define CEXEC_TEST_TRANSFER_FIXTURES_H
+
+#include <pthread.h>
+
+#include "common/helpers.h"
+
+/* Where (and how often) a callback ran. */
+typedef struct mark {
+    pthread_t tid;
+    int calls;
+    int64_t add;
+} mark;
+
+ex_error mark_int(void *ctx, const ex_value *in, size_t n, ex_value *out);       /* int -> int + add */
+ex_error mark_make_int(void *ctx, const ex_value *in, size_t n, ex_value *out);  /* () -> int add */
+ex_error mark_count(void *ctx, const ex_value *in, size_t n, ex_value *out);     /* any -> int n */
+ex_error mark_error(void *ctx, ex_error e, ex_value *out);                       /* error -> int code */
+ex_error mark_stopped(void *ctx, ex_value *out);                                 /* stopped -> int -1 */
+/* then(s, mark_int, m). */
+ex_sender *then_mark(ex_sender *s, mark *m);
+
+bool on_thread(pthread_t a, ex_single_thread_context *c);
+/* Two contexts at once (test_stc_init / test_stc_destroy on each). */
+void stc_pair_init(ex_single_thread_context *a, ex_single_thread_context *b);
+void stc_pair_destroy(ex_single_thread_context *a, ex_single_thread_context *b);
+
+/* Connect into exactly-sized storage from the heap with ex_connect (*mem
+ * to free after destroying the operation; NULL when connect failed). */
+ex_error connect_heap(const ex_sender *s, rec *r, ex_operation **op, void **mem);
+/* Runs items of `loop` on this thread until r got its completion. */
+void drive_until_complete(ex_run_loop *loop, rec *r);
+
+extern const ex_scheduler bad_sched;   /* { NULL, NULL } */
+
+#endif

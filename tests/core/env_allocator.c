@@ -1,0 +1,64 @@
+/* [exec.queries]: the allocator a running operation uses (suite exec_env, declared in env.c). */
+#include "core/env_fixtures.h"
+
+/* ------------------------------------------------------------- allocator */
+
+static ex_sender *let_plus1(void *ctx, const ex_value *in, size_t n) {
+    (void)ctx, (void)n;
+    return ex_just(ex_int(in[0].as.i + 1));
+}
+
+Test(exec_env, write_env_allocator_is_used_by_let_value) {
+    cnt_alloc ca;
+    cnt_alloc_init(&ca);
+    ex_sender *s = ex_write_env(ex_let_value(ex_let_value(ex_just(ex_int(1)), let_plus1, NULL, EX_SIG(EX_T_INT)), let_plus1,
+                                             NULL, EX_SIG(EX_T_INT)),
+                                &ex_key_get_allocator, ex_alloc_value(&ca.base));
+    ex_result r = ex_sync_wait(s);
+    expect_value_int(&r, 3);
+    cr_assert_geq(atomic_load(&ca.allocs), 2, "each let_value allocates its function's operation from the env's allocator (got %ld)",
+                  atomic_load(&ca.allocs));
+    cr_assert_eq(atomic_load(&ca.in_use), 0, "and frees it");
+    cr_assert_eq(atomic_load(&ca.allocs), atomic_load(&ca.frees));
+    expect_no_leaks();
+}
+
+Test(exec_env, let_value_without_allocator_uses_the_default) {
+    ex_sender *s = ex_let_value(ex_just(ex_int(1)), let_plus1, NULL, EX_SIG(EX_T_INT));
+    long before = test_alloc_count();
+    ex_result r = ex_sync_wait(s);
+    expect_value_int(&r, 2);
+    /* the function's just and its operation both come from the default */
+    cr_assert_geq(test_alloc_count() - before, 2);
+    expect_no_leaks();
+}
+
+Test(exec_env, read_env_sees_written_allocator_through_adaptors) {
+    cnt_alloc ca;
+    cnt_alloc_init(&ca);
+    ex_result r = ex_sync_wait(ex_write_env(ex_then(ex_read_env(&ex_key_get_allocator, EX_T_ALLOC), identity1, NULL,
+                                                    EX_SIG(EX_T_ALLOC), EX_SIG(EX_T_ALLOC)),
+                                            &ex_key_get_allocator, ex_alloc_value(&ca.base)));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    cr_assert_eq(r.values[0].as.alloc, &ca.base);
+    expect_no_leaks();
+}
+
+Test(exec_env, connect_alloc_uses_receiver_env_allocator) {
+    cnt_alloc ca;
+    cnt_alloc_init(&ca);
+    rec rc;
+    rec_init(&rc);
+    ex_env_pair_init(&rc.pair, &ex_key_get_allocator, ex_alloc_value(&ca.base), ex_env_empty());
+    rc.env = ex_env_of_pair(&rc.pair);
+    ex_sender *s = ex_just(ex_int(1));
+    long before = test_alloc_count();
+    ex_operation *op = run_start(s, &rc);
+    cr_assert_eq(atomic_load(&ca.allocs), 1);
+    cr_assert_eq(test_alloc_count(), before, "the operation does not come from the default allocator");
+    cr_assert_eq(rc.values, 1);
+    run_destroy(op);
+    cr_assert_eq(atomic_load(&ca.in_use), 0);
+    ex_sender_release(s);
+    expect_no_leaks();
+}
