@@ -1,5 +1,6 @@
 /* [exec.bulk] through a resource's own bulk hook: the completion
  * scheduler's hook is used, before the environment's scheduler. */
+#include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,16 +26,17 @@ static void rev_bulk(void *self, ex_bulk_job *job) {
     ex_bulk_job_done(job);
 }
 
-/* Schedules as the inline scheduler does (its vtable, copied once per test
- * process) and has its own bulk hook. */
+static const ex_scheduler_vtable rev_vt = {
+    .name = "reverse_halves",
+    .schedule_op_size = sizeof(test_schedule_op),
+    .schedule_op_align = alignof(test_schedule_op),
+    .connect_schedule = test_connect_schedule_inline,
+    .progress = EX_PROGRESS_WEAKLY_PARALLEL,
+    .bulk = rev_bulk,
+};
+
 static ex_scheduler rev_sched(rev_res *r) {
-    static ex_scheduler_vtable vt;
-    if (!vt.bulk) {
-        vt = *ex_inline_scheduler().vt;
-        vt.name = "reverse_halves";
-        vt.bulk = rev_bulk;
-    }
-    ex_scheduler s = { &vt, r };
+    ex_scheduler s = { &rev_vt, r };
     return s;
 }
 

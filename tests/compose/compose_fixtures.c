@@ -36,21 +36,6 @@ void expect_result_values(const ex_result *r, const ex_value *want, size_t n) {
     }
 }
 
-void expect_one_value_sig(const ex_sender *s, size_t arity, const ex_type *types) {
-    const ex_sigs *sg = ex_sender_sigs(s);
-    cr_assert_eq(sg->nvalues, 1, "%zu value signatures", (size_t)sg->nvalues);
-    cr_assert_eq(sg->values[0].arity, arity);
-    for (size_t i = 0; types && i < arity; i++)
-        cr_assert_eq(sg->values[0].types[i], types[i], "type %zu: %d, want %d", i, (int)sg->values[0].types[i], (int)types[i]);
-}
-
-void expect_invalid_sender(ex_sender *s) {
-    ex_error st = ex_sender_status(s);
-    cr_assert_eq(st.code, EX_EINVAL, "status %d (%s)", st.code, st.msg ? st.msg : "");
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
-}
-
 ex_sender *too_many_values(void) {
     ex_value v[EX_MAX_ARITY + 1];
     for (int i = 0; i <= EX_MAX_ARITY; i++) v[i] = ex_int(i);

@@ -35,13 +35,6 @@ void arec_run_to_end(ex_sender *s, arec *r);
  * and contents (strings compared as strings). */
 void expect_result_values(const ex_result *r, const ex_value *want, size_t n);
 
-/* Asserts s declares one value signature of `arity` values, of these
- * types (NULL: not checked). */
-void expect_one_value_sig(const ex_sender *s, size_t arity, const ex_type *types);
-
-/* Asserts s is invalid (status EX_EINVAL) and that sync_wait of it (which
- * takes it) completes with EX_EINVAL. */
-void expect_invalid_sender(ex_sender *s);
 /* An invalid sender: just of EX_MAX_ARITY + 1 values (EX_EINVAL). */
 ex_sender *too_many_values(void);
 

@@ -18,7 +18,7 @@ TEST_SUITE(exec_split, 20);
 Test(exec_split, signatures_are_the_childs_plus_error_and_stopped) {
     ex_sender *s = ex_split(ex_just(ex_int(1), ex_str("x")));
     cr_assert_eq(ex_sender_status(s).code, 0);
-    expect_one_value_sig(s, 2, (const ex_type[]){ EX_T_INT, EX_T_STR });
+    expect_sigs(s, EX_SIG(EX_T_INT, EX_T_STR), 0, 0);
     const ex_sigs *sg = ex_sender_sigs(s);
     cr_assert_neq(sg->flags & EX_SIGS_ERROR, 0);
     cr_assert_neq(sg->flags & EX_SIGS_STOPPED, 0);
@@ -135,8 +135,8 @@ static ex_error start_late_here(void *ctx, const ex_value *in, size_t n, ex_valu
 
 Test(exec_split, late_consumers_complete_inline_on_the_starting_thread) {
     ex_single_thread_context stc, other;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
-    cr_assert_eq(ex_single_thread_context_init(&other).code, 0);
+    test_stc_init(&stc);
+    test_stc_init(&other);
     call_counter c;
     ex_sender *sp = ex_split(counted_seven_on(&c, ex_single_thread_context_scheduler(&stc)));
     ex_result r = ex_sync_wait(ex_sender_retain(sp));
@@ -170,8 +170,8 @@ Test(exec_split, late_consumers_complete_inline_on_the_starting_thread) {
     ex_operation_free(lc.op);
     cr_assert_eq(atomic_load(&c.calls), 1);
     ex_sender_release(sp);
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
-    cr_assert_eq(ex_single_thread_context_destroy(&other).code, 0);
+    test_stc_destroy(&stc);
+    test_stc_destroy(&other);
     expect_no_leaks();
 }
 

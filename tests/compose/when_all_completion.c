@@ -60,8 +60,8 @@ static ex_error lc_final(void *ctx, const ex_value *in, size_t n, ex_value *out)
 
 static void run_last_on(int waiter) {
     ex_single_thread_context a, b;
-    cr_assert_eq(ex_single_thread_context_init(&a).code, 0);
-    cr_assert_eq(ex_single_thread_context_init(&b).code, 0);
+    test_stc_init(&a);
+    test_stc_init(&b);
     last_ctx lc;
     memset(&lc, 0, sizeof lc);
     lc.stc[0] = &a;
@@ -80,8 +80,8 @@ static void run_last_on(int waiter) {
     cr_assert_neq(lc.tid[0], lc.tid[1], "the children ran on two threads");
     cr_assert_eq(lc.final_tid, lc.tid[waiter], "when_all must complete on the agent of the last child (%d)", waiter);
     cr_assert_neq(lc.final_tid, test_thread_id());
-    cr_assert_eq(ex_single_thread_context_destroy(&a).code, 0);
-    cr_assert_eq(ex_single_thread_context_destroy(&b).code, 0);
+    test_stc_destroy(&a);
+    test_stc_destroy(&b);
 }
 
 Test(exec_when_all, completes_on_the_agent_of_the_last_child) {
@@ -98,7 +98,7 @@ static ex_error note_thread(void *ctx, const ex_value *in, size_t n, ex_value *o
 
 Test(exec_when_all, completes_on_the_other_thread_when_the_inline_child_is_first) {
     ex_single_thread_context stc;
-    cr_assert_eq(ex_single_thread_context_init(&stc).code, 0);
+    test_stc_init(&stc);
     const void *child_tid = NULL, *final_tid = NULL;
     ex_sender *s = ex_then(ex_when_all(ex_just(), ex_then(ex_schedule(ex_single_thread_context_scheduler(&stc)), note_thread,
                                                           &child_tid, EX_SIG0, EX_SIG0)),
@@ -108,7 +108,7 @@ Test(exec_when_all, completes_on_the_other_thread_when_the_inline_child_is_first
     cr_assert_not_null(child_tid);
     cr_assert_neq(child_tid, test_thread_id());
     cr_assert_eq(final_tid, child_tid);
-    cr_assert_eq(ex_single_thread_context_destroy(&stc).code, 0);
+    test_stc_destroy(&stc);
     expect_no_leaks();
 }
 
