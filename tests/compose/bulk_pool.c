@@ -248,26 +248,26 @@ POOL_TEST(exec_bulk, pool_error_with_a_grain_is_the_result, 2) {
     par_fini(&c);
 }
 
-POOL_TEST(exec_bulk, pool_stop_requested_before_start_completes_stopped, 2) {
-    /* The environment's scheduler is the pool: the bulk of just runs on it,
-     * and sees the receiver's stop token already stopped. */
-    par_ctx c;
-    par_init(&c, p, 1000);
+/* Runs s on an arec whose stop token is stopped already (its environment
+ * naming the pool as scheduler if env_sched): s completes stopped and no
+ * index of c runs. */
+static void expect_stopped_before_any_index(ex_pool *p, par_ctx *c, ex_sender *s, bool env_sched) {
     arec ar;
     arec_init_stoppable(&ar, p, true);
-    arec_with_scheduler(&ar, ex_pool_scheduler(p));
-    ex_sender *s = ex_bulk(ex_just(ex_int(1)), 1000, par_fn, &c);
+    if (env_sched) arec_with_scheduler(&ar, ex_pool_scheduler(p));
     arec_run_to_end(s, &ar);
     cr_assert_eq(atomic_load(&ar.stops), 1, "values %d errors %d", atomic_load(&ar.values), atomic_load(&ar.errors));
-    cr_assert_eq(atomic_load(&c.calls), 0, "no index may run once stop was requested");
+    cr_assert_eq(atomic_load(&c->calls), 0, "no index may run once stop was requested");
+}
 
+POOL_TEST(exec_bulk, pool_stop_requested_before_start_completes_stopped, 2) {
+    par_ctx c;
+    par_init(&c, p, 1000);
+    /* The environment's scheduler is the pool: the bulk of just runs on it,
+     * and sees the receiver's stop token already stopped. */
+    expect_stopped_before_any_index(p, &c, ex_bulk(ex_just(ex_int(1)), 1000, par_fn, &c), true);
     /* Child scheduled on the pool with stop already requested. */
-    arec ar2;
-    arec_init_stoppable(&ar2, p, true);
-    s = ex_bulk(ex_schedule(ex_pool_scheduler(p)), 1000, par_fn, &c);
-    arec_run_to_end(s, &ar2);
-    cr_assert_eq(atomic_load(&ar2.stops), 1);
-    cr_assert_eq(atomic_load(&c.calls), 0);
+    expect_stopped_before_any_index(p, &c, ex_bulk(ex_schedule(ex_pool_scheduler(p)), 1000, par_fn, &c), false);
     par_fini(&c);
 }
 
