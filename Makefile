@@ -115,12 +115,14 @@ test-asan:
 	    TEST_ARGS="$(TEST_ARGS)"
 
 # Stress programs: their own main(), exactly-once checks; run under TSan in CI.
-STRESS     := $(wildcard tests/stress/*.c)
+# stress_util.c (the harness and what the programs share) is linked into each.
+STRESS_UTIL := tests/stress/stress_util.c
+STRESS     := $(filter-out $(STRESS_UTIL),$(wildcard tests/stress/*.c))
 STRESS_BIN := $(STRESS:tests/stress/%.c=$(BUILD)/stress/%)
 
-$(BUILD)/stress/%: tests/stress/%.c tests/stress/stress.h tests/stress/stress_util.h $(BUILD)/libcexec.a
+$(BUILD)/stress/%: tests/stress/%.c $(STRESS_UTIL) tests/stress/stress.h tests/stress/stress_util.h $(BUILD)/libcexec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) -Wall -Wextra -Werror $(OPT) -pthread -Iinclude -Isrc $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $< $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
+	$(CC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude -Isrc $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $< $(STRESS_UTIL) $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
 
 stress: $(STRESS_BIN)
 	@for p in $(STRESS_BIN); do echo "== $$p"; TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $$p || exit 1; done

@@ -1,10 +1,8 @@
 /* callbacks.c - see callbacks.h. */
 #include <stddef.h>
-#include <string.h>
 
 #include "adaptors/callbacks.h"
 
-void seen_init(seen *s) { memset(s, 0, sizeof *s); }
 
 static seen *record(void *ctx, const ex_value *in, size_t n) {
     seen *s = ctx;
@@ -31,6 +29,11 @@ static seen *record_call(void *ctx) {
     return s;
 }
 
+void expect_called_once_with(const seen *sn, size_t n) {
+    cr_assert_eq(sn->calls, 1, "fn called %d times", sn->calls);
+    cr_assert_eq(sn->n, n, "fn got %zu datums, expected %zu", sn->n, n);
+}
+
 void expect_called_only_at_start(ex_sender *s, seen *sn, rec *rc) {
     cr_assert_eq(sn->calls, 0, "building must not call fn");
     _Alignas(max_align_t) unsigned char buf[2048];
@@ -46,8 +49,7 @@ void expect_called_only_at_start(ex_sender *s, seen *sn, rec *rc) {
 }
 
 static rec run_adapted(adapt_fn adapt, ex_sender *child) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     run_in_place(adapt(child, &sn), &rc);

@@ -17,7 +17,9 @@ typedef struct seen {
     ex_sender *ret;          /* what lv_ret / le_ret / ls_ret return (a new reference) */
 } seen;
 
-void seen_init(seen *s);
+
+/* Asserts fn was called once, with n datums. */
+void expect_called_once_with(const seen *sn, size_t n);
 
 /* Asserts that building and connecting s into rc call nothing, and that
  * start calls fn once and completes rc once; then destroys the operation

@@ -23,8 +23,7 @@ Test(exec_transfer, continues_on_child_runs_where_started_completes_on_target) {
 
 Test(exec_transfer, continues_on_between_two_contexts) {
     ex_single_thread_context a, b;
-    test_stc_init(&a);
-    test_stc_init(&b);
+    stc_pair_init(&a, &b);
     cr_assert_not(pthread_equal(ex_single_thread_context_thread_id(&a), ex_single_thread_context_thread_id(&b)));
     mark ma = { .add = 2 }, mb = { .add = 3 };
     ex_sender *s = ex_starts_on(ex_single_thread_context_scheduler(&a),
@@ -33,8 +32,7 @@ Test(exec_transfer, continues_on_between_two_contexts) {
     expect_value_int(&r, 10);
     cr_assert(on_thread(ma.tid, &a));
     cr_assert(on_thread(mb.tid, &b));
-    test_stc_destroy(&a);
-    test_stc_destroy(&b);
+    stc_pair_destroy(&a, &b);
     expect_no_leaks();
 }
 
@@ -53,8 +51,7 @@ Test(exec_transfer, continues_on_carries_several_values) {
     cr_assert_eq(sg->values[0].arity, 7);
     cr_assert_eq(sg->values[0].types[6], EX_T_TUPLE);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 7);
+    expect_values(&r, 7);
     cr_assert_eq(r.values[0].as.i, -9);
     cr_assert_eq(r.values[1].as.u, 3u);
     cr_assert_float_eq(r.values[2].as.d, 2.5, 0);
@@ -110,7 +107,7 @@ Test(exec_transfer, continues_on_carries_stopped_to_target) {
     ex_single_thread_context c;
     test_stc_init(&c);
     ex_result r = ex_sync_wait(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)));
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     mark m = { 0 };
     ex_result r2 = ex_sync_wait(ex_upon_stopped(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)),
                                                 mark_stopped, &m, EX_SIG(EX_T_INT)));
@@ -122,8 +119,7 @@ Test(exec_transfer, continues_on_carries_stopped_to_target) {
 
 Test(exec_transfer, continues_on_completion_scheduler_attrs_are_target) {
     ex_single_thread_context a, b;
-    test_stc_init(&a);
-    test_stc_init(&b);
+    stc_pair_init(&a, &b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     ex_sender *s = ex_continues_on(ex_just(ex_int(1)), sb);
     ex_scheduler got = bad_sched;
@@ -144,15 +140,13 @@ Test(exec_transfer, continues_on_completion_scheduler_attrs_are_target) {
     cr_assert_not(ex_scheduler_equal(got, sa));
     ex_result r = ex_sync_wait(s);
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    test_stc_destroy(&a);
-    test_stc_destroy(&b);
+    stc_pair_destroy(&a, &b);
     expect_no_leaks();
 }
 
 Test(exec_transfer, schedule_from_behaves_like_continues_on) {
     ex_single_thread_context c;
-    test_stc_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 1 };
     ex_sender *s = ex_schedule_from(sch, then_mark(ex_just(ex_int(40)), &child));
     ex_scheduler got = bad_sched;
@@ -169,10 +163,9 @@ Test(exec_transfer, schedule_from_behaves_like_continues_on) {
     ex_result r2 = ex_sync_wait(ex_schedule_from(sch, ex_just_error(ex_err(EX_EUSER, "e"))));
     expect_error(&r2, EX_EUSER);
     ex_result r3 = ex_sync_wait(ex_schedule_from(sch, ex_just_stopped()));
-    cr_assert_eq(r3.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r3);
     ex_result r4 = ex_sync_wait(ex_schedule_from(sch, ex_just(ex_int(1), ex_str("two"))));
-    cr_assert_eq(r4.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r4.n, 2);
+    expect_values(&r4, 2);
     cr_assert_eq(r4.values[0].as.i, 1);
     cr_assert_str_eq(r4.values[1].as.s, "two");
     test_stc_destroy(&c);

@@ -9,6 +9,17 @@ TEST_SUITE(exec_into_variant, 10);
 
 /* ------------------------------------------------------------- fixtures */
 
+/* Starts s (over a schedule on loop) into rc, whose stop token is then
+ * stopped, and runs the loop's item: the schedule completes stopped. */
+static ex_operation *start_stopped_schedule(ex_sender *s, rec *rc, ex_run_loop *loop) {
+    rec_init(rc);
+    rec_with_stop(rc);
+    ex_operation *op = run_start(s, rc);
+    ex_stop_source_request_stop(&rc->stop);
+    cr_assert(ex_run_loop_run_one(loop));
+    return op;
+}
+
 /* then: int x -> int x + 1, or fails when *ctx is true. */
 static ex_error then_maybe_fail(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)n;
@@ -79,8 +90,7 @@ Test(exec_into_variant, into_variant_wraps_values_in_one_tuple) {
 
 Test(exec_into_variant, into_variant_of_no_values_is_an_empty_tuple) {
     ex_result r = ex_sync_wait(ex_into_variant(ex_just()));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->n, 0);
     cr_assert_eq(r.values[0].as.tuple->index, 0);
@@ -120,8 +130,7 @@ Test(exec_into_variant, into_variant_index_names_the_matching_value_signature) {
 
     /* The same through sync_wait_with_variant (which applies into_variant). */
     ex_result r = ex_sync_wait_with_variant(child);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     const ex_tuple *t = r.values[0].as.tuple;
     cr_assert_eq(t->index, (uint32_t)i_pair);
     cr_assert_eq(t->n, 2);
@@ -191,7 +200,7 @@ Test(exec_into_variant, into_variant_passes_stopped_through) {
     run_in_place(s, &fr);
     cr_assert_eq(fr.stops, 1);
     ex_result r = ex_sync_wait_with_variant(ex_just_stopped());
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     expect_no_leaks();
 }
 
@@ -266,11 +275,7 @@ Test(exec_into_variant, stopped_as_optional_stopped_becomes_none) {
     cr_assert_eq(ex_sender_sigs(s)->nvalues, 1);
 
     rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc);
-    ex_operation *op = run_start(s, &rc);
-    ex_stop_source_request_stop(&rc.stop);
-    cr_assert(ex_run_loop_run_one(&loop));
+    ex_operation *op = start_stopped_schedule(s, &rc, &loop);
     rec_expect_values(&rc, 1);
     cr_assert_eq(rc.v[0].type, EX_T_NONE);
     run_destroy(op);
@@ -294,8 +299,7 @@ Test(exec_into_variant, stopped_as_optional_dynamic_child_stopped_becomes_none) 
     cr_assert_eq(ex_sender_status(s).code, 0);
     cr_assert_eq(ex_sender_sigs(s)->flags & EX_SIGS_STOPPED, 0);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_NONE);
     expect_no_leaks();
 }
@@ -387,8 +391,7 @@ Test(exec_into_variant, stopped_as_error_passes_values_and_errors_through) {
     cr_assert_eq(sg->values[0].types[1], EX_T_STR);
     cr_assert_eq(sg->flags & EX_SIGS_STOPPED, 0);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 2);
+    expect_values(&r, 2);
     cr_assert_eq(r.values[0].as.i, 3);
     cr_assert_str_eq(r.values[1].as.s, "v");
     ex_result_destroy(&r);
@@ -408,11 +411,7 @@ Test(exec_into_variant, stopped_as_error_of_a_stopped_schedule) {
     cr_assert_eq(ex_sender_sigs(s)->flags & EX_SIGS_STOPPED, 0);
     cr_assert_eq(ex_sender_sigs(s)->nvalues, 1);
     rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc);
-    ex_operation *op = run_start(s, &rc);
-    ex_stop_source_request_stop(&rc.stop);
-    cr_assert(ex_run_loop_run_one(&loop));
+    ex_operation *op = start_stopped_schedule(s, &rc, &loop);
     rec_expect_error(&rc, EX_EUSER + 8);
     run_destroy(op);
     rec_init(&rc);
@@ -509,7 +508,7 @@ Test(exec_into_variant, sync_wait_with_variant_errors_and_stopped) {
     expect_error(&r, EX_EUSER + 9);
     ex_result_destroy(&r);
     r = ex_sync_wait_with_variant(ex_just_stopped());
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     ex_result_destroy(&r);
     r = ex_sync_wait_with_variant(NULL);
     expect_error(&r, EX_EINVAL);

@@ -5,8 +5,7 @@ TEST_SUITE(exec_just, 10);
 
 Test(exec_just, just_no_values) {
     ex_result r = ex_sync_wait(ex_just());
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 0);
+    expect_values(&r, 0);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
@@ -20,8 +19,7 @@ Test(exec_just, just_several_values_in_order) {
     cr_assert_eq(sg->values[0].types[1], EX_T_UINT);
     cr_assert_eq(sg->flags, 0, "just never errors or stops");
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 6);
+    expect_values(&r, 6);
     cr_assert_eq(r.values[0].as.i, -3);
     cr_assert_eq(r.values[1].as.u, 7u);
     cr_assert_float_eq(r.values[2].as.d, 1.5, 0);
@@ -103,7 +101,7 @@ Test(exec_just, just_stopped_completes_stopped) {
     ex_sender *s = ex_just_stopped();
     cr_assert_eq(ex_sender_sigs(s)->flags, EX_SIGS_STOPPED);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     expect_no_leaks();
 }
 

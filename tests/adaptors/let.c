@@ -12,14 +12,12 @@ TEST_SUITE(exec_let, 10);
 /* ------------------------------------------------------------- let_value */
 
 Test(exec_let, let_value_calls_fn_with_the_values) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_let_value(ex_just(ex_int(4), ex_str("a")), lv_times10, &sn, EX_SIG(EX_T_INT, EX_T_STR));
     cr_assert_eq(ex_sender_status(s).code, 0);
     ex_result r = ex_sync_wait(s);
     expect_value_int(&r, 40);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(sn.n, 2);
+    expect_called_once_with(&sn, 2);
     cr_assert_eq(sn.in[0].type, EX_T_INT);
     cr_assert_eq(sn.in[0].as.i, 4);
     cr_assert_eq(sn.in[1].type, EX_T_STR);
@@ -28,37 +26,31 @@ Test(exec_let, let_value_calls_fn_with_the_values) {
 }
 
 Test(exec_let, let_value_fn_not_called_before_start) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     ex_sender *s = ex_let_value(ex_just(ex_int(2)), lv_times10, &sn, EX_SIG(EX_T_INT));
     expect_called_only_at_start(s, &sn, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 20);
+    rec_expect_value_int(&rc, 20);
     expect_no_leaks();
 }
 
 Test(exec_let, let_value_result_is_the_returned_senders_values) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     sn.ret = ex_just(ex_double(1.5), ex_str("x"), ex_uint(3));
     ex_result r = ex_sync_wait(ex_let_value(ex_just(), lv_ret, &sn, EX_SIG0));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 3);
+    expect_values(&r, 3);
     cr_assert_float_eq(r.values[0].as.d, 1.5, 0);
     cr_assert_str_eq(r.values[1].as.s, "x");
     cr_assert_eq(r.values[2].as.u, 3u);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(sn.n, 0);
+    expect_called_once_with(&sn, 0);
     ex_result_destroy(&r);
     ex_sender_release(sn.ret);
     expect_no_leaks();
 }
 
 Test(exec_let, let_value_result_is_the_returned_senders_error) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     static int payload;
     sn.ret = ex_just_error(ex_err_data(EX_EUSER + 11, "inner failed", &payload));
     ex_result r = ex_sync_wait(ex_let_value(ex_just(ex_int(1)), lv_ret, &sn, EX_SIG(EX_T_INT)));
@@ -71,8 +63,7 @@ Test(exec_let, let_value_result_is_the_returned_senders_error) {
 }
 
 Test(exec_let, let_value_result_is_the_returned_senders_stopped) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     sn.ret = ex_just_stopped();
     rec rc;
     rec_init(&rc);
@@ -96,8 +87,7 @@ Test(exec_let, let_value_passes_stopped_through) {
 }
 
 Test(exec_let, let_value_is_multi_shot) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_let_value(ex_just(ex_int(6)), lv_times10, &sn, EX_SIG(EX_T_INT));
     for (int i = 0; i < 3; i++) {
         ex_result r = ex_sync_wait(ex_sender_retain(s));
@@ -109,8 +99,7 @@ Test(exec_let, let_value_is_multi_shot) {
 }
 
 Test(exec_let, let_value_input_signature_mismatch_is_invalid) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_let_value(ex_just(ex_int(1), ex_int(2)), lv_times10, &sn, EX_SIG(EX_T_INT));
     expect_invalid(s, EX_EINVAL);
     s = ex_let_value(ex_just(ex_str("s")), lv_times10, &sn, EX_SIG(EX_T_INT));
@@ -122,9 +111,7 @@ Test(exec_let, let_value_input_signature_mismatch_is_invalid) {
 Test(exec_let, let_value_runtime_input_mismatch_is_einval) {
     /* The child's signatures are dynamic (another let_value), so the check
      * happens when the values arrive. */
-    seen a, b;
-    seen_init(&a);
-    seen_init(&b);
+    seen a = { 0 }, b = { 0 };
     a.ret = ex_just(ex_str("not an int"));
     ex_sender *s = ex_let_value(ex_let_value(ex_just(), lv_ret, &a, EX_SIG0), lv_times10, &b, EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0);
@@ -137,8 +124,7 @@ Test(exec_let, let_value_runtime_input_mismatch_is_einval) {
 }
 
 Test(exec_let, let_value_variadic_input_accepts_any_arity) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_let_value(ex_just(), lv_count, &sn, EX_SIG_VARIADIC));
     expect_value_int(&r, 0);
     r = ex_sync_wait(ex_let_value(ex_just(ex_int(1), ex_bool(false), ex_str("z")), lv_count, &sn, EX_SIG_VARIADIC));
@@ -150,8 +136,7 @@ Test(exec_let, let_value_variadic_input_accepts_any_arity) {
 }
 
 Test(exec_let, result_signatures_are_dynamic) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_let_value(ex_just(ex_int(1)), lv_times10, &sn, EX_SIG(EX_T_INT));
     cr_assert_neq(ex_sender_sigs(s)->flags & EX_SIGS_DYNAMIC, 0);
     ex_sender_release(s);
@@ -232,10 +217,9 @@ static ex_sender *lv_async_reader(void *ctx, const ex_value *in, size_t n) {
 
 Test(exec_let, datums_live_until_the_returned_sender_completes) {
     ex_single_thread_context stc;
-    test_stc_init(&stc);
     lifetime_ctx lc;
     memset(&lc, 0, sizeof lc);
-    lc.sch = ex_single_thread_context_scheduler(&stc);
+    lc.sch = test_stc_init(&stc);
     ex_sender *child = ex_then(ex_just(ex_int(5)), make_values, &lc, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT, EX_T_TUPLE));
     ex_sender *s = ex_let_value(child, lv_async_reader, &lc, EX_SIG(EX_T_INT, EX_T_TUPLE));
     cr_assert_eq(ex_sender_status(s).code, 0);
@@ -279,10 +263,9 @@ static ex_sender *le_elsewhere(void *ctx, ex_error err) {
 
 Test(exec_let, inside_sync_wait_inner_sender_completes_on_another_thread) {
     ex_single_thread_context stc;
-    test_stc_init(&stc);
     thread_ctx tc;
     memset(&tc, 0, sizeof tc);
-    tc.sch = ex_single_thread_context_scheduler(&stc);
+    tc.sch = test_stc_init(&stc);
     ex_result r = ex_sync_wait(ex_let_value(ex_just(ex_int(41)), lv_elsewhere, &tc, EX_SIG(EX_T_INT)));
     expect_value_int(&r, 42);
     cr_assert_eq(tc.calls, 1);

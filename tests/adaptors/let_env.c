@@ -6,8 +6,7 @@
 Test(exec_let, inner_env_get_scheduler_is_the_childs_value_completion_scheduler) {
     ex_run_loop loop;
     ex_scheduler sch = test_loop_init(&loop);
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     /* The receiver's own scheduler is a different one: the let-env wins. */
@@ -30,8 +29,7 @@ Test(exec_let, inner_env_get_scheduler_is_the_childs_value_completion_scheduler)
 Test(exec_let, inner_env_get_scheduler_with_a_receiver_without_scheduler) {
     ex_run_loop loop;
     ex_scheduler sch = test_loop_init(&loop);
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc); /* empty env: without let-env read_env would fail */
     ex_sender *s = ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0);
@@ -48,8 +46,7 @@ Test(exec_let, inner_env_get_scheduler_with_a_receiver_without_scheduler) {
 Test(exec_let, inner_env_get_scheduler_in_sync_wait_is_the_childs_scheduler) {
     ex_single_thread_context stc;
     ex_scheduler sch = test_stc_init(&stc);
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0));
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
     cr_assert_eq(r.values[0].type, EX_T_SCHED);
@@ -62,8 +59,7 @@ Test(exec_let, inner_env_get_scheduler_in_sync_wait_is_the_childs_scheduler) {
 Test(exec_let, let_stopped_inner_env_get_scheduler_is_the_stopped_completion_scheduler) {
     ex_run_loop loop;
     ex_scheduler sch = test_loop_init(&loop);
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     rec_with_stop(&rc);
@@ -82,8 +78,7 @@ Test(exec_let, let_stopped_inner_env_get_scheduler_is_the_stopped_completion_sch
 }
 
 Test(exec_let, inner_env_forwards_the_receivers_env_without_completion_scheduler) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     rec_with_stop(&rc);

@@ -4,8 +4,7 @@
 /* ------------------------------------------------------------- let_error */
 
 Test(exec_let, let_error_gets_the_childs_error) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     static int payload;
     ex_sender *s = ex_let_error(ex_just_error(ex_err_data(EX_EUSER + 3, "the datum", &payload)), le_code, &sn);
     rec rc;
@@ -27,8 +26,7 @@ static ex_error then_fail(void *ctx, const ex_value *in, size_t n, ex_value *out
 }
 
 Test(exec_let, let_error_handles_an_error_from_an_adaptor) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_let_error(ex_then(ex_just(ex_int(1)), then_fail, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)),
                                 le_code, &sn);
     ex_result r = ex_sync_wait_with_variant(s);
@@ -43,8 +41,7 @@ Test(exec_let, let_error_handles_an_error_from_an_adaptor) {
 }
 
 Test(exec_let, let_error_result_is_the_returned_senders_completion) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     sn.ret = ex_just_error(ex_err(EX_EUSER + 30, "replacement"));
     ex_result r = ex_sync_wait(ex_let_error(ex_just_error(ex_err(EX_EUSER, "original")), le_ret, &sn));
     expect_error(&r, EX_EUSER + 30);
@@ -52,7 +49,7 @@ Test(exec_let, let_error_result_is_the_returned_senders_completion) {
     ex_sender_release(sn.ret);
     sn.ret = ex_just_stopped();
     r = ex_sync_wait(ex_let_error(ex_just_error(ex_err(EX_EUSER, "original")), le_ret, &sn));
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     ex_sender_release(sn.ret);
     cr_assert_eq(sn.calls, 2);
     cr_assert_eq(sn.err.code, EX_EUSER);
@@ -70,21 +67,19 @@ Test(exec_let, let_error_passes_values_and_stopped_through) {
 /* ------------------------------------------------------------ let_stopped */
 
 Test(exec_let, let_stopped_runs_the_returned_sender) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     ex_sender *s = ex_let_stopped(ex_just_stopped(), ls_seven, &sn);
     expect_called_only_at_start(s, &sn, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 7);
+    rec_expect_value_int(&rc, 7);
     sn.ret = ex_just_error(ex_err(EX_EUSER + 40, "after stop"));
     ex_result r = ex_sync_wait(ex_let_stopped(ex_just_stopped(), ls_ret, &sn));
     expect_error(&r, EX_EUSER + 40);
     ex_sender_release(sn.ret);
     sn.ret = ex_just_stopped();
     r = ex_sync_wait(ex_let_stopped(ex_just_stopped(), ls_ret, &sn));
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     ex_sender_release(sn.ret);
     cr_assert_eq(sn.calls, 3);
     expect_no_leaks();

@@ -4,8 +4,7 @@
 /* ------------------------------------------------------------ bad input */
 
 Test(exec_let, fn_returning_null_is_einval) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_let_value(ex_just(ex_int(1)), lv_null, &sn, EX_SIG(EX_T_INT)));
     expect_error(&r, EX_EINVAL);
     r = ex_sync_wait(ex_let_error(ex_just_error(ex_err(EX_EUSER, "e")), le_null, &sn));
@@ -17,8 +16,7 @@ Test(exec_let, fn_returning_null_is_einval) {
 }
 
 Test(exec_let, null_child_or_function_is_invalid) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_let_value(NULL, lv_times10, &sn, EX_SIG(EX_T_INT));
     expect_invalid(s, EX_EINVAL);
     s = ex_let_value(ex_just(ex_int(1)), NULL, &sn, EX_SIG(EX_T_INT));
@@ -38,8 +36,7 @@ Test(exec_let, null_child_or_function_is_invalid) {
 Test(exec_let, returned_sender_that_fails_to_connect_completes_with_its_error) {
     /* ex_on needs get_scheduler in the environment to connect; the receiver
      * has none and just has no completion scheduler. */
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     sn.ret = ex_on(ex_inline_scheduler(), ex_just(ex_int(1)));
     rec rc;
     rec_init(&rc);
@@ -53,8 +50,7 @@ Test(exec_let, returned_sender_that_fails_to_connect_completes_with_its_error) {
 /* ---------------------------------------------------------- allocation */
 
 Test(exec_let, out_of_memory_while_building) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     for (int kind = 0; kind < 3; kind++) {
         ex_sender *child = ex_just(ex_int(1));
         test_alloc_fail_next();
@@ -68,8 +64,7 @@ Test(exec_let, out_of_memory_while_building) {
 }
 
 Test(exec_let, out_of_memory_for_the_inner_operation) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     sn.ret = ex_just(ex_int(9)); /* prebuilt: the only allocation while running is the inner operation */
     run_with_failing_allocation(ex_let_value(ex_just(ex_int(1)), lv_ret, &sn, EX_SIG(EX_T_INT)));
     run_with_failing_allocation(ex_let_error(ex_just_error(ex_err(EX_EUSER, "e")), le_ret, &sn));
@@ -83,8 +78,7 @@ Test(exec_let, out_of_memory_for_the_inner_operation) {
 }
 
 Test(exec_let, out_of_memory_storing_tuple_datums) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_value elems[2] = { ex_int(1), ex_int(2) };
     ex_tuple t = { 0, 2, elems };
     run_with_failing_allocation(ex_let_value(ex_just(ex_tuple_value(&t)), lv_count, &sn, EX_SIG(EX_T_TUPLE)));
@@ -93,8 +87,7 @@ Test(exec_let, out_of_memory_storing_tuple_datums) {
 }
 
 Test(exec_let, inner_operation_comes_from_the_environments_allocator) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     sn.ret = ex_just(ex_int(9));
     ex_value elems[1] = { ex_int(3) };
     ex_tuple t = { 0, 1, elems };
@@ -104,8 +97,7 @@ Test(exec_let, inner_operation_comes_from_the_environments_allocator) {
                                 &ex_key_get_allocator, ex_alloc_value(&env_allocator.base));
     ex_result r = ex_sync_wait(s);
     expect_value_int(&r, 9);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(sn.n, 1);
+    expect_called_once_with(&sn, 1);
     cr_assert_eq(sn.in[0].type, EX_T_TUPLE); /* its storage is gone now: do not read through it */
     cr_assert_geq(atomic_load(&env_allocator.allocs), 2, "the stored tuple and the inner operation use the env's allocator");
     cnt_alloc_expect_balanced(&env_allocator, "the env's allocator");

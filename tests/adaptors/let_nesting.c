@@ -12,8 +12,7 @@ static ex_sender *lv_inc(void *ctx, const ex_value *in, size_t n) {
 }
 
 Test(exec_let, chain_of_1000_let_values) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_just(ex_int(0));
     for (int i = 0; i < 1000; i++) s = ex_let_value(s, lv_inc, &sn, EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0);

@@ -117,8 +117,7 @@ Test(exec_transfer, inline_scheduler_transfers_complete_inline) {
     rec_init(&rc);
     ex_sender *s = ex_continues_on(ex_starts_on(ex_inline_scheduler(), ex_just(ex_int(3))), ex_inline_scheduler());
     ex_operation *op = run_start(s, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 3);
+    rec_expect_value_int(&rc, 3);
     cr_assert_eq(rc.thread, test_thread_id());
     run_destroy(op);
     ex_sender_release(s);
@@ -144,8 +143,7 @@ Test(exec_transfer, on_runs_child_on_sch_and_returns_to_sync_wait_thread) {
 
 Test(exec_transfer, on_child_env_get_scheduler_is_sch) {
     ex_single_thread_context c;
-    test_stc_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     ex_result r = ex_sync_wait(ex_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
     cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
     cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch));
@@ -165,8 +163,7 @@ Test(exec_transfer, on_returns_to_receiver_env_scheduler) {
     ex_sender *s = ex_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(40)), &child));
     ex_operation *op = run_start(s, &rc);
     drive_until_complete(&loop, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 42);
+    rec_expect_value_int(&rc, 42);
     cr_assert_eq(rc.thread, test_thread_id(), "the completion runs on the loop, driven by this thread");
     cr_assert(on_thread(child.tid, &c));
     run_destroy(op);
@@ -178,8 +175,7 @@ Test(exec_transfer, on_returns_to_receiver_env_scheduler) {
 
 Test(exec_transfer, on_carries_error_and_stopped_back) {
     ex_single_thread_context c;
-    test_stc_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     mark m = { 0 };
     ex_result r = ex_sync_wait(ex_upon_error(ex_on(sch, ex_just_error(ex_err(EX_EUSER + 4, "on error"))), mark_error, &m,
                                              EX_SIG(EX_T_INT)));
@@ -217,23 +213,13 @@ Test(exec_transfer, on_without_scheduler_in_receiver_env_fails_connect) {
  * schedules inline.  ex_on must allocate its return hop from the receiver
  * environment's allocator. */
 typedef struct big_op {
-    ex_operation base;
-    ex_receiver r;
+    test_schedule_op head;
     unsigned char pad[2 * EX_SCHEDULE_OP_INLINE];
 } big_op;
 
-static void big_start(ex_operation *op) { ex_set_value(((big_op *)op)->r, NULL, 0); }
-static const ex_operation_vtable big_op_vt = { big_start, NULL };
-static ex_error big_connect(void *self, ex_receiver r, void *storage) {
-    (void)self;
-    big_op *o = storage;
-    o->base.vt = &big_op_vt;
-    o->r = r;
-    return ex_ok();
-}
 static const ex_scheduler_vtable big_vt = {
     .name = "big", .schedule_op_size = sizeof(big_op), .schedule_op_align = _Alignof(big_op),
-    .schedule_flags = 0, .connect_schedule = big_connect, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .equal = NULL,
+    .schedule_flags = 0, .connect_schedule = test_connect_schedule_inline, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .equal = NULL,
 };
 
 Test(exec_transfer, on_returning_to_scheduler_with_large_schedule_op) {
@@ -306,8 +292,7 @@ Test(exec_transfer, on_closure_runs_closure_on_sch_and_returns_to_env_scheduler)
 
 Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
     ex_single_thread_context a, b;
-    test_stc_init(&a);
-    test_stc_init(&b);
+    stc_pair_init(&a, &b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     mark child = { .add = 4 }, after = { .add = 2 };
     closure_ctx cl = { 0 };
@@ -321,8 +306,7 @@ Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
     cr_assert(on_thread(child.tid, &a));
     cr_assert(on_thread(cl.m.tid, &b), "the closure's work runs on sch");
     cr_assert(on_thread(after.tid, &a), "the result returns to the child's completion scheduler");
-    test_stc_destroy(&a);
-    test_stc_destroy(&b);
+    stc_pair_destroy(&a, &b);
     expect_no_leaks();
 }
 

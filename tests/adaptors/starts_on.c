@@ -21,11 +21,9 @@ Test(exec_transfer, starts_on_runs_child_on_scheduler_thread) {
 
 Test(exec_transfer, starts_on_child_env_get_scheduler_is_sch) {
     ex_single_thread_context c;
-    test_stc_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     ex_result r = ex_sync_wait(ex_starts_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_SCHED);
     cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch), "the child's get_scheduler must be sch");
     test_stc_destroy(&c);
@@ -60,8 +58,7 @@ Test(exec_transfer, starts_on_has_no_completion_scheduler_of_its_own) {
  * forwards the child's (forwarding) completion-scheduler queries. */
 Test(exec_transfer, starts_on_attrs_forward_the_childs_attrs) {
     ex_single_thread_context a, b;
-    test_stc_init(&a);
-    test_stc_init(&b);
+    stc_pair_init(&a, &b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     ex_sender *s = ex_starts_on(sa, ex_schedule(sb));
     ex_scheduler got = bad_sched;
@@ -70,20 +67,18 @@ Test(exec_transfer, starts_on_attrs_forward_the_childs_attrs) {
     cr_expect(ex_scheduler_equal(got, sb));
     ex_result r = ex_sync_wait(s);
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    test_stc_destroy(&a);
-    test_stc_destroy(&b);
+    stc_pair_destroy(&a, &b);
     expect_no_leaks();
 }
 
 Test(exec_transfer, starts_on_passes_error_and_stopped_through) {
     ex_single_thread_context c;
-    test_stc_init(&c);
-    ex_scheduler sch = ex_single_thread_context_scheduler(&c);
+    ex_scheduler sch = test_stc_init(&c);
     ex_result r = ex_sync_wait(ex_starts_on(sch, ex_just_error(ex_err(EX_EUSER + 2, "child failed"))));
     expect_error(&r, EX_EUSER + 2);
     cr_assert_str_eq(r.error.msg, "child failed");
     ex_result r2 = ex_sync_wait(ex_starts_on(sch, ex_just_stopped()));
-    cr_assert_eq(r2.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r2);
     test_stc_destroy(&c);
     expect_no_leaks();
 }

@@ -63,8 +63,7 @@ Test(exec_sync_wait, value_result) {
 
 Test(exec_sync_wait, no_values_result) {
     ex_result r = ex_sync_wait(ex_just());
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 0);
+    expect_values(&r, 0);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
@@ -73,8 +72,7 @@ Test(exec_sync_wait, several_values_result) {
     static int obj;
     ex_result r = ex_sync_wait(
         ex_just(ex_int(-5), ex_double(2.5), ex_str("x"), ex_bool(true), ex_uint(UINT64_MAX), ex_ptr(&obj)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 6);
+    expect_values(&r, 6);
     cr_assert_eq(r.values[0].type, EX_T_INT);
     cr_assert_eq(r.values[0].as.i, -5);
     cr_assert_eq(r.values[1].type, EX_T_DOUBLE);
@@ -95,8 +93,7 @@ Test(exec_sync_wait, max_arity_values_result) {
     ex_value v[EX_MAX_ARITY];
     for (int i = 0; i < EX_MAX_ARITY; i++) v[i] = ex_int(i * 10);
     ex_result r = ex_sync_wait(ex_just_n(v, EX_MAX_ARITY));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, EX_MAX_ARITY);
+    expect_values(&r, EX_MAX_ARITY);
     for (int i = 0; i < EX_MAX_ARITY; i++) cr_assert_eq(r.values[i].as.i, i * 10);
     ex_result_destroy(&r);
     expect_no_leaks();
@@ -127,8 +124,7 @@ Test(exec_sync_wait, error_from_a_callback) {
 
 Test(exec_sync_wait, stopped_result) {
     ex_result r = ex_sync_wait(ex_just_stopped());
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
-    cr_assert_eq(r.n, 0);
+    expect_stopped(&r);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
@@ -138,8 +134,7 @@ Test(exec_sync_wait, result_tuples_are_deep_copies) {
     ex_tuple t = { 5, 2, inner };
     ex_result r = ex_sync_wait(ex_just(ex_tuple_value(&t), ex_int(3)));
     inner[0] = ex_int(100);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 2);
+    expect_values(&r, 2);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     const ex_tuple *rt = r.values[0].as.tuple;
     cr_assert_neq(rt, &t);
@@ -207,8 +202,7 @@ Test(exec_sync_wait, with_variant_accepts_several_signatures) {
     sw_expect_two_sigs(s);
 
     ex_result r = ex_sync_wait_with_variant(ex_sender_retain(s));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "got %d (%s)", r.disposition, r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 1, "one datum: the variant");
+    expect_values(&r, 1); /* one datum: the variant */
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     const ex_tuple *t = r.values[0].as.tuple;
     cr_assert_eq(t->index, 0, "the value path is signature 0 (int)");
@@ -219,8 +213,7 @@ Test(exec_sync_wait, with_variant_accepts_several_signatures) {
 
     fail = true;
     r = ex_sync_wait_with_variant(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     t = r.values[0].as.tuple;
     cr_assert_eq(t->index, 1, "the error path produced signature 1 (str)");
@@ -233,8 +226,7 @@ Test(exec_sync_wait, with_variant_accepts_several_signatures) {
 
 Test(exec_sync_wait, with_variant_single_signature_and_other_channels) {
     ex_result r = ex_sync_wait_with_variant(ex_just(ex_int(1), ex_int(2)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->index, 0);
     cr_assert_eq(r.values[0].as.tuple->n, 2);
@@ -243,8 +235,7 @@ Test(exec_sync_wait, with_variant_single_signature_and_other_channels) {
     ex_result_destroy(&r);
 
     r = ex_sync_wait_with_variant(ex_just());
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 1);
+    expect_values(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->n, 0);
     ex_result_destroy(&r);
@@ -254,7 +245,7 @@ Test(exec_sync_wait, with_variant_single_signature_and_other_channels) {
     ex_result_destroy(&r);
 
     r = ex_sync_wait_with_variant(ex_just_stopped());
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
@@ -376,7 +367,7 @@ Test(exec_sync_wait, completion_from_another_thread_all_channels) {
         ex_result_destroy(&r);
 
         r = ex_sync_wait(ex_continues_on(ex_just_stopped(), sch));
-        cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+        expect_stopped(&r);
         ex_result_destroy(&r);
 
         r = ex_sync_wait(ex_starts_on(sch, ex_then(ex_just(ex_int(i)), sw_where_add1, &w, EX_SIG(EX_T_INT),

@@ -9,14 +9,12 @@ TEST_SUITE(exec_then, 10);
 /* ------------------------------------------------------------------ then */
 
 Test(exec_then, then_calls_fn_with_the_values_and_sends_its_result) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_then(ex_just(ex_int(3), ex_int(4)), fn_add, &sn, EX_SIG(EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0);
     ex_result r = ex_sync_wait(s);
     expect_value_int(&r, 7);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(sn.n, 2);
+    expect_called_once_with(&sn, 2);
     cr_assert_eq(sn.in[0].type, EX_T_INT);
     cr_assert_eq(sn.in[0].as.i, 3);
     cr_assert_eq(sn.in[1].as.i, 4);
@@ -25,8 +23,7 @@ Test(exec_then, then_calls_fn_with_the_values_and_sends_its_result) {
 }
 
 Test(exec_then, then_runs_inline_where_the_child_completes) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     run_in_place(ex_then(ex_just(ex_int(1), ex_int(1)), fn_add, &sn, EX_SIG(EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT)), &rc);
@@ -38,20 +35,17 @@ Test(exec_then, then_runs_inline_where_the_child_completes) {
 }
 
 Test(exec_then, then_fn_not_called_before_start) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     ex_sender *s = ex_then(ex_just(ex_int(5)), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     expect_called_only_at_start(s, &sn, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 10);
+    rec_expect_value_int(&rc, 10);
     expect_no_leaks();
 }
 
 Test(exec_then, then_is_multi_shot) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_then(ex_just(ex_int(21)), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     for (int i = 0; i < 3; i++) {
         ex_result r = ex_sync_wait(ex_sender_retain(s));
@@ -73,17 +67,15 @@ Test(exec_then, then_passes_error_through_unchanged) {
 
 Test(exec_then, then_passes_stopped_through) {
     expect_stopped_passes(then_twice);
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(then_twice(ex_just_stopped(), &sn));
-    cr_assert_eq(r.disposition, EX_DISP_STOPPED);
+    expect_stopped(&r);
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();
 }
 
 Test(exec_then, then_fn_error_becomes_set_error) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_fail, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
     expect_error(&r, EX_EUSER + 2);
     cr_assert_str_eq(r.error.msg, fail_msg);
@@ -93,8 +85,7 @@ Test(exec_then, then_fn_error_becomes_set_error) {
 }
 
 Test(exec_then, then_fn_error_without_message_gets_one) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_fail_nomsg, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
     expect_error(&r, EX_EUSER + 3); /* asserts msg != NULL */
     cr_assert_eq(sn.calls, 1);
@@ -102,38 +93,31 @@ Test(exec_then, then_fn_error_without_message_gets_one) {
 }
 
 Test(exec_then, then_no_output_values) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_then(ex_just(ex_int(9)), fn_void, &sn, EX_SIG(EX_T_INT), EX_SIG0);
     const ex_sigs *sg = ex_sender_sigs(s);
     cr_assert_eq(sg->nvalues, 1);
     cr_assert_eq(sg->values[0].arity, 0);
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 0);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(sn.n, 1);
+    expect_values(&r, 0);
+    expect_called_once_with(&sn, 1);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
 
 Test(exec_then, then_no_input_values) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_then(ex_just(), fn_count, &sn, EX_SIG0, EX_SIG(EX_T_INT)));
     expect_value_int(&r, 0);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(sn.n, 0);
+    expect_called_once_with(&sn, 0);
     expect_no_leaks();
 }
 
 Test(exec_then, then_several_output_values) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_then(ex_just(ex_int(5)), fn_three, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT, EX_T_DOUBLE, EX_T_STR));
     ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.n, 3);
+    expect_values(&r, 3);
     cr_assert_eq(r.values[0].type, EX_T_INT);
     cr_assert_eq(r.values[0].as.i, 6);
     cr_assert_eq(r.values[1].type, EX_T_DOUBLE);
@@ -145,9 +129,7 @@ Test(exec_then, then_several_output_values) {
 }
 
 Test(exec_then, then_chained) {
-    seen a, b;
-    seen_init(&a);
-    seen_init(&b);
+    seen a = { 0 }, b = { 0 };
     ex_sender *s = ex_then(ex_then(ex_just(ex_int(3)), fn_twice, &a, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), fn_twice, &b,
                            EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     ex_result r = ex_sync_wait(s);
@@ -159,8 +141,7 @@ Test(exec_then, then_chained) {
 }
 
 Test(exec_then, then_result_signatures) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     /* The child's value signature is replaced by fn's output. */
     ex_sender *s = ex_then(ex_just(ex_int(5)), fn_three, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT, EX_T_DOUBLE, EX_T_STR));
     /* just never stops, neither does then over it; fn may fail */
@@ -184,8 +165,7 @@ Test(exec_then, then_result_signatures) {
 Test(exec_then, then_keeps_stopped_signature_of_the_child) {
     ex_run_loop loop;
     test_loop_init(&loop);
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_then(ex_schedule(ex_run_loop_scheduler(&loop)), fn_count, &sn, EX_SIG0, EX_SIG(EX_T_INT));
     expect_sigs(s, EX_SIG(EX_T_INT), EX_SIGS_STOPPED, EX_SIGS_STOPPED); /* run_loop schedule may complete stopped */
     ex_sender_release(s);
@@ -194,8 +174,7 @@ Test(exec_then, then_keeps_stopped_signature_of_the_child) {
 }
 
 Test(exec_then, then_input_arity_mismatch_is_invalid) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_then(ex_just(ex_int(1), ex_int(2)), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     expect_invalid(s, EX_EINVAL);
     cr_assert_eq(sn.calls, 0);
@@ -203,8 +182,7 @@ Test(exec_then, then_input_arity_mismatch_is_invalid) {
 }
 
 Test(exec_then, then_input_type_mismatch_is_invalid) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_then(ex_just(ex_str("x")), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     expect_invalid(s, EX_EINVAL);
     /* Too few values is a mismatch as well. */
@@ -215,8 +193,7 @@ Test(exec_then, then_input_type_mismatch_is_invalid) {
 }
 
 Test(exec_then, then_any_type_input_accepts_every_type) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_then(ex_just(ex_str("s")), fn_count, &sn, EX_SIG_ANY1, EX_SIG(EX_T_INT)));
     expect_value_int(&r, 1);
     cr_assert_eq(sn.in[0].type, EX_T_STR);
@@ -228,8 +205,7 @@ Test(exec_then, then_any_type_input_accepts_every_type) {
 }
 
 Test(exec_then, then_variadic_input_accepts_any_arity) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_then(ex_just(), fn_count, &sn, EX_SIG_VARIADIC, EX_SIG(EX_T_INT)));
     expect_value_int(&r, 0);
     r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_count, &sn, EX_SIG_VARIADIC, EX_SIG(EX_T_INT)));
@@ -249,8 +225,7 @@ Test(exec_then, then_variadic_input_accepts_any_arity) {
 }
 
 Test(exec_then, then_runtime_arity_mismatch_with_dynamic_child) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     /* let_value's signatures are known only at run time: the check happens
      * when the values arrive. */
     ex_sender *child = ex_let_value(ex_just(ex_int(1)), let_pair, NULL, EX_SIG(EX_T_INT));
@@ -264,8 +239,7 @@ Test(exec_then, then_runtime_arity_mismatch_with_dynamic_child) {
 }
 
 Test(exec_then, then_runtime_type_mismatch_with_dynamic_child) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_then(ex_let_value(ex_just(ex_int(1)), let_str, NULL, EX_SIG(EX_T_INT)), fn_twice, &sn,
                            EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0);
@@ -280,8 +254,7 @@ static const ex_key any_key = { "test.then.any_key", true };
 Test(exec_then, then_checks_types_at_run_time_when_the_child_declares_any) {
     /* read_env of a user key declares one value of any type: compatible with
      * fn's int input at build time, so the type is checked when it arrives. */
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_then(ex_write_env(ex_read_env(&any_key, EX_T_ANY), &any_key, ex_str("a string")), fn_twice, &sn,
                            EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0);
@@ -296,8 +269,7 @@ Test(exec_then, then_checks_types_at_run_time_when_the_child_declares_any) {
 }
 
 Test(exec_then, then_dynamic_child_with_matching_values_works) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_then(ex_let_value(ex_just(ex_int(8)), let_same, NULL, EX_SIG(EX_T_INT)), fn_twice, &sn,
                            EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     const ex_sigs *sg = ex_sender_sigs(s);
@@ -314,8 +286,7 @@ Test(exec_then, then_dynamic_child_with_matching_values_works) {
 }
 
 Test(exec_then, then_result_of_wrong_type_is_einval) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_wrong_type, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
     expect_error(&r, EX_EINVAL);
     cr_assert_eq(sn.calls, 1);
@@ -325,8 +296,7 @@ Test(exec_then, then_result_of_wrong_type_is_einval) {
 Test(exec_then, then_any_output_left_unset_is_einval) {
     /* Declared output "one datum of any type", but fn writes nothing: the
      * datum has no type of its own. */
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_void, &sn, EX_SIG(EX_T_INT), EX_SIG_ANY1));
     expect_error(&r, EX_EINVAL);
     cr_assert_eq(sn.calls, 1);
@@ -337,8 +307,7 @@ Test(exec_then, then_any_output_left_unset_is_einval) {
 }
 
 Test(exec_then, then_output_arity_too_large_is_invalid) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sig big = EX_SIG0;
     big.arity = EX_MAX_ARITY + 1;
     ex_sender *s = ex_then(ex_just(ex_int(1)), fn_twice, &sn, EX_SIG(EX_T_INT), big);
@@ -347,8 +316,7 @@ Test(exec_then, then_output_arity_too_large_is_invalid) {
 }
 
 Test(exec_then, null_child_or_function_is_invalid) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_then(NULL, fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     expect_invalid(s, EX_EINVAL);
 
@@ -369,8 +337,7 @@ Test(exec_then, null_child_or_function_is_invalid) {
 }
 
 Test(exec_then, invalid_child_status_propagates) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_value v[EX_MAX_ARITY + 1];
     for (int i = 0; i <= EX_MAX_ARITY; i++) v[i] = ex_int(i);
     ex_sender *s = ex_then(ex_just_n(v, EX_MAX_ARITY + 1), fn_count, &sn, EX_SIG_VARIADIC, EX_SIG(EX_T_INT));
@@ -392,8 +359,7 @@ static ex_scheduler sched_attr(const ex_sender *s, const ex_key *key, bool *foun
 Test(exec_then, completion_scheduler_is_forwarded_from_the_child) {
     ex_run_loop loop;
     ex_scheduler sch = test_loop_init(&loop);
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_then(ex_schedule(sch), fn_count, &sn, EX_SIG0, EX_SIG(EX_T_INT));
     bool found;
     ex_scheduler got = sched_attr(s, &ex_key_completion_scheduler_value, &found);
@@ -438,8 +404,7 @@ Test(exec_then, completion_scheduler_is_forwarded_from_the_child) {
 }
 
 Test(exec_then, out_of_memory_while_building) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     for (int kind = 0; kind < 3; kind++) {
         ex_sender *child = kind == 0 ? ex_just(ex_int(1)) : kind == 1 ? ex_just_error(ex_err(EX_EUSER, "e")) : ex_just_stopped();
         test_alloc_fail_next(); /* the adaptor's own allocation */

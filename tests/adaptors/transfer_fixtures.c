@@ -57,6 +57,16 @@ ex_sender *then_mark(ex_sender *s, mark *m) {
     return ex_then(s, mark_int, m, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
 }
 
+void stc_pair_init(ex_single_thread_context *a, ex_single_thread_context *b) {
+    test_stc_init(a);
+    test_stc_init(b);
+}
+
+void stc_pair_destroy(ex_single_thread_context *a, ex_single_thread_context *b) {
+    test_stc_destroy(a);
+    test_stc_destroy(b);
+}
+
 bool on_thread(pthread_t a, ex_single_thread_context *c) {
     return pthread_equal(a, ex_single_thread_context_thread_id(c)) != 0;
 }

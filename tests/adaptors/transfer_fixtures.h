@@ -25,6 +25,9 @@ ex_error mark_stopped(void *ctx, ex_value *out);                                
 ex_sender *then_mark(ex_sender *s, mark *m);
 
 bool on_thread(pthread_t a, ex_single_thread_context *c);
+/* Two contexts at once (test_stc_init / test_stc_destroy on each). */
+void stc_pair_init(ex_single_thread_context *a, ex_single_thread_context *b);
+void stc_pair_destroy(ex_single_thread_context *a, ex_single_thread_context *b);
 
 /* Connect into exactly-sized storage from the heap with ex_connect (*mem
  * to free after destroying the operation; NULL when connect failed). */

@@ -4,8 +4,7 @@
 /* ------------------------------------------------------------ upon_error */
 
 Test(exec_then, upon_error_calls_fn_with_the_error) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     static int payload;
     ex_sender *s = ex_upon_error(ex_just_error(ex_err_data(EX_EUSER + 7, "bad thing", &payload)), ue_code, &sn,
                                  EX_SIG(EX_T_INT));
@@ -19,9 +18,7 @@ Test(exec_then, upon_error_calls_fn_with_the_error) {
 }
 
 Test(exec_then, upon_error_handles_an_error_from_then) {
-    seen a, b;
-    seen_init(&a);
-    seen_init(&b);
+    seen a = { 0 }, b = { 0 };
     ex_sender *s = ex_upon_error(ex_then(ex_just(ex_int(1)), fn_fail, &a, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), ue_two,
                                  &b, EX_SIG(EX_T_STR, EX_T_INT));
     /* Two value signatures now: int from then, (str, int) from upon_error. */
@@ -50,20 +47,17 @@ Test(exec_then, upon_error_passes_stopped_through) {
 }
 
 Test(exec_then, upon_error_fn_not_called_before_start) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     ex_sender *s = ex_upon_error(ex_just_error(ex_err(EX_EUSER, "e")), ue_code, &sn, EX_SIG(EX_T_INT));
     expect_called_only_at_start(s, &sn, &rc);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, EX_EUSER);
+    rec_expect_value_int(&rc, EX_EUSER);
     expect_no_leaks();
 }
 
 Test(exec_then, upon_error_fn_error_becomes_set_error) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_upon_error(ex_just_error(ex_err(EX_EUSER, "first")), ue_fail, &sn, EX_SIG0));
     expect_error(&r, EX_EUSER + 4);
     cr_assert_str_eq(r.error.msg, fail_msg);
@@ -73,14 +67,11 @@ Test(exec_then, upon_error_fn_error_becomes_set_error) {
 }
 
 Test(exec_then, upon_error_no_output_and_several_outputs) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_upon_error(ex_just_error(ex_err(EX_EUSER, "e")), ue_void, &sn, EX_SIG0));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 0);
+    expect_values(&r, 0);
     r = ex_sync_wait(ex_upon_error(ex_just_error(ex_err(EX_EUSER + 1, "two")), ue_two, &sn, EX_SIG(EX_T_STR, EX_T_INT)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 2);
+    expect_values(&r, 2);
     cr_assert_str_eq(r.values[0].as.s, "two");
     cr_assert_eq(r.values[1].as.i, EX_EUSER + 1);
     cr_assert_eq(sn.calls, 2);
@@ -88,8 +79,7 @@ Test(exec_then, upon_error_no_output_and_several_outputs) {
 }
 
 Test(exec_then, upon_error_result_signatures) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_upon_error(ex_just_error(ex_err(EX_EUSER, "e")), ue_two, &sn, EX_SIG(EX_T_STR, EX_T_INT));
     expect_sigs(s, EX_SIG(EX_T_STR, EX_T_INT), EX_SIGS_STOPPED | EX_SIGS_DYNAMIC, 0);
     ex_sender_release(s);
@@ -108,8 +98,7 @@ Test(exec_then, upon_error_result_signatures) {
 }
 
 Test(exec_then, upon_error_result_of_wrong_type_is_einval) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_upon_error(ex_just_error(ex_err(EX_EUSER, "e")), ue_wrong_type, &sn, EX_SIG(EX_T_INT)));
     expect_error(&r, EX_EINVAL);
     cr_assert_eq(sn.calls, 1);

@@ -4,8 +4,7 @@
 /* ---------------------------------------------------------- upon_stopped */
 
 Test(exec_then, upon_stopped_calls_fn_and_sends_its_result) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     run_in_place(ex_upon_stopped(ex_just_stopped(), us_42, &sn, EX_SIG(EX_T_INT)), &rc);
@@ -20,8 +19,7 @@ Test(exec_then, upon_stopped_of_a_stopped_schedule) {
      * upon_stopped turns it into a value, on the loop. */
     ex_run_loop loop;
     test_loop_init(&loop);
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     rec_with_stop(&rc);
@@ -49,8 +47,7 @@ Test(exec_then, upon_stopped_passes_values_and_errors_through) {
 }
 
 Test(exec_then, upon_stopped_fn_not_called_before_start) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     ex_sender *s = ex_upon_stopped(ex_just_stopped(), us_42, &sn, EX_SIG(EX_T_INT));
@@ -60,8 +57,7 @@ Test(exec_then, upon_stopped_fn_not_called_before_start) {
 }
 
 Test(exec_then, upon_stopped_fn_error_becomes_set_error) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_upon_stopped(ex_just_stopped(), us_fail, &sn, EX_SIG(EX_T_INT)));
     expect_error(&r, EX_EUSER + 5);
     cr_assert_str_eq(r.error.msg, fail_msg);
@@ -70,14 +66,11 @@ Test(exec_then, upon_stopped_fn_error_becomes_set_error) {
 }
 
 Test(exec_then, upon_stopped_no_output_and_several_outputs) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_upon_stopped(ex_just_stopped(), us_void, &sn, EX_SIG0));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 0);
+    expect_values(&r, 0);
     r = ex_sync_wait(ex_upon_stopped(ex_just_stopped(), us_two, &sn, EX_SIG(EX_T_BOOL, EX_T_UINT)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.n, 2);
+    expect_values(&r, 2);
     cr_assert_eq(r.values[0].type, EX_T_BOOL);
     cr_assert(r.values[0].as.b);
     cr_assert_eq(r.values[1].type, EX_T_UINT);
@@ -87,8 +80,7 @@ Test(exec_then, upon_stopped_no_output_and_several_outputs) {
 }
 
 Test(exec_then, upon_stopped_result_signatures) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_sender *s = ex_upon_stopped(ex_just_stopped(), us_two, &sn, EX_SIG(EX_T_BOOL, EX_T_UINT));
     /* upon_stopped consumes the stopped channel */
     expect_sigs(s, EX_SIG(EX_T_BOOL, EX_T_UINT), EX_SIGS_STOPPED | EX_SIGS_DYNAMIC, 0);
@@ -114,8 +106,7 @@ Test(exec_then, upon_stopped_result_signatures) {
 }
 
 Test(exec_then, upon_stopped_result_of_wrong_type_is_einval) {
-    seen sn;
-    seen_init(&sn);
+    seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_upon_stopped(ex_just_stopped(), us_wrong_type, &sn, EX_SIG(EX_T_STR)));
     expect_error(&r, EX_EINVAL);
     cr_assert_eq(sn.calls, 1);

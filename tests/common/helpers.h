@@ -12,6 +12,7 @@
 #include "common/pool.h"
 #include "common/receivers.h"
 #include "common/run.h"
+#include "common/schedulers.h"
 #include "common/senders.h"
 #include "common/sigs.h"
 #include "common/test_alloc.h"

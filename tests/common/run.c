@@ -83,6 +83,17 @@ void expect_error(ex_result *r, int code) {
     cr_assert_not_null(r->error.msg);
 }
 
+void expect_values(ex_result *r, size_t n) {
+    cr_assert_eq(r->disposition, EX_DISP_VALUE, "expected a value, got disposition %d (%s)", r->disposition,
+                 r->error.msg ? r->error.msg : "");
+    cr_assert_eq(r->n, n, "%zu datums, expected %zu", r->n, n);
+}
+
+void expect_stopped(ex_result *r) {
+    cr_assert_eq(r->disposition, EX_DISP_STOPPED, "expected stopped, got disposition %d", r->disposition);
+    cr_assert_eq(r->n, 0);
+}
+
 void expect_err(ex_error e, int code) {
     cr_assert_eq(e.code, code, "expected error %d, got %d (%s)", code, e.code, e.msg ? e.msg : "");
     cr_assert_not_null(e.msg, "error %d without a message", code);

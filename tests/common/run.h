@@ -30,6 +30,8 @@ void arec_wait_done(arec *r);
 /* ex_result checks (sync_wait). */
 void expect_value_int(ex_result *r, int64_t v);
 void expect_error(ex_result *r, int code);
+void expect_values(ex_result *r, size_t n);   /* set_value with n datums */
+void expect_stopped(ex_result *r);
 
 /* An ex_error with this code and a message. */
 void expect_err(ex_error e, int code);

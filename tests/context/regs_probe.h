@@ -39,18 +39,28 @@ static inline uint64_t probe_value(int i) {
 }
 
 #if defined(__x86_64__)
+/* Saves and restores the callee-saved registers around a probe. */
+#define X86_PUSH_CALLEE \
+    "    pushq %rbp\n" \
+    "    pushq %rbx\n" \
+    "    pushq %r12\n" \
+    "    pushq %r13\n" \
+    "    pushq %r14\n" \
+    "    pushq %r15\n"
+#define X86_POP_CALLEE \
+    "    popq %r15\n" \
+    "    popq %r14\n" \
+    "    popq %r13\n" \
+    "    popq %r12\n" \
+    "    popq %rbx\n" \
+    "    popq %rbp\n"
 __asm__(
     ".pushsection .text\n"
     ".globl probe_switch\n"
     ".hidden probe_switch\n"
     ".type probe_switch, @function\n"
     "probe_switch:\n"
-    "    pushq %rbp\n"
-    "    pushq %rbx\n"
-    "    pushq %r12\n"
-    "    pushq %r13\n"
-    "    pushq %r14\n"
-    "    pushq %r15\n"
+    X86_PUSH_CALLEE
     "    pushq %rcx\n"                 /* out; rsp is now 16-byte aligned */
     "    movabsq $0x5a00000101010101, %rbx\n"
     "    movabsq $0x5a00000202020202, %rbp\n"
@@ -67,24 +77,14 @@ __asm__(
     "    movq %r14, 32(%rcx)\n"
     "    movq %r15, 40(%rcx)\n"
     "    popq %rcx\n"
-    "    popq %r15\n"
-    "    popq %r14\n"
-    "    popq %r13\n"
-    "    popq %r12\n"
-    "    popq %rbx\n"
-    "    popq %rbp\n"
+    X86_POP_CALLEE
     "    ret\n"
     ".size probe_switch, .-probe_switch\n"
     ".globl clobber_switch\n"
     ".hidden clobber_switch\n"
     ".type clobber_switch, @function\n"
     "clobber_switch:\n"
-    "    pushq %rbp\n"
-    "    pushq %rbx\n"
-    "    pushq %r12\n"
-    "    pushq %r13\n"
-    "    pushq %r14\n"
-    "    pushq %r15\n"
+    X86_PUSH_CALLEE
     "    subq $8, %rsp\n"
     "    movq $-1, %rbx\n"
     "    movq $-2, %rbp\n"
@@ -94,16 +94,34 @@ __asm__(
     "    movq $-6, %r15\n"
     "    call exi_context_switch\n"
     "    addq $8, %rsp\n"
-    "    popq %r15\n"
-    "    popq %r14\n"
-    "    popq %r13\n"
-    "    popq %r12\n"
-    "    popq %rbx\n"
-    "    popq %rbp\n"
+    X86_POP_CALLEE
     "    ret\n"
     ".size clobber_switch, .-clobber_switch\n"
     ".popsection\n");
+#undef X86_PUSH_CALLEE
+#undef X86_POP_CALLEE
 #elif defined(__aarch64__)
+/* Saves and restores x19-x28 and d8-d15 at [sp, #16] .. [sp, #144]. */
+#define A64_SAVE_CALLEE \
+    "    stp x19, x20, [sp, #16]\n" \
+    "    stp x21, x22, [sp, #32]\n" \
+    "    stp x23, x24, [sp, #48]\n" \
+    "    stp x25, x26, [sp, #64]\n" \
+    "    stp x27, x28, [sp, #80]\n" \
+    "    stp d8, d9, [sp, #96]\n" \
+    "    stp d10, d11, [sp, #112]\n" \
+    "    stp d12, d13, [sp, #128]\n" \
+    "    stp d14, d15, [sp, #144]\n"
+#define A64_RESTORE_CALLEE \
+    "    ldp x19, x20, [sp, #16]\n" \
+    "    ldp x21, x22, [sp, #32]\n" \
+    "    ldp x23, x24, [sp, #48]\n" \
+    "    ldp x25, x26, [sp, #64]\n" \
+    "    ldp x27, x28, [sp, #80]\n" \
+    "    ldp d8, d9, [sp, #96]\n" \
+    "    ldp d10, d11, [sp, #112]\n" \
+    "    ldp d12, d13, [sp, #128]\n" \
+    "    ldp d14, d15, [sp, #144]\n"
 /* Pattern i+1 is built as 0x5a00_00ii_iiii_iiii with movz/movk. */
 #define PROBE_LOAD(reg, b) \
     "    movz " reg ", #0x" b b ", lsl #0\n" \
@@ -117,15 +135,7 @@ __asm__(
     ".type probe_switch, %function\n"
     "probe_switch:\n"
     "    stp x29, x30, [sp, #-176]!\n"
-    "    stp x19, x20, [sp, #16]\n"
-    "    stp x21, x22, [sp, #32]\n"
-    "    stp x23, x24, [sp, #48]\n"
-    "    stp x25, x26, [sp, #64]\n"
-    "    stp x27, x28, [sp, #80]\n"
-    "    stp d8, d9, [sp, #96]\n"
-    "    stp d10, d11, [sp, #112]\n"
-    "    stp d12, d13, [sp, #128]\n"
-    "    stp d14, d15, [sp, #144]\n"
+    A64_SAVE_CALLEE
     "    str x3, [sp, #160]\n"
     PROBE_LOAD("x19", "01") PROBE_LOAD("x20", "02") PROBE_LOAD("x21", "03") PROBE_LOAD("x22", "04")
     PROBE_LOAD("x23", "05") PROBE_LOAD("x24", "06") PROBE_LOAD("x25", "07") PROBE_LOAD("x26", "08")
@@ -154,15 +164,7 @@ __asm__(
     "    str d13, [x9, #128]\n"
     "    str d14, [x9, #136]\n"
     "    str d15, [x9, #144]\n"
-    "    ldp x19, x20, [sp, #16]\n"
-    "    ldp x21, x22, [sp, #32]\n"
-    "    ldp x23, x24, [sp, #48]\n"
-    "    ldp x25, x26, [sp, #64]\n"
-    "    ldp x27, x28, [sp, #80]\n"
-    "    ldp d8, d9, [sp, #96]\n"
-    "    ldp d10, d11, [sp, #112]\n"
-    "    ldp d12, d13, [sp, #128]\n"
-    "    ldp d14, d15, [sp, #144]\n"
+    A64_RESTORE_CALLEE
     "    ldp x29, x30, [sp], #176\n"
     "    ret\n"
     ".size probe_switch, .-probe_switch\n"
@@ -171,15 +173,7 @@ __asm__(
     ".type clobber_switch, %function\n"
     "clobber_switch:\n"
     "    stp x29, x30, [sp, #-160]!\n"
-    "    stp x19, x20, [sp, #16]\n"
-    "    stp x21, x22, [sp, #32]\n"
-    "    stp x23, x24, [sp, #48]\n"
-    "    stp x25, x26, [sp, #64]\n"
-    "    stp x27, x28, [sp, #80]\n"
-    "    stp d8, d9, [sp, #96]\n"
-    "    stp d10, d11, [sp, #112]\n"
-    "    stp d12, d13, [sp, #128]\n"
-    "    stp d14, d15, [sp, #144]\n"
+    A64_SAVE_CALLEE
     "    mov x19, #-1\n"
     "    mov x20, #-2\n"
     "    mov x21, #-3\n"
@@ -200,20 +194,14 @@ __asm__(
     "    fmov d14, x25\n"
     "    fmov d15, x26\n"
     "    bl exi_context_switch\n"
-    "    ldp x19, x20, [sp, #16]\n"
-    "    ldp x21, x22, [sp, #32]\n"
-    "    ldp x23, x24, [sp, #48]\n"
-    "    ldp x25, x26, [sp, #64]\n"
-    "    ldp x27, x28, [sp, #80]\n"
-    "    ldp d8, d9, [sp, #96]\n"
-    "    ldp d10, d11, [sp, #112]\n"
-    "    ldp d12, d13, [sp, #128]\n"
-    "    ldp d14, d15, [sp, #144]\n"
+    A64_RESTORE_CALLEE
     "    ldp x29, x30, [sp], #160\n"
     "    ret\n"
     ".size clobber_switch, .-clobber_switch\n"
     ".popsection\n");
 #undef PROBE_LOAD
+#undef A64_SAVE_CALLEE
+#undef A64_RESTORE_CALLEE
 #endif
 
 /* ------------------------------------- floating-point control state */

@@ -23,10 +23,7 @@ Test(exec_sender, connect_null_sender_is_einval) {
 }
 
 Test(exec_sender, connect_null_op_out_param_is_einval) {
-    rec rc;
-    rec_init(&rc);
-    counter c = { 0, 1 };
-    ex_sender *s = then_count(ex_just(ex_int(1)), &c);
+    COUNTED_JUST_ONE(rc, c, s);
     big_buf buf;
     ex_error e = ex_connect(s, rec_receiver(&rc), buf.b, sizeof buf.b, NULL);
     expect_err(e, EX_EINVAL);
@@ -78,10 +75,7 @@ Test(exec_sender, connect_receiver_missing_a_completion_is_einval) {
 }
 
 Test(exec_sender, connect_storage_too_small_is_einval) {
-    rec rc;
-    rec_init(&rc);
-    counter c = { 0, 1 };
-    ex_sender *s = then_count(ex_just(ex_int(1)), &c);
+    COUNTED_JUST_ONE(rc, c, s);
     size_t need = ex_sender_op_size(s);
     cr_assert_gt(need, 0);
     cr_assert_leq(need, BUF_SIZE);
@@ -102,18 +96,14 @@ Test(exec_sender, connect_storage_too_small_is_einval) {
     cr_assert_eq(e.code, 0);
     cr_assert_eq((void *)op, (void *)buf.b, "the operation is constructed in the storage given");
     ex_start(op);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 2);
+    rec_expect_value_int(&rc, 2);
     ex_operation_destroy(op);
     ex_sender_release(s);
     expect_no_leaks();
 }
 
 Test(exec_sender, connect_misaligned_storage_is_einval) {
-    rec rc;
-    rec_init(&rc);
-    counter c = { 0, 1 };
-    ex_sender *s = then_count(ex_just(ex_int(1)), &c);
+    COUNTED_JUST_ONE(rc, c, s);
     size_t align = ex_sender_op_align(s);
     cr_assert_gt(align, 1, "an operation holding pointers is aligned");
     cr_assert_eq(align & (align - 1), 0, "alignment is a power of two");
@@ -171,8 +161,7 @@ Test(exec_sender, connect_checks_receiver_accepts) {
 
     e = connect_with_accepts(ex_just(ex_int(5)), &ints_only, &rc);
     cr_assert_eq(e.code, 0, "set_value(int) is accepted: %s", e.msg ? e.msg : "");
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 5);
+    rec_expect_value_int(&rc, 5);
 
     /* a stoppable sender into a receiver that accepts stopped but not error */
     ex_sigs stopped_ok = ints_only;
@@ -206,8 +195,7 @@ Test(exec_sender, connect_accepts_rejects_adaptor_that_may_fail) {
     with_error.flags = EX_SIGS_ERROR;
     e = connect_with_accepts(then_count(ex_just(ex_int(1)), &c), &with_error, &rc);
     cr_assert_eq(e.code, 0);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 2);
+    rec_expect_value_int(&rc, 2);
     expect_no_leaks();
 }
 
@@ -227,8 +215,7 @@ Test(exec_sender, connect_alloc_and_operation_free) {
     cr_assert_eq((uintptr_t)op % ex_sender_op_align(s), 0);
     cr_assert_eq(rec_total(&rc), 0);
     ex_start(op);
-    cr_assert_eq(rc.values, 1);
-    cr_assert_eq(rc.v[0].as.i, 3);
+    rec_expect_value_int(&rc, 3);
     ex_operation_free(op);
     cr_assert_eq(test_stats.in_use, before_use);
     ex_operation_free(NULL);

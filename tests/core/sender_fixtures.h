@@ -17,6 +17,14 @@ ex_error count_add(void *ctx, const ex_value *in, size_t n, ex_value *out);
 /* then(s, count_add, c): int -> int. */
 ex_sender *then_count(ex_sender *s, counter *c);
 
+/* The sender most tests here connect, declared in one line: a recording
+ * receiver rc, a counter c (add 1) and s = then_count(just(int 1), &c). */
+#define COUNTED_JUST_ONE(rc, c, s) \
+    rec rc;                        \
+    rec_init(&rc);                 \
+    counter c = { 0, 1 };          \
+    ex_sender *s = then_count(ex_just(ex_int(1)), &c)
+
 /* let_value: anything -> just(int 0). */
 ex_sender *let_just(void *ctx, const ex_value *in, size_t n);
 

@@ -307,17 +307,6 @@ Test(size_limits, pool_bulk_default_grain_near_size_max_is_shape_over_chunks) {
 }
 
 /* A resource whose bulk hook hands out a range whose end wrapped. */
-typedef struct { ex_operation base; ex_receiver r; } now_op;
-static void now_start(ex_operation *op) { ex_set_value(((now_op *)op)->r, NULL, 0); }
-static const ex_operation_vtable now_op_vt = { now_start, NULL };
-static ex_error now_connect(void *self, ex_receiver r, void *storage) {
-    (void)self;
-    now_op *o = storage;
-    o->base.vt = &now_op_vt;
-    o->r = r;
-    return ex_ok();
-}
-
 static void wrapping_bulk(void *self, ex_bulk_job *job) {
     (void)self;
     size_t begin = job->shape - 1;
@@ -326,8 +315,8 @@ static void wrapping_bulk(void *self, ex_bulk_job *job) {
 }
 
 static const ex_scheduler_vtable wrapping_vt = {
-    .name = "wrapping_bulk", .schedule_op_size = sizeof(now_op), .schedule_op_align = alignof(now_op),
-    .connect_schedule = now_connect, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .bulk = wrapping_bulk,
+    .name = "wrapping_bulk", .schedule_op_size = sizeof(test_schedule_op), .schedule_op_align = alignof(test_schedule_op),
+    .connect_schedule = test_connect_schedule_inline, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .bulk = wrapping_bulk,
 };
 
 Test(size_limits, bulk_job_run_never_hands_a_reversed_range_to_the_body) {
@@ -399,11 +388,12 @@ Test(size_limits, more_than_max_arity_values_are_einval_not_an_overflow) {
     expect_no_leaks();
 }
 
-typedef struct await_seen { ex_await_status status; int code; uint8_t n; } await_seen;
+/* What a task saw when it awaited `s`. */
+typedef struct await_seen { ex_sender *s; ex_await_status status; int code; uint8_t n; } await_seen;
 
-static ex_task_result await_nine(ex_task *t, void *arg) {
+static ex_task_result await_and_note(ex_task *t, void *arg) {
     await_seen *seen = arg;
-    ex_await_result r = ex_await(t, &nine_sender);
+    ex_await_result r = ex_await(t, seen->s);
     seen->status = r.status;
     seen->n = r.n;
     seen->code = r.status == EX_AWAIT_ERROR ? r.error.code : 0;
@@ -411,8 +401,8 @@ static ex_task_result await_nine(ex_task *t, void *arg) {
 }
 
 Test(size_limits, a_task_awaiting_more_than_max_arity_values_gets_einval) {
-    await_seen seen = { EX_AWAIT_VALUE, 0, 0 };
-    ex_result r = ex_sync_wait(ex_task_create(await_nine, &seen, NULL));
+    await_seen seen = { &nine_sender, EX_AWAIT_VALUE, 0, 0 };
+    ex_result r = ex_sync_wait(ex_task_create(await_and_note, &seen, NULL));
     cr_expect_eq(r.disposition, EX_DISP_VALUE);
     cr_expect_eq(seen.status, EX_AWAIT_ERROR, "the await gave status %d with %u values", (int)seen.status, seen.n);
     cr_expect_eq(seen.code, EX_EINVAL);
@@ -567,17 +557,9 @@ Test(size_limits, spawn_split_and_futures_of_a_huge_operation_are_enomem) {
     expect_no_leaks();
 }
 
-static ex_task_result await_huge(ex_task *t, void *arg) {
-    await_seen *seen = arg;
-    ex_await_result r = ex_await(t, &huge64);
-    seen->status = r.status;
-    seen->code = r.status == EX_AWAIT_ERROR ? r.error.code : 0;
-    return ex_task_void();
-}
-
 Test(size_limits, a_task_awaiting_a_huge_operation_gets_enomem) {
-    await_seen seen = { EX_AWAIT_VALUE, 0, 0 };
-    ex_result r = ex_sync_wait(ex_task_create(await_huge, &seen, NULL));
+    await_seen seen = { &huge64, EX_AWAIT_VALUE, 0, 0 };
+    ex_result r = ex_sync_wait(ex_task_create(await_and_note, &seen, NULL));
     cr_expect_eq(r.disposition, EX_DISP_VALUE);
     cr_expect_eq(seen.status, EX_AWAIT_ERROR, "the await gave status %d", (int)seen.status);
     cr_expect_eq(seen.code, EX_ENOMEM);
@@ -590,7 +572,7 @@ static ex_error range_until(void *ctx, size_t b, size_t e);
 /* A scheduler of yours whose schedule operation is absurdly big. */
 static const ex_scheduler_vtable huge_sched_vt = {
     .name = "huge_schedule_op", .schedule_op_size = SIZE_MAX - 8, .schedule_op_align = 16,
-    .connect_schedule = now_connect, .progress = EX_PROGRESS_WEAKLY_PARALLEL,
+    .connect_schedule = test_connect_schedule_inline, .progress = EX_PROGRESS_WEAKLY_PARALLEL,
 };
 
 Test(size_limits, a_huge_schedule_operation_saturates_or_is_refused) {

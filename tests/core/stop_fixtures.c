@@ -1,5 +1,6 @@
 /* stop_fixtures.c - see stop_fixtures.h. */
 #include <sched.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -29,4 +30,16 @@ void *st_request_main(void *arg) {
     t->self = pthread_self();
     t->result = ex_stop_source_request_stop(t->src);
     return NULL;
+}
+
+void st_setup(ex_stop_source *s, ...) {
+    ex_stop_source_init(s);
+    va_list ap;
+    va_start(ap, s);
+    for (st_cb *c; (c = va_arg(ap, st_cb *)) != NULL;) st_init(c, s);
+    va_end(ap);
+}
+
+bool st_register(st_cb *c, void (*fn)(ex_stop_callback *)) {
+    return ex_stop_callback_register(&c->cb, ex_stop_source_token(c->src), fn);
 }

@@ -27,6 +27,11 @@ st_cb *st_of(ex_stop_callback *cb);
 void st_init(st_cb *c, ex_stop_source *src);
 /* The callback: counts, notes the thread and stop_requested(). */
 void st_count(ex_stop_callback *cb);
+/* Initialises the source and the NULL-terminated list of callbacks. */
+void st_setup(ex_stop_source *s, ...);
+/* Registers c's node with fn on a token of c->src; returns whether fn ran
+ * inline (the stop was already requested). */
+bool st_register(st_cb *c, void (*fn)(ex_stop_callback *));
 
 /* A thread that requests stop on src (pthread entry: st_request_main). */
 typedef struct st_req_thread {

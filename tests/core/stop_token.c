@@ -128,7 +128,7 @@ Test(stoptoken_inplace, register_after_stop_runs_immediately_on_registering_thre
     cr_assert(ex_stop_source_request_stop(&s));
     st_cb c;
     st_init(&c, &s);
-    cr_assert(ex_stop_callback_register(&c.cb, ex_stop_source_token(&s), st_count),
+    cr_assert(st_register(&c, st_count),
               "registration after stop returns true");
     cr_assert_eq(atomic_load(&c.calls), 1, "and the callback ran before register returned");
     cr_assert(pthread_equal(c.thread, pthread_self()));
@@ -175,11 +175,8 @@ Test(stoptoken_inplace, register_after_stop_on_another_thread_runs_there) {
 
 Test(stoptoken_inplace, deregistration_before_stop_prevents_the_call) {
     ex_stop_source s;
-    ex_stop_source_init(&s);
     st_cb a, b, c;
-    st_init(&a, &s);
-    st_init(&b, &s);
-    st_init(&c, &s);
+    st_setup(&s, &a, &b, &c, NULL);
     ex_stop_token t = ex_stop_source_token(&s);
     cr_assert_not(ex_stop_callback_register(&a.cb, t, st_count));
     cr_assert_not(ex_stop_callback_register(&b.cb, t, st_count));
@@ -196,14 +193,13 @@ Test(stoptoken_inplace, deregistration_before_stop_prevents_the_call) {
 
 Test(stoptoken_inplace, callback_storage_can_be_reused_after_deregistration) {
     ex_stop_source s;
-    ex_stop_source_init(&s);
     st_cb c;
-    st_init(&c, &s);
+    st_setup(&s, &c, NULL);
     for (int i = 0; i < 100; i++) {
-        cr_assert_not(ex_stop_callback_register(&c.cb, ex_stop_source_token(&s), st_count));
+        cr_assert_not(st_register(&c, st_count));
         ex_stop_callback_deregister(&c.cb);
     }
-    cr_assert_not(ex_stop_callback_register(&c.cb, ex_stop_source_token(&s), st_count));
+    cr_assert_not(st_register(&c, st_count));
     cr_assert(ex_stop_source_request_stop(&s));
     cr_assert_eq(atomic_load(&c.calls), 1, "only the last registration was live");
     ex_stop_callback_deregister(&c.cb);

@@ -16,12 +16,10 @@ static void st_deregister_self(ex_stop_callback *cb) {
 
 Test(stoptoken_inplace, callback_deregistering_itself_does_not_deadlock) {
     ex_stop_source s;
-    ex_stop_source_init(&s);
     st_cb a, b;
-    st_init(&a, &s);
-    st_init(&b, &s);
-    cr_assert_not(ex_stop_callback_register(&a.cb, ex_stop_source_token(&s), st_deregister_self));
-    cr_assert_not(ex_stop_callback_register(&b.cb, ex_stop_source_token(&s), st_count));
+    st_setup(&s, &a, &b, NULL);
+    cr_assert_not(st_register(&a, st_deregister_self));
+    cr_assert_not(st_register(&b, st_count));
     cr_assert(ex_stop_source_request_stop(&s));
     cr_assert_eq(atomic_load(&a.calls), 1);
     cr_assert_eq(atomic_load(&b.calls), 1, "the other callbacks still run");
@@ -67,16 +65,13 @@ Test(stoptoken_inplace, callback_deregistering_another_callback) {
      * unspecified, but whichever runs first removes the other, so exactly
      * one of them runs, and nothing deadlocks. */
     ex_stop_source s;
-    ex_stop_source_init(&s);
     st_cb a, b, c;
-    st_init(&a, &s);
-    st_init(&b, &s);
-    st_init(&c, &s);
+    st_setup(&s, &a, &b, &c, NULL);
     a.other = &b;
     b.other = &a;
-    cr_assert_not(ex_stop_callback_register(&a.cb, ex_stop_source_token(&s), st_deregister_other));
-    cr_assert_not(ex_stop_callback_register(&c.cb, ex_stop_source_token(&s), st_count));
-    cr_assert_not(ex_stop_callback_register(&b.cb, ex_stop_source_token(&s), st_deregister_other));
+    cr_assert_not(st_register(&a, st_deregister_other));
+    cr_assert_not(st_register(&c, st_count));
+    cr_assert_not(st_register(&b, st_deregister_other));
     cr_assert(ex_stop_source_request_stop(&s));
     int ra = atomic_load(&a.calls), rb = atomic_load(&b.calls);
     cr_assert_eq(ra + rb, 1, "exactly one of the mutually deregistering callbacks runs (a=%d b=%d)", ra, rb);
@@ -97,14 +92,12 @@ static void st_deregister_other_after(ex_stop_callback *cb) {
 
 Test(stoptoken_inplace, callback_deregistering_a_finished_callback) {
     ex_stop_source s;
-    ex_stop_source_init(&s);
     st_cb a, b;
-    st_init(&a, &s);
-    st_init(&b, &s);
+    st_setup(&s, &a, &b, NULL);
     a.other = &b;
     b.other = &a;
-    cr_assert_not(ex_stop_callback_register(&a.cb, ex_stop_source_token(&s), st_deregister_other_after));
-    cr_assert_not(ex_stop_callback_register(&b.cb, ex_stop_source_token(&s), st_deregister_other_after));
+    cr_assert_not(st_register(&a, st_deregister_other_after));
+    cr_assert_not(st_register(&b, st_deregister_other_after));
     cr_assert(ex_stop_source_request_stop(&s));
     cr_assert_eq(atomic_load(&a.calls), 1);
     cr_assert_eq(atomic_load(&b.calls), 1);
@@ -336,10 +329,9 @@ Test(stoptoken_inplace, deregistration_does_not_wait_for_other_callbacks) {
 
 Test(stoptoken_inplace, deregistration_after_callback_finished_on_other_thread_returns) {
     ex_stop_source s;
-    ex_stop_source_init(&s);
     st_cb c;
-    st_init(&c, &s);
-    cr_assert_not(ex_stop_callback_register(&c.cb, ex_stop_source_token(&s), st_count));
+    st_setup(&s, &c, NULL);
+    cr_assert_not(st_register(&c, st_count));
     st_req_thread rt = { &s, false, pthread_self() };
     pthread_t requester;
     cr_assert_eq(pthread_create(&requester, NULL, st_request_main, &rt), 0);

@@ -210,11 +210,17 @@ static bool one_int(node *nd, const ex_value *in, size_t n, int64_t *v) {
     return true;
 }
 
+/* The entry of a function over one int that must run once (ctr counts its
+ * runs): false (a fault noted) if the input is not one int. */
+static bool once_with_int(node *nd, uint32_t *ctr, const char *twice, const ex_value *in, size_t n, int64_t *v) {
+    once(nd, ctr, twice);
+    return one_int(nd, in, n, v);
+}
+
 static ex_error then_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     node *nd = ctx;
     int64_t v;
-    once(nd, &nd->calls, "then ran twice");
-    if (!one_int(nd, in, n, &v)) return ex_err(EX_EINVAL, "soak: bad input");
+    if (!once_with_int(nd, &nd->calls, "then ran twice", in, n, &v)) return ex_err(EX_EINVAL, "soak: bad input");
     switch (nd->fn) {
     case F_ADD: out[0] = ex_int(vmask(v + nd->k)); return ex_ok();
     case F_MUL: out[0] = ex_int(vmask(v * 3 + nd->k)); return ex_ok();
@@ -309,8 +315,7 @@ static ex_error chunk_fn(void *ctx, size_t begin, size_t end, const ex_value *v,
 static ex_error bulk_check_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     node *nd = ctx;
     int64_t v;
-    once(nd, &nd->calls2, "bulk completed twice");
-    if (!one_int(nd, in, n, &v)) return ex_err(EX_EINVAL, "soak: bad input");
+    if (!once_with_int(nd, &nd->calls2, "bulk completed twice", in, n, &v)) return ex_err(EX_EINVAL, "soak: bad input");
     for (uint32_t i = 0; i < nd->shape; i++)
         if (__atomic_load_n(&nd->idx_runs[i], __ATOMIC_RELAXED) != 1) node_bad(nd, "bulk completed with values but an index did not run exactly once");
     out[0] = ex_int(v);

@@ -72,14 +72,18 @@ static void complete_one(slot *s) {
     sem_post(&s->drv->wake);  /* the driver is constant: slots never move */
 }
 
+/* Counts a completion of `what` in *count: true for the first; a second
+ * one is a violation. */
+static bool first_completion(slot *s, uint32_t *count, const char *what) {
+    uint32_t prev = __atomic_fetch_add(count, 1, __ATOMIC_RELAXED);
+    if (prev != 0) violation(s, "%s completed %u times", what, prev + 1);
+    return prev == 0;
+}
+
 /* The graph's completion: counts it (0 -> 1); a second one is a violation
  * and changes nothing else. */
 static void finish(slot *s, outcome o) {
-    uint32_t prev = __atomic_fetch_add(&s->completions, 1, __ATOMIC_RELAXED);
-    if (prev != 0) {
-        violation(s, "the operation completed %u times", prev + 1);
-        return;
-    }
+    if (!first_completion(s, &s->completions, "the operation")) return;
     s->got = o;
     s->done_on_sched = on_scheduler(W.sch[s->sched]);
     complete_one(s);
@@ -127,11 +131,7 @@ static void h_stopped(void *ctx) { finish(ctx, (outcome){ O_STOPPED, 0 }); }
 
 /* The consumer of a future: the recorder inside makes every result a value. */
 static void fut_finish(slot *s, int disp) {
-    uint32_t prev = __atomic_fetch_add(&s->fut_completions, 1, __ATOMIC_RELAXED);
-    if (prev != 0) {
-        violation(s, "the future's consumer completed %u times", prev + 1);
-        return;
-    }
+    if (!first_completion(s, &s->fut_completions, "the future's consumer")) return;
     s->fut_disp = disp;
     complete_one(s);
 }

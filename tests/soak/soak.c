@@ -372,21 +372,19 @@ static void parse_args(int argc, char **argv) {
     c->seconds = 60;
     c->round_s = 5;
     c->report_s = 10;
+    /* Sanitizer builds run slower, and route the jemalloc allocator to
+     * malloc: its per-thread caches (at most ~2.5 MiB per thread) then count
+     * in the heap. */
 #ifdef SOAK_SANITIZED
     c->watchdog_s = 120;
+    c->heap_tol_mb = 24;
 #else
     c->watchdog_s = 60;
+    c->heap_tol_mb = 4;
 #endif
     c->warmup_s = -1;
     c->drivers = 2;
     c->inflight = 48;
-    /* Sanitizer builds route the jemalloc allocator to malloc: its per-thread
-     * caches (at most ~2.5 MiB per thread) then count in the heap. */
-#ifdef SOAK_SANITIZED
-    c->heap_tol_mb = 24;
-#else
-    c->heap_tol_mb = 4;
-#endif
     c->rss_tol_mb = 32;
     c->vm_tol_mb = 256;
     c->churn = 1;

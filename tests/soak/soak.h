@@ -10,7 +10,8 @@
  *   ref.c    the reference: the set of outcomes a graph may complete with
  *   run.c    operation slots, the run modes, drivers, the stopper, checks
  *   churn.c  pools, strands, contexts and run loops created and destroyed
- *            under running tasks
+ *            under running tasks (churn_task.c: the tasks' bodies and
+ *            completions; churn.h: what the two share)
  *   soak.c   configuration, rounds, memory, progress, watchdog, summary */
 #ifndef SOAK_H
 #define SOAK_H

@@ -8,14 +8,9 @@
  * written exactly a whole-tile prefix of its output; for_each visits every
  * index exactly once (at most once when stopped or failed); every block the
  * library allocated is returned. */
-#include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 
-#include <cexec/cexec.h>
-#include "stress.h"
 #include "stress_util.h"
 
 enum { SUBMITTERS = 3, MAX_ROUNDS = 1500, MAX_N = 200000, TILE = 16384 };
@@ -24,50 +19,10 @@ enum { SUBMITTERS = 3, MAX_ROUNDS = 1500, MAX_N = 200000, TILE = 16384 };
 
 enum { K_INCL, K_EXCL, K_REDUCE, K_FOR_EACH, K_GENERIC, K_COUNT };
 enum { S_NONE, S_BEFORE, S_RACE };
-enum { D_NONE, D_VALUE, D_ERROR, D_STOPPED };
 
 static ex_pool *pool;
 static double deadline;      /* set before the submitters start */
 static uint32_t abort_all;   /* a run hung: every submitter stops */
-
-/* ------------------------------------------------------------ receiver */
-
-typedef struct arcv {
-    ex_stop_source stop;
-    ex_env_pair pair;
-    uint32_t calls, done;
-    int disp, worker;
-    size_t n;
-    ex_value v;
-    ex_error err;
-} arcv;
-
-static void arcv_finish(arcv *r, int disp) {
-    r->disp = disp;
-    r->worker = ex_pool_current_worker(pool);
-    __atomic_fetch_add(&r->calls, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
-}
-static void r_value(void *self, const ex_value *v, size_t n) {
-    arcv *r = self;
-    r->n = n;
-    if (n) r->v = v[0];
-    arcv_finish(r, D_VALUE);
-}
-static void r_error(void *self, ex_error e) {
-    arcv *r = self;
-    r->err = e;
-    arcv_finish(r, D_ERROR);
-}
-static void r_stopped(void *self) { arcv_finish(self, D_STOPPED); }
-static ex_env r_env(void *self) { return ex_env_of_pair(&((arcv *)self)->pair); }
-static const ex_receiver_vtable arcv_vt = { r_value, r_error, r_stopped, r_env, NULL };
-
-static void arcv_init(arcv *r) {
-    memset(r, 0, sizeof *r);
-    ex_stop_source_init(&r->stop);
-    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
-}
 
 /* ------------------------------------------------------------ for_each */
 
@@ -166,11 +121,11 @@ static void one_round(worker_state *ws, int round) {
     TCHECK(ws, ex_sender_status(s).code == 0, "round %d: build: %s", round,
            ex_sender_status(s).msg ? ex_sender_status(s).msg : "");
 
-    arcv r;
-    arcv_init(&r);
+    srec r;
+    srec_init(&r);
+    r.pool = pool;
     ex_operation *op = NULL;
-    ex_receiver rcv = { &arcv_vt, &r };
-    ex_error e = ex_connect_alloc(s, rcv, &op);
+    ex_error e = ex_connect_alloc(s, srec_receiver(&r), &op);
     ex_sender_release(s);
     TCHECK(ws, e.code == 0, "round %d: connect: %s", round, e.msg ? e.msg : "");
     if (e.code) return;
@@ -223,8 +178,8 @@ static void one_round(worker_state *ws, int round) {
         if (r.disp != D_VALUE && missed && missed < n) ws->cut_short++;
     } else if (kind == K_REDUCE) {
         if (r.disp == D_VALUE)
-            TCHECK(ws, r.n == 1 && r.v.type == EX_T_INT && r.v.as.i == total, "round %d: reduce n=%zu: %lld, want %lld",
-                   round, n, (long long)r.v.as.i, (long long)total);
+            TCHECK(ws, r.n == 1 && r.v[0].type == EX_T_INT && r.v[0].as.i == total, "round %d: reduce n=%zu: %lld, want %lld",
+                   round, n, (long long)r.v[0].as.i, (long long)total);
     } else {
         /* scans: a value means the exact output; stopped means a whole-tile
          * prefix is exact and the rest untouched */
@@ -236,8 +191,8 @@ static void one_round(worker_state *ws, int round) {
             TCHECK(ws, written == n, "round %d: kind %d n=%zu: out[%zu] = %lld, want %lld", round, kind, n, written,
                    written < n ? (long long)ws->out[written] : 0LL, written < n ? (long long)ws->ref[written] : 0LL);
             if (kind != K_GENERIC)
-                TCHECK(ws, r.n == 1 && r.v.type == EX_T_INT && r.v.as.i == total,
-                       "round %d: kind %d n=%zu: total %lld, want %lld", round, kind, n, (long long)r.v.as.i,
+                TCHECK(ws, r.n == 1 && r.v[0].type == EX_T_INT && r.v[0].as.i == total,
+                       "round %d: kind %d n=%zu: total %lld, want %lld", round, kind, n, (long long)r.v[0].as.i,
                        (long long)total);
         } else if (r.disp == D_STOPPED) {
             bool prefix = written >= untouched && (untouched % TILE == 0 || untouched == n);
@@ -252,7 +207,7 @@ static void one_round(worker_state *ws, int round) {
 
 static void *submitter(void *arg) {
     worker_state *ws = arg;
-    rng_state = 0x243f6a8885a308d3ull * (uint64_t)(ws->id + 1);
+    rng_state = UINT64_C(0x243f6a8885a308d3) * (uint64_t)(ws->id + 1);
     for (int round = 0; round < MAX_ROUNDS; round++) {
         if (now_s() > deadline || __atomic_load_n(&abort_all, __ATOMIC_RELAXED)) break;
         one_round(ws, round);
@@ -262,12 +217,10 @@ static void *submitter(void *arg) {
 }
 
 int main(void) {
-    ex_set_default_allocator(&counting_alloc);
-    ex_pool_config cfg = { .threads = 4, .name_prefix = "algo-stress" };
-    ex_error e = ex_pool_create(&cfg, &pool);
-    CHECK(e.code == 0, "create: %s", e.msg ? e.msg : "");
-    if (e.code) return stress_finish("algo_stress", 1);
-    long baseline = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
+    int checks = 0, rounds = 0;
+    pool = stress_pool_new(4, &checks);
+    if (!pool) return stress_finish("algo_stress", checks);
+    long baseline = stress_in_use();
     double t0 = now_s();
     deadline = t0 + TIME_BUDGET_S;
 
@@ -277,7 +230,6 @@ int main(void) {
         ws[i].id = i;
         pthread_create(&th[i], NULL, submitter, &ws[i]);
     }
-    int checks = 0, rounds = 0;
     unsigned outcome[4] = { 0 }, cut = 0;
     for (int i = 0; i < SUBMITTERS; i++) {
         pthread_join(th[i], NULL);
@@ -288,10 +240,9 @@ int main(void) {
         for (int d = 0; d < 4; d++) outcome[d] += ws[i].outcome[d];
     }
     CHECK(rounds >= 3 * 20, "only %d rounds ran", rounds);
-    long in_use = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
-    CHECK(in_use == baseline, "%ld block(s) not freed", in_use - baseline);
-    CHECK(ex_pool_destroy(pool).code == 0, "destroy");
-    checks += 3;
+    checks++;
+    expect_round_freed(&baseline, rounds, &checks);
+    stress_pool_free(pool, &checks);
     ex_set_default_allocator(NULL);
     printf("algo_stress: %d rounds from %d threads in %.2f s (value %u, error %u, stopped %u; %u cut short)\n", rounds,
            SUBMITTERS, now_s() - t0, outcome[D_VALUE], outcome[D_ERROR], outcome[D_STOPPED], cut);

@@ -5,64 +5,17 @@
  * (stopped or value) and no index runs twice.  Alternates a 2-worker pool
  * (inline helper items) and a 5-worker pool (helper items allocated), and
  * ex_bulk_grain with ex_bulk_chunked. */
-#include <pthread.h>
-#include <sched.h>
 #include <string.h>
-#include <time.h>
-
-#include <cexec/cexec.h>
-#include "stress.h"
-
-enum { ROUNDS = 8000, SHAPE = 300 };
-enum { D_NONE, D_VALUE, D_ERROR, D_STOPPED };
-enum { K_OK, K_ERROR, K_STOP, K_ERROR_STOP, K_STOP_BEFORE, K_COUNT };
 
 #include "stress_util.h"
+
+enum { ROUNDS = 8000, SHAPE = 300 };
+enum { K_OK, K_ERROR, K_STOP, K_ERROR_STOP, K_STOP_BEFORE, K_COUNT };
 
 /* Requests stop on a source; `stop_fired` says it did (first request). */
 static uint32_t stop_fired;
 static void request_stop(void *src) {
     if (ex_stop_source_request_stop(src)) __atomic_store_n(&stop_fired, 1, __ATOMIC_RELAXED);
-}
-
-/* ------------------------------------------------------------ receiver */
-
-typedef struct brec {
-    ex_stop_source stop;
-    ex_env_pair pair;
-    uint32_t calls;
-    uint32_t done;
-    int disp;
-    size_t n;
-    ex_error err;
-} brec;
-
-static void finish(brec *r, int disp) {
-    r->disp = disp;
-    __atomic_fetch_add(&r->calls, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
-}
-
-static void r_value(void *self, const ex_value *v, size_t n) {
-    (void)v;
-    brec *r = self;
-    r->n = n;
-    finish(r, D_VALUE);
-}
-static void r_error(void *self, ex_error e) {
-    brec *r = self;
-    r->err = e;
-    finish(r, D_ERROR);
-}
-static void r_stopped(void *self) { finish(self, D_STOPPED); }
-static ex_env r_env(void *self) { return ex_env_of_pair(&((brec *)self)->pair); }
-
-static const ex_receiver_vtable brec_vt = { r_value, r_error, r_stopped, r_env, NULL };
-
-static void brec_init(brec *r) {
-    memset(r, 0, sizeof *r);
-    ex_stop_source_init(&r->stop);
-    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
 }
 
 /* ------------------------------------------------------------ bulk body */
@@ -97,22 +50,18 @@ static ex_error chunk_fn(void *ctx, size_t begin, size_t end, const ex_value *v,
 
 int main(void) {
     int checks = 0;
-    ex_set_default_allocator(&counting_alloc);
     ex_pool *pools[2];
     unsigned sizes[2] = { 2, 5 };
     for (int i = 0; i < 2; i++) {
-        ex_pool_config cfg = { .threads = sizes[i] };
-        ex_error e = ex_pool_create(&cfg, &pools[i]);
-        CHECK(e.code == 0, "create: %s", e.msg ? e.msg : "");
-        checks++;
-        if (e.code) return stress_finish("bulk_stress", checks);
+        pools[i] = stress_pool_new(sizes[i], &checks);
+        if (!pools[i]) return stress_finish("bulk_stress", checks);
     }
-    long baseline = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
+    long baseline = stress_in_use();
 
     static agent stopper;
     agent_start(&stopper);
 
-    static brec rec;
+    static srec rec;
     static const size_t grains[] = { 0, 1, 3, 7, 16, 64, SHAPE };
     unsigned outcome[4] = { 0 }, partial = 0;
     double t0 = now_s();
@@ -124,18 +73,13 @@ int main(void) {
         size_t grain = grains[rnd(sizeof grains / sizeof grains[0])];
         memset(counts, 0, sizeof counts);
         err_index = (kind == K_ERROR || kind == K_ERROR_STOP) ? rnd(SHAPE) : SHAPE;
-        brec_init(&rec);
+        srec_init(&rec);
 
         ex_sender *child = ex_schedule(ex_pool_scheduler(pool));
         ex_sender *b = chunked ? ex_bulk_chunked(child, SHAPE, grain ? grain : 5, chunk_fn, NULL)
                                : ex_bulk_grain(child, SHAPE, grain, bulk_fn, NULL);
-        ex_operation *op = NULL;
-        ex_receiver r = { &brec_vt, &rec };
-        ex_error e = ex_connect_alloc(b, r, &op);
-        ex_sender_release(b);
-        CHECK(e.code == 0, "round %d: connect: %s", round, e.msg ? e.msg : "");
-        checks++;
-        if (e.code) continue;
+        ex_operation *op = srec_connect(&rec, b, round, &checks);
+        if (!op) continue;
 
         bool racing = kind == K_STOP || kind == K_ERROR_STOP;
         if (kind == K_STOP_BEFORE) ex_stop_source_request_stop(&rec.stop);
@@ -145,20 +89,9 @@ int main(void) {
         }
         ex_start(op);
 
-        bool completed = wait_flag(&rec.done);
-        CHECK(completed, "round %d: bulk did not complete within 20 s", round);
-        checks++;
-        if (!completed) break;
-        if (racing) {
-            bool acked = agent_wait(&stopper);
-            CHECK(acked, "round %d: stopper hung", round);
-            checks++;
-            if (!acked) break;
-        }
-        sched_yield();
-        uint32_t calls = __atomic_load_n(&rec.calls, __ATOMIC_ACQUIRE);
-        CHECK(calls == 1, "round %d: bulk completed %u times", round, calls);
-        checks++;
+        if (!srec_wait(&rec, "bulk", round, &checks)) break;
+        if (racing && !agent_wait_checked(&stopper, "stopper", round, &checks)) break;
+        srec_expect_once(&rec, "bulk", round, &checks);
 
         uint32_t twice = 0, ran = 0;
         for (size_t i = 0; i < SHAPE; i++) {
@@ -204,18 +137,11 @@ int main(void) {
             break;
         }
         ex_operation_free(op);
-        long in_use = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
-        CHECK(in_use == baseline, "round %d: %ld block(s) not freed", round, in_use - baseline);
-        checks++;
-        if (in_use != baseline) baseline = in_use;
+        expect_round_freed(&baseline, round, &checks);
     }
 
     agent_stop(&stopper);
-    for (int i = 0; i < 2; i++) {
-        ex_error e = ex_pool_destroy(pools[i]);
-        CHECK(e.code == 0, "destroy");
-        checks++;
-    }
+    for (int i = 0; i < 2; i++) stress_pool_free(pools[i], &checks);
     ex_set_default_allocator(NULL);
     printf("bulk_stress: %d rounds in %.2f s (value %u, error %u, stopped %u; %u cut short)\n", ROUNDS,
            now_s() - t0, outcome[D_VALUE], outcome[D_ERROR], outcome[D_STOPPED], partial);

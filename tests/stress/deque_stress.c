@@ -53,7 +53,7 @@ int main(void) {
         CHECK(e.code == 0, "init");
         pthread_t t[THIEVES];
         for (int i = 0; i < THIEVES; i++) pthread_create(&t[i], NULL, thief, NULL);
-        uint64_t seed = 88172645463325252ull + (uint64_t)round;
+        uint64_t seed = UINT64_C(88172645463325252) + (uint64_t)round;
         uint32_t next = 0;
         while (next < ITEMS - TAIL) {
             /* Bursts of pushes (growth) and takes (owner LIFO). */

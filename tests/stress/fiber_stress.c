@@ -93,25 +93,23 @@ static void step(frec *r, uint64_t *mine, unsigned s, const worker *w) {
     r->threads |= 1u << w->index;
 }
 
-static void b_entry(void *arg, void *user) {
+/* A and B of a pair take turns: A runs step s and switches to B, B runs
+ * its step s and switches back; then A goes back to its worker, which
+ * queues the pair again.  B's last switch is final; A's, after the pair is
+ * done, goes to the worker. */
+static void fiber_entry(void *arg, void *user) {
     frec *r = user;
     worker *w = arg;
+    bool is_b = r == &r->pr->b;
     uint64_t mine[WORDS];
     for (unsigned i = 0; i < WORDS; i++) mine[i] = word(r->id, i, 0);
     for (unsigned s = 0;; s++) {
         step(r, mine, s, w);
-        if (s == STEPS - 1) exi_fiber_switch_final(&r->f, &r->pr->a.f, w);
-        w = exi_fiber_switch(&r->f, &r->pr->a.f, w);
-    }
-}
-
-static void a_entry(void *arg, void *user) {
-    frec *r = user;
-    worker *w = arg;
-    uint64_t mine[WORDS];
-    for (unsigned i = 0; i < WORDS; i++) mine[i] = word(r->id, i, 0);
-    for (unsigned s = 0;; s++) {
-        step(r, mine, s, w);
+        if (is_b) {
+            if (s == STEPS - 1) exi_fiber_switch_final(&r->f, &r->pr->a.f, w);
+            w = exi_fiber_switch(&r->f, &r->pr->a.f, w);
+            continue;
+        }
         w = exi_fiber_switch(&r->f, &r->pr->b.f, w);  /* B's step s */
         if (s == STEPS - 1) break;
         w = exi_fiber_switch(&r->f, &w->self, r->pr);  /* the worker queues the pair */
@@ -120,12 +118,12 @@ static void a_entry(void *arg, void *user) {
     exi_fiber_switch_final(&r->f, &w->self, r->pr);
 }
 
-static bool fiber_new(frec *r, pair *p, unsigned id, void (*entry)(void *, void *)) {
+static bool fiber_new(frec *r, pair *p, unsigned id) {
     r->stack = ex_allocate(exi_guarded_stack_allocator(), STACK, 16);
     if (!r->stack) return false;
     r->pr = p;
     r->id = id;
-    exi_fiber_init(&r->f, r->stack, STACK, entry, r);
+    exi_fiber_init(&r->f, r->stack, STACK, fiber_entry, r);
     return true;
 }
 
@@ -142,7 +140,7 @@ static void create_next(void) {
     pthread_mutex_unlock(&q.mu);
     if (k == TOTAL) return;
     pair *p = &pairs[k];
-    if (!fiber_new(&p->a, p, 2 * k, a_entry) || !fiber_new(&p->b, p, 2 * k + 1, b_entry)) {
+    if (!fiber_new(&p->a, p, 2 * k) || !fiber_new(&p->b, p, 2 * k + 1)) {
         fprintf(stderr, "fiber_stress: out of stacks\n");
         abort();
     }

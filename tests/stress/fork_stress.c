@@ -30,22 +30,17 @@
  * the sum of all leaves when nothing failed or stopped); every allocation
  * made through the default allocator is returned.  Bounded: rounds run
  * for about 5 seconds. */
-#include <pthread.h>
 #include <sched.h>
 #include <stdalign.h>
 #include <stddef.h>
 #include <string.h>
-#include <time.h>
 
-#include <cexec/cexec.h>
-#include "stress.h"
 #include "stress_util.h"
 
 enum { WORKERS = 2, MAX_NODES = 160, MAX_DEPTH = 6, MAX_ROUNDS = 20000 };
 #define BUDGET_S 5.0
 
 enum { N_INNER, N_VALUE, N_ERROR, N_WAIT };
-enum { D_NONE, D_VALUE, D_ERROR, D_STOPPED };
 enum { STOP_NONE, STOP_AT_ONCE, STOP_DELAYED, STOP_WHEN_WAITING };
 
 static ex_pool *pool;
@@ -228,49 +223,6 @@ static ex_task_result node_body(ex_task *t, void *arg) {
     }
 }
 
-/* ------------------------------------------------------------ the receiver */
-
-typedef struct root_rec {
-    ex_stop_source stop;
-    ex_env_pair env;
-    uint32_t calls;     /* atomic */
-    uint32_t done;      /* atomic, release */
-    int disp;
-    size_t n;
-    int64_t value;
-    ex_error err;
-} root_rec;
-
-static void rr_finish(root_rec *r, int disp) {
-    r->disp = disp;
-    __atomic_fetch_add(&r->calls, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
-}
-static void rr_value(void *self, const ex_value *v, size_t n) {
-    root_rec *r = self;
-    r->n = n;
-    r->value = n == 1 && v[0].type == EX_T_INT ? v[0].as.i : -2;
-    rr_finish(r, D_VALUE);
-}
-static void rr_error(void *self, ex_error e) {
-    root_rec *r = self;
-    r->err = e;
-    rr_finish(r, D_ERROR);
-}
-static void rr_stopped(void *self) { rr_finish(self, D_STOPPED); }
-static ex_env rr_env(void *self) { return ex_env_of_pair(&((root_rec *)self)->env); }
-
-static const ex_receiver_vtable root_vt = { rr_value, rr_error, rr_stopped, rr_env, NULL };
-
-static bool wait_done(root_rec *r) {
-    double deadline = now_s() + 20.0;
-    while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
-        if (now_s() > deadline) return false;
-        sched_yield();
-    }
-    return true;
-}
-
 /* ------------------------------------------------------------- checking */
 
 /* Whether an error leaf of nodes[a..b] ran. */
@@ -282,7 +234,7 @@ static bool error_ran_in(int a, int b) {
 
 static int checks;
 
-static void check_round(int round, bool stop_requested, root_rec *rr) {
+static void check_round(int round, bool stop_requested, srec *rr) {
     bool any_error = error_ran_in(0, n_nodes - 1);
     CHECK(n_nodes <= MAX_NODES && promised == 0, "round %d: the tree builder overran (%d nodes)", round, n_nodes);
     for (int i = 0; i < n_nodes; i++) {
@@ -360,8 +312,8 @@ static void check_round(int round, bool stop_requested, root_rec *rr) {
     const node *root = &nodes[0];
     switch (root->status) {
     case EX_AWAIT_VALUE:
-        CHECK(rr->disp == D_VALUE && rr->n == 1 && rr->value == root->value, "round %d: root gave %d (value %lld), expected %lld",
-              round, rr->disp, (long long)rr->value, (long long)root->value);
+        CHECK(rr->disp == D_VALUE && rr->n == 1 && srec_int(rr) == root->value, "round %d: root gave %d (value %lld), expected %lld",
+              round, rr->disp, (long long)srec_int(rr), (long long)root->value);
         break;
     case EX_AWAIT_ERROR:
         CHECK(rr->disp == D_ERROR && rr->err.code == root->err, "round %d: root gave %d (error %d), its await error %d", round,
@@ -372,7 +324,7 @@ static void check_round(int round, bool stop_requested, root_rec *rr) {
     }
     checks++;
     if (!stop_requested && !any_error) {
-        CHECK(rr->disp == D_VALUE && rr->value == root->value, "round %d: nothing failed or stopped, root gave %d", round, rr->disp);
+        CHECK(rr->disp == D_VALUE && srec_int(rr) == root->value, "round %d: nothing failed or stopped, root gave %d", round, rr->disp);
         checks++;
     }
 }
@@ -381,15 +333,12 @@ static void check_round(int round, bool stop_requested, root_rec *rr) {
 
 int main(void) {
     ex_set_default_allocator(&counting_alloc);
-    long baseline = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
-    ex_pool_config cfg = { .threads = WORKERS };
-    ex_error e = ex_pool_create(&cfg, &pool);
-    CHECK(e.code == 0, "pool create: %s", e.msg ? e.msg : "");
-    checks++;
-    if (e.code) return stress_finish("fork_stress", checks);
+    long baseline = stress_in_use();  /* the pool's blocks count: it is destroyed before the check */
+    pool = stress_pool_new(WORKERS, &checks);
+    if (!pool) return stress_finish("fork_stress", checks);
     sched = ex_pool_scheduler(pool);
 
-    static root_rec rr;
+    static srec rr;
     unsigned long disp_count[4] = { 0 }, n_nodes_total = 0, n_skipped = 0, n_waits = 0, n_wait_forks = 0, plans[4] = { 0 };
     uint64_t seed = 0x13198a2e03707344ull;
     int rounds = 0;
@@ -418,18 +367,12 @@ int main(void) {
         plans[plan]++;
         __atomic_store_n(&waiting, 0, __ATOMIC_RELAXED);
 
-        memset(&rr, 0, sizeof rr);
-        ex_stop_source_init(&rr.stop);
-        ex_env_pair_init(&rr.env, &ex_key_get_scheduler, ex_sched_value(sched), ex_env_empty());
-        rr.env.key2 = &ex_key_get_stop_token;
-        rr.env.value2 = ex_token_value(ex_stop_source_token(&rr.stop));
+        srec_init(&rr);  /* its environment: the stop token and the pool as scheduler */
+        rr.pair.key2 = &ex_key_get_scheduler;
+        rr.pair.value2 = ex_sched_value(sched);
         ex_sender *s = ex_task_create(node_body, &nodes[0], NULL);
-        ex_operation *op = NULL;
-        e = ex_connect_alloc(s, (ex_receiver){ &root_vt, &rr }, &op);
-        ex_sender_release(s);
-        CHECK(e.code == 0, "round %d: connect: %s", rounds, e.msg ? e.msg : "");
-        checks++;
-        if (e.code) break;
+        ex_operation *op = srec_connect(&rr, s, rounds, &checks);
+        if (!op) break;
         ex_start(op);
         bool requested = false;
         if (plan == STOP_AT_ONCE) {
@@ -447,13 +390,9 @@ int main(void) {
             requested = true;
         }
         if (requested) ex_stop_source_request_stop(&rr.stop);
-        bool ok = wait_done(&rr);
-        CHECK(ok, "round %d: no completion within 20 s (%d nodes, plan %d)", rounds, n_nodes, plan);
-        checks++;
-        if (!ok) return stress_finish("fork_stress", checks);  /* its memory may still be in use */
-        spin_delay(200);  /* a second completion would come right after the first */
-        CHECK(__atomic_load_n(&rr.calls, __ATOMIC_RELAXED) == 1, "round %d: %u root completions", rounds, rr.calls);
-        checks++;
+        if (!srec_wait(&rr, "the root task", rounds, &checks))
+            return stress_finish("fork_stress", checks);  /* its memory may still be in use */
+        srec_expect_once(&rr, "the root task", rounds, &checks);
         check_round(rounds, requested, &rr);
         ex_operation_free(op);
         disp_count[rr.disp]++;
@@ -465,8 +404,8 @@ int main(void) {
         }
         if (stress_failures > 20) break;
     }
-    ex_pool_destroy(pool);
-    long leaked = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED) - baseline;
+    stress_pool_free(pool, &checks);
+    long leaked = stress_in_use() - baseline;
     CHECK(leaked == 0, "%ld allocation(s) not returned", leaked);
     CHECK(disp_count[D_VALUE] > 0 && disp_count[D_ERROR] > 0 && disp_count[D_STOPPED] > 0, "some outcome never happened");
     CHECK(n_skipped > 0 && n_wait_forks > 0, "no fork was ever skipped by a stop, or none started after a wait");

@@ -7,20 +7,13 @@
  * of failed work if some work failed; every future completes its consumer
  * exactly once with the work's result; the scope can be destroyed right
  * after the join; nothing leaks. */
-#include <pthread.h>
-#include <sched.h>
 #include <string.h>
-#include <time.h>
-
-#include <cexec/cexec.h>
-#include "stress.h"
-
-enum { ROUNDS = 1000, SPAWNERS = 2, PER_SPAWNER = 48, FUTURES = 8 };
-enum { D_NONE, D_VALUE, D_ERROR, D_STOPPED };
-enum { F_IMMEDIATE, F_DELAYED, F_DROP, F_DEFERRED, F_ACTIONS };
-#define NOT_TRIED (-1)
 
 #include "stress_util.h"
+
+enum { ROUNDS = 1000, SPAWNERS = 2, PER_SPAWNER = 48, FUTURES = 8 };
+enum { F_IMMEDIATE, F_DELAYED, F_DROP, F_DEFERRED, F_ACTIONS };
+#define NOT_TRIED (-1)
 
 /* ------------------------------------------------------------ state */
 
@@ -95,35 +88,10 @@ typedef struct fut {
     int64_t value;
     uint32_t value_runs, stopped_runs, completed;
     ex_sender *s;
-    ex_operation *op;
-    uint32_t calls, done;
-    int disp;
-    size_t n;
-    ex_value v[EX_MAX_ARITY];
-    ex_error err;
+    srec out;              /* the consumer */
 } fut;
 
 static fut futs[FUTURES];
-
-static void f_finish(fut *f, int disp) {
-    f->disp = disp;
-    __atomic_fetch_add(&f->calls, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
-}
-static void f_value(void *self, const ex_value *v, size_t n) {
-    fut *f = self;
-    f->n = n;
-    for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) f->v[i] = v[i];
-    f_finish(f, D_VALUE);
-}
-static void f_error(void *self, ex_error e) {
-    fut *f = self;
-    f->err = e;
-    f_finish(f, D_ERROR);
-}
-static void f_stopped(void *self) { f_finish(self, D_STOPPED); }
-
-static const ex_receiver_vtable fut_vt = { f_value, f_error, f_stopped, NULL, NULL };
 
 static ex_error fut_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)in, (void)n;
@@ -142,10 +110,9 @@ static ex_sender *fut_stopped_fn(void *ctx) {
 }
 
 static ex_error fut_connect(fut *f) {
-    ex_receiver r = { &fut_vt, f };
-    ex_error e = ex_connect_alloc(f->s, r, &f->op);
+    ex_error e = ex_connect_alloc(f->s, srec_receiver(&f->out), &f->out.op);
     f->connect_err = e.code;
-    if (e.code) f->op = NULL;
+    if (e.code) f->out.op = NULL;
     return e;
 }
 
@@ -163,7 +130,7 @@ static void futurist(void *arg) {
         case F_DELAYED: spin_delay(rnd(2000)); /* fall through */
         case F_IMMEDIATE:
             if (fut_connect(f).code) break;
-            ex_start(f->op);
+            ex_start(f->out.op);
             ex_sender_release(f->s);
             f->s = NULL;
             break;
@@ -183,43 +150,27 @@ static void futurist(void *arg) {
 
 /* ------------------------------------------------------------------ join */
 
-typedef struct jrec {
-    uint32_t calls, done;
-    int disp;
-    ex_error err;
-    uint32_t snapshot;  /* completions seen when the join completed */
-} jrec;
+static uint32_t join_snapshot;  /* completions seen when the join completed */
 
-static void j_finish(jrec *j, int disp) {
-    j->snapshot = __atomic_load_n(&completions, __ATOMIC_RELAXED);
+static void note_join(srec *r, int disp) {
+    (void)r, (void)disp;
+    join_snapshot = __atomic_load_n(&completions, __ATOMIC_RELAXED);
     __atomic_store_n(&join_done, 1, __ATOMIC_RELAXED);
-    j->disp = disp;
-    __atomic_fetch_add(&j->calls, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
 }
-static void j_value(void *self, const ex_value *v, size_t n) { (void)v, (void)n; j_finish(self, D_VALUE); }
-static void j_error(void *self, ex_error e) {
-    jrec *j = self;
-    j->err = e;
-    j_finish(j, D_ERROR);
-}
-static void j_stopped(void *self) { j_finish(self, D_STOPPED); }
-
-static const ex_receiver_vtable jrec_vt = { j_value, j_error, j_stopped, NULL, NULL };
 
 /* The sync_wait form: then / upon_error record the snapshot on the agent
  * where the join completed and turn the outcome into an int. */
-static jrec sw_rec;
+static srec sw_rec;
 static ex_error sw_value_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)ctx, (void)in, (void)n;
-    j_finish(&sw_rec, D_VALUE);
+    srec_complete(&sw_rec, D_VALUE);
     out[0] = ex_int(0);
     return ex_ok();
 }
 static ex_error sw_error_fn(void *ctx, ex_error e, ex_value *out) {
     (void)ctx;
     sw_rec.err = e;
-    j_finish(&sw_rec, D_ERROR);
+    srec_complete(&sw_rec, D_ERROR);
     out[0] = ex_int(e.code);
     return ex_ok();
 }
@@ -228,15 +179,10 @@ static ex_error sw_error_fn(void *ctx, ex_error e, ex_value *out) {
 
 int main(void) {
     int checks = 0;
-    ex_set_default_allocator(&counting_alloc);
-    ex_pool *pool;
-    ex_pool_config cfg = { .threads = 2 };
-    ex_error e = ex_pool_create(&cfg, &pool);
-    CHECK(e.code == 0, "create: %s", e.msg ? e.msg : "");
-    checks++;
-    if (e.code) return stress_finish("scope_stress", checks);
+    ex_pool *pool = stress_pool_new(2, &checks);
+    if (!pool) return stress_finish("scope_stress", checks);
     sch = ex_pool_scheduler(pool);
-    long baseline = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
+    long baseline = stress_in_use();
 
     static agent spawners[SPAWNERS], future_agent;
     for (int t = 0; t < SPAWNERS; t++) agent_start(&spawners[t]);
@@ -247,7 +193,7 @@ int main(void) {
     double t0 = now_s();
 
     for (int round = 0; round < ROUNDS; round++) {
-        e = ex_counting_scope_init(&scope);
+        ex_error e = ex_counting_scope_init(&scope);
         CHECK(e.code == 0, "round %d: scope init", round);
         checks++;
         if (e.code) break;
@@ -263,6 +209,7 @@ int main(void) {
         for (int j = 0; j < FUTURES; j++) {
             fut *f = &futs[j];
             memset(f, 0, sizeof *f);
+            srec_init_plain(&f->out);
             f->action = (int)rnd(F_ACTIONS);
             f->value = round * 100 + j;
         }
@@ -293,12 +240,14 @@ int main(void) {
         spin_delay(rnd(3000));
         if (close_first) ex_counting_scope_close(&scope);
 
-        jrec jr;
-        memset(&jr, 0, sizeof jr);
-        jrec *j = &jr;
+        srec jr;
+        srec_init_plain(&jr);
+        jr.on_complete = note_join;
+        srec *j = &jr;
         ex_operation *jop = NULL;
         if (use_sync_wait) {
-            memset(&sw_rec, 0, sizeof sw_rec);
+            srec_init_plain(&sw_rec);
+            sw_rec.on_complete = note_join;
             j = &sw_rec;
             ex_sender *js = ex_then(ex_counting_scope_join(&scope), sw_value_fn, NULL, EX_SIG0, EX_SIG(EX_T_INT));
             js = ex_upon_error(js, sw_error_fn, NULL, EX_SIG(EX_T_INT));
@@ -308,19 +257,16 @@ int main(void) {
             checks++;
             ex_result_destroy(&res);
         } else {
-            ex_receiver r = { &jrec_vt, &jr };
             ex_sender *js = ex_counting_scope_join(&scope);
-            e = ex_connect_alloc(js, r, &jop);
+            e = ex_connect_alloc(js, srec_receiver(&jr), &jop);
             ex_sender_release(js);
             CHECK(e.code == 0, "round %d: connect join: %s", round, e.msg ? e.msg : "");
             checks++;
             if (e.code) break;
             ex_start(jop);
         }
-        bool ok = wait_flag(&j->done);
-        CHECK(ok, "round %d: the join did not complete within 20 s", round);
-        checks++;
-        if (!ok) break;
+        if (!srec_wait(j, "the join", round, &checks)) break;
+        bool ok;
 
         /* The join closed the scope: later spawns are refused and never run. */
         static slot extra;
@@ -339,14 +285,14 @@ int main(void) {
         if (!ok) break;
         for (int jx = 0; jx < FUTURES; jx++) {
             fut *f = &futs[jx];
-            if (f->action == F_DEFERRED && f->op) {
-                ex_start(f->op);
+            if (f->action == F_DEFERRED && f->out.op) {
+                ex_start(f->out.op);
                 ex_sender_release(f->s);
                 f->s = NULL;
             }
         }
         for (int jx = 0; ok && jx < FUTURES; jx++)
-            if (futs[jx].op) ok = wait_flag(&futs[jx].done);
+            if (futs[jx].out.op) ok = wait_flag(&futs[jx].out.done);
         CHECK(ok, "round %d: a future did not complete within 20 s", round);
         checks++;
         if (!ok) break;
@@ -394,7 +340,7 @@ int main(void) {
             fut *f = &futs[jx];
             uint32_t vr = __atomic_load_n(&f->value_runs, __ATOMIC_RELAXED);
             uint32_t sr = __atomic_load_n(&f->stopped_runs, __ATOMIC_RELAXED);
-            bool consumed = f->op != NULL;
+            bool consumed = f->out.op != NULL;
             CHECK(f->connect_err == 0, "round %d: future %d: connect failed with %d", round, jx, f->connect_err);
             checks++;
             if (f->status == EX_OK) {
@@ -407,33 +353,32 @@ int main(void) {
                 checks++;
             }
             if (!consumed) continue;
-            uint32_t calls = __atomic_load_n(&f->calls, __ATOMIC_ACQUIRE);
+            uint32_t calls = __atomic_load_n(&f->out.calls, __ATOMIC_ACQUIRE);
             CHECK(calls == 1, "round %d: future %d completed %u times", round, jx, calls);
             checks++;
-            fut_disp[f->disp]++;
+            fut_disp[f->out.disp]++;
             if (f->status != EX_OK) {
-                CHECK(f->disp == D_ERROR && f->err.code == EX_ESHUTDOWN,
-                      "round %d: future %d of a closed scope gave disposition %d code %d", round, jx, f->disp,
-                      f->err.code);
-            } else if (f->disp == D_VALUE) {
-                CHECK(vr == 1 && f->n == 1 && f->v[0].type == EX_T_INT && f->v[0].as.i == f->value,
+                CHECK(f->out.disp == D_ERROR && f->out.err.code == EX_ESHUTDOWN,
+                      "round %d: future %d of a closed scope gave disposition %d code %d", round, jx, f->out.disp,
+                      f->out.err.code);
+            } else if (f->out.disp == D_VALUE) {
+                CHECK(vr == 1 && f->out.n == 1 && f->out.v[0].type == EX_T_INT && f->out.v[0].as.i == f->value,
                       "round %d: future %d: wrong value", round, jx);
-            } else if (f->disp == D_STOPPED) {
+            } else if (f->out.disp == D_STOPPED) {
                 CHECK(sr == 1 && request_stop, "round %d: future %d stopped (stop requested: %d, stopped runs %u)", round,
                       jx, request_stop, sr);
             } else {
-                CHECK(0, "round %d: future %d: unexpected disposition %d (code %d)", round, jx, f->disp, f->err.code);
+                CHECK(0, "round %d: future %d: unexpected disposition %d (code %d)", round, jx, f->out.disp, f->out.err.code);
             }
             checks++;
         }
 
         /* The join. */
-        uint32_t jcalls = __atomic_load_n(&j->calls, __ATOMIC_ACQUIRE);
-        CHECK(jcalls == 1, "round %d: join completed %u times", round, jcalls);
-        CHECK(j->snapshot == ok_spawns + ok_futures,
+        srec_expect_once(j, "the join", round, &checks);
+        CHECK(join_snapshot == ok_spawns + ok_futures,
               "round %d: when the join completed %u works had completed, but %u spawns and %u futures were accepted "
               "(%s)",
-              round, j->snapshot, ok_spawns, ok_futures, close_first ? "closed, then joined" : "joined while open");
+              round, join_snapshot, ok_spawns, ok_futures, close_first ? "closed, then joined" : "joined while open");
         uint32_t late_n = __atomic_load_n(&late, __ATOMIC_RELAXED);
         CHECK(late_n == 0, "round %d: %u accepted works completed after the join had completed (%s)", round, late_n,
               close_first ? "closed, then joined" : "joined while open");
@@ -446,16 +391,16 @@ int main(void) {
             CHECK(j->disp == D_VALUE, "round %d: no work failed, but join gave disposition %d (%d)", round, j->disp,
                   j->err.code);
         }
-        checks += 4;
+        checks += 3;
         if (!request_stop) {
             bool all_values = true;
             for (int jx = 0; jx < FUTURES; jx++)
-                if (futs[jx].status == EX_OK && futs[jx].action == F_IMMEDIATE && futs[jx].disp != D_VALUE) all_values = false;
+                if (futs[jx].status == EX_OK && futs[jx].action == F_IMMEDIATE && futs[jx].out.disp != D_VALUE) all_values = false;
             CHECK(all_values, "round %d: without a stop request a consumed future did not give its value", round);
             checks++;
         }
         for (int jx = 0; jx < FUTURES; jx++) {
-            ex_operation_free(futs[jx].op);
+            ex_operation_free(futs[jx].out.op);
             ex_sender_release(futs[jx].s);
         }
         ex_operation_free(jop);
@@ -487,9 +432,7 @@ int main(void) {
     checks++;
     for (int t = 0; t < SPAWNERS; t++) agent_stop(&spawners[t]);
     agent_stop(&future_agent);
-    e = ex_pool_destroy(pool);
-    CHECK(e.code == 0, "destroy");
-    checks++;
+    stress_pool_free(pool, &checks);
     ex_set_default_allocator(NULL);
     printf("scope_stress: %d rounds in %.2f s (%u spawns accepted, %u stopped, %u refused; %u joins without close, "
            "%u join errors; futures value %u, error %u, stopped %u)\n",

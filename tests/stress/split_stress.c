@@ -5,61 +5,12 @@
  * the stop request came before the first consumer started it), and every
  * consumer completes exactly once, all with the same disposition and the
  * same value.  The shared state is freed with the last reference. */
-#include <pthread.h>
-#include <sched.h>
 #include <string.h>
-#include <time.h>
-
-#include <cexec/cexec.h>
-#include "stress.h"
-
-enum { ROUNDS = 12000, K = 5 };
-enum { D_NONE, D_VALUE, D_ERROR, D_STOPPED };
-enum { PLAN_NONE, PLAN_RACE, PLAN_BEFORE };
 
 #include "stress_util.h"
 
-/* ------------------------------------------------------------ receiver */
-
-typedef struct crec {
-    ex_stop_source stop;
-    ex_env_pair pair;
-    ex_operation *op;
-    uint32_t calls;
-    uint32_t done;
-    int disp;
-    size_t n;
-    ex_value v[EX_MAX_ARITY];
-    ex_error err;
-} crec;
-
-static void finish(crec *r, int disp) {
-    r->disp = disp;
-    __atomic_fetch_add(&r->calls, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
-}
-
-static void r_value(void *self, const ex_value *v, size_t n) {
-    crec *r = self;
-    r->n = n;
-    for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) r->v[i] = v[i];  /* lent until we return */
-    finish(r, D_VALUE);
-}
-static void r_error(void *self, ex_error e) {
-    crec *r = self;
-    r->err = e;
-    finish(r, D_ERROR);
-}
-static void r_stopped(void *self) { finish(self, D_STOPPED); }
-static ex_env r_env(void *self) { return ex_env_of_pair(&((crec *)self)->pair); }
-
-static const ex_receiver_vtable crec_vt = { r_value, r_error, r_stopped, r_env, NULL };
-
-static void crec_init(crec *r) {
-    memset(r, 0, sizeof *r);
-    ex_stop_source_init(&r->stop);
-    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
-}
+enum { ROUNDS = 12000, K = 5 };
+enum { PLAN_NONE, PLAN_RACE, PLAN_BEFORE };
 
 /* ----------------------------------------------------------------- child */
 
@@ -87,29 +38,24 @@ static ex_sender *child_stopped_fn(void *ctx) {
 
 /* --------------------------------------------------------------- actions */
 
-static void start_consumer(void *arg) { ex_start(((crec *)arg)->op); }
-static void stop_consumer(void *arg) { ex_stop_source_request_stop(&((crec *)arg)->stop); }
+static void start_consumer(void *arg) { ex_start(((srec *)arg)->op); }
+static void stop_consumer(void *arg) { ex_stop_source_request_stop(&((srec *)arg)->stop); }
 
 /* ----------------------------------------------------------------- main */
 
 int main(void) {
     int checks = 0;
-    ex_set_default_allocator(&counting_alloc);
-    ex_pool *pool;
-    ex_pool_config cfg = { .threads = 2 };
-    ex_error e = ex_pool_create(&cfg, &pool);
-    CHECK(e.code == 0, "create: %s", e.msg ? e.msg : "");
-    checks++;
-    if (e.code) return stress_finish("split_stress", checks);
+    ex_pool *pool = stress_pool_new(2, &checks);
+    if (!pool) return stress_finish("split_stress", checks);
     ex_scheduler sch = ex_pool_scheduler(pool);
-    long baseline = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
+    long baseline = stress_in_use();
 
     static agent starter[2], stopper;
     agent_start(&starter[0]);
     agent_start(&starter[1]);
     agent_start(&stopper);
 
-    static crec recs[K];
+    static srec recs[K];
     static child_ctx ctx;
     unsigned outcome[4] = { 0 }, never_started = 0;
     double t0 = now_s();
@@ -123,9 +69,8 @@ int main(void) {
         ex_sender *sp = ex_split(child);
         bool connected = true;
         for (int k = 0; k < K; k++) {
-            crec_init(&recs[k]);
-            ex_receiver r = { &crec_vt, &recs[k] };
-            e = ex_connect_alloc(sp, r, &recs[k].op);
+            srec_init(&recs[k]);
+            ex_error e = ex_connect_alloc(sp, srec_receiver(&recs[k]), &recs[k].op);
             CHECK(e.code == 0, "round %d: connect %d: %s", round, k, e.msg ? e.msg : "");
             checks++;
             if (e.code) connected = false;
@@ -136,7 +81,7 @@ int main(void) {
 
         uint32_t plan = rnd(20);
         plan = plan < 9 ? PLAN_NONE : plan == 9 ? PLAN_BEFORE : PLAN_RACE;
-        crec *victim = &recs[rnd(K)];
+        srec *victim = &recs[rnd(K)];
         if (plan == PLAN_BEFORE) ex_stop_source_request_stop(&victim->stop);
         if (plan == PLAN_RACE) agent_arm(&stopper, stop_consumer, victim, rnd(4) == 0 ? 0 : rnd(1500));
 
@@ -210,18 +155,13 @@ int main(void) {
 
         for (int k = 0; k < K; k++) ex_operation_free(recs[k].op);
         if (!released_early) ex_sender_release(sp);
-        long in_use = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
-        CHECK(in_use == baseline, "round %d: %ld block(s) not freed", round, in_use - baseline);
-        checks++;
-        if (in_use != baseline) baseline = in_use;
+        expect_round_freed(&baseline, round, &checks);
     }
 
     agent_stop(&starter[0]);
     agent_stop(&starter[1]);
     agent_stop(&stopper);
-    e = ex_pool_destroy(pool);
-    CHECK(e.code == 0, "destroy");
-    checks++;
+    stress_pool_free(pool, &checks);
     ex_set_default_allocator(NULL);
     printf("split_stress: %d rounds in %.2f s (value %u, error %u, stopped %u; child never started %u)\n", ROUNDS,
            now_s() - t0, outcome[D_VALUE], outcome[D_ERROR], outcome[D_STOPPED], never_started);

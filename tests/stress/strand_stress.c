@@ -28,16 +28,14 @@
 
 #include <cexec/cexec.h>
 #include <cexec/strand.h>
-#include "stress.h"
+#include "stress_util.h"
 
 enum { STRANDS = 4, SUBMITTERS = 4, PER_SUBMITTER = 400, MIN_ROUNDS = 4, MAX_ROUNDS = 400 };
 #define TIME_BUDGET_S 6.0
 
 enum { K_POST, K_DISPATCH, K_SCHED, K_NESTED, K_CHILD_INLINE, K_CHILD_POST };
 enum { STOP_NONE, STOP_BEFORE, STOP_RACE };
-enum { D_NONE, D_RUN, D_CANCEL, D_VALUE, D_STOPPED, D_ERROR };
-
-#include "stress_util.h"
+enum { D_RUN = D_STOPPED + 1, D_CANCEL };  /* besides stress_util.h's D_* */
 
 /* ------------------------------------------------------------ state */
 

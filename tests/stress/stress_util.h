@@ -1,73 +1,45 @@
-/* stress_util.h - what the composition stress programs share: a counting
- * allocator (library allocations must return to where they started), a
- * per-thread xorshift, short busy waits, bounded flag waits, and "agents":
- * threads that run an armed action after a delay.  Internal to tests/stress. */
+/* stress_util.h - what the stress programs share: a counting allocator
+ * (library allocations must return to where they started), a per-thread
+ * xorshift, short busy waits, bounded flag waits, "agents" (threads that
+ * run an armed action after a delay), a receiver that completes on any
+ * thread, and the checks every round makes.  Definitions in
+ * stress_util.c, which every stress program links. */
 #ifndef CEXEC_STRESS_UTIL_H
 #define CEXEC_STRESS_UTIL_H
 
 #include <pthread.h>
-#include <sched.h>
-#include <stdlib.h>
-#include <time.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include <cexec/cexec.h>
 
+#include "stress.h"
+
 /* ------------------------------------------------ counting allocator */
 
-static long alloc_in_use __attribute__((unused));
+/* Blocks counting_alloc handed out and not yet freed (atomic). */
+extern long alloc_in_use;
+extern ex_allocator counting_alloc;
 
-static inline void *c_allocate(void *ctx, size_t size, size_t align) {
-    (void)ctx;
-    void *p = NULL;
-    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1)) return NULL;
-    __atomic_fetch_add(&alloc_in_use, 1, __ATOMIC_RELAXED);
-    return p;
-}
-
-static inline void c_deallocate(void *ctx, void *p, size_t size, size_t align) {
-    (void)ctx, (void)size, (void)align;
-    free(p);
-    __atomic_fetch_sub(&alloc_in_use, 1, __ATOMIC_RELAXED);
-}
-
-static ex_allocator counting_alloc __attribute__((unused)) = { c_allocate, c_deallocate, NULL, "counting", NULL };
+/* alloc_in_use now. */
+long stress_in_use(void);
 
 /* ------------------------------------------------------------ helpers */
 
-static _Thread_local uint64_t rng_state __attribute__((unused)) = 0x9e3779b97f4a7c15ull;  /* per thread */
-static inline uint32_t rnd(uint32_t n) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state % n);
-}
+/* The calling thread's xorshift state (seed it per thread if needed). */
+extern _Thread_local uint64_t rng_state;
+/* A pseudo-random number in [0, n). */
+uint32_t rnd(uint32_t n);
 
 /* A short busy wait (no yield: on a loaded machine a yield can cost a
  * whole time slice, which would turn "a few microseconds" into "never"). */
-static inline void spin_delay(uint32_t n) {
-    for (volatile uint32_t i = 0; i < n; i++) { }
-}
+void spin_delay(uint32_t n);
 
-static inline double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+/* Monotonic clock in seconds. */
+double now_s(void);
 
 /* Waits for *flag != 0; gives up (returns false) after 20 s. */
-static inline bool wait_flag(const uint32_t *flag) {
-    double deadline = now_s() + 20.0;
-    for (unsigned spins = 0; !__atomic_load_n(flag, __ATOMIC_ACQUIRE); spins++) {
-        if (spins < 100) {
-            sched_yield();
-        } else {
-            struct timespec d = { 0, 20000 };
-            nanosleep(&d, NULL);
-            if ((spins & 255) == 0 && now_s() > deadline) return false;
-        }
-    }
-    return true;
-}
+bool wait_flag(const uint32_t *flag);
 
 /* --------------------------------------------------------------- agents */
 
@@ -84,66 +56,67 @@ typedef struct agent {
     uint32_t delay;
 } agent;
 
-static inline void *agent_main(void *p) {
-    agent *a = p;
-    uint32_t seen = 0;
-    for (;;) {
-        pthread_mutex_lock(&a->mu);
-        while (a->seq == seen && !a->quit) pthread_cond_wait(&a->cv, &a->mu);
-        if (a->seq == seen) {
-            pthread_mutex_unlock(&a->mu);
-            return NULL;
-        }
-        seen = a->seq;
-        void (*fn)(void *) = a->fn;
-        void *arg = a->arg;
-        uint32_t delay = a->delay;
-        pthread_mutex_unlock(&a->mu);
-        spin_delay(delay);
-        fn(arg);
-        pthread_mutex_lock(&a->mu);
-        a->ack = seen;
-        pthread_cond_broadcast(&a->cv);
-        pthread_mutex_unlock(&a->mu);
-    }
-}
-
-static inline void agent_start(agent *a) {
-    pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->cv, NULL);
-    pthread_create(&a->thread, NULL, agent_main, a);
-}
-
-static inline void agent_arm(agent *a, void (*fn)(void *), void *arg, uint32_t delay) {
-    pthread_mutex_lock(&a->mu);
-    a->fn = fn;
-    a->arg = arg;
-    a->delay = delay;
-    a->seq++;
-    pthread_cond_broadcast(&a->cv);
-    pthread_mutex_unlock(&a->mu);
-}
-
+void agent_start(agent *a);
+void agent_arm(agent *a, void (*fn)(void *), void *arg, uint32_t delay);
 /* Waits until the last armed action ran; false after 20 s. */
-static inline bool agent_wait(agent *a) {
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 20;
-    bool ok = true;
-    pthread_mutex_lock(&a->mu);
-    while (ok && a->ack != a->seq) ok = pthread_cond_timedwait(&a->cv, &a->mu, &deadline) == 0 || a->ack == a->seq;
-    pthread_mutex_unlock(&a->mu);
-    return ok;
-}
+bool agent_wait(agent *a);
+void agent_stop(agent *a);
 
-static inline void agent_stop(agent *a) {
-    pthread_mutex_lock(&a->mu);
-    a->quit = 1;
-    pthread_cond_broadcast(&a->cv);
-    pthread_mutex_unlock(&a->mu);
-    pthread_join(a->thread, NULL);
-    pthread_cond_destroy(&a->cv);
-    pthread_mutex_destroy(&a->mu);
-}
+/* ---------------------------------------------------- the stress receiver */
+
+/* How an operation completed. */
+enum { D_NONE, D_VALUE, D_ERROR, D_STOPPED };
+
+/* A receiver that may complete on any thread: it records the completion
+ * (values copied, as they are lent only for the call), counts it, then
+ * publishes `done` (release).  With srec_init its environment answers
+ * get_stop_token with its own stop source; with srec_init_plain it is
+ * empty.  `pool`: note the worker that completed it. */
+typedef struct srec {
+    ex_stop_source stop;
+    ex_env_pair pair;
+    bool has_env;
+    ex_operation *op;        /* for the program's use */
+    ex_pool *pool;
+    void (*on_complete)(struct srec *r, int disp);  /* runs first, if set */
+    uint32_t calls;          /* atomic */
+    uint32_t done;           /* atomic, release */
+    int disp;                /* D_* */
+    int worker;              /* ex_pool_current_worker(pool) at completion */
+    size_t n;
+    ex_value v[EX_MAX_ARITY];
+    ex_error err;
+} srec;
+
+void srec_init(srec *r);
+void srec_init_plain(srec *r);
+ex_receiver srec_receiver(srec *r);
+/* Connects s to r (heap storage; s is released) as a check; NULL if it
+ * failed. */
+ex_operation *srec_connect(srec *r, ex_sender *s, int round, int *checks);
+/* Completes r as its receiver would with disp (the fields set first). */
+void srec_complete(srec *r, int disp);
+/* v[0] as an int, -2 unless the completion was set_value(int). */
+int64_t srec_int(const srec *r);
+
+/* ------------------------------------------------- checks of a round */
+
+/* Installs counting_alloc as the default and creates a pool of `threads`
+ * workers (a check); NULL if that failed. */
+ex_pool *stress_pool_new(unsigned threads, int *checks);
+/* Destroys the pool (a check). */
+void stress_pool_free(ex_pool *p, int *checks);
+
+/* Waits (20 s) for r's completion (a check); false if it did not come
+ * (the operation may still run: do not free it). */
+bool srec_wait(srec *r, const char *what, int round, int *checks);
+/* After a yield (a second completion would land about now), checks r
+ * completed exactly once. */
+void srec_expect_once(srec *r, const char *what, int round, int *checks);
+/* agent_wait as a check. */
+bool agent_wait_checked(agent *a, const char *what, int round, int *checks);
+/* Checks that the allocations of the round were freed (back to
+ * *baseline); a leak is reported once (the baseline follows it). */
+void expect_round_freed(long *baseline, int round, int *checks);
 
 #endif

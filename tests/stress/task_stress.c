@@ -23,19 +23,12 @@
  * completed at most once, exactly once when their when_all gave values,
  * with the right values; every allocation made through the default
  * allocator was returned.  Bounded: rounds run for about 5 seconds. */
-#include <pthread.h>
-#include <sched.h>
 #include <string.h>
-#include <time.h>
 
-#include <cexec/cexec.h>
-#include "stress.h"
 #include "stress_util.h"
 
 enum { POOLS = 2, WORKERS = 2, TASKS = 24, STEPS = 40, WORDS = 24, CHILD_STEPS = 4, MAX_ROUNDS = 400 };
 #define BUDGET_S 5.0
-
-enum { D_NONE, D_VALUE, D_ERROR, D_STOPPED };
 
 static ex_pool *pools[POOLS];
 static ex_scheduler scheds[POOLS];
@@ -59,17 +52,9 @@ typedef struct tstate {
     uint32_t bad_order, bad_where, bad_local, bad_child, bad_await, bad_prev;
     uint32_t saw_stop;
     uint32_t changes, hops, whenalls;
-    /* written by the receiver */
-    uint32_t completions;   /* atomic */
-    uint32_t done;          /* atomic, release */
-    int disp;
-    int64_t value;
-    ex_error err;
     /* written by main */
     uint32_t stop_requested;
-    ex_stop_source stop;
-    ex_env_pair env;
-    ex_operation *op;
+    srec out;               /* the receiver: completion, stop source, environment, operation */
 } tstate;
 
 static tstate tasks[TASKS];
@@ -81,7 +66,7 @@ static uint32_t trnd(uint64_t *s, uint32_t n) {
     return (uint32_t)(*s % n);
 }
 
-static uint64_t word(int id, int i) { return 0x9e3779b97f4a7c15ull * (uint64_t)(id * WORDS + i + 1); }
+static uint64_t word(int id, int i) { return UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(id * WORDS + i + 1); }
 
 /* Where the calling thread is: the pool it belongs to, -1 if none. */
 static int where(void) {
@@ -209,49 +194,15 @@ stopped:
     return ex_task_i64(-1);  /* ignored: the task completes stopped */
 }
 
-/* ------------------------------------------------------------ the receiver */
-
-static void t_finish(tstate *s, int disp) {
-    s->disp = disp;
-    __atomic_fetch_add(&s->completions, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
-}
-static void t_value(void *self, const ex_value *v, size_t n) {
-    tstate *s = self;
-    s->value = n == 1 ? v[0].as.i : -2;
-    t_finish(s, D_VALUE);
-}
-static void t_error(void *self, ex_error e) {
-    tstate *s = self;
-    s->err = e;
-    t_finish(s, D_ERROR);
-}
-static void t_stopped(void *self) { t_finish(self, D_STOPPED); }
-static ex_env t_env(void *self) { return ex_env_of_pair(&((tstate *)self)->env); }
-
-static const ex_receiver_vtable task_rcvr_vt = { t_value, t_error, t_stopped, t_env, NULL };
-
 /* -------------------------------------------------------------------- main */
-
-static bool wait_done(tstate *s) {
-    double deadline = now_s() + 20.0;
-    while (!__atomic_load_n(&s->done, __ATOMIC_ACQUIRE)) {
-        if (now_s() > deadline) return false;
-        sched_yield();
-    }
-    return true;
-}
 
 int main(void) {
     int checks = 0;
     ex_set_default_allocator(&counting_alloc);
-    long baseline = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
+    long baseline = stress_in_use();  /* the pools' blocks count: they are destroyed before the check */
     for (int p = 0; p < POOLS; p++) {
-        ex_pool_config cfg = { .threads = WORKERS };
-        ex_error e = ex_pool_create(&cfg, &pools[p]);
-        CHECK(e.code == 0, "pool create: %s", e.msg ? e.msg : "");
-        checks++;
-        if (e.code) return stress_finish("task_stress", checks);
+        pools[p] = stress_pool_new(WORKERS, &checks);
+        if (!pools[p]) return stress_finish("task_stress", checks);
         scheds[p] = ex_pool_scheduler(pools[p]);
     }
 
@@ -265,61 +216,54 @@ int main(void) {
             tstate *s = &tasks[i];
             memset(s, 0, sizeof *s);
             s->id = rounds * TASKS + i;
-            s->rng = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(s->id + 1));
+            s->rng = seed ^ (UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(s->id + 1));
             if (!s->rng) s->rng = 1;
-            ex_stop_source_init(&s->stop);
-            ex_env_pair_init(&s->env, &ex_key_get_scheduler, ex_sched_value(scheds[0]), ex_env_empty());
-            s->env.key2 = &ex_key_get_stop_token;
-            s->env.value2 = ex_token_value(ex_stop_source_token(&s->stop));
+            srec_init(&s->out);  /* its environment: the stop token and pool 0 as scheduler */
+            s->out.pair.key2 = &ex_key_get_scheduler;
+            s->out.pair.value2 = ex_sched_value(scheds[0]);
             ex_sender *snd = ex_task_create(task_body, s, NULL);
-            ex_receiver r = { &task_rcvr_vt, s };
-            ex_error e = ex_connect_alloc(snd, r, &s->op);
+            ex_error e = ex_connect_alloc(snd, srec_receiver(&s->out), &s->out.op);
             ex_sender_release(snd);
             CHECK(e.code == 0, "round %d task %d: connect: %s", rounds, i, e.msg ? e.msg : "");
             checks++;
             if (e.code) {
-                s->op = NULL;
-                s->done = 1;
-                s->disp = D_NONE;
+                s->out.op = NULL;
+                s->out.done = 1;
+                s->out.disp = D_NONE;
                 continue;
             }
         }
         for (int i = 0; i < TASKS; i++)
-            if (tasks[i].op) ex_start(tasks[i].op);
+            if (tasks[i].out.op) ex_start(tasks[i].out.op);
         /* Random stop requests while the tasks run. */
         for (int i = 0; i < TASKS; i++) {
             uint32_t k = trnd(&seed, TASKS);
             if (trnd(&seed, 100) < stop_pct) {
                 spin_delay(trnd(&seed, 20000));
                 __atomic_store_n(&tasks[k].stop_requested, 1, __ATOMIC_RELAXED);
-                ex_stop_source_request_stop(&tasks[k].stop);
+                ex_stop_source_request_stop(&tasks[k].out.stop);
             }
         }
         for (int i = 0; i < TASKS; i++) {
             tstate *s = &tasks[i];
-            bool ok = wait_done(s);
-            CHECK(ok, "round %d task %d: no completion within 20 s", rounds, i);
-            checks++;
-            if (!ok) return stress_finish("task_stress", checks);  /* its memory may still be in use */
+            if (!srec_wait(&s->out, "a task", rounds, &checks))
+                return stress_finish("task_stress", checks);  /* its memory may still be in use */
         }
         for (int i = 0; i < TASKS; i++) {
             tstate *s = &tasks[i];
-            if (!s->op) continue;
-            /* Completion counts are read after a grace period: a second
-             * completion would come right after the first. */
-            spin_delay(200);
-            CHECK(__atomic_load_n(&s->completions, __ATOMIC_RELAXED) == 1, "round %d task %d: %u completions", rounds, i,
-                  s->completions);
-            CHECK(s->disp == D_VALUE || s->disp == D_STOPPED, "round %d task %d: disposition %d (%s)", rounds, i, s->disp,
-                  s->disp == D_ERROR && s->err.msg ? s->err.msg : "");
+            if (!s->out.op) continue;
+            srec_expect_once(&s->out, "a task", rounds, &checks);
+            CHECK(s->out.disp == D_VALUE || s->out.disp == D_STOPPED, "round %d task %d: disposition %d (%s)", rounds, i,
+                  s->out.disp, s->out.disp == D_ERROR && s->out.err.msg ? s->out.err.msg : "");
             bool requested = __atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED);
-            if (s->disp == D_VALUE) {
+            if (s->out.disp == D_VALUE) {
                 n_value++;
-                CHECK(s->value == (int64_t)s->id * 1000 + STEPS, "round %d task %d: value %lld", rounds, i, (long long)s->value);
+                CHECK(srec_int(&s->out) == (int64_t)s->id * 1000 + STEPS, "round %d task %d: value %lld", rounds, i,
+                      (long long)srec_int(&s->out));
                 CHECK(s->saw_stop == 0, "round %d task %d: completed with a value after a stopped await", rounds, i);
                 CHECK(s->next_step == STEPS, "round %d task %d: %u of %d steps", rounds, i, s->next_step, STEPS);
                 checks += 3;
-            } else if (s->disp == D_STOPPED) {
+            } else if (s->out.disp == D_STOPPED) {
                 n_stopped++;
                 CHECK(requested, "round %d task %d: completed stopped without a stop request", rounds, i);
                 CHECK(s->saw_stop == 1, "round %d task %d: completed stopped, body saw %u stopped awaits", rounds, i, s->saw_stop);
@@ -343,12 +287,12 @@ int main(void) {
             n_hops += s->hops;
             n_whenalls += s->whenalls;
             n_steps += s->next_step;
-            ex_operation_free(s->op);
-            s->op = NULL;
+            ex_operation_free(s->out.op);
+            s->out.op = NULL;
         }
     }
-    for (int p = 0; p < POOLS; p++) ex_pool_destroy(pools[p]);
-    long leaked = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED) - baseline;
+    for (int p = 0; p < POOLS; p++) stress_pool_free(pools[p], &checks);
+    long leaked = stress_in_use() - baseline;
     CHECK(leaked == 0, "%ld allocation(s) not returned", leaked);
     CHECK(n_changes > 0 && n_whenalls > 0 && n_hops > 0, "the mix never ran some action");
     CHECK(n_value > 0, "no task completed with a value");

@@ -4,66 +4,18 @@
  * exactly once, with a disposition consistent with what its children did
  * and with whether stop was requested; every block the library allocated
  * for a round is freed by the end of the round. */
-#include <pthread.h>
-#include <sched.h>
 #include <string.h>
-#include <time.h>
 
-#include <cexec/cexec.h>
-#include "stress.h"
+#include "stress_util.h"
 
 enum { ROUNDS = 6000, MAX_CHILDREN = 5 };
 enum { M_VALUE, M_ERROR, M_STOPPED };
-enum { D_NONE, D_VALUE, D_ERROR, D_STOPPED };
 enum { PLAN_NONE, PLAN_BEFORE_START, PLAN_RACE };
-
-#include "stress_util.h"
 
 /* Requests stop on a source; `stop_fired` says it did (first request). */
 static uint32_t stop_fired;
 static void request_stop(void *src) {
     if (ex_stop_source_request_stop(src)) __atomic_store_n(&stop_fired, 1, __ATOMIC_RELAXED);
-}
-
-/* ------------------------------------------------------------ receiver */
-
-typedef struct wrec {
-    ex_stop_source stop;
-    ex_env_pair pair;
-    uint32_t calls;
-    uint32_t done;
-    int disp;
-    size_t n;
-    ex_value v[EX_MAX_ARITY];
-    ex_error err;
-} wrec;
-
-static void finish(wrec *r, int disp) {
-    r->disp = disp;
-    __atomic_fetch_add(&r->calls, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
-}
-
-static void r_value(void *self, const ex_value *v, size_t n) {
-    wrec *r = self;
-    r->n = n;
-    for (size_t i = 0; i < n && i < EX_MAX_ARITY; i++) r->v[i] = v[i];
-    finish(r, D_VALUE);
-}
-static void r_error(void *self, ex_error e) {
-    wrec *r = self;
-    r->err = e;
-    finish(r, D_ERROR);
-}
-static void r_stopped(void *self) { finish(self, D_STOPPED); }
-static ex_env r_env(void *self) { return ex_env_of_pair(&((wrec *)self)->pair); }
-
-static const ex_receiver_vtable wrec_vt = { r_value, r_error, r_stopped, r_env, NULL };
-
-static void wrec_init(wrec *r) {
-    memset(r, 0, sizeof *r);
-    ex_stop_source_init(&r->stop);
-    ex_env_pair_init(&r->pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&r->stop)), ex_env_empty());
 }
 
 /* -------------------------------------------------------------- children */
@@ -109,20 +61,15 @@ static ex_sender *make_child(ex_scheduler sch, child_ctx *c) {
 
 int main(void) {
     int checks = 0;
-    ex_set_default_allocator(&counting_alloc);
-    ex_pool *pool;
-    ex_pool_config cfg = { .threads = 3 };
-    ex_error e = ex_pool_create(&cfg, &pool);
-    CHECK(e.code == 0, "create: %s", e.msg ? e.msg : "");
-    checks++;
-    if (e.code) return stress_finish("when_all_stress", checks);
+    ex_pool *pool = stress_pool_new(3, &checks);
+    if (!pool) return stress_finish("when_all_stress", checks);
     ex_scheduler sch = ex_pool_scheduler(pool);
-    long baseline = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
+    long baseline = stress_in_use();
 
     static agent stopper;
     agent_start(&stopper);
 
-    static wrec rec;
+    static srec rec;
     static child_ctx ctx[MAX_CHILDREN];
     unsigned outcome[4] = { 0 };
     double t0 = now_s();
@@ -142,17 +89,12 @@ int main(void) {
             any_error |= c->mode == M_ERROR;
             any_stopped |= c->mode == M_STOPPED;
         }
-        wrec_init(&rec);
+        srec_init(&rec);
         ex_sender *children[MAX_CHILDREN];
         for (size_t i = 0; i < n; i++) children[i] = make_child(sch, &ctx[i]);
         ex_sender *wa = ex_when_all_n(children, n);
-        ex_operation *op = NULL;
-        ex_receiver r = { &wrec_vt, &rec };
-        e = ex_connect_alloc(wa, r, &op);
-        ex_sender_release(wa);
-        CHECK(e.code == 0, "round %d: connect: %s", round, e.msg ? e.msg : "");
-        checks++;
-        if (e.code) continue;
+        ex_operation *op = srec_connect(&rec, wa, round, &checks);
+        if (!op) continue;
 
         uint32_t plan = rnd(20);
         plan = plan < 9 ? PLAN_NONE : plan == 9 ? PLAN_BEFORE_START : PLAN_RACE;
@@ -163,22 +105,11 @@ int main(void) {
         }
         ex_start(op);
 
-        bool completed = wait_flag(&rec.done);
-        CHECK(completed, "round %d: when_all did not complete within 20 s", round);
-        checks++;
-        if (!completed) break;  /* the operation may still run: do not free it */
-        if (plan == PLAN_RACE) {
-            bool acked = agent_wait(&stopper);
-            CHECK(acked, "round %d: stopper hung", round);
-            checks++;
-            if (!acked) break;
-        }
+        if (!srec_wait(&rec, "when_all", round, &checks)) break;  /* it may still run: do not free it */
+        if (plan == PLAN_RACE && !agent_wait_checked(&stopper, "stopper", round, &checks)) break;
         bool stop_requested =
             plan == PLAN_BEFORE_START || (plan == PLAN_RACE && __atomic_load_n(&stop_fired, __ATOMIC_RELAXED));
-        sched_yield();  /* a duplicate completion would land about now */
-        uint32_t calls = __atomic_load_n(&rec.calls, __ATOMIC_ACQUIRE);
-        CHECK(calls == 1, "round %d: when_all completed %u times", round, calls);
-        checks++;
+        srec_expect_once(&rec, "when_all", round, &checks);
 
         uint32_t runs[MAX_CHILDREN];
         bool error_ran = false, stopped_ran = false, all_ran_once = true, none_ran = true, none_twice = true;
@@ -234,16 +165,11 @@ int main(void) {
             checks++;
         }
         ex_operation_free(op);
-        long in_use = __atomic_load_n(&alloc_in_use, __ATOMIC_RELAXED);
-        CHECK(in_use == baseline, "round %d: %ld block(s) not freed", round, in_use - baseline);
-        checks++;
-        if (in_use != baseline) baseline = in_use;  /* report each leak once */
+        expect_round_freed(&baseline, round, &checks);
     }
 
     agent_stop(&stopper);
-    e = ex_pool_destroy(pool);
-    CHECK(e.code == 0, "destroy");
-    checks++;
+    stress_pool_free(pool, &checks);
     ex_set_default_allocator(NULL);
     printf("when_all_stress: %d rounds in %.2f s (value %u, error %u, stopped %u)\n", ROUNDS, now_s() - t0,
            outcome[D_VALUE], outcome[D_ERROR], outcome[D_STOPPED]);
