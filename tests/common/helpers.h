@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <cexec/cexec.h>
 
+#include "common/callbacks.h"
 #include "common/contexts.h"
 #include "common/pool.h"
 #include "common/receivers.h"

@@ -92,11 +92,6 @@ ex_sender *counted_seven_on(call_counter *c, ex_scheduler sch) {
     return ex_then(ex_schedule(sch), count_seven, c, EX_SIG0, EX_SIG(EX_T_INT));
 }
 
-ex_error add_one(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    (void)ctx, (void)n;
-    out[0] = ex_int(in[0].as.i + 1);
-    return ex_ok();
-}
 
 void spin_init(spin_ctx *sc) {
     memset(sc, 0, sizeof *sc);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdbool.h>
 
+#include "common/callbacks.h"
 #include "common/helpers.h"
 
 /* ------------------------------------------------------------- generic */
@@ -142,7 +143,6 @@ ex_sender *counted_seven_on(call_counter *c, ex_scheduler sch);
 /* Initialises a[0..n) and connects s to each (heap storage) into op[]. */
 void connect_consumers(const ex_sender *s, trec *a, ex_operation **op, int n);
 /* ex_then function: int in -> int in + 1. */
-ex_error add_one(void *ctx, const ex_value *in, size_t n, ex_value *out);
 
 /* A child that runs on sch and waits (bounded) until the stop token of its
  * environment (split's or when_all's own) reports stop, then completes

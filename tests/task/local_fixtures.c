@@ -12,11 +12,6 @@ void expect_disp(ex_result *r, ex_disposition d) {
                  r->disposition == EX_DISP_ERROR && r->error.msg ? r->error.msg : "");
 }
 
-ex_error add_one(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    (void)ctx, (void)n;
-    out[0] = ex_int(in[0].as.i + 1);
-    return ex_ok();
-}
 
 ex_task_result body_void(ex_task *t, void *arg) {
     (void)t, (void)arg;

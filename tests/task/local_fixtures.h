@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/callbacks.h"
 #include "common/helpers.h"
 #include "common/task_fixtures.h"
 
@@ -28,7 +29,6 @@ ex_result run(ex_sender *s);
 void expect_disp(ex_result *r, ex_disposition d);
 
 /* A then function: int -> int + 1. */
-ex_error add_one(void *ctx, const ex_value *in, size_t n, ex_value *out);
 
 /* Task bodies: no value; *(int64_t *)arg; counts its runs in
  * *(atomic_int *)arg and returns 5. */

@@ -71,7 +71,7 @@ static ex_task_result body_max_arity(ex_task *t, void *arg) {
 
 /* Asserts r completed with exactly the values want[0..n): same types, and
  * equal ints, doubles, booleans and string texts. */
-static void expect_values(ex_result *r, size_t n, const ex_value *want) {
+static void expect_task_values(ex_result *r, size_t n, const ex_value *want) {
     expect_disp(r, EX_DISP_VALUE);
     cr_assert_eq(r->n, n);
     for (size_t i = 0; i < n; i++) {
@@ -134,13 +134,13 @@ Test(exec_task, completes_with_several_values) {
     ex_value want[EX_MAX_ARITY];
     several_values(want);
     ex_result r = run(ex_task_create(body_several, NULL, NULL));
-    expect_values(&r, 4, want);
+    expect_task_values(&r, 4, want);
     max_arity_values(want);
     r = run(ex_task_create(body_max_arity, NULL, NULL));
-    expect_values(&r, EX_MAX_ARITY, want);
+    expect_task_values(&r, EX_MAX_ARITY, want);
     want[0] = ex_double(0.25);
     r = run(ex_task_create(body_value_double, NULL, NULL));
-    expect_values(&r, 1, want);
+    expect_task_values(&r, 1, want);
     expect_no_leaks();
 }
 
