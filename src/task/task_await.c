@@ -1,0 +1,534 @@
+/* task_await.c - ex_await_into, and the fork it runs for a when_all of
+ * tasks (see cexec/task.h).  The fork's start stays in this file so that
+ * it is inlined into ex_await_into, as it was before task.c was split. */
+#include <sched.h>
+#include <string.h>
+
+#include "base/exi_atomic.h"
+#include "base/exi_macros.h"
+#include "compose/exi_join.h"
+#include "compose/exi_when_all.h"
+#include "core/exi_sender.h"
+#include "core/exi_value.h"
+#include "resources/exi_pool.h"
+#include "task/exi_task.h"
+
+/* An await that fails before its operation starts. */
+static void await_fail(ex_await_result *out, ex_error e) {
+    out->status = EX_AWAIT_ERROR;
+    out->n = 0;
+    out->error = e;
+}
+
+/* ------------------------------------------------ a when_all of tasks */
+
+/* ex_await of an ex_when_all whose children are all tasks affine to the
+ * awaiting task's scheduler runs as a fork instead of through when_all's
+ * operation: the children's control blocks go straight into the awaiting
+ * task's await area, they get the awaiting task's scheduler and allocator
+ * without asking the environment, all but the last are queued where
+ * thieves can take them, and the last starts at once, nested.  What the
+ * children and the body observe is what when_all gives (values in order;
+ * the first error or stopped wins and asks the others to stop; the
+ * receiver's stop request forwarded; nothing starts when stop was already
+ * requested); only the queueing differs. */
+
+/* Stop linking.  A fork forwards its task's stop requests to its own
+ * source, as when_all does, but a fork awaited by a child of another fork
+ * (the recursion case) registers on that fork's source only when someone
+ * asks for its token (every token handed out is a linked one; linking goes
+ * up the chain first).  What it must still know at start, whether stop was
+ * requested on its task's token, it learns from two process-wide counts
+ * of requests on forks' sources (exi_stop_source_request_stop_counted):
+ * fork_stops_begun, moved before a request's flag can be seen, and
+ * fork_stops_done, moved once it is set.  A fork's start that finds no
+ * stop keeps, as its epoch, a count of done requests read before its
+ * check.  A fork below it that reads begun equal to that epoch knows that
+ * every request ever begun had set its flag before that check, which saw
+ * it: nothing in the chain can be stopped.  Otherwise it reads done, then
+ * walks up the unlinked forks, checking their flags, to the first linked
+ * one, and keeps that done.  A recursion without stop requests costs one
+ * shared load per fork. */
+enum { UNLINKED, LINKING, LINKED };
+static uint64_t fork_stops_begun, fork_stops_done;
+
+typedef struct fork_op fork_op;
+
+typedef struct fork_slot {
+    ex_task task;            /* the child's control block */
+    fork_op *f;
+    uint8_t cap;             /* values the child may send */
+    uint8_t n;               /* values it sent */
+    ex_value v[EX_MAX_ARITY];
+    void *nested;            /* its tuples' deep copies */
+    size_t nested_size;
+} fork_slot;
+
+struct fork_op {
+    ex_operation base;
+    ex_task *p;              /* the awaiting task */
+    size_t n;
+    exi_join join;           /* count, disposition, the children's stop source (when_all's rule) */
+    ex_stop_callback on_stop;  /* on the awaiting task's token, once linked */
+    fork_op *up;             /* the fork the awaiting task is a child of, if linking lazily */
+    uint32_t link;           /* UNLINKED, LINKING, LINKED */
+    uint64_t epoch;          /* fork_stops_done read before its start found no stop */
+    ex_env_node env_node;    /* the children's receiver environment */
+    uint32_t deferred;       /* lazy: children [0, deferred) neither started nor queued */
+    fork_op *deferred_next;  /* the next fork holding children back on the same carrier */
+    fork_slot slots[];
+};
+
+_Static_assert(alignof(fork_op) <= alignof(max_align_t), "a fork goes at the start of a task's await area");
+
+static void fork_complete(fork_op *f) {
+    if (exi_load_acq_u32(&f->link) == LINKED) ex_stop_callback_deregister(&f->on_stop);
+    ex_task *p = f->p;
+    uint32_t d = exi_load_acq_u32(&f->join.disposition);
+    if (d == EXI_JOIN_ERROR) {
+        exi_task_await_error(p, f->join.err);
+        return;
+    }
+    if (d == EXI_JOIN_STOPPED) {
+        exi_task_await_stopped(p);
+        return;
+    }
+    /* Straight into the body's result; tuples (deep copies in the slots,
+     * freed with the fork) are copied again into the task's own, as any
+     * await's are, to outlive the fork when the body returns them. */
+    ex_await_result *out = p->await_out;
+    size_t k = 0;
+    bool tuples = false;
+    for (size_t i = 0; i < f->n; i++) {
+        const fork_slot *sl = &f->slots[i];
+        if (k + sl->n > EX_MAX_ARITY) {
+            exi_task_await_error(p, ex_err(EX_EINVAL, "ex_when_all: the children sent more than EX_MAX_ARITY values"));
+            return;
+        }
+        for (size_t j = 0; j < sl->n; j++) out->v[k + j] = sl->v[j];
+        k += sl->n;
+        tuples |= sl->nested != NULL;
+    }
+    if (tuples) {
+        ex_value all[EX_MAX_ARITY];
+        memcpy(all, out->v, k * sizeof(ex_value));
+        exi_task_await_value(p, all, k);
+        return;
+    }
+    out->status = EX_AWAIT_VALUE;
+    out->n = (uint8_t)k;
+    out->error = ex_ok();
+    exi_task_await_complete(p);
+}
+
+/* The last child to arrive completes the fork.  Only children and the
+ * stop callback (registered once linked) change the count: unlinked, a
+ * child that reads 1 is the last, every other arrival is behind it, and
+ * no read-modify-write is needed. */
+static void fork_arrive(fork_op *f) {
+    if (exi_load_acq_u32(&f->link) != LINKED && exi_load_acq_u32(&f->join.count) == 1) {
+        exi_store_rlx_u32(&f->join.count, 0);
+        fork_complete(f);
+        return;
+    }
+    if (exi_join_arrive(&f->join)) fork_complete(f);
+}
+
+/* Every request on a fork's source is counted (see "Stop linking"). */
+static void fork_fail(fork_op *f, ex_error e) { exi_join_fail(&f->join, e, &fork_stops_begun, &fork_stops_done); }
+
+static void fork_value(void *self, const ex_value *v, size_t n) {
+    fork_slot *sl = self;
+    fork_op *f = sl->f;
+    if (exi_load_acq_u32(&f->join.disposition) == EXI_JOIN_VALUE) {
+        bool tuples = false;
+        for (size_t i = 0; i < n && i < sl->cap; i++) {
+            sl->v[i] = v[i];
+            tuples |= v[i].type == EX_T_TUPLE;
+        }
+        if (n > sl->cap) {
+            fork_fail(f, ex_err(EX_EINVAL, "ex_when_all: a child sent more values than its signature allows"));
+        } else if (tuples) {
+            ex_error e = exi_values_copy(sl->v, v, n, f->p->alloc, &sl->nested, &sl->nested_size);
+            if (e.code) fork_fail(f, e);
+            else sl->n = (uint8_t)n;
+        } else {
+            sl->n = (uint8_t)n;
+        }
+    }
+    fork_arrive(f);
+}
+
+static void fork_error(void *self, ex_error e) {
+    fork_op *f = ((fork_slot *)self)->f;
+    fork_fail(f, e);
+    fork_arrive(f);
+}
+
+static void fork_stopped(void *self) {
+    fork_op *f = ((fork_slot *)self)->f;
+    exi_join_stopped(&f->join, &fork_stops_begun, &fork_stops_done);
+    fork_arrive(f);
+}
+
+static void fork_stop_cb(ex_stop_callback *cb);
+
+/* Links f's source to its task's token (the fork above's source, linked
+ * first) unless that is done; any thread, once: a second caller waits for
+ * the first. */
+static void fork_link(fork_op *f) {
+    uint32_t st = exi_load_acq_u32(&f->link);
+    if (st == LINKED) return;
+    if (st == UNLINKED && exi_cas_u32(&f->link, &st, LINKING)) {
+        fork_link(f->up);
+        (void)ex_stop_callback_register(&f->on_stop, ex_stop_source_token(&f->up->join.stop), fork_stop_cb);
+        exi_store_rel_u32(&f->link, LINKED);
+        return;
+    }
+    for (unsigned spins = 0; exi_load_acq_u32(&f->link) != LINKED; spins++) {
+        if (spins < 64) exi_pause();
+        else sched_yield();  /* the linking thread was preempted */
+    }
+}
+
+/* Whether stop was requested on the token of a fork awaited by a child of
+ * `up` (see "Stop linking"); sets *epoch to the epoch that answer holds for. */
+static bool fork_up_stopped(const fork_op *up, uint64_t *epoch) {
+    uint64_t begun = exi_load_acq_u64(&fork_stops_begun);
+    if (begun == up->epoch) {
+        *epoch = begun;  /* = done now: nothing began since */
+        return false;
+    }
+    *epoch = exi_load_acq_u64(&fork_stops_done);  /* before the walk */
+    for (const fork_op *x = up; x; x = x->up) {
+        if (ex_stop_source_stop_requested(&x->join.stop)) return true;
+        if (exi_load_acq_u32(&x->link) == LINKED) return false;  /* follows everything above */
+    }
+    return false;
+}
+
+/* when_all's environment: its own stop token (linked on demand), the rest
+ * forwarded from the awaiting task's await (which answers
+ * exi_task_key_awaiting with it). */
+static bool fork_env_query(const ex_env_node *n, const ex_key *key, ex_value *out) {
+    fork_op *f = EXI_CONTAINER_OF(n, fork_op, env_node);
+    if (key == &ex_key_get_stop_token) {
+        fork_link(f);
+        *out = ex_token_value(ex_stop_source_token(&f->join.stop));
+        return true;
+    }
+    ex_env e = { &f->p->await_env_node, 0 };
+    return ex_env_query(ex_env_forward(e), key, out);
+}
+
+static ex_env fork_env(void *self) {
+    ex_env e = { &((fork_slot *)self)->f->env_node, 0 };
+    return e;
+}
+
+static const ex_receiver_vtable fork_rcvr_vt = { fork_value, fork_error, fork_stopped, fork_env, NULL };
+
+/* The awaiting task's stop request, forwarded (exi_join.h). */
+static void fork_stop_cb(ex_stop_callback *cb) {
+    fork_op *f = EXI_CONTAINER_OF(cb, fork_op, on_stop);
+    if (!exi_join_hold(&f->join)) return;
+    exi_join_request_stop(&f->join, &fork_stops_begun, &fork_stops_done);
+    fork_arrive(f);
+}
+
+static void fork_destroy(ex_operation *op) {
+    fork_op *f = (fork_op *)op;
+    /* A child's hop resources went when it completed (release_run in
+     * task_run.c), and a child that never started has none: only the
+     * values' copies are left. */
+    for (size_t i = 0; i < f->n; i++) {
+        fork_slot *sl = &f->slots[i];
+        if (sl->nested) ex_deallocate(f->p->alloc, sl->nested, sl->nested_size, alignof(ex_value));
+    }
+}
+
+static const ex_operation_vtable fork_op_vt = { NULL, fork_destroy };
+
+/* A queued child of fork f, taken back by f's task: run it nested. */
+static bool fork_nestable(ex_work *w, void *ctx) {
+    fork_op *f = ctx;
+    if (w->execute != exi_task_hop_execute) return false;
+    ex_task *c = EXI_CONTAINER_OF(w, ex_task, hop);
+    /* Not a child's resumption (a scheduler whose dispatch queues puts one
+     * here): only a start runs nested. */
+    if (c->started || c->carrier) return false;
+    return c->r.vt == &fork_rcvr_vt && ((fork_slot *)c->r.self)->f == f && has_room(c, f->p);
+}
+
+/* Whether s (a when_all) can be awaited by p as a fork: every child is a
+ * fresh task affine to its receiver's scheduler, p is affine and on its
+ * scheduler, which can queue work, and the fork fits p's await area. */
+static bool forkable(const ex_task *p, const ex_sender *s, ex_sender *const **ch, size_t *n) {
+    if (p->inline_affinity || p->off_sched || p->must_hop || !p->sched.vt->post) return false;
+    *ch = exi_when_all_children(s, n);
+    if (sizeof(fork_op) + *n * sizeof(fork_slot) > p->await_size) return false;
+    for (size_t i = 0; i < *n; i++) {
+        const ex_sender *c = (*ch)[i];
+        if (c->vt != &exi_task_vt || ((const task_sender *)c)->opt.affinity != EX_TASK_AFFINE) return false;
+    }
+    return true;
+}
+
+/* Queue items on the worker at and above which a fork runs its children
+ * nested without queueing them (see fork_start). */
+#define FORK_LAZY 2
+
+/* Queues fork child c (initialised, not started) on its scheduler. */
+static void queue_child(ex_task *c) {
+    if (!exi_pool_post_here(c->sched, &c->hop) && ex_post(c->sched, &c->hop).code) exi_task_resume_on_scheduler(c);
+}
+
+/* Carrier k is about to switch away: queue every child a fork on it holds
+ * back, so that no child waits for the carrier to come back (a sibling
+ * may be what the suspended task waits for). */
+void exi_task_flush_deferred(ex_task *k) {
+    for (fork_op *f = k->deferred; f; f = f->deferred_next) {
+        uint32_t d = f->deferred;
+        f->deferred = 0;
+        for (uint32_t i = 0; i < d; i++) queue_child(&f->slots[i].task);
+    }
+    k->deferred = NULL;
+}
+
+/* Lays a fork of n children out at the start of p's await area. */
+static fork_op *fork_init(ex_task *p, size_t n) {
+    fork_op *f = (fork_op *)(void *)p->await_area;
+    f->base.vt = &fork_op_vt;
+    f->p = p;
+    f->n = 0;
+    exi_join_init(&f->join, (uint32_t)n);
+    f->env_node.query = fork_env_query;
+    return f;
+}
+
+/* Marks ts connected (a task is single-shot).  sole: s, the when_all, has
+ * no other holder; then a child only s holds cannot be connected by anyone
+ * else meanwhile, and needs no read-modify-write.  False: connected before. */
+static bool claim_child(task_sender *ts, bool sole) {
+    if (sole && exi_load_acq_u32(&ts->base.refs) == 1 && !exi_load_rlx_u32(&ts->connected)) {
+        exi_store_rlx_u32(&ts->connected, 1);
+        return true;
+    }
+    uint32_t fresh = 0;
+    return exi_cas_u32(&ts->connected, &fresh, 1);
+}
+
+/* Connects ts into slot sl of f: as task_connect does, but with the
+ * awaiting task's scheduler and allocator, asking no environment. */
+static void connect_child(fork_op *f, fork_slot *sl, const task_sender *ts) {
+    ex_task *p = f->p;
+    sl->f = f;
+    sl->cap = exi_value_cap(&ts->base.sigs);
+    sl->n = 0;
+    sl->nested = NULL;
+    ex_task *c = &sl->task;
+    zero_fields(c);
+    /* The awaiting task holds the scheduler until every child has
+     * completed (each releases what it holds before): children borrow it. */
+    c->sched = p->sched;
+    c->sched_borrowed = true;
+    task_fill(c, ts, (ex_receiver){ &fork_rcvr_vt, sl }, ts->opt.allocator ? ts->opt.allocator : p->alloc);
+}
+
+/* Connects s's n children ch into f.  False: one was connected before
+ * (f->n says how many slots are set). */
+static bool connect_children(fork_op *f, const ex_sender *s, ex_sender *const *ch, size_t n) {
+    bool sole = exi_load_acq_u32(&s->refs) == 1;
+    for (size_t i = 0; i < n; i++) {
+        task_sender *ts = (task_sender *)(uintptr_t)ch[i];
+        if (!claim_child(ts, sole)) return false;
+        connect_child(f, &f->slots[i], ts);
+        f->n = i + 1;
+    }
+    return true;
+}
+
+/* Links f into the stop chain at its start (see "Stop linking"): returns
+ * whether stop was requested on its task's token already. */
+static bool link_at_start(fork_op *f, ex_task *p) {
+    if (p->r.vt == &fork_rcvr_vt) {
+        f->up = ((fork_slot *)p->r.self)->f;
+        f->link = UNLINKED;
+        return fork_up_stopped(f->up, &f->epoch);
+    }
+    f->up = NULL;
+    f->link = LINKED;
+    f->epoch = exi_load_acq_u64(&fork_stops_done);  /* before the check the registration makes */
+    return ex_stop_callback_register(&f->on_stop, ex_task_stop_token(p), fork_stop_cb);
+}
+
+/* Queues the children but the last (oldest first), or, lazy, holds them
+ * back on carrier k's list of forks (exi_task_flush_deferred). */
+static void queue_or_defer(fork_op *f, ex_task *k, bool lazy) {
+    for (size_t i = 0; i + 1 < f->n; i++) {
+        ex_task *c = &f->slots[i].task;
+        exi_store_rlx_u32(&c->await_state, SUSPENDED);
+        c->hop = (ex_work){ NULL, exi_task_hop_execute, exi_task_hop_cancel };
+        if (!lazy) queue_child(c);
+    }
+    f->deferred = lazy ? (uint32_t)(f->n - 1) : 0;
+    if (lazy) {
+        f->deferred_next = k->deferred;
+        k->deferred = f;
+    }
+}
+
+/* After the last child: the children f held back, newest first, unless a
+ * flush queued them meanwhile.  Nested while they may (room below; no hop
+ * back pending, so this thread still runs on the scheduler), else queued. */
+static void run_deferred(fork_op *f, ex_task *p, ex_task *k) {
+    while (f->deferred) {  /* 0 once flushed */
+        ex_task *c = &f->slots[--f->deferred].task;
+        if (!p->nest_hop && has_room(c, p)) {
+            if (exi_task_run_nested(c, p)) p->nest_hop = true;
+        } else {
+            queue_child(c);
+        }
+    }
+    if (k->deferred == f) k->deferred = f->deferred_next;  /* else a flush emptied the list */
+}
+
+/* Starts f's children.  All but the last queued, oldest first, where
+ * thieves take from: the first child (in a recursion, usually the biggest)
+ * is the one stolen.  Unless the worker already holds FORK_LAZY items for
+ * thieves: then they are held back and run nested after the last (lazy
+ * splitting: in a recursion the items already queued are the bigger
+ * ones), and queued after all if the carrier switches away meanwhile
+ * (exi_task_flush_deferred).  The last starts at once, nested if it may. */
+static void start_children(fork_op *f, ex_task *p) {
+    ex_task *k = p->carrier;
+    bool lazy = exi_pool_backlog_here(p->sched) >= FORK_LAZY;
+    queue_or_defer(f, k, lazy);
+    ex_task *last = &f->slots[f->n - 1].task;
+    exi_store_rlx_u32(&last->await_state, SUSPENDED);
+    exi_task_run_awaited_child(last, p);
+    if (lazy) run_deferred(f, p, k);
+}
+
+typedef enum fork_outcome { FORK_NOT, FORK_STARTED_OK, FORK_FAILED } fork_outcome;
+
+/* Connects and starts s's children as a fork in p's await area (see
+ * above).  FORK_NOT: s is not one, nothing done; FORK_FAILED: *out holds
+ * the connect error, s is released. */
+static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
+    ex_sender *const *ch;
+    size_t n;
+    if (!forkable(p, s, &ch, &n)) return FORK_NOT;
+    fork_op *f = fork_init(p, n);
+    if (!connect_children(f, s, ch, n)) {
+        fork_destroy(&f->base);
+        ex_sender_release(s);
+        await_fail(out, ex_err(EX_EINVAL, "ex_task: the task was connected before (a task is single-shot)"));
+        return FORK_FAILED;
+    }
+    p->await_op = &f->base;
+    p->await_sender = s;
+    p->await_out = out;
+    exi_store_rlx_u32(&p->await_state, AWAITING);
+    if (link_at_start(f, p)) {
+        exi_task_await_stopped(p);  /* stop was already requested: start no child */
+        return FORK_STARTED_OK;
+    }
+    start_children(f, p);
+    return FORK_STARTED_OK;
+}
+
+/* ------------------------------------------------------------ awaiting */
+
+/* Before t suspends in an await: runs the children its operation queued
+ * here and no thief took (those `accept(w, ctx)` recognises), while the
+ * await is not done.  Returns whether t must hop back to its scheduler. */
+static bool help(ex_task *t, bool (*accept)(ex_work *w, void *ctx), void *ctx) {
+    bool hop = false;
+    ex_work *w;
+    while (!hop && exi_load_acq_u32(&t->await_state) != DONE && (w = exi_pool_take_own_if(accept, ctx)))
+        hop = exi_task_run_nested(EXI_CONTAINER_OF(w, ex_task, hop), t);
+    return hop;
+}
+
+/* Storage for the awaited operation: the task's buffer, grown on demand
+ * (steady state: no allocation). */
+static void *await_storage(ex_task *t, size_t size, size_t align) {
+    if (size <= t->await_size && align <= alignof(max_align_t)) return t->await_area;
+    size_t need = ex_size_add(size, align > alignof(max_align_t) ? align : 0);  /* SIZE_MAX: the allocator refuses */
+    if (need > t->await_cap) {
+        void *p = ex_allocate(t->alloc, need, alignof(max_align_t));
+        if (!p) return NULL;
+        if (t->await_buf) ex_deallocate(t->alloc, t->await_buf, t->await_cap, alignof(max_align_t));
+        t->await_buf = p;
+        t->await_cap = need;
+    }
+    return (void *)ex_align_up((uintptr_t)t->await_buf, align);
+}
+
+void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
+    release_await(t);
+    if (t->stopped) {
+        ex_sender_release(s);
+        out->status = EX_AWAIT_STOPPED;
+        out->n = 0;
+        out->error = ex_ok();
+        return;
+    }
+    if (__builtin_expect(!s || s->status.code != EX_OK, 0)) {
+        ex_error e = ex_check_input(s, "ex_await: NULL sender");
+        ex_sender_release(s);
+        await_fail(out, e);
+        return;
+    }
+    bool (*accept)(ex_work *w, void *ctx) = exi_task_nestable;
+    void *ctx = t;
+    if (exi_is_when_all(s)) {
+        fork_outcome fo = fork_start(t, s, out);
+        if (fo == FORK_FAILED) return;
+        if (fo == FORK_STARTED_OK) {
+            accept = fork_nestable;
+            ctx = t->await_op;
+            goto started;
+        }
+    }
+    void *storage = await_storage(t, s->op_size, s->op_align);
+    if (!storage) {
+        ex_sender_release(s);
+        await_fail(out, ex_err(EX_ENOMEM, "ex_await: out of memory"));
+        return;
+    }
+    /* The storage fits and the receiver accepts every completion: connect
+     * without ex_connect's checks. */
+    ex_receiver r = { &exi_task_await_receiver_vt, t };
+    ex_operation *op = storage;
+    ex_error e = ex_connect_child(s, r, storage);
+    if (e.code) {
+        ex_sender_release(s);
+        await_fail(out, e);
+        return;
+    }
+    t->await_op = op;
+    t->await_sender = s;
+    t->await_out = out;
+    exi_store_rlx_u32(&t->await_state, AWAITING);
+    ex_start(op);
+started:;
+    bool hop = t->nest_hop;  /* a directly awaited child ran nested and ended elsewhere */
+    t->nest_hop = false;
+    if (hop || t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
+        if (!hop && !t->must_hop) hop = help(t, accept, ctx);
+        bool must_hop = t->must_hop;
+        if (hop) t->must_hop = true;  /* exi_task_run() then hops back even if the await is done */
+        if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
+            exi_task_flush_deferred(t->carrier);
+            t->carrier->switches++;
+            (void)exi_fiber_switch(&t->carrier->fiber, t->carrier->resumer, t);
+        }
+        t->must_hop = must_hop;
+    }
+    /* DONE: *out was written by the completion (published by its CAS or
+     * release store, or by this thread). */
+    if (out->status == EX_AWAIT_STOPPED) t->stopped = true;
+}
+
