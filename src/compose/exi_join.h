@@ -1,5 +1,5 @@
 /* exi_join.h - the completion rule ex_when_all and the task fork
- * (task.c) share: children arrive on a count; the first error, or
+ * (task/task_await.c) share: children arrive on a count; the first error, or
  * stopped, wins and asks the others to stop through the join's own
  * source; a stop request forwarded from outside holds an arrival of its
  * own across the request, so the last child completing inside it cannot

@@ -3,7 +3,7 @@
  *
  * A pool of 2 workers.  Each round builds a random tree (main thread,
  * from the round's seed): inner nodes are tasks that await when_all of 2
- * or 3 child tasks (a fork: task.c, "a when_all of tasks"; nested forks
+ * or 3 child tasks (a fork: src/task/task_await.c, "a when_all of tasks"; nested forks
  * link their stop source to the fork above only when asked for their
  * token), up to depth 6; leaves return a value, fail, or wait for a stop
  * (an until-stopped sender: completes only from its stop token's

@@ -64,7 +64,7 @@ Test(exec_task_fork, a_queued_child_is_stolen_and_the_parent_resumes_on_the_pool
 /* The stop flag of a fork's source becomes visible before the request's
  * count of completed requests moves (exi_stop_source_request_stop_counted):
  * a child that sees the flag in that window and forks must still find the
- * stop (task.c, "Stop linking").  The hook widens the window: the
+ * stop (src/task/task_await.c, "Stop linking").  The hook widens the window: the
  * requesting thread waits there until the child's fork has given its
  * result. */
 static atomic_int k_forked;

@@ -1,5 +1,5 @@
 /* [task] fork values: ex_await of an ex_when_all whose children are all
- * affine tasks runs as a "fork" (task.c, "a when_all of tasks"): the
+ * affine tasks runs as a "fork" (src/task/task_await.c, "a when_all of tasks"): the
  * children's control blocks go into the awaiting task's await area, all
  * but the last are queued where thieves may take them, the last runs at
  * once, nested.  Its values are when_all's: concatenated in child order;

@@ -1,6 +1,6 @@
 /* [task] nesting: a task about to suspend in an await runs the child
  * tasks its awaited operation queued on its worker (and no thief took) on
- * its own stack, as calls, instead of on stacks of their own (task.c,
+ * its own stack, as calls, instead of on stacks of their own (src/task/task_run.c,
  * "Nesting").  What must hold: the children run there (no stack taken),
  * only when the whole stack_size they ask for is left, never for work the
  * task does not wait for, and every task keeps its affinity, its stop
