@@ -188,8 +188,7 @@ Test(exec_transfer, continues_on_run_loop_with_stop_requested_completes_stopped)
     cr_assert_eq(rc.stops, 1, "schedule on a run_loop with stop requested completes stopped");
     cr_assert_eq(rec_total(&rc), 1);
     cr_assert_eq(rc.thread, test_thread_id());
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }
@@ -208,8 +207,7 @@ Test(exec_transfer, continues_on_run_loop_without_stop_delivers_value) {
     rec_expect_values(&rc, 2);
     cr_assert_eq(rc.v[0].as.i, 6);
     cr_assert_eq(rc.v[1].as.i, 7);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }

@@ -287,8 +287,7 @@ Test(exec_into_variant, stopped_as_optional_stopped_becomes_none) {
     cr_assert_eq(rc.values, 1);
     cr_assert_eq(rc.v[0].type, EX_T_INT);
     cr_assert_eq(rc.v[0].as.i, 1);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }
@@ -370,8 +369,7 @@ Test(exec_into_variant, stopped_as_error_turns_stopped_into_the_error) {
     rec_expect_error(&rc, EX_EUSER + 5);
     cr_assert_str_eq(rc.err.msg, "was stopped");
     cr_assert_eq(rc.err.data, &payload);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     ex_result r = ex_sync_wait(ex_stopped_as_error(ex_just_stopped(), ex_err(EX_ECANCELED, "cancelled")));
     expect_error(&r, EX_ECANCELED);
     expect_no_leaks();
@@ -418,8 +416,7 @@ Test(exec_into_variant, stopped_as_error_of_a_stopped_schedule) {
     op = run_start(s, &rc);
     cr_assert(ex_run_loop_run_one(&loop));
     rec_expect_values(&rc, 0);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }

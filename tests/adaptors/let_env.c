@@ -16,12 +16,8 @@ Test(exec_let, inner_env_get_scheduler_is_the_childs_value_completion_scheduler)
     cr_assert_eq(sn.calls, 0);
     test_loop_drain(&loop);
     cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
-    cr_assert_eq(rec_total(&rc), 1);
-    cr_assert_eq(rc.v[0].type, EX_T_SCHED);
-    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, sch), "get_scheduler must be the run_loop's scheduler");
-    run_destroy(op);
-    ex_sender_release(s);
+    rec_expect_sched(&rc, sch);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }
@@ -35,10 +31,8 @@ Test(exec_let, inner_env_get_scheduler_with_a_receiver_without_scheduler) {
     ex_sender *s = ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0);
     ex_operation *op = run_start(s, &rc);
     test_loop_drain(&loop);
-    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
-    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, sch));
-    run_destroy(op);
-    ex_sender_release(s);
+    rec_expect_sched(&rc, sch);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }
@@ -68,11 +62,8 @@ Test(exec_let, let_stopped_inner_env_get_scheduler_is_the_stopped_completion_sch
     ex_stop_source_request_stop(&rc.stop); /* the schedule completes stopped */
     test_loop_drain(&loop);
     cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
-    cr_assert_eq(rec_total(&rc), 1);
-    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, sch));
-    run_destroy(op);
-    ex_sender_release(s);
+    rec_expect_sched(&rc, sch);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }
@@ -85,14 +76,12 @@ Test(exec_let, inner_env_forwards_the_receivers_env_without_completion_scheduler
     rec_with_scheduler(&rc, ex_inline_scheduler());
     /* just has no completion scheduler: FWD-ENV(env) answers. */
     run_in_place(ex_let_value(ex_just(), lv_read_sched, &sn, EX_SIG0), &rc);
-    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
-    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, ex_inline_scheduler()));
+    rec_expect_sched(&rc, ex_inline_scheduler());
     rec_init(&rc);
     rec_with_stop(&rc);
     rec_with_scheduler(&rc, ex_inline_scheduler());
     run_in_place(ex_let_error(ex_just_error(ex_err(EX_EUSER, "e")), le_read_sched, &sn), &rc);
-    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
-    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, ex_inline_scheduler()));
+    rec_expect_sched(&rc, ex_inline_scheduler());
     rec_init(&rc);
     rec_with_stop(&rc);
     run_in_place(ex_let_value(ex_just(), lv_read_token, &sn, EX_SIG0), &rc);

@@ -119,8 +119,7 @@ Test(exec_transfer, inline_scheduler_transfers_complete_inline) {
     ex_operation *op = run_start(s, &rc);
     rec_expect_value_int(&rc, 3);
     cr_assert_eq(rc.thread, test_thread_id());
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     expect_no_leaks();
 }
 
@@ -166,8 +165,7 @@ Test(exec_transfer, on_returns_to_receiver_env_scheduler) {
     rec_expect_value_int(&rc, 42);
     cr_assert_eq(rc.thread, test_thread_id(), "the completion runs on the loop, driven by this thread");
     cr_assert(on_thread(child.tid, &c));
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     test_stc_destroy(&c);
     expect_no_leaks();
@@ -237,8 +235,7 @@ Test(exec_transfer, on_returning_to_scheduler_with_large_schedule_op) {
     cr_assert_eq(rc.values, 1, "errors=%d (%s)", rc.errors, rc.err.msg ? rc.err.msg : "");
     cr_assert_eq(rc.v[0].as.i, 8);
     cr_assert_neq(rc.thread, test_thread_id());
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     expect_no_leaks();
 }
 

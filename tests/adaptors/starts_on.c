@@ -98,8 +98,7 @@ Test(exec_transfer, starts_on_stop_requested_completes_stopped_without_running_c
     test_loop_drain(&loop);
     rec_expect_stopped(&rc);
     cr_assert_eq(m.calls, 0, "the child must not start when scheduling completed stopped");
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }

@@ -379,8 +379,7 @@ Test(exec_then, completion_scheduler_is_forwarded_from_the_child) {
     cr_assert_eq(rc.v[0].type, EX_T_INT);
     cr_assert_eq(rc.v[0].as.i, 0);
     cr_assert_eq(sn.calls, 1);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
 
     /* upon_error and upon_stopped forward the child's attributes too. */
     s = ex_upon_stopped(ex_schedule(sch), us_void, &sn, EX_SIG0);

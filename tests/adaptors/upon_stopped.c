@@ -32,8 +32,7 @@ Test(exec_then, upon_stopped_of_a_stopped_schedule) {
     cr_assert_eq(rec_total(&rc), 1);
     cr_assert_eq(rc.v[0].as.i, 42);
     cr_assert_eq(sn.calls, 1);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }

@@ -20,6 +20,11 @@ ex_operation *arec_run_start(const ex_sender *s, arec *r) { return start_into(s,
 
 void run_destroy(ex_operation *op) { ex_operation_free(op); }
 
+void run_destroy_release(ex_operation *op, ex_sender *s) {
+    ex_operation_free(op);
+    ex_sender_release(s);
+}
+
 /* Storage for an operation connected in place. */
 typedef struct op_buf {
     _Alignas(max_align_t) unsigned char b[4096];
@@ -149,4 +154,10 @@ void rec_expect_error(const rec *r, int code) {
 void rec_expect_stopped(const rec *r) {
     cr_assert_eq(r->stops, 1, "expected set_stopped, got values %d errors %d stops %d", r->values, r->errors, r->stops);
     cr_assert_eq(rec_total(r), 1, "completed %d times", rec_total(r));
+}
+
+void rec_expect_sched(const rec *r, ex_scheduler want) {
+    rec_expect_values(r, 1);
+    cr_assert_eq(r->v[0].type, EX_T_SCHED);
+    cr_assert(ex_scheduler_equal(r->v[0].as.sched, want), "not the scheduler expected");
 }

@@ -14,6 +14,8 @@ ex_operation *run_start(ex_sender *s, rec *r);
 ex_operation *trec_run_start(const ex_sender *s, trec *r);
 ex_operation *arec_run_start(const ex_sender *s, arec *r);
 void run_destroy(ex_operation *op);
+/* run_destroy(op), then releases s. */
+void run_destroy_release(ex_operation *op, ex_sender *s);
 /* Connects s into stack storage, starts it, asserts it completed exactly
  * once (inline: what completes during start), destroys the operation and
  * releases s. */
@@ -52,5 +54,6 @@ void rec_expect_value_int(const rec *r, int64_t v);
 void rec_expect_values(const rec *r, size_t n);   /* set_value with n datums */
 void rec_expect_error(const rec *r, int code);
 void rec_expect_stopped(const rec *r);
+void rec_expect_sched(const rec *r, ex_scheduler want);   /* set_value(scheduler equal to want) */
 
 #endif

@@ -110,8 +110,7 @@ Test(exec_env, write_env_joins_the_unfiltered_receiver_env) {
     ex_operation *op = run_start(s, &rc);
     cr_assert_eq(rc.values, 1, "error: %s", rc.err.msg ? rc.err.msg : "");
     cr_assert_eq(rc.v[0].as.i, 9);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     expect_no_leaks();
 }
 
@@ -222,8 +221,7 @@ Test(exec_env, read_env_stop_token_from_receiver) {
     ex_operation *op = run_start(s, &rc);
     cr_assert_eq(rc.values, 1);
     cr_assert(ex_stop_token_equal(rc.v[0].as.token, ex_stop_source_token(&rc.stop)));
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     expect_no_leaks();
 }
 

@@ -18,8 +18,7 @@ Test(exec_sender, invalid_sender_reports_and_completes_with_its_error) {
     ex_operation *op = run_start(s, &rc);
     rec_expect_error(&rc, EX_EUSER + 3);
     cr_assert_str_eq(rc.err.msg, "made up");
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     expect_no_leaks();
 }
 
