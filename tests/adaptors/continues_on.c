@@ -11,8 +11,7 @@ Test(exec_transfer, continues_on_child_runs_where_started_completes_on_target) {
     test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 10 };
     ex_sender *s = then_mark(ex_continues_on(then_mark(ex_just(ex_int(1)), &child), ex_single_thread_context_scheduler(&c)), &after);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 12);
+    expect_sync_int(s, 12);
     cr_assert_eq(child.calls, 1);
     cr_assert_eq(after.calls, 1);
     cr_assert(pthread_equal(child.tid, pthread_self()), "the child runs where continues_on was started");
@@ -28,8 +27,7 @@ Test(exec_transfer, continues_on_between_two_contexts) {
     mark ma = { .add = 2 }, mb = { .add = 3 };
     ex_sender *s = ex_starts_on(ex_single_thread_context_scheduler(&a),
                                 ex_continues_on(then_mark(ex_just(ex_int(5)), &ma), ex_single_thread_context_scheduler(&b)));
-    ex_result r = ex_sync_wait(then_mark(s, &mb));
-    expect_value_int(&r, 10);
+    expect_sync_int(then_mark(s, &mb), 10);
     cr_assert(on_thread(ma.tid, &a));
     cr_assert(on_thread(mb.tid, &b));
     stc_pair_destroy(&a, &b);
@@ -76,8 +74,7 @@ Test(exec_transfer, continues_on_value_completion_thread_with_several_values) {
     mark m = { 0 };
     ex_sender *s = ex_then(ex_continues_on(ex_just(ex_int(1), ex_int(2), ex_int(3)), ex_single_thread_context_scheduler(&c)),
                            mark_count, &m, EX_SIG(EX_T_INT, EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT));
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 3);
+    expect_sync_int(s, 3);
     cr_assert(on_thread(m.tid, &c));
     test_stc_destroy(&c);
     expect_no_leaks();
@@ -94,10 +91,9 @@ Test(exec_transfer, continues_on_carries_error_to_target) {
     cr_assert_eq(r.error.data, &payload);
 
     mark m = { 0 };
-    ex_result r2 = ex_sync_wait(ex_upon_error(
+    expect_sync_int(ex_upon_error(
         ex_continues_on(ex_just_error(ex_err(EX_EUSER + 8, "boom")), ex_single_thread_context_scheduler(&c)),
-        mark_error, &m, EX_SIG(EX_T_INT)));
-    expect_value_int(&r2, EX_EUSER + 8);
+        mark_error, &m, EX_SIG(EX_T_INT)), EX_EUSER + 8);
     cr_assert(on_thread(m.tid, &c), "the error completion happens on the target's thread");
     test_stc_destroy(&c);
     expect_no_leaks();
@@ -109,9 +105,8 @@ Test(exec_transfer, continues_on_carries_stopped_to_target) {
     ex_result r = ex_sync_wait(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)));
     expect_stopped(&r);
     mark m = { 0 };
-    ex_result r2 = ex_sync_wait(ex_upon_stopped(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)),
-                                                mark_stopped, &m, EX_SIG(EX_T_INT)));
-    expect_value_int(&r2, -1);
+    expect_sync_int(ex_upon_stopped(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)),
+                                                mark_stopped, &m, EX_SIG(EX_T_INT)), -1);
     cr_assert(on_thread(m.tid, &c), "the stopped completion happens on the target's thread");
     test_stc_destroy(&c);
     expect_no_leaks();
@@ -155,13 +150,11 @@ Test(exec_transfer, schedule_from_behaves_like_continues_on) {
     got = bad_sched;
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_stopped, &got));
     cr_assert(ex_scheduler_equal(got, sch));
-    ex_result r = ex_sync_wait(then_mark(s, &after));
-    expect_value_int(&r, 42);
+    expect_sync_int(then_mark(s, &after), 42);
     cr_assert(pthread_equal(child.tid, pthread_self()));
     cr_assert(on_thread(after.tid, &c));
 
-    ex_result r2 = ex_sync_wait(ex_schedule_from(sch, ex_just_error(ex_err(EX_EUSER, "e"))));
-    expect_error(&r2, EX_EUSER);
+    expect_sync_error(ex_schedule_from(sch, ex_just_error(ex_err(EX_EUSER, "e"))), EX_EUSER);
     ex_result r3 = ex_sync_wait(ex_schedule_from(sch, ex_just_stopped()));
     expect_stopped(&r3);
     ex_result r4 = ex_sync_wait(ex_schedule_from(sch, ex_just(ex_int(1), ex_str("two"))));

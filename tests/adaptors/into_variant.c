@@ -238,8 +238,7 @@ Test(exec_into_variant, stopped_as_optional_single_value_is_the_value) {
     cr_assert_eq(sg->nvalues, 1);
     cr_assert_eq(sg->values[0].arity, 1);
     cr_assert_eq(sg->flags & EX_SIGS_STOPPED, 0);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 5);
+    expect_sync_int(s, 5);
     expect_no_leaks();
 }
 
@@ -326,14 +325,12 @@ Test(exec_into_variant, stopped_as_optional_passes_error_through) {
 Test(exec_into_variant, stopped_as_optional_rejects_void_or_several_value_signatures) {
     ex_sender *s = ex_stopped_as_optional(ex_just());
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL, "set_value() has no value to make optional");
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
 
     bool fail = false;
     s = ex_stopped_as_optional(two_sig_child(&fail));
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL, "two value signatures");
-    r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
 
     s = ex_stopped_as_optional(ex_just_stopped());
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL, "no value signature at all");
@@ -347,8 +344,7 @@ Test(exec_into_variant, stopped_as_optional_rejects_void_or_several_value_signat
 Test(exec_into_variant, stopped_as_optional_dynamic_child_without_values_is_einval) {
     ex_sender *inner = ex_just();
     ex_sender *s = ex_stopped_as_optional(ex_let_value(ex_just(ex_int(1)), let_ret, inner, EX_SIG(EX_T_INT)));
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
     ex_sender_release(inner);
     expect_no_leaks();
 }
@@ -370,8 +366,7 @@ Test(exec_into_variant, stopped_as_error_turns_stopped_into_the_error) {
     cr_assert_str_eq(rc.err.msg, "was stopped");
     cr_assert_eq(rc.err.data, &payload);
     run_destroy_release(op, s);
-    ex_result r = ex_sync_wait(ex_stopped_as_error(ex_just_stopped(), ex_err(EX_ECANCELED, "cancelled")));
-    expect_error(&r, EX_ECANCELED);
+    expect_sync_error(ex_stopped_as_error(ex_just_stopped(), ex_err(EX_ECANCELED, "cancelled")), EX_ECANCELED);
     expect_no_leaks();
 }
 
@@ -424,8 +419,7 @@ Test(exec_into_variant, stopped_as_error_of_a_stopped_schedule) {
 Test(exec_into_variant, stopped_as_error_bad_input) {
     ex_sender *s = ex_stopped_as_error(ex_just_stopped(), ex_ok());
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL, "EX_OK is not an error");
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
     s = ex_stopped_as_error(ex_just(ex_int(1)), ex_err(EX_OK, "ok"));
     expect_invalid_status(s, EX_EINVAL);
     s = ex_stopped_as_error(NULL, ex_err(EX_ECANCELED, "c"));
@@ -490,9 +484,8 @@ Test(exec_into_variant, sync_wait_with_variant_tuple_outlives_the_operation) {
 
 Test(exec_into_variant, sync_wait_rejects_two_value_signatures_with_variant_accepts) {
     bool fail = false;
-    ex_result r = ex_sync_wait(two_sig_child(&fail));
-    expect_error(&r, EX_EINVAL);
-    r = ex_sync_wait_with_variant(two_sig_child(&fail));
+    expect_sync_error(two_sig_child(&fail), EX_EINVAL);
+    ex_result r = ex_sync_wait_with_variant(two_sig_child(&fail));
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
     cr_assert_eq(r.values[0].as.tuple->n, 1);
     cr_assert_eq(r.values[0].as.tuple->v[0].as.i, 2);

@@ -49,8 +49,7 @@ Test(exec_just, just_completes_inline_in_start) {
 Test(exec_just, just_is_multi_shot) {
     ex_sender *s = ex_just(ex_int(9));
     for (int i = 0; i < 3; i++) {
-        ex_result r = ex_sync_wait(ex_sender_retain(s));
-        expect_value_int(&r, 9);
+        expect_sync_int(ex_sender_retain(s), 9);
     }
     ex_sender_release(s);
     expect_no_leaks();
@@ -92,8 +91,7 @@ Test(exec_just, just_error_completes_with_error) {
 }
 
 Test(exec_just, just_error_with_ok_code_is_einval) {
-    ex_result r = ex_sync_wait(ex_just_error(ex_ok()));
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(ex_just_error(ex_ok()), EX_EINVAL);
     expect_no_leaks();
 }
 
@@ -142,20 +140,17 @@ Test(exec_just, read_env_allocator_defaults_to_default) {
 static const ex_key user_key = { "test.user_key", true };
 
 Test(exec_just, read_env_user_key) {
-    ex_result r = ex_sync_wait(ex_write_env(ex_read_env(&user_key, EX_T_ANY), &user_key, ex_int(77)));
-    expect_value_int(&r, 77);
+    expect_sync_int(ex_write_env(ex_read_env(&user_key, EX_T_ANY), &user_key, ex_int(77)), 77);
     expect_no_leaks();
 }
 
 Test(exec_just, read_env_missing_key_is_einval) {
-    ex_result r = ex_sync_wait(ex_read_env(&user_key, EX_T_INT));
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(ex_read_env(&user_key, EX_T_INT), EX_EINVAL);
     expect_no_leaks();
 }
 
 Test(exec_just, read_env_wrong_type_is_einval) {
-    ex_result r = ex_sync_wait(ex_write_env(ex_read_env(&user_key, EX_T_DOUBLE), &user_key, ex_int(1)));
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(ex_write_env(ex_read_env(&user_key, EX_T_DOUBLE), &user_key, ex_int(1)), EX_EINVAL);
     expect_no_leaks();
 }
 

@@ -16,8 +16,7 @@ Test(exec_let, chain_of_1000_let_values) {
     ex_sender *s = ex_just(ex_int(0));
     for (int i = 0; i < 1000; i++) s = ex_let_value(s, lv_inc, &sn, EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 1000);
+    expect_sync_int(s, 1000);
     cr_assert_eq(sn.calls, 1000);
     expect_no_leaks();
 }
@@ -37,8 +36,7 @@ static ex_sender *lv_nest(void *ctx, const ex_value *in, size_t n) {
 
 Test(exec_let, returned_senders_nested_1000_deep) {
     nest_ctx nc = { 0, 1000, 0 };
-    ex_result r = ex_sync_wait(ex_let_value(ex_just(ex_int(0)), lv_nest, &nc, EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 1000);
+    expect_sync_int(ex_let_value(ex_just(ex_int(0)), lv_nest, &nc, EX_SIG(EX_T_INT)), 1000);
     cr_assert_eq(nc.calls, 1000);
     expect_no_leaks();
 }

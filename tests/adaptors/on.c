@@ -22,8 +22,7 @@ Test(exec_transfer, transfer_builders_reject_invalid_scheduler) {
         ex_error e = ex_sender_status(ss[i]);
         cr_assert_eq(e.code, EX_EINVAL, "builder %zu: expected EX_EINVAL, got %d", i, e.code);
         cr_assert_not_null(e.msg);
-        ex_result r = ex_sync_wait(ss[i]);
-        expect_error(&r, EX_EINVAL);
+        expect_sync_error(ss[i], EX_EINVAL);
     }
     expect_no_leaks();
 }
@@ -130,8 +129,7 @@ Test(exec_transfer, on_runs_child_on_sch_and_returns_to_sync_wait_thread) {
     test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 100 };
     ex_sender *s = then_mark(ex_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(1)), &child)), &after);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 102);
+    expect_sync_int(s, 102);
     cr_assert_eq(child.calls, 1);
     cr_assert_eq(after.calls, 1);
     cr_assert(on_thread(child.tid, &c), "the child runs on sch");
@@ -175,13 +173,11 @@ Test(exec_transfer, on_carries_error_and_stopped_back) {
     ex_single_thread_context c;
     ex_scheduler sch = test_stc_init(&c);
     mark m = { 0 };
-    ex_result r = ex_sync_wait(ex_upon_error(ex_on(sch, ex_just_error(ex_err(EX_EUSER + 4, "on error"))), mark_error, &m,
-                                             EX_SIG(EX_T_INT)));
-    expect_value_int(&r, EX_EUSER + 4);
+    expect_sync_int(ex_upon_error(ex_on(sch, ex_just_error(ex_err(EX_EUSER + 4, "on error"))), mark_error, &m,
+                                             EX_SIG(EX_T_INT)), EX_EUSER + 4);
     cr_assert(pthread_equal(m.tid, pthread_self()));
     mark m2 = { 0 };
-    ex_result r2 = ex_sync_wait(ex_upon_stopped(ex_on(sch, ex_just_stopped()), mark_stopped, &m2, EX_SIG(EX_T_INT)));
-    expect_value_int(&r2, -1);
+    expect_sync_int(ex_upon_stopped(ex_on(sch, ex_just_stopped()), mark_stopped, &m2, EX_SIG(EX_T_INT)), -1);
     cr_assert(pthread_equal(m2.tid, pthread_self()));
     test_stc_destroy(&c);
     expect_no_leaks();
@@ -255,8 +251,7 @@ static ex_sender *closure_times10(void *ctx, ex_sender *s) {
 static ex_error times10(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     mark *m = ctx;
     (void)n;
-    m->tid = pthread_self();
-    m->calls++;
+    mark_here(m);
     out[0] = ex_int(in[0].as.i * 10);
     return ex_ok();
 }
@@ -277,8 +272,7 @@ Test(exec_transfer, on_closure_runs_closure_on_sch_and_returns_to_env_scheduler)
     cr_assert_eq(ex_sender_status(s).code, 0);
     cr_assert_eq(cl.calls, 1, "the closure is applied once, when the sender is built");
     cr_assert_eq(cl.m.calls, 0, "building starts nothing");
-    ex_result r = ex_sync_wait(then_mark(s, &after));
-    expect_value_int(&r, 30);
+    expect_sync_int(then_mark(s, &after), 30);
     cr_assert_eq(cl.calls, 1);
     cr_assert(pthread_equal(child.tid, pthread_self()), "the child runs where the sender was started");
     cr_assert(on_thread(cl.m.tid, &c), "the closure's work runs on sch");
@@ -298,8 +292,7 @@ Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
     cr_assert(ex_get_completion_scheduler(ch, &ex_key_completion_scheduler_value, &got));
     cr_assert(ex_scheduler_equal(got, sa));
     ex_sender *s = then_mark(ex_on_closure(ch, sb, closure_mul10, &cl), &after);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 42);
+    expect_sync_int(s, 42);
     cr_assert(on_thread(child.tid, &a));
     cr_assert(on_thread(cl.m.tid, &b), "the closure's work runs on sch");
     cr_assert(on_thread(after.tid, &a), "the result returns to the child's completion scheduler");
@@ -310,8 +303,7 @@ Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
 static ex_error pass_sched(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     mark *m = ctx;
     (void)n;
-    m->tid = pthread_self();
-    m->calls++;
+    mark_here(m);
     out[0] = in[0];
     return ex_ok();
 }

@@ -10,8 +10,7 @@ Test(exec_transfer, starts_on_runs_child_on_scheduler_thread) {
     ex_single_thread_context c;
     test_stc_init(&c);
     mark m = { .add = 1 };
-    ex_result r = ex_sync_wait(ex_starts_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(41)), &m)));
-    expect_value_int(&r, 42);
+    expect_sync_int(ex_starts_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(41)), &m)), 42);
     cr_assert_eq(m.calls, 1);
     cr_assert(on_thread(m.tid, &c), "the child must run on the context's thread");
     cr_assert_not(pthread_equal(m.tid, pthread_self()));
@@ -33,9 +32,8 @@ Test(exec_transfer, starts_on_child_env_get_scheduler_is_sch) {
 Test(exec_transfer, starts_on_child_env_forwards_the_receiver_env) {
     /* JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)): forwarding keys from above pass. */
     static const ex_key fwd = { "test.transfer.fwd", true };
-    ex_result r = ex_sync_wait(
-        ex_write_env(ex_starts_on(ex_inline_scheduler(), ex_read_env(&fwd, EX_T_INT)), &fwd, ex_int(5)));
-    expect_value_int(&r, 5);
+    expect_sync_int(
+        ex_write_env(ex_starts_on(ex_inline_scheduler(), ex_read_env(&fwd, EX_T_INT)), &fwd, ex_int(5)), 5);
     expect_no_leaks();
 }
 

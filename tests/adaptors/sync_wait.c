@@ -55,9 +55,7 @@ static void sw_expect_two_sigs(const ex_sender *s) {
 /* ------------------------------------------------------------- results */
 
 Test(exec_sync_wait, value_result) {
-    ex_result r = ex_sync_wait(ex_just(ex_int(42)));
-    expect_value_int(&r, 42);
-    ex_result_destroy(&r);
+    expect_sync_int(ex_just(ex_int(42)), 42);
     expect_no_leaks();
 }
 
@@ -112,13 +110,9 @@ Test(exec_sync_wait, error_result) {
 
 Test(exec_sync_wait, error_from_a_callback) {
     bool fail = true;
-    ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), sw_double_or_fail, &fail, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
-    expect_error(&r, EX_EUSER + 7);
-    ex_result_destroy(&r);
+    expect_sync_error(ex_then(ex_just(ex_int(1)), sw_double_or_fail, &fail, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), EX_EUSER + 7);
     fail = false;
-    r = ex_sync_wait(ex_then(ex_just(ex_int(4)), sw_double_or_fail, &fail, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 8);
-    ex_result_destroy(&r);
+    expect_sync_int(ex_then(ex_just(ex_int(4)), sw_double_or_fail, &fail, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), 8);
     expect_no_leaks();
 }
 
@@ -158,25 +152,21 @@ Test(exec_sync_wait, result_destroy_is_safe_on_every_result) {
     ex_result_destroy(&e);
     ex_result_destroy(&s);
     ex_result_destroy(&n);
-    ex_result_destroy(&v);
+    ex_result_destroy(&v); /* safe twice */
     ex_result_destroy(NULL);
     expect_no_leaks();
 }
 
 Test(exec_sync_wait, null_sender_is_einval) {
-    ex_result r = ex_sync_wait(NULL);
-    expect_error(&r, EX_EINVAL);
-    ex_result_destroy(&r);
-    r = ex_sync_wait_with_variant(NULL);
+    expect_sync_error(NULL, EX_EINVAL);
+    ex_result r = ex_sync_wait_with_variant(NULL);
     expect_error(&r, EX_EINVAL);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
 
 Test(exec_sync_wait, invalid_sender_reports_its_error) {
-    ex_result r = ex_sync_wait(ex_then(NULL, sw_add1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
-    expect_error(&r, EX_EINVAL);
-    ex_result_destroy(&r);
+    expect_sync_error(ex_then(NULL, sw_add1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), EX_EINVAL);
     expect_no_leaks();
 }
 
@@ -190,9 +180,7 @@ Test(exec_sync_wait, several_value_signatures_is_einval) {
     expect_error(&r, EX_EINVAL);
     ex_result_destroy(&r);
     fail = true;
-    r = ex_sync_wait(sw_two_sigs(&fail));
-    expect_error(&r, EX_EINVAL);
-    ex_result_destroy(&r);
+    expect_sync_error(sw_two_sigs(&fail), EX_EINVAL);
     expect_no_leaks();
 }
 
@@ -311,11 +299,9 @@ static ex_sender *sw_schedule_on(void *ctx, const ex_value *in, size_t n) {
 Test(exec_sync_wait, the_loop_is_driven_by_the_calling_thread) {
     sw_probe p;
     memset(&p, 0, sizeof p);
-    ex_result r = ex_sync_wait(
-        ex_let_value(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED), sw_schedule_on, &p, EX_SIG(EX_T_SCHED)));
-    expect_value_int(&r, 1);
+    expect_sync_int(
+        ex_let_value(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED), sw_schedule_on, &p, EX_SIG(EX_T_SCHED)), 1);
     cr_assert_eq(p.thread, test_thread_id(), "work scheduled on sync_wait's loop runs on the waiting thread");
-    ex_result_destroy(&r);
     expect_no_leaks();
 }
 
@@ -330,9 +316,7 @@ static ex_error sw_nested_wait(void *ctx, const ex_value *in, size_t n, ex_value
 }
 
 Test(exec_sync_wait, nested_sync_wait) {
-    ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(5)), sw_nested_wait, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 105);
-    ex_result_destroy(&r);
+    expect_sync_int(ex_then(ex_just(ex_int(5)), sw_nested_wait, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), 105);
     expect_no_leaks();
 }
 
@@ -356,25 +340,19 @@ Test(exec_sync_wait, completion_from_another_thread_all_channels) {
     for (int i = 0; i < 100; i++) {
         sw_where w;
         w.thread = pthread_self();
-        ex_result r = ex_sync_wait(ex_then(ex_continues_on(ex_just(ex_int(i)), sch), sw_where_add1, &w,
-                                           EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
-        expect_value_int(&r, i + 1);
+        expect_sync_int(ex_then(ex_continues_on(ex_just(ex_int(i)), sch), sw_where_add1, &w,
+                                           EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), i + 1);
         cr_assert(pthread_equal(w.thread, tid), "the value arrived on the context's thread");
-        ex_result_destroy(&r);
 
-        r = ex_sync_wait(ex_continues_on(ex_just_error(ex_err(EX_EUSER + 2, "sw: remote error")), sch));
-        expect_error(&r, EX_EUSER + 2);
-        ex_result_destroy(&r);
+        expect_sync_error(ex_continues_on(ex_just_error(ex_err(EX_EUSER + 2, "sw: remote error")), sch), EX_EUSER + 2);
 
-        r = ex_sync_wait(ex_continues_on(ex_just_stopped(), sch));
+        ex_result r = ex_sync_wait(ex_continues_on(ex_just_stopped(), sch));
         expect_stopped(&r);
         ex_result_destroy(&r);
 
-        r = ex_sync_wait(ex_starts_on(sch, ex_then(ex_just(ex_int(i)), sw_where_add1, &w, EX_SIG(EX_T_INT),
-                                                   EX_SIG(EX_T_INT))));
-        expect_value_int(&r, i + 1);
+        expect_sync_int(ex_starts_on(sch, ex_then(ex_just(ex_int(i)), sw_where_add1, &w, EX_SIG(EX_T_INT),
+                                                   EX_SIG(EX_T_INT))), i + 1);
         cr_assert(pthread_equal(w.thread, tid));
-        ex_result_destroy(&r);
     }
     test_stc_destroy(&ctx);
     expect_no_leaks();
@@ -423,9 +401,7 @@ Test(exec_sync_wait, large_operation_completing_on_another_thread) {
     s = sw_chain(s, 2);
     cr_assert_gt(ex_sender_op_size(s), 1024);
     for (int i = 0; i < 100; i++) {
-        ex_result r = ex_sync_wait(ex_sender_retain(s));
-        expect_value_int(&r, SW_DEPTH + 2);
-        ex_result_destroy(&r);
+        expect_sync_int(ex_sender_retain(s), SW_DEPTH + 2);
     }
     ex_sender_release(s);
     test_stc_destroy(&ctx);

@@ -5,7 +5,7 @@
 
 #include "adaptors/transfer_fixtures.h"
 
-static void mark_here(mark *m) {
+void mark_here(mark *m) {
     m->tid = pthread_self();
     m->calls++;
 }

@@ -16,6 +16,9 @@ typedef struct mark {
     int64_t add;
 } mark;
 
+/* Notes the calling thread and counts the call. */
+void mark_here(mark *m);
+
 ex_error mark_int(void *ctx, const ex_value *in, size_t n, ex_value *out);       /* int -> int + add */
 ex_error mark_make_int(void *ctx, const ex_value *in, size_t n, ex_value *out);  /* () -> int add */
 ex_error mark_count(void *ctx, const ex_value *in, size_t n, ex_value *out);     /* any -> int n */

@@ -106,8 +106,7 @@ Test(exec_then, upon_stopped_result_signatures) {
 
 Test(exec_then, upon_stopped_result_of_wrong_type_is_einval) {
     seen sn = { 0 };
-    ex_result r = ex_sync_wait(ex_upon_stopped(ex_just_stopped(), us_wrong_type, &sn, EX_SIG(EX_T_STR)));
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(ex_upon_stopped(ex_just_stopped(), us_wrong_type, &sn, EX_SIG(EX_T_STR)), EX_EINVAL);
     cr_assert_eq(sn.calls, 1);
     expect_no_leaks();
 }

@@ -88,6 +88,18 @@ void expect_error(ex_result *r, int code) {
     cr_assert_not_null(r->error.msg);
 }
 
+void expect_sync_int(ex_sender *s, int64_t v) {
+    ex_result r = ex_sync_wait(s);
+    expect_value_int(&r, v);
+    ex_result_destroy(&r);
+}
+
+void expect_sync_error(ex_sender *s, int code) {
+    ex_result r = ex_sync_wait(s);
+    expect_error(&r, code);
+    ex_result_destroy(&r);
+}
+
 void expect_values(ex_result *r, size_t n) {
     cr_assert_eq(r->disposition, EX_DISP_VALUE, "expected a value, got disposition %d (%s)", r->disposition,
                  r->error.msg ? r->error.msg : "");

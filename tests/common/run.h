@@ -33,6 +33,9 @@ void arec_wait_done(arec *r);
 void expect_value_int(ex_result *r, int64_t v);
 void expect_error(ex_result *r, int code);
 void expect_values(ex_result *r, size_t n);   /* set_value with n datums */
+/* ex_sync_wait(s) (consuming s) gives int v / the error code. */
+void expect_sync_int(ex_sender *s, int64_t v);
+void expect_sync_error(ex_sender *s, int code);
 void expect_stopped(ex_result *r);
 
 /* An ex_error with this code and a message. */
