@@ -30,7 +30,7 @@ static void copy_values(ex_value *dst, size_t *dst_n, const ex_value *v, size_t 
 
 /* Formats the datums while they are alive (tuples are borrowed for the
  * duration of the completion). */
-static void format_values(char *text, size_t size, const ex_value *v, size_t n) {
+void test_format_values(char *text, size_t size, const ex_value *v, size_t n) {
     size_t len = 0;
     text[0] = '\0';
     for (size_t i = 0; i < n && len < size; i++) {
@@ -43,7 +43,7 @@ static void rec_set_value(void *self, const ex_value *v, size_t n) {
     rec *r = self;
     r->values++;
     copy_values(r->v, &r->n, v, n);
-    format_values(r->text, sizeof r->text, v, n);
+    test_format_values(r->text, sizeof r->text, v, n);
     r->thread = test_thread_id();
     if (r->after) r->after(r);
 }

@@ -10,6 +10,8 @@
 
 /* Address unique to the calling thread. */
 const void *test_thread_id(void);
+/* Formats n datums with ex_value_format, joined by "; ". */
+void test_format_values(char *text, size_t size, const ex_value *v, size_t n);
 
 /* ------------------------------------------------------ recording receiver */
 

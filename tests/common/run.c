@@ -88,6 +88,19 @@ void expect_error(ex_result *r, int code) {
     cr_assert_not_null(r->error.msg);
 }
 
+void expect_values_text(ex_result *r, const char *want) {
+    expect_values(r, r->n);
+    char text[512];
+    test_format_values(text, sizeof text, r->values, r->n);
+    cr_assert_str_eq(text, want);
+}
+
+void expect_sync_values(ex_sender *s, size_t n) {
+    ex_result r = ex_sync_wait(s);
+    expect_values(&r, n);
+    ex_result_destroy(&r);
+}
+
 void expect_sync_int(ex_sender *s, int64_t v) {
     ex_result r = ex_sync_wait(s);
     expect_value_int(&r, v);

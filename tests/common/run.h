@@ -33,7 +33,11 @@ void arec_wait_done(arec *r);
 void expect_value_int(ex_result *r, int64_t v);
 void expect_error(ex_result *r, int code);
 void expect_values(ex_result *r, size_t n);   /* set_value with n datums */
-/* ex_sync_wait(s) (consuming s) gives int v / the error code. */
+/* set_value whose datums, formatted with ex_value_format and joined by
+ * "; ", read `want` (e.g. "int 6; double 2.5; str \"tag\""). */
+void expect_values_text(ex_result *r, const char *want);
+/* ex_sync_wait(s) (consuming s) gives int v / the error code / n datums. */
+void expect_sync_values(ex_sender *s, size_t n);
 void expect_sync_int(ex_sender *s, int64_t v);
 void expect_sync_error(ex_sender *s, int code);
 void expect_stopped(ex_result *r);
