@@ -44,10 +44,7 @@ Test(exec_let, inner_env_get_scheduler_in_sync_wait_is_the_childs_scheduler) {
     ex_single_thread_context stc;
     ex_scheduler sch = test_stc_init(&stc);
     seen sn = { 0 };
-    ex_result r = ex_sync_wait(ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.values[0].type, EX_T_SCHED);
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch), "not sync_wait's run_loop but the child's scheduler");
+    expect_sync_sched(ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0), sch);
     cr_assert_eq(sn.calls, 1);
     test_stc_destroy(&stc);
     expect_no_leaks();

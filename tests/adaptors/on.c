@@ -138,9 +138,7 @@ Test(exec_transfer, on_runs_child_on_sch_and_returns_to_sync_wait_thread) {
 Test(exec_transfer, on_child_env_get_scheduler_is_sch) {
     ex_single_thread_context c;
     ex_scheduler sch = test_stc_init(&c);
-    ex_result r = ex_sync_wait(ex_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch));
+    expect_sync_sched(ex_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)), sch);
     test_stc_destroy(&c);
     expect_no_leaks();
 }
@@ -234,38 +232,45 @@ Test(exec_transfer, on_returning_to_scheduler_with_large_schedule_op) {
 
 /* -------------------------------------------------------------- on, form 2 */
 
+/* A closure that counts its applications and appends then(fn, &m) with
+ * fn's signature (int -> int unless set). */
 typedef struct closure_ctx {
     int calls;
     mark m;
+    ex_error (*fn)(void *ctx, const ex_value *in, size_t n, ex_value *out);
+    ex_sig sig;
 } closure_ctx;
 
-static ex_sender *closure_times10(void *ctx, ex_sender *s) {
+static ex_sender *closure_then(void *ctx, ex_sender *s) {
     closure_ctx *c = ctx;
     c->calls++;
-    return then_mark(s, &c->m);
+    ex_sig sig = c->sig.arity ? c->sig : EX_SIG(EX_T_INT);
+    return ex_then(s, c->fn ? c->fn : mark_int, &c->m, sig, sig);
 }
 
+/* int x -> int 10x, noting the thread. */
 static ex_error times10(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    mark *m = ctx;
     (void)n;
-    mark_here(m);
+    mark_here(ctx);
     out[0] = ex_int(in[0].as.i * 10);
     return ex_ok();
 }
 
-static ex_sender *closure_mul10(void *ctx, ex_sender *s) {
-    closure_ctx *c = ctx;
-    c->calls++;
-    return ex_then(s, times10, &c->m, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+/* any x -> x, noting the thread. */
+static ex_error pass_through(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)n;
+    mark_here(ctx);
+    out[0] = in[0];
+    return ex_ok();
 }
 
 Test(exec_transfer, on_closure_runs_closure_on_sch_and_returns_to_env_scheduler) {
     ex_single_thread_context c;
     test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 0 };
-    closure_ctx cl = { 0 };
+    closure_ctx cl = { .fn = times10 };
     ex_sender *s = ex_on_closure(then_mark(ex_just(ex_int(2)), &child), ex_single_thread_context_scheduler(&c),
-                                 closure_mul10, &cl);
+                                 closure_then, &cl);
     cr_assert_eq(ex_sender_status(s).code, 0);
     cr_assert_eq(cl.calls, 1, "the closure is applied once, when the sender is built");
     cr_assert_eq(cl.m.calls, 0, "building starts nothing");
@@ -283,12 +288,12 @@ Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
     stc_pair_init(&a, &b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     mark child = { .add = 4 }, after = { .add = 2 };
-    closure_ctx cl = { 0 };
+    closure_ctx cl = { .fn = times10 };
     ex_sender *ch = ex_then(ex_schedule(sa), mark_make_int, &child, EX_SIG0, EX_SIG(EX_T_INT));
     ex_scheduler got = bad_sched;
     cr_assert(ex_get_completion_scheduler(ch, &ex_key_completion_scheduler_value, &got));
     cr_assert(ex_scheduler_equal(got, sa));
-    ex_sender *s = then_mark(ex_on_closure(ch, sb, closure_mul10, &cl), &after);
+    ex_sender *s = then_mark(ex_on_closure(ch, sb, closure_then, &cl), &after);
     expect_sync_int(s, 42);
     cr_assert(on_thread(child.tid, &a));
     cr_assert(on_thread(cl.m.tid, &b), "the closure's work runs on sch");
@@ -297,33 +302,16 @@ Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
     expect_no_leaks();
 }
 
-static ex_error pass_sched(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    mark *m = ctx;
-    (void)n;
-    mark_here(m);
-    out[0] = in[0];
-    return ex_ok();
-}
-
-static ex_sender *closure_pass_sched(void *ctx, ex_sender *s) {
-    closure_ctx *c = ctx;
-    c->calls++;
-    return ex_then(s, pass_sched, &c->m, EX_SIG(EX_T_SCHED), EX_SIG(EX_T_SCHED));
-}
-
 Test(exec_transfer, on_closure_child_env_scheduler_is_the_original) {
     ex_single_thread_context c;
     test_stc_init(&c);
-    closure_ctx cl = { 0 };
+    closure_ctx cl = { .fn = pass_through, .sig = EX_SIG(EX_T_SCHED) };
     /* The original scheduler is the env's (inline, written above); the child
      * sees it as get_scheduler (write-env(child, SCHED-ENV(orig_sch))). */
     ex_sender *s = ex_write_env(ex_on_closure(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED),
-                                              ex_single_thread_context_scheduler(&c), closure_pass_sched, &cl),
+                                              ex_single_thread_context_scheduler(&c), closure_then, &cl),
                                 &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler()));
-    ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.values[0].type, EX_T_SCHED);
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, ex_inline_scheduler()));
+    expect_sync_sched(s, ex_inline_scheduler());
     cr_assert(on_thread(cl.m.tid, &c));
     test_stc_destroy(&c);
     expect_no_leaks();
@@ -335,7 +323,7 @@ Test(exec_transfer, on_closure_without_any_original_scheduler_fails_connect) {
     rec rc;
     rec_init(&rc);
     closure_ctx cl = { 0 };
-    ex_sender *s = ex_on_closure(ex_just(ex_int(1)), ex_single_thread_context_scheduler(&c), closure_times10, &cl);
+    ex_sender *s = ex_on_closure(ex_just(ex_int(1)), ex_single_thread_context_scheduler(&c), closure_then, &cl);
     ex_operation *op = NULL;
     void *mem;
     ex_error e = connect_heap(s, &rc, &op, &mem);

@@ -21,10 +21,7 @@ Test(exec_transfer, starts_on_runs_child_on_scheduler_thread) {
 Test(exec_transfer, starts_on_child_env_get_scheduler_is_sch) {
     ex_single_thread_context c;
     ex_scheduler sch = test_stc_init(&c);
-    ex_result r = ex_sync_wait(ex_starts_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
-    expect_values(&r, 1);
-    cr_assert_eq(r.values[0].type, EX_T_SCHED);
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch), "the child's get_scheduler must be sch");
+    expect_sync_sched(ex_starts_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)), sch);
     test_stc_destroy(&c);
     expect_no_leaks();
 }

@@ -101,6 +101,14 @@ void expect_sync_values(ex_sender *s, size_t n) {
     ex_result_destroy(&r);
 }
 
+void expect_sync_sched(ex_sender *s, ex_scheduler want) {
+    ex_result r = ex_sync_wait(s);
+    expect_values(&r, 1);
+    cr_assert_eq(r.values[0].type, EX_T_SCHED);
+    cr_assert(ex_scheduler_equal(r.values[0].as.sched, want), "not the scheduler expected");
+    ex_result_destroy(&r);
+}
+
 void expect_sync_int(ex_sender *s, int64_t v) {
     ex_result r = ex_sync_wait(s);
     expect_value_int(&r, v);

@@ -38,6 +38,7 @@ void expect_values(ex_result *r, size_t n);   /* set_value with n datums */
 void expect_values_text(ex_result *r, const char *want);
 /* ex_sync_wait(s) (consuming s) gives int v / the error code / n datums. */
 void expect_sync_values(ex_sender *s, size_t n);
+void expect_sync_sched(ex_sender *s, ex_scheduler want);   /* one scheduler, equal to want */
 void expect_sync_int(ex_sender *s, int64_t v);
 void expect_sync_error(ex_sender *s, int code);
 void expect_stopped(ex_result *r);

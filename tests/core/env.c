@@ -119,10 +119,8 @@ Test(exec_env, nested_write_env_inner_wins) {
 }
 
 Test(exec_env, write_env_overrides_sync_waits_scheduler) {
-    ex_result r = ex_sync_wait(ex_write_env(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED), &ex_key_get_scheduler,
-                                            ex_sched_value(ex_inline_scheduler())));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, ex_inline_scheduler()));
+    expect_sync_sched(ex_write_env(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED), &ex_key_get_scheduler,
+                                            ex_sched_value(ex_inline_scheduler())), ex_inline_scheduler());
     /* the delegation scheduler is still sync_wait's */
     ex_result r2 = ex_sync_wait(ex_write_env(ex_read_env(&ex_key_get_delegation_scheduler, EX_T_SCHED),
                                              &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler())));
