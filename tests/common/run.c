@@ -95,31 +95,35 @@ void expect_values_text(ex_result *r, const char *want) {
     cr_assert_str_eq(text, want);
 }
 
-void expect_sync_values(ex_sender *s, size_t n) {
+/* What an expect_sync_* check wants of the result. */
+typedef enum want_kind { WANT_VALUES, WANT_INT, WANT_SCHED, WANT_ERROR } want_kind;
+typedef struct sync_want {
+    want_kind kind;
+    size_t n;
+    int64_t i;
+    ex_scheduler sched;
+    int code;
+} sync_want;
+
+static void expect_sync(ex_sender *s, sync_want w) {
     ex_result r = ex_sync_wait(s);
-    expect_values(&r, n);
+    switch (w.kind) {
+    case WANT_VALUES: expect_values(&r, w.n); break;
+    case WANT_INT: expect_value_int(&r, w.i); break;
+    case WANT_ERROR: expect_error(&r, w.code); break;
+    case WANT_SCHED:
+        expect_values(&r, 1);
+        cr_assert_eq(r.values[0].type, EX_T_SCHED);
+        cr_assert(ex_scheduler_equal(r.values[0].as.sched, w.sched), "not the scheduler expected");
+        break;
+    }
     ex_result_destroy(&r);
 }
 
-void expect_sync_sched(ex_sender *s, ex_scheduler want) {
-    ex_result r = ex_sync_wait(s);
-    expect_values(&r, 1);
-    cr_assert_eq(r.values[0].type, EX_T_SCHED);
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, want), "not the scheduler expected");
-    ex_result_destroy(&r);
-}
-
-void expect_sync_int(ex_sender *s, int64_t v) {
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, v);
-    ex_result_destroy(&r);
-}
-
-void expect_sync_error(ex_sender *s, int code) {
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, code);
-    ex_result_destroy(&r);
-}
+void expect_sync_values(ex_sender *s, size_t n) { expect_sync(s, (sync_want){ .kind = WANT_VALUES, .n = n }); }
+void expect_sync_int(ex_sender *s, int64_t v) { expect_sync(s, (sync_want){ .kind = WANT_INT, .i = v }); }
+void expect_sync_sched(ex_sender *s, ex_scheduler want) { expect_sync(s, (sync_want){ .kind = WANT_SCHED, .sched = want }); }
+void expect_sync_error(ex_sender *s, int code) { expect_sync(s, (sync_want){ .kind = WANT_ERROR, .code = code }); }
 
 void expect_values(ex_result *r, size_t n) {
     cr_assert_eq(r->disposition, EX_DISP_VALUE, "expected a value, got disposition %d (%s)", r->disposition,
@@ -135,6 +139,11 @@ void expect_stopped(ex_result *r) {
 void expect_err(ex_error e, int code) {
     cr_assert_eq(e.code, code, "expected error %d, got %d (%s)", code, e.code, e.msg ? e.msg : "");
     cr_assert_not_null(e.msg, "error %d without a message", code);
+}
+
+void expect_connect_refused(ex_error e, const ex_operation *op) {
+    expect_err(e, EX_EINVAL);
+    cr_assert_null(op, "a refused connect leaves no operation");
 }
 
 void expect_invalid_status(ex_sender *s, int code) {

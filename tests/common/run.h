@@ -45,6 +45,8 @@ void expect_stopped(ex_result *r);
 
 /* An ex_error with this code and a message. */
 void expect_err(ex_error e, int code);
+/* A connect that failed with EX_EINVAL and set *op to NULL. */
+void expect_connect_refused(ex_error e, const ex_operation *op);
 /* s's status is code (a builder refused its input); then: sync_wait
  * completes with that error / s is released.  Both consume s. */
 void expect_invalid(ex_sender *s, int code);
