@@ -117,9 +117,8 @@ Test(exec_transfer, continues_on_completion_scheduler_attrs_are_target) {
     stc_pair_init(&a, &b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     ex_sender *s = ex_continues_on(ex_just(ex_int(1)), sb);
-    ex_scheduler got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sb));
+    ex_scheduler got;
+    expect_completion_scheduler(s, &ex_key_completion_scheduler_value, sb);
     got = bad_sched;
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_stopped, &got));
     cr_assert(ex_scheduler_equal(got, sb));
@@ -133,8 +132,7 @@ Test(exec_transfer, continues_on_completion_scheduler_attrs_are_target) {
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
     cr_assert(ex_scheduler_equal(got, sb));
     cr_assert_not(ex_scheduler_equal(got, sa));
-    ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    expect_sync_values(s, 0);
     stc_pair_destroy(&a, &b);
     expect_no_leaks();
 }
@@ -144,12 +142,8 @@ Test(exec_transfer, schedule_from_behaves_like_continues_on) {
     ex_scheduler sch = test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 1 };
     ex_sender *s = ex_schedule_from(sch, then_mark(ex_just(ex_int(40)), &child));
-    ex_scheduler got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sch));
-    got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_stopped, &got));
-    cr_assert(ex_scheduler_equal(got, sch));
+    expect_completion_scheduler(s, &ex_key_completion_scheduler_value, sch);
+    expect_completion_scheduler(s, &ex_key_completion_scheduler_stopped, sch);
     expect_sync_int(then_mark(s, &after), 42);
     cr_assert(pthread_equal(child.tid, pthread_self()));
     cr_assert(on_thread(after.tid, &c));

@@ -88,9 +88,7 @@ Test(exec_transfer, inline_scheduler_schedule_completes_inline_in_start) {
     ex_sender *s = ex_schedule(sch);
     cr_assert_eq(ex_sender_status(s).code, 0);
     expect_sigs(s, EX_SIG0, EX_SIGS_ERROR | EX_SIGS_STOPPED, 0); /* inline schedule never stops or fails */
-    ex_scheduler got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sch));
+    expect_completion_scheduler(s, &ex_key_completion_scheduler_value, sch);
     rec rc;
     rec_init(&rc);
     ex_operation *op;
@@ -136,10 +134,7 @@ Test(exec_transfer, on_runs_child_on_sch_and_returns_to_sync_wait_thread) {
 }
 
 Test(exec_transfer, on_child_env_get_scheduler_is_sch) {
-    ex_single_thread_context c;
-    ex_scheduler sch = test_stc_init(&c);
-    expect_sync_sched(ex_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)), sch);
-    test_stc_destroy(&c);
+    expect_child_env_scheduler_is_sch(ex_on);
     expect_no_leaks();
 }
 
@@ -289,9 +284,7 @@ Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
     mark child = { .add = 4 }, after = { .add = 2 };
     closure_ctx cl = { .fn = times10 };
     ex_sender *ch = ex_then(ex_schedule(sa), mark_make_int, &child, EX_SIG0, EX_SIG(EX_T_INT));
-    ex_scheduler got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(ch, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sa));
+    expect_completion_scheduler(ch, &ex_key_completion_scheduler_value, sa);
     ex_sender *s = then_mark(ex_on_closure(ch, sb, closure_then, &cl), &after);
     expect_sync_int(s, 42);
     cr_assert(on_thread(child.tid, &a));

@@ -19,10 +19,7 @@ Test(exec_transfer, starts_on_runs_child_on_scheduler_thread) {
 }
 
 Test(exec_transfer, starts_on_child_env_get_scheduler_is_sch) {
-    ex_single_thread_context c;
-    ex_scheduler sch = test_stc_init(&c);
-    expect_sync_sched(ex_starts_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)), sch);
-    test_stc_destroy(&c);
+    expect_child_env_scheduler_is_sch(ex_starts_on);
     expect_no_leaks();
 }
 
@@ -56,12 +53,8 @@ Test(exec_transfer, starts_on_attrs_forward_the_childs_attrs) {
     stc_pair_init(&a, &b);
     ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
     ex_sender *s = ex_starts_on(sa, ex_schedule(sb));
-    ex_scheduler got = bad_sched;
-    cr_expect(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got),
-              "starts_on(a, schedule(b)) should forward schedule(b)'s value completion scheduler");
-    cr_expect(ex_scheduler_equal(got, sb));
-    ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    expect_completion_scheduler(s, &ex_key_completion_scheduler_value, sb);
+    expect_sync_values(s, 0);
     stc_pair_destroy(&a, &b);
     expect_no_leaks();
 }

@@ -67,6 +67,13 @@ void stc_pair_destroy(ex_single_thread_context *a, ex_single_thread_context *b) 
     test_stc_destroy(b);
 }
 
+void expect_child_env_scheduler_is_sch(ex_sender *(*adapt)(ex_scheduler sch, ex_sender *child)) {
+    ex_single_thread_context c;
+    ex_scheduler sch = test_stc_init(&c);
+    expect_sync_sched(adapt(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)), sch);
+    test_stc_destroy(&c);
+}
+
 bool on_thread(pthread_t a, ex_single_thread_context *c) {
     return pthread_equal(a, ex_single_thread_context_thread_id(c)) != 0;
 }

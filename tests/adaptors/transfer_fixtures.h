@@ -38,6 +38,10 @@ ex_error connect_heap(const ex_sender *s, rec *r, ex_operation **op, void **mem)
 /* Runs items of `loop` on this thread until r got its completion. */
 void drive_until_complete(ex_run_loop *loop, rec *r);
 
+/* adapt(sch, child) runs child on a single-thread context whose scheduler
+ * is sch: the child's environment answers get_scheduler with sch. */
+void expect_child_env_scheduler_is_sch(ex_sender *(*adapt)(ex_scheduler sch, ex_sender *child));
+
 extern const ex_scheduler bad_sched;   /* { NULL, NULL } */
 
 #endif
