@@ -21,16 +21,16 @@ Test(exec_transfer, continues_on_child_runs_where_started_completes_on_target) {
 }
 
 Test(exec_transfer, continues_on_between_two_contexts) {
-    ex_single_thread_context a, b;
-    stc_pair_init(&a, &b);
-    cr_assert_not(pthread_equal(ex_single_thread_context_thread_id(&a), ex_single_thread_context_thread_id(&b)));
+    stc_pair two;
+    stc_pair_init(&two);
+    cr_assert_not(pthread_equal(ex_single_thread_context_thread_id(&two.a), ex_single_thread_context_thread_id(&two.b)));
     mark ma = { .add = 2 }, mb = { .add = 3 };
-    ex_sender *s = ex_starts_on(ex_single_thread_context_scheduler(&a),
-                                ex_continues_on(then_mark(ex_just(ex_int(5)), &ma), ex_single_thread_context_scheduler(&b)));
+    ex_sender *s = ex_starts_on(two.sa,
+                                ex_continues_on(then_mark(ex_just(ex_int(5)), &ma), two.sb));
     expect_sync_int(then_mark(s, &mb), 10);
-    cr_assert(on_thread(ma.tid, &a));
-    cr_assert(on_thread(mb.tid, &b));
-    stc_pair_destroy(&a, &b);
+    cr_assert(on_thread(ma.tid, &two.a));
+    cr_assert(on_thread(mb.tid, &two.b));
+    stc_pair_destroy(&two);
     expect_no_leaks();
 }
 
@@ -113,27 +113,26 @@ Test(exec_transfer, continues_on_carries_stopped_to_target) {
 }
 
 Test(exec_transfer, continues_on_completion_scheduler_attrs_are_target) {
-    ex_single_thread_context a, b;
-    stc_pair_init(&a, &b);
-    ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
-    ex_sender *s = ex_continues_on(ex_just(ex_int(1)), sb);
+    stc_pair two;
+    stc_pair_init(&two);
+    ex_sender *s = ex_continues_on(ex_just(ex_int(1)), two.sb);
     ex_scheduler got;
-    expect_completion_scheduler(s, &ex_key_completion_scheduler_value, sb);
+    expect_completion_scheduler(s, &ex_key_completion_scheduler_value, two.sb);
     got = bad_sched;
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_stopped, &got));
-    cr_assert(ex_scheduler_equal(got, sb));
+    cr_assert(ex_scheduler_equal(got, two.sb));
     cr_assert_not(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_error, &got),
                   "just has no error completion scheduler to forward");
     ex_sender_release(s);
 
     /* SCHED-ATTRS(sch) is joined before the child's attributes: sch wins. */
-    s = ex_continues_on(ex_schedule(sa), sb);
+    s = ex_continues_on(ex_schedule(two.sa), two.sb);
     got = bad_sched;
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sb));
-    cr_assert_not(ex_scheduler_equal(got, sa));
+    cr_assert(ex_scheduler_equal(got, two.sb));
+    cr_assert_not(ex_scheduler_equal(got, two.sa));
     expect_sync_values(s, 0);
-    stc_pair_destroy(&a, &b);
+    stc_pair_destroy(&two);
     expect_no_leaks();
 }
 

@@ -278,19 +278,18 @@ Test(exec_transfer, on_closure_runs_closure_on_sch_and_returns_to_env_scheduler)
 }
 
 Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
-    ex_single_thread_context a, b;
-    stc_pair_init(&a, &b);
-    ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
+    stc_pair two;
+    stc_pair_init(&two);
     mark child = { .add = 4 }, after = { .add = 2 };
     closure_ctx cl = { .fn = times10 };
-    ex_sender *ch = ex_then(ex_schedule(sa), mark_make_int, &child, EX_SIG0, EX_SIG(EX_T_INT));
-    expect_completion_scheduler(ch, &ex_key_completion_scheduler_value, sa);
-    ex_sender *s = then_mark(ex_on_closure(ch, sb, closure_then, &cl), &after);
+    ex_sender *ch = ex_then(ex_schedule(two.sa), mark_make_int, &child, EX_SIG0, EX_SIG(EX_T_INT));
+    expect_completion_scheduler(ch, &ex_key_completion_scheduler_value, two.sa);
+    ex_sender *s = then_mark(ex_on_closure(ch, two.sb, closure_then, &cl), &after);
     expect_sync_int(s, 42);
-    cr_assert(on_thread(child.tid, &a));
-    cr_assert(on_thread(cl.m.tid, &b), "the closure's work runs on sch");
-    cr_assert(on_thread(after.tid, &a), "the result returns to the child's completion scheduler");
-    stc_pair_destroy(&a, &b);
+    cr_assert(on_thread(child.tid, &two.a));
+    cr_assert(on_thread(cl.m.tid, &two.b), "the closure's work runs on sch");
+    cr_assert(on_thread(after.tid, &two.a), "the result returns to the child's completion scheduler");
+    stc_pair_destroy(&two);
     expect_no_leaks();
 }
 

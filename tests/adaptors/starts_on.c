@@ -49,13 +49,12 @@ Test(exec_transfer, starts_on_has_no_completion_scheduler_of_its_own) {
  * FWD-ENV(get_env(child)); starts_on does not specialise get-attrs, so it
  * forwards the child's (forwarding) completion-scheduler queries. */
 Test(exec_transfer, starts_on_attrs_forward_the_childs_attrs) {
-    ex_single_thread_context a, b;
-    stc_pair_init(&a, &b);
-    ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
-    ex_sender *s = ex_starts_on(sa, ex_schedule(sb));
-    expect_completion_scheduler(s, &ex_key_completion_scheduler_value, sb);
+    stc_pair two;
+    stc_pair_init(&two);
+    ex_sender *s = ex_starts_on(two.sa, ex_schedule(two.sb));
+    expect_completion_scheduler(s, &ex_key_completion_scheduler_value, two.sb);
     expect_sync_values(s, 0);
-    stc_pair_destroy(&a, &b);
+    stc_pair_destroy(&two);
     expect_no_leaks();
 }
 

@@ -28,9 +28,14 @@ ex_error mark_stopped(void *ctx, ex_value *out);                                
 ex_sender *then_mark(ex_sender *s, mark *m);
 
 bool on_thread(pthread_t a, ex_single_thread_context *c);
-/* Two contexts at once (test_stc_init / test_stc_destroy on each). */
-void stc_pair_init(ex_single_thread_context *a, ex_single_thread_context *b);
-void stc_pair_destroy(ex_single_thread_context *a, ex_single_thread_context *b);
+/* Two single-thread contexts and their schedulers. */
+typedef struct stc_pair {
+    ex_single_thread_context a, b;
+    ex_scheduler sa, sb;
+} stc_pair;
+
+void stc_pair_init(stc_pair *p);      /* test_stc_init on each */
+void stc_pair_destroy(stc_pair *p);   /* test_stc_destroy on each */
 
 /* Connect into exactly-sized storage from the heap with ex_connect (*mem
  * to free after destroying the operation; NULL when connect failed). */

@@ -18,6 +18,15 @@ ex_operation *run_start(ex_sender *s, rec *r) { return start_into(s, rec_receive
 ex_operation *trec_run_start(const ex_sender *s, trec *r) { return start_into(s, trec_receiver(r)); }
 ex_operation *arec_run_start(const ex_sender *s, arec *r) { return start_into(s, arec_receiver(r)); }
 
+ex_operation *run_start_released(ex_sender *s, rec *r) {
+    ex_operation *op = NULL;
+    ex_error e = ex_connect_alloc(s, rec_receiver(r), &op);
+    cr_assert_eq(e.code, 0, "connect failed: %s", e.msg ? e.msg : "");
+    ex_sender_release(s);
+    ex_start(op);
+    return op;
+}
+
 void run_destroy(ex_operation *op) { ex_operation_free(op); }
 
 void run_destroy_release(ex_operation *op, ex_sender *s) {
@@ -96,13 +105,14 @@ void expect_values_text(ex_result *r, const char *want) {
 }
 
 /* What an expect_sync_* check wants of the result. */
-typedef enum want_kind { WANT_VALUES, WANT_INT, WANT_SCHED, WANT_ERROR } want_kind;
+typedef enum want_kind { WANT_VALUES, WANT_INT, WANT_SCHED, WANT_ERROR, WANT_TEXT } want_kind;
 typedef struct sync_want {
     want_kind kind;
     size_t n;
     int64_t i;
     ex_scheduler sched;
     int code;
+    const char *text;
 } sync_want;
 
 static void expect_sync(ex_sender *s, sync_want w) {
@@ -111,6 +121,7 @@ static void expect_sync(ex_sender *s, sync_want w) {
     case WANT_VALUES: expect_values(&r, w.n); break;
     case WANT_INT: expect_value_int(&r, w.i); break;
     case WANT_ERROR: expect_error(&r, w.code); break;
+    case WANT_TEXT: expect_values_text(&r, w.text); break;
     case WANT_SCHED:
         expect_values(&r, 1);
         cr_assert_eq(r.values[0].type, EX_T_SCHED);
@@ -123,6 +134,7 @@ static void expect_sync(ex_sender *s, sync_want w) {
 void expect_sync_values(ex_sender *s, size_t n) { expect_sync(s, (sync_want){ .kind = WANT_VALUES, .n = n }); }
 void expect_sync_int(ex_sender *s, int64_t v) { expect_sync(s, (sync_want){ .kind = WANT_INT, .i = v }); }
 void expect_sync_sched(ex_sender *s, ex_scheduler want) { expect_sync(s, (sync_want){ .kind = WANT_SCHED, .sched = want }); }
+void expect_sync_text(ex_sender *s, const char *want) { expect_sync(s, (sync_want){ .kind = WANT_TEXT, .text = want }); }
 void expect_sync_error(ex_sender *s, int code) { expect_sync(s, (sync_want){ .kind = WANT_ERROR, .code = code }); }
 
 void expect_values(ex_result *r, size_t n) {

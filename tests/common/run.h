@@ -13,6 +13,9 @@
 ex_operation *run_start(ex_sender *s, rec *r);
 ex_operation *trec_run_start(const ex_sender *s, trec *r);
 ex_operation *arec_run_start(const ex_sender *s, arec *r);
+/* run_start, but s is released before the start: the operation must
+ * outlive its sender. */
+ex_operation *run_start_released(ex_sender *s, rec *r);
 void run_destroy(ex_operation *op);
 /* run_destroy(op), then releases s. */
 void run_destroy_release(ex_operation *op, ex_sender *s);
@@ -38,6 +41,7 @@ void expect_values(ex_result *r, size_t n);   /* set_value with n datums */
 void expect_values_text(ex_result *r, const char *want);
 /* ex_sync_wait(s) (consuming s) gives int v / the error code / n datums. */
 void expect_sync_values(ex_sender *s, size_t n);
+void expect_sync_text(ex_sender *s, const char *want);    /* as expect_values_text */
 void expect_sync_sched(ex_sender *s, ex_scheduler want);   /* one scheduler, equal to want */
 void expect_sync_int(ex_sender *s, int64_t v);
 void expect_sync_error(ex_sender *s, int code);

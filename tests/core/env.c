@@ -142,13 +142,10 @@ Test(exec_env, write_env_copies_tuple_values) {
     /* an operation can outlive the last sender reference */
     rec rc;
     rec_init(&rc);
-    ex_operation *op = NULL;
-    cr_assert_eq(ex_connect_alloc(s, rec_receiver(&rc), &op).code, 0);
-    ex_sender_release(s);
-    ex_start(op);
+    ex_operation *op = run_start_released(s, &rc);
     cr_assert_eq(rc.values, 1);
     cr_assert_eq(rc.v[0].as.tuple->v[1].as.i, 2);
-    ex_operation_free(op);
+    run_destroy(op);
     expect_no_leaks();
 }
 

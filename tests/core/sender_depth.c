@@ -15,11 +15,11 @@ static void answer_start(ex_operation *op) {
     ex_set_value(((answer_op *)op)->r, &v, 1);
 }
 static const ex_operation_vtable answer_op_vt = { answer_start, NULL };
+
+/* Builds the operation in the storage connect was given. */
 static ex_error answer_connect(const ex_sender *s, ex_receiver r, void *storage) {
     (void)s;
-    answer_op *o = storage;
-    o->base.vt = &answer_op_vt;
-    o->r = r;
+    *(answer_op *)storage = (answer_op){ { &answer_op_vt }, r };
     return ex_ok();
 }
 static int answer_destroyed;

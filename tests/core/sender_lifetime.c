@@ -122,12 +122,9 @@ Test(exec_sender, one_sender_many_operations) {
 /* Connects s into rc, releases s, then starts the operation: it must
  * complete with int want. */
 static void expect_operation_outlives_sender(ex_sender *s, rec *rc, int64_t want) {
-    ex_operation *op = NULL;
-    cr_assert_eq(ex_connect_alloc(s, rec_receiver(rc), &op).code, 0);
-    ex_sender_release(s);
-    ex_start(op);
+    ex_operation *op = run_start_released(s, rc);
     rec_expect_value_int(rc, want);
-    ex_operation_free(op);
+    run_destroy(op);
 }
 
 static ex_error tuple_sum(void *ctx, const ex_value *in, size_t n, ex_value *out) {
