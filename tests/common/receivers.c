@@ -87,6 +87,12 @@ void rec_with_stop(rec *r) {
     r->env = ex_env_of_pair(&r->pair);
 }
 
+void rec_init_stopped(rec *r) {
+    rec_init(r);
+    rec_with_stop(r);
+    ex_stop_source_request_stop(&r->stop);
+}
+
 void rec_with_scheduler(rec *r, ex_scheduler sch) {
     pair_add(&r->pair, r->pair.node.query != NULL, &ex_key_get_scheduler, ex_sched_value(sch));
     r->env = ex_env_of_pair(&r->pair);
