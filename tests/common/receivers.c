@@ -178,11 +178,8 @@ static void frees_op_free(rec *r) { ex_operation_free(((frees_op_rec *)(void *)r
 void frees_op_rec_init(frees_op_rec *f) {
     rec_init(&f->r);
     f->r.after = frees_op_free;
-    f->vt = f->r.vt;
     f->op = NULL;
 }
 
-ex_receiver frees_op_rec_receiver(frees_op_rec *f) {
-    ex_receiver x = { &f->vt, f };
-    return x;
-}
+/* f is also its rec (the first member): the rec's callbacks serve it. */
+ex_receiver frees_op_rec_receiver(frees_op_rec *f) { return rec_receiver(&f->r); }

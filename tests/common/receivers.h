@@ -81,15 +81,15 @@ void arec_with_scheduler(arec *r, ex_scheduler sch);
 
 /* ------------------------------------------- frees its own operation */
 
-/* A rec (in .r) that frees its operation (set op to what ex_connect_alloc
- * gave) inside its completion, after recording it. */
+/* A rec (in .r, whose vtable it answers with) that frees its operation
+ * inside its completion, after recording it: set op to what
+ * ex_connect_alloc gave. */
 typedef struct frees_op_rec {
     rec r;
-    ex_receiver_vtable vt;
     ex_operation *op;
 } frees_op_rec;
 
-void frees_op_rec_init(frees_op_rec *r);
-ex_receiver frees_op_rec_receiver(frees_op_rec *r);
+void frees_op_rec_init(frees_op_rec *f);
+ex_receiver frees_op_rec_receiver(frees_op_rec *f);
 
 #endif
