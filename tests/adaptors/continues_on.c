@@ -162,7 +162,7 @@ Test(exec_transfer, continues_on_run_loop_with_stop_requested_completes_stopped)
     ex_run_loop loop;
     test_loop_init(&loop);
     rec rc;
-    rec_init_stopped(&rc);
+    rec_init_stop_requested(&rc);
     mark child = { .add = 0 };
     ex_sender *s = ex_continues_on(then_mark(ex_just(ex_int(1)), &child), ex_run_loop_scheduler(&loop));
     ex_operation *op = run_start(s, &rc);

@@ -74,7 +74,7 @@ Test(exec_transfer, starts_on_stop_requested_completes_stopped_without_running_c
     ex_run_loop loop;
     test_loop_init(&loop);
     rec rc;
-    rec_init_stopped(&rc);
+    rec_init_stop_requested(&rc);
     mark m = { .add = 0 };
     ex_sender *s = ex_starts_on(ex_run_loop_scheduler(&loop), then_mark(ex_just(ex_int(1)), &m));
     ex_operation *op = run_start(s, &rc);

@@ -87,7 +87,7 @@ void rec_with_stop(rec *r) {
     r->env = ex_env_of_pair(&r->pair);
 }
 
-void rec_init_stopped(rec *r) {
+void rec_init_stop_requested(rec *r) {
     rec_init(r);
     rec_with_stop(r);
     ex_stop_source_request_stop(&r->stop);

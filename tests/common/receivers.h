@@ -35,7 +35,7 @@ int rec_total(const rec *r);
 /* Makes the receiver's env answer get_stop_token with its own source. */
 void rec_with_stop(rec *r);
 /* rec_init, rec_with_stop, and the stop already requested. */
-void rec_init_stopped(rec *r);
+void rec_init_stop_requested(rec *r);
 /* Makes the receiver's env answer get_scheduler with sch (a stop token set
  * by rec_with_stop first is kept). */
 void rec_with_scheduler(rec *r, ex_scheduler sch);
