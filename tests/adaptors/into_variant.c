@@ -86,7 +86,7 @@ Test(exec_into_variant, into_variant_wraps_values_in_one_tuple) {
 
 Test(exec_into_variant, into_variant_of_no_values_is_an_empty_tuple) {
     ex_result r = ex_sync_wait(ex_into_variant(ex_just()));
-    expect_values(&r, 1);
+    expect_value_arity(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->n, 0);
     cr_assert_eq(r.values[0].as.tuple->index, 0);
@@ -126,7 +126,7 @@ Test(exec_into_variant, into_variant_index_names_the_matching_value_signature) {
 
     /* The same through sync_wait_with_variant (which applies into_variant). */
     ex_result r = ex_sync_wait_with_variant(child);
-    expect_values(&r, 1);
+    expect_value_arity(&r, 1);
     const ex_tuple *t = r.values[0].as.tuple;
     cr_assert_eq(t->index, (uint32_t)i_pair);
     cr_assert_eq(t->n, 2);
@@ -293,7 +293,7 @@ Test(exec_into_variant, stopped_as_optional_dynamic_child_stopped_becomes_none) 
     cr_assert_eq(ex_sender_status(s).code, 0);
     cr_assert_eq(ex_sender_sigs(s)->flags & EX_SIGS_STOPPED, 0);
     ex_result r = ex_sync_wait(s);
-    expect_values(&r, 1);
+    expect_value_arity(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_NONE);
     expect_no_leaks();
 }
@@ -380,7 +380,7 @@ Test(exec_into_variant, stopped_as_error_passes_values_and_errors_through) {
     cr_assert_eq(sg->values[0].types[1], EX_T_STR);
     cr_assert_eq(sg->flags & EX_SIGS_STOPPED, 0);
     ex_result r = ex_sync_wait(s);
-    expect_values(&r, 2);
+    expect_value_arity(&r, 2);
     cr_assert_eq(r.values[0].as.i, 3);
     cr_assert_str_eq(r.values[1].as.s, "v");
     ex_result_destroy(&r);

@@ -78,7 +78,7 @@ Test(exec_sync_wait, max_arity_values_result) {
     ex_value v[EX_MAX_ARITY];
     for (int i = 0; i < EX_MAX_ARITY; i++) v[i] = ex_int(i * 10);
     ex_result r = ex_sync_wait(ex_just_n(v, EX_MAX_ARITY));
-    expect_values(&r, EX_MAX_ARITY);
+    expect_value_arity(&r, EX_MAX_ARITY);
     for (int i = 0; i < EX_MAX_ARITY; i++) cr_assert_eq(r.values[i].as.i, i * 10);
     ex_result_destroy(&r);
     expect_no_leaks();
@@ -115,7 +115,7 @@ Test(exec_sync_wait, result_tuples_are_deep_copies) {
     ex_tuple t = { 5, 2, inner };
     ex_result r = ex_sync_wait(ex_just(ex_tuple_value(&t), ex_int(3)));
     inner[0] = ex_int(100);
-    expect_values(&r, 2);
+    expect_value_arity(&r, 2);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     const ex_tuple *rt = r.values[0].as.tuple;
     cr_assert_neq(rt, &t);
@@ -177,7 +177,7 @@ Test(exec_sync_wait, with_variant_accepts_several_signatures) {
     sw_expect_two_sigs(s);
 
     ex_result r = ex_sync_wait_with_variant(ex_sender_retain(s));
-    expect_values(&r, 1); /* one datum: the variant */
+    expect_value_arity(&r, 1); /* one datum: the variant */
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     const ex_tuple *t = r.values[0].as.tuple;
     cr_assert_eq(t->index, 0, "the value path is signature 0 (int)");
@@ -188,7 +188,7 @@ Test(exec_sync_wait, with_variant_accepts_several_signatures) {
 
     fail = true;
     r = ex_sync_wait_with_variant(s);
-    expect_values(&r, 1);
+    expect_value_arity(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     t = r.values[0].as.tuple;
     cr_assert_eq(t->index, 1, "the error path produced signature 1 (str)");
@@ -201,7 +201,7 @@ Test(exec_sync_wait, with_variant_accepts_several_signatures) {
 
 Test(exec_sync_wait, with_variant_single_signature_and_other_channels) {
     ex_result r = ex_sync_wait_with_variant(ex_just(ex_int(1), ex_int(2)));
-    expect_values(&r, 1);
+    expect_value_arity(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->index, 0);
     cr_assert_eq(r.values[0].as.tuple->n, 2);
@@ -210,7 +210,7 @@ Test(exec_sync_wait, with_variant_single_signature_and_other_channels) {
     ex_result_destroy(&r);
 
     r = ex_sync_wait_with_variant(ex_just());
-    expect_values(&r, 1);
+    expect_value_arity(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->n, 0);
     ex_result_destroy(&r);

@@ -96,7 +96,7 @@ Test(exec_then, then_no_output_values) {
     cr_assert_eq(sg->nvalues, 1);
     cr_assert_eq(sg->values[0].arity, 0);
     ex_result r = ex_sync_wait(s);
-    expect_values(&r, 0);
+    expect_value_arity(&r, 0);
     expect_called_once_with(&sn, 1);
     ex_result_destroy(&r);
     expect_no_leaks();

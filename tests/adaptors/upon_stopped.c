@@ -67,9 +67,9 @@ Test(exec_then, upon_stopped_fn_error_becomes_set_error) {
 Test(exec_then, upon_stopped_no_output_and_several_outputs) {
     seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_upon_stopped(ex_just_stopped(), us_void, &sn, EX_SIG0));
-    expect_values(&r, 0);
+    expect_value_arity(&r, 0);
     r = ex_sync_wait(ex_upon_stopped(ex_just_stopped(), us_two, &sn, EX_SIG(EX_T_BOOL, EX_T_UINT)));
-    expect_values(&r, 2);
+    expect_value_arity(&r, 2);
     cr_assert_eq(r.values[0].type, EX_T_BOOL);
     cr_assert(r.values[0].as.b);
     cr_assert_eq(r.values[1].type, EX_T_UINT);

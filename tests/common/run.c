@@ -98,7 +98,7 @@ void expect_error(ex_result *r, int code) {
 }
 
 void expect_values_text(ex_result *r, const char *want) {
-    expect_values(r, r->n);
+    expect_value_arity(r, r->n);
     char text[512];
     test_format_values(text, sizeof text, r->values, r->n);
     cr_assert_str_eq(text, want);
@@ -118,12 +118,12 @@ typedef struct sync_want {
 static void expect_sync(ex_sender *s, sync_want w) {
     ex_result r = ex_sync_wait(s);
     switch (w.kind) {
-    case WANT_VALUES: expect_values(&r, w.n); break;
+    case WANT_VALUES: expect_value_arity(&r, w.n); break;
     case WANT_INT: expect_value_int(&r, w.i); break;
     case WANT_ERROR: expect_error(&r, w.code); break;
     case WANT_TEXT: expect_values_text(&r, w.text); break;
     case WANT_SCHED:
-        expect_values(&r, 1);
+        expect_value_arity(&r, 1);
         cr_assert_eq(r.values[0].type, EX_T_SCHED);
         cr_assert(ex_scheduler_equal(r.values[0].as.sched, w.sched), "not the scheduler expected");
         break;
@@ -137,7 +137,7 @@ void expect_sync_sched(ex_sender *s, ex_scheduler want) { expect_sync(s, (sync_w
 void expect_sync_text(ex_sender *s, const char *want) { expect_sync(s, (sync_want){ .kind = WANT_TEXT, .text = want }); }
 void expect_sync_error(ex_sender *s, int code) { expect_sync(s, (sync_want){ .kind = WANT_ERROR, .code = code }); }
 
-void expect_values(ex_result *r, size_t n) {
+void expect_value_arity(ex_result *r, size_t n) {
     cr_assert_eq(r->disposition, EX_DISP_VALUE, "expected a value, got disposition %d (%s)", r->disposition,
                  r->error.msg ? r->error.msg : "");
     cr_assert_eq(r->n, n, "%zu datums, expected %zu", r->n, n);

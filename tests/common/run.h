@@ -35,7 +35,7 @@ void arec_wait_done(arec *r);
 /* ex_result checks (sync_wait). */
 void expect_value_int(ex_result *r, int64_t v);
 void expect_error(ex_result *r, int code);
-void expect_values(ex_result *r, size_t n);   /* set_value with n datums */
+void expect_value_arity(ex_result *r, size_t n);   /* set_value with n datums */
 /* set_value whose datums, formatted with ex_value_format and joined by
  * "; ", read `want` (e.g. "int 6; double 2.5; str \"tag\""). */
 void expect_values_text(ex_result *r, const char *want);
