@@ -11,8 +11,7 @@ Test(exec_transfer, continues_on_child_runs_where_started_completes_on_target) {
     test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 10 };
     ex_sender *s = then_mark(ex_continues_on(then_mark(ex_just(ex_int(1)), &child), ex_single_thread_context_scheduler(&c)), &after);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 12);
+    expect_sync_int(s, 12);
     cr_assert_eq(child.calls, 1);
     cr_assert_eq(after.calls, 1);
     cr_assert(pthread_equal(child.tid, pthread_self()), "the child runs where continues_on was started");
@@ -22,17 +21,16 @@ Test(exec_transfer, continues_on_child_runs_where_started_completes_on_target) {
 }
 
 Test(exec_transfer, continues_on_between_two_contexts) {
-    ex_single_thread_context a, b;
-    stc_pair_init(&a, &b);
-    cr_assert_not(pthread_equal(ex_single_thread_context_thread_id(&a), ex_single_thread_context_thread_id(&b)));
+    stc_pair two;
+    stc_pair_init(&two);
+    cr_assert_not(pthread_equal(ex_single_thread_context_thread_id(&two.a), ex_single_thread_context_thread_id(&two.b)));
     mark ma = { .add = 2 }, mb = { .add = 3 };
-    ex_sender *s = ex_starts_on(ex_single_thread_context_scheduler(&a),
-                                ex_continues_on(then_mark(ex_just(ex_int(5)), &ma), ex_single_thread_context_scheduler(&b)));
-    ex_result r = ex_sync_wait(then_mark(s, &mb));
-    expect_value_int(&r, 10);
-    cr_assert(on_thread(ma.tid, &a));
-    cr_assert(on_thread(mb.tid, &b));
-    stc_pair_destroy(&a, &b);
+    ex_sender *s = ex_starts_on(two.sa,
+                                ex_continues_on(then_mark(ex_just(ex_int(5)), &ma), two.sb));
+    expect_sync_int(then_mark(s, &mb), 10);
+    cr_assert(on_thread(ma.tid, &two.a));
+    cr_assert(on_thread(mb.tid, &two.b));
+    stc_pair_destroy(&two);
     expect_no_leaks();
 }
 
@@ -51,7 +49,7 @@ Test(exec_transfer, continues_on_carries_several_values) {
     cr_assert_eq(sg->values[0].arity, 7);
     cr_assert_eq(sg->values[0].types[6], EX_T_TUPLE);
     ex_result r = ex_sync_wait(s);
-    expect_values(&r, 7);
+    expect_value_arity(&r, 7);
     cr_assert_eq(r.values[0].as.i, -9);
     cr_assert_eq(r.values[1].as.u, 3u);
     cr_assert_float_eq(r.values[2].as.d, 2.5, 0);
@@ -76,8 +74,7 @@ Test(exec_transfer, continues_on_value_completion_thread_with_several_values) {
     mark m = { 0 };
     ex_sender *s = ex_then(ex_continues_on(ex_just(ex_int(1), ex_int(2), ex_int(3)), ex_single_thread_context_scheduler(&c)),
                            mark_count, &m, EX_SIG(EX_T_INT, EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT));
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 3);
+    expect_sync_int(s, 3);
     cr_assert(on_thread(m.tid, &c));
     test_stc_destroy(&c);
     expect_no_leaks();
@@ -94,10 +91,9 @@ Test(exec_transfer, continues_on_carries_error_to_target) {
     cr_assert_eq(r.error.data, &payload);
 
     mark m = { 0 };
-    ex_result r2 = ex_sync_wait(ex_upon_error(
+    expect_sync_int(ex_upon_error(
         ex_continues_on(ex_just_error(ex_err(EX_EUSER + 8, "boom")), ex_single_thread_context_scheduler(&c)),
-        mark_error, &m, EX_SIG(EX_T_INT)));
-    expect_value_int(&r2, EX_EUSER + 8);
+        mark_error, &m, EX_SIG(EX_T_INT)), EX_EUSER + 8);
     cr_assert(on_thread(m.tid, &c), "the error completion happens on the target's thread");
     test_stc_destroy(&c);
     expect_no_leaks();
@@ -109,38 +105,34 @@ Test(exec_transfer, continues_on_carries_stopped_to_target) {
     ex_result r = ex_sync_wait(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)));
     expect_stopped(&r);
     mark m = { 0 };
-    ex_result r2 = ex_sync_wait(ex_upon_stopped(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)),
-                                                mark_stopped, &m, EX_SIG(EX_T_INT)));
-    expect_value_int(&r2, -1);
+    expect_sync_int(ex_upon_stopped(ex_continues_on(ex_just_stopped(), ex_single_thread_context_scheduler(&c)),
+                                                mark_stopped, &m, EX_SIG(EX_T_INT)), -1);
     cr_assert(on_thread(m.tid, &c), "the stopped completion happens on the target's thread");
     test_stc_destroy(&c);
     expect_no_leaks();
 }
 
 Test(exec_transfer, continues_on_completion_scheduler_attrs_are_target) {
-    ex_single_thread_context a, b;
-    stc_pair_init(&a, &b);
-    ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
-    ex_sender *s = ex_continues_on(ex_just(ex_int(1)), sb);
-    ex_scheduler got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sb));
+    stc_pair two;
+    stc_pair_init(&two);
+    ex_sender *s = ex_continues_on(ex_just(ex_int(1)), two.sb);
+    ex_scheduler got;
+    expect_completion_scheduler(s, &ex_key_completion_scheduler_value, two.sb);
     got = bad_sched;
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_stopped, &got));
-    cr_assert(ex_scheduler_equal(got, sb));
+    cr_assert(ex_scheduler_equal(got, two.sb));
     cr_assert_not(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_error, &got),
                   "just has no error completion scheduler to forward");
     ex_sender_release(s);
 
     /* SCHED-ATTRS(sch) is joined before the child's attributes: sch wins. */
-    s = ex_continues_on(ex_schedule(sa), sb);
+    s = ex_continues_on(ex_schedule(two.sa), two.sb);
     got = bad_sched;
     cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sb));
-    cr_assert_not(ex_scheduler_equal(got, sa));
-    ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    stc_pair_destroy(&a, &b);
+    cr_assert(ex_scheduler_equal(got, two.sb));
+    cr_assert_not(ex_scheduler_equal(got, two.sa));
+    expect_sync_values(s, 0);
+    stc_pair_destroy(&two);
     expect_no_leaks();
 }
 
@@ -149,23 +141,17 @@ Test(exec_transfer, schedule_from_behaves_like_continues_on) {
     ex_scheduler sch = test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 1 };
     ex_sender *s = ex_schedule_from(sch, then_mark(ex_just(ex_int(40)), &child));
-    ex_scheduler got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sch));
-    got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_stopped, &got));
-    cr_assert(ex_scheduler_equal(got, sch));
-    ex_result r = ex_sync_wait(then_mark(s, &after));
-    expect_value_int(&r, 42);
+    expect_completion_scheduler(s, &ex_key_completion_scheduler_value, sch);
+    expect_completion_scheduler(s, &ex_key_completion_scheduler_stopped, sch);
+    expect_sync_int(then_mark(s, &after), 42);
     cr_assert(pthread_equal(child.tid, pthread_self()));
     cr_assert(on_thread(after.tid, &c));
 
-    ex_result r2 = ex_sync_wait(ex_schedule_from(sch, ex_just_error(ex_err(EX_EUSER, "e"))));
-    expect_error(&r2, EX_EUSER);
+    expect_sync_error(ex_schedule_from(sch, ex_just_error(ex_err(EX_EUSER, "e"))), EX_EUSER);
     ex_result r3 = ex_sync_wait(ex_schedule_from(sch, ex_just_stopped()));
     expect_stopped(&r3);
     ex_result r4 = ex_sync_wait(ex_schedule_from(sch, ex_just(ex_int(1), ex_str("two"))));
-    expect_values(&r4, 2);
+    expect_value_arity(&r4, 2);
     cr_assert_eq(r4.values[0].as.i, 1);
     cr_assert_str_eq(r4.values[1].as.s, "two");
     test_stc_destroy(&c);
@@ -176,9 +162,7 @@ Test(exec_transfer, continues_on_run_loop_with_stop_requested_completes_stopped)
     ex_run_loop loop;
     test_loop_init(&loop);
     rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc);
-    ex_stop_source_request_stop(&rc.stop);
+    rec_init_stop_requested(&rc);
     mark child = { .add = 0 };
     ex_sender *s = ex_continues_on(then_mark(ex_just(ex_int(1)), &child), ex_run_loop_scheduler(&loop));
     ex_operation *op = run_start(s, &rc);
@@ -188,8 +172,7 @@ Test(exec_transfer, continues_on_run_loop_with_stop_requested_completes_stopped)
     cr_assert_eq(rc.stops, 1, "schedule on a run_loop with stop requested completes stopped");
     cr_assert_eq(rec_total(&rc), 1);
     cr_assert_eq(rc.thread, test_thread_id());
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }
@@ -208,8 +191,7 @@ Test(exec_transfer, continues_on_run_loop_without_stop_delivers_value) {
     rec_expect_values(&rc, 2);
     cr_assert_eq(rc.v[0].as.i, 6);
     cr_assert_eq(rc.v[1].as.i, 7);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }

@@ -74,11 +74,7 @@ static ex_sender *let_ret(void *ctx, const ex_value *in, size_t n) {
 
 Test(exec_into_variant, into_variant_wraps_values_in_one_tuple) {
     ex_sender *s = ex_into_variant(ex_just(ex_int(1), ex_str("a")));
-    const ex_sigs *sg = ex_sender_sigs(s);
-    cr_assert_eq(sg->nvalues, 1);
-    cr_assert_eq(sg->values[0].arity, 1);
-    cr_assert_eq(sg->values[0].types[0], EX_T_TUPLE);
-    cr_assert_eq(sg->flags, 0, "just(...) neither errors nor stops");
+    expect_sigs(s, EX_SIG(EX_T_TUPLE), 0xff, 0); /* just(...) neither errors nor stops */
     rec fr;
     rec_init(&fr);
     run_in_place(s, &fr);
@@ -90,7 +86,7 @@ Test(exec_into_variant, into_variant_wraps_values_in_one_tuple) {
 
 Test(exec_into_variant, into_variant_of_no_values_is_an_empty_tuple) {
     ex_result r = ex_sync_wait(ex_into_variant(ex_just()));
-    expect_values(&r, 1);
+    expect_value_arity(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->n, 0);
     cr_assert_eq(r.values[0].as.tuple->index, 0);
@@ -130,7 +126,7 @@ Test(exec_into_variant, into_variant_index_names_the_matching_value_signature) {
 
     /* The same through sync_wait_with_variant (which applies into_variant). */
     ex_result r = ex_sync_wait_with_variant(child);
-    expect_values(&r, 1);
+    expect_value_arity(&r, 1);
     const ex_tuple *t = r.values[0].as.tuple;
     cr_assert_eq(t->index, (uint32_t)i_pair);
     cr_assert_eq(t->n, 2);
@@ -238,8 +234,7 @@ Test(exec_into_variant, stopped_as_optional_single_value_is_the_value) {
     cr_assert_eq(sg->nvalues, 1);
     cr_assert_eq(sg->values[0].arity, 1);
     cr_assert_eq(sg->flags & EX_SIGS_STOPPED, 0);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 5);
+    expect_sync_int(s, 5);
     expect_no_leaks();
 }
 
@@ -287,8 +282,7 @@ Test(exec_into_variant, stopped_as_optional_stopped_becomes_none) {
     cr_assert_eq(rc.values, 1);
     cr_assert_eq(rc.v[0].type, EX_T_INT);
     cr_assert_eq(rc.v[0].as.i, 1);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }
@@ -299,7 +293,7 @@ Test(exec_into_variant, stopped_as_optional_dynamic_child_stopped_becomes_none) 
     cr_assert_eq(ex_sender_status(s).code, 0);
     cr_assert_eq(ex_sender_sigs(s)->flags & EX_SIGS_STOPPED, 0);
     ex_result r = ex_sync_wait(s);
-    expect_values(&r, 1);
+    expect_value_arity(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_NONE);
     expect_no_leaks();
 }
@@ -327,14 +321,12 @@ Test(exec_into_variant, stopped_as_optional_passes_error_through) {
 Test(exec_into_variant, stopped_as_optional_rejects_void_or_several_value_signatures) {
     ex_sender *s = ex_stopped_as_optional(ex_just());
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL, "set_value() has no value to make optional");
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
 
     bool fail = false;
     s = ex_stopped_as_optional(two_sig_child(&fail));
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL, "two value signatures");
-    r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
 
     s = ex_stopped_as_optional(ex_just_stopped());
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL, "no value signature at all");
@@ -348,8 +340,7 @@ Test(exec_into_variant, stopped_as_optional_rejects_void_or_several_value_signat
 Test(exec_into_variant, stopped_as_optional_dynamic_child_without_values_is_einval) {
     ex_sender *inner = ex_just();
     ex_sender *s = ex_stopped_as_optional(ex_let_value(ex_just(ex_int(1)), let_ret, inner, EX_SIG(EX_T_INT)));
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
     ex_sender_release(inner);
     expect_no_leaks();
 }
@@ -370,10 +361,8 @@ Test(exec_into_variant, stopped_as_error_turns_stopped_into_the_error) {
     rec_expect_error(&rc, EX_EUSER + 5);
     cr_assert_str_eq(rc.err.msg, "was stopped");
     cr_assert_eq(rc.err.data, &payload);
-    run_destroy(op);
-    ex_sender_release(s);
-    ex_result r = ex_sync_wait(ex_stopped_as_error(ex_just_stopped(), ex_err(EX_ECANCELED, "cancelled")));
-    expect_error(&r, EX_ECANCELED);
+    run_destroy_release(op, s);
+    expect_sync_error(ex_stopped_as_error(ex_just_stopped(), ex_err(EX_ECANCELED, "cancelled")), EX_ECANCELED);
     expect_no_leaks();
 }
 
@@ -391,7 +380,7 @@ Test(exec_into_variant, stopped_as_error_passes_values_and_errors_through) {
     cr_assert_eq(sg->values[0].types[1], EX_T_STR);
     cr_assert_eq(sg->flags & EX_SIGS_STOPPED, 0);
     ex_result r = ex_sync_wait(s);
-    expect_values(&r, 2);
+    expect_value_arity(&r, 2);
     cr_assert_eq(r.values[0].as.i, 3);
     cr_assert_str_eq(r.values[1].as.s, "v");
     ex_result_destroy(&r);
@@ -418,8 +407,7 @@ Test(exec_into_variant, stopped_as_error_of_a_stopped_schedule) {
     op = run_start(s, &rc);
     cr_assert(ex_run_loop_run_one(&loop));
     rec_expect_values(&rc, 0);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }
@@ -427,8 +415,7 @@ Test(exec_into_variant, stopped_as_error_of_a_stopped_schedule) {
 Test(exec_into_variant, stopped_as_error_bad_input) {
     ex_sender *s = ex_stopped_as_error(ex_just_stopped(), ex_ok());
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL, "EX_OK is not an error");
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
     s = ex_stopped_as_error(ex_just(ex_int(1)), ex_err(EX_OK, "ok"));
     expect_invalid_status(s, EX_EINVAL);
     s = ex_stopped_as_error(NULL, ex_err(EX_ECANCELED, "c"));
@@ -493,9 +480,8 @@ Test(exec_into_variant, sync_wait_with_variant_tuple_outlives_the_operation) {
 
 Test(exec_into_variant, sync_wait_rejects_two_value_signatures_with_variant_accepts) {
     bool fail = false;
-    ex_result r = ex_sync_wait(two_sig_child(&fail));
-    expect_error(&r, EX_EINVAL);
-    r = ex_sync_wait_with_variant(two_sig_child(&fail));
+    expect_sync_error(two_sig_child(&fail), EX_EINVAL);
+    ex_result r = ex_sync_wait_with_variant(two_sig_child(&fail));
     cr_assert_eq(r.disposition, EX_DISP_VALUE);
     cr_assert_eq(r.values[0].as.tuple->n, 1);
     cr_assert_eq(r.values[0].as.tuple->v[0].as.i, 2);

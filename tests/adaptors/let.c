@@ -15,8 +15,7 @@ Test(exec_let, let_value_calls_fn_with_the_values) {
     seen sn = { 0 };
     ex_sender *s = ex_let_value(ex_just(ex_int(4), ex_str("a")), lv_times10, &sn, EX_SIG(EX_T_INT, EX_T_STR));
     cr_assert_eq(ex_sender_status(s).code, 0);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 40);
+    expect_sync_int(s, 40);
     expect_called_once_with(&sn, 2);
     cr_assert_eq(sn.in[0].type, EX_T_INT);
     cr_assert_eq(sn.in[0].as.i, 4);
@@ -39,7 +38,7 @@ Test(exec_let, let_value_result_is_the_returned_senders_values) {
     seen sn = { 0 };
     sn.ret = ex_just(ex_double(1.5), ex_str("x"), ex_uint(3));
     ex_result r = ex_sync_wait(ex_let_value(ex_just(), lv_ret, &sn, EX_SIG0));
-    expect_values(&r, 3);
+    expect_value_arity(&r, 3);
     cr_assert_float_eq(r.values[0].as.d, 1.5, 0);
     cr_assert_str_eq(r.values[1].as.s, "x");
     cr_assert_eq(r.values[2].as.u, 3u);
@@ -90,8 +89,7 @@ Test(exec_let, let_value_is_multi_shot) {
     seen sn = { 0 };
     ex_sender *s = ex_let_value(ex_just(ex_int(6)), lv_times10, &sn, EX_SIG(EX_T_INT));
     for (int i = 0; i < 3; i++) {
-        ex_result r = ex_sync_wait(ex_sender_retain(s));
-        expect_value_int(&r, 60);
+        expect_sync_int(ex_sender_retain(s), 60);
     }
     cr_assert_eq(sn.calls, 3);
     ex_sender_release(s);
@@ -115,8 +113,7 @@ Test(exec_let, let_value_runtime_input_mismatch_is_einval) {
     a.ret = ex_just(ex_str("not an int"));
     ex_sender *s = ex_let_value(ex_let_value(ex_just(), lv_ret, &a, EX_SIG0), lv_times10, &b, EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
     cr_assert_eq(a.calls, 1);
     cr_assert_eq(b.calls, 0);
     ex_sender_release(a.ret);
@@ -125,10 +122,8 @@ Test(exec_let, let_value_runtime_input_mismatch_is_einval) {
 
 Test(exec_let, let_value_variadic_input_accepts_any_arity) {
     seen sn = { 0 };
-    ex_result r = ex_sync_wait(ex_let_value(ex_just(), lv_count, &sn, EX_SIG_VARIADIC));
-    expect_value_int(&r, 0);
-    r = ex_sync_wait(ex_let_value(ex_just(ex_int(1), ex_bool(false), ex_str("z")), lv_count, &sn, EX_SIG_VARIADIC));
-    expect_value_int(&r, 3);
+    expect_sync_int(ex_let_value(ex_just(), lv_count, &sn, EX_SIG_VARIADIC), 0);
+    expect_sync_int(ex_let_value(ex_just(ex_int(1), ex_bool(false), ex_str("z")), lv_count, &sn, EX_SIG_VARIADIC), 3);
     cr_assert_eq(sn.in[2].type, EX_T_STR);
     cr_assert_str_eq(sn.in[2].as.s, "z");
     cr_assert_eq(sn.calls, 2);
@@ -223,8 +218,7 @@ Test(exec_let, datums_live_until_the_returned_sender_completes) {
     ex_sender *child = ex_then(ex_just(ex_int(5)), make_values, &lc, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT, EX_T_TUPLE));
     ex_sender *s = ex_let_value(child, lv_async_reader, &lc, EX_SIG(EX_T_INT, EX_T_TUPLE));
     cr_assert_eq(ex_sender_status(s).code, 0);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 5 + 100 + 200);
+    expect_sync_int(s, 5 + 100 + 200);
     cr_assert_eq(lc.let_calls, 1);
     cr_assert_eq(lc.read_calls, 1);
     cr_assert(pthread_equal(lc.reader_thread, ex_single_thread_context_thread_id(&stc)), "the read ran on the other thread");
@@ -266,13 +260,12 @@ Test(exec_let, inside_sync_wait_inner_sender_completes_on_another_thread) {
     thread_ctx tc;
     memset(&tc, 0, sizeof tc);
     tc.sch = test_stc_init(&stc);
-    ex_result r = ex_sync_wait(ex_let_value(ex_just(ex_int(41)), lv_elsewhere, &tc, EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 42);
+    expect_sync_int(ex_let_value(ex_just(ex_int(41)), lv_elsewhere, &tc, EX_SIG(EX_T_INT)), 42);
     cr_assert_eq(tc.calls, 1);
     cr_assert(pthread_equal(tc.where, ex_single_thread_context_thread_id(&stc)));
     cr_assert_not(pthread_equal(tc.where, pthread_self()));
 
-    r = ex_sync_wait(ex_let_error(ex_just_error(ex_err(EX_EUSER, "e")), le_elsewhere, &tc));
+    ex_result r = ex_sync_wait(ex_let_error(ex_just_error(ex_err(EX_EUSER, "e")), le_elsewhere, &tc));
     expect_error(&r, EX_EUSER + 1);
     cr_assert_str_eq(r.error.msg, "from the other thread");
     cr_assert_eq(tc.calls, 2);

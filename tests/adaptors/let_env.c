@@ -3,43 +3,40 @@
 
 /* ------------------------------------------------------ scheduler in the env */
 
-Test(exec_let, inner_env_get_scheduler_is_the_childs_value_completion_scheduler) {
+/* let over schedule(loop), with a function reading get_scheduler: starts
+ * it into rc (then requests stop on rc's source when asked), runs the
+ * loop, and checks fn ran only then and read the loop's scheduler. */
+static void expect_loop_scheduler_inside(ex_sender *(*let)(ex_sender *child, seen *sn), rec *rc, bool stop) {
     ex_run_loop loop;
     ex_scheduler sch = test_loop_init(&loop);
     seen sn = { 0 };
+    ex_sender *s = let(ex_schedule(sch), &sn);
+    ex_operation *op = run_start(s, rc);
+    if (stop) ex_stop_source_request_stop(&rc->stop); /* the schedule completes stopped */
+    cr_assert_eq(sn.calls, 0);
+    test_loop_drain(&loop);
+    cr_assert_eq(sn.calls, 1);
+    rec_expect_sched(rc, sch);
+    run_destroy_release(op, s);
+    test_loop_destroy(&loop);
+}
+
+static ex_sender *let_value_reading(ex_sender *child, seen *sn) { return ex_let_value(child, lv_read_sched, sn, EX_SIG0); }
+static ex_sender *let_stopped_reading(ex_sender *child, seen *sn) { return ex_let_stopped(child, ls_read_sched, sn); }
+
+Test(exec_let, inner_env_get_scheduler_is_the_childs_value_completion_scheduler) {
     rec rc;
     rec_init(&rc);
     /* The receiver's own scheduler is a different one: the let-env wins. */
     rec_with_scheduler(&rc, ex_inline_scheduler());
-    ex_sender *s = ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0);
-    ex_operation *op = run_start(s, &rc);
-    cr_assert_eq(sn.calls, 0);
-    test_loop_drain(&loop);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
-    cr_assert_eq(rec_total(&rc), 1);
-    cr_assert_eq(rc.v[0].type, EX_T_SCHED);
-    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, sch), "get_scheduler must be the run_loop's scheduler");
-    run_destroy(op);
-    ex_sender_release(s);
-    test_loop_destroy(&loop);
+    expect_loop_scheduler_inside(let_value_reading, &rc, false);
     expect_no_leaks();
 }
 
 Test(exec_let, inner_env_get_scheduler_with_a_receiver_without_scheduler) {
-    ex_run_loop loop;
-    ex_scheduler sch = test_loop_init(&loop);
-    seen sn = { 0 };
     rec rc;
     rec_init(&rc); /* empty env: without let-env read_env would fail */
-    ex_sender *s = ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0);
-    ex_operation *op = run_start(s, &rc);
-    test_loop_drain(&loop);
-    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
-    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, sch));
-    run_destroy(op);
-    ex_sender_release(s);
-    test_loop_destroy(&loop);
+    expect_loop_scheduler_inside(let_value_reading, &rc, false);
     expect_no_leaks();
 }
 
@@ -47,33 +44,17 @@ Test(exec_let, inner_env_get_scheduler_in_sync_wait_is_the_childs_scheduler) {
     ex_single_thread_context stc;
     ex_scheduler sch = test_stc_init(&stc);
     seen sn = { 0 };
-    ex_result r = ex_sync_wait(ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert_eq(r.values[0].type, EX_T_SCHED);
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch), "not sync_wait's run_loop but the child's scheduler");
+    expect_sync_sched(ex_let_value(ex_schedule(sch), lv_read_sched, &sn, EX_SIG0), sch);
     cr_assert_eq(sn.calls, 1);
     test_stc_destroy(&stc);
     expect_no_leaks();
 }
 
 Test(exec_let, let_stopped_inner_env_get_scheduler_is_the_stopped_completion_scheduler) {
-    ex_run_loop loop;
-    ex_scheduler sch = test_loop_init(&loop);
-    seen sn = { 0 };
     rec rc;
     rec_init(&rc);
     rec_with_stop(&rc);
-    ex_sender *s = ex_let_stopped(ex_schedule(sch), ls_read_sched, &sn);
-    ex_operation *op = run_start(s, &rc);
-    ex_stop_source_request_stop(&rc.stop); /* the schedule completes stopped */
-    test_loop_drain(&loop);
-    cr_assert_eq(sn.calls, 1);
-    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
-    cr_assert_eq(rec_total(&rc), 1);
-    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, sch));
-    run_destroy(op);
-    ex_sender_release(s);
-    test_loop_destroy(&loop);
+    expect_loop_scheduler_inside(let_stopped_reading, &rc, true);
     expect_no_leaks();
 }
 
@@ -85,14 +66,12 @@ Test(exec_let, inner_env_forwards_the_receivers_env_without_completion_scheduler
     rec_with_scheduler(&rc, ex_inline_scheduler());
     /* just has no completion scheduler: FWD-ENV(env) answers. */
     run_in_place(ex_let_value(ex_just(), lv_read_sched, &sn, EX_SIG0), &rc);
-    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
-    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, ex_inline_scheduler()));
+    rec_expect_sched(&rc, ex_inline_scheduler());
     rec_init(&rc);
     rec_with_stop(&rc);
     rec_with_scheduler(&rc, ex_inline_scheduler());
     run_in_place(ex_let_error(ex_just_error(ex_err(EX_EUSER, "e")), le_read_sched, &sn), &rc);
-    cr_assert_eq(rc.values, 1, "read_env failed: %s", rc.err.msg ? rc.err.msg : "");
-    cr_assert(ex_scheduler_equal(rc.v[0].as.sched, ex_inline_scheduler()));
+    rec_expect_sched(&rc, ex_inline_scheduler());
     rec_init(&rc);
     rec_with_stop(&rc);
     run_in_place(ex_let_value(ex_just(), lv_read_token, &sn, EX_SIG0), &rc);

@@ -74,11 +74,10 @@ Test(exec_let, let_stopped_runs_the_returned_sender) {
     expect_called_only_at_start(s, &sn, &rc);
     rec_expect_value_int(&rc, 7);
     sn.ret = ex_just_error(ex_err(EX_EUSER + 40, "after stop"));
-    ex_result r = ex_sync_wait(ex_let_stopped(ex_just_stopped(), ls_ret, &sn));
-    expect_error(&r, EX_EUSER + 40);
+    expect_sync_error(ex_let_stopped(ex_just_stopped(), ls_ret, &sn), EX_EUSER + 40);
     ex_sender_release(sn.ret);
     sn.ret = ex_just_stopped();
-    r = ex_sync_wait(ex_let_stopped(ex_just_stopped(), ls_ret, &sn));
+    ex_result r = ex_sync_wait(ex_let_stopped(ex_just_stopped(), ls_ret, &sn));
     expect_stopped(&r);
     ex_sender_release(sn.ret);
     cr_assert_eq(sn.calls, 3);

@@ -5,12 +5,9 @@
 
 Test(exec_let, fn_returning_null_is_einval) {
     seen sn = { 0 };
-    ex_result r = ex_sync_wait(ex_let_value(ex_just(ex_int(1)), lv_null, &sn, EX_SIG(EX_T_INT)));
-    expect_error(&r, EX_EINVAL);
-    r = ex_sync_wait(ex_let_error(ex_just_error(ex_err(EX_EUSER, "e")), le_null, &sn));
-    expect_error(&r, EX_EINVAL);
-    r = ex_sync_wait(ex_let_stopped(ex_just_stopped(), ls_null, &sn));
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(ex_let_value(ex_just(ex_int(1)), lv_null, &sn, EX_SIG(EX_T_INT)), EX_EINVAL);
+    expect_sync_error(ex_let_error(ex_just_error(ex_err(EX_EUSER, "e")), le_null, &sn), EX_EINVAL);
+    expect_sync_error(ex_let_stopped(ex_just_stopped(), ls_null, &sn), EX_EINVAL);
     cr_assert_eq(sn.calls, 3);
     expect_no_leaks();
 }
@@ -71,8 +68,7 @@ Test(exec_let, out_of_memory_for_the_inner_operation) {
     run_with_failing_allocation(ex_let_stopped(ex_just_stopped(), ls_ret, &sn));
     cr_assert_eq(sn.calls, 3);
     /* The same senders run fine without the failure. */
-    ex_result r = ex_sync_wait(ex_let_value(ex_just(ex_int(1)), lv_ret, &sn, EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 9);
+    expect_sync_int(ex_let_value(ex_just(ex_int(1)), lv_ret, &sn, EX_SIG(EX_T_INT)), 9);
     ex_sender_release(sn.ret);
     expect_no_leaks();
 }
@@ -95,8 +91,7 @@ Test(exec_let, inner_operation_comes_from_the_environments_allocator) {
     cnt_alloc_init(&env_allocator);
     ex_sender *s = ex_write_env(ex_let_value(ex_just(ex_tuple_value(&t)), lv_ret, &sn, EX_SIG(EX_T_TUPLE)),
                                 &ex_key_get_allocator, ex_alloc_value(&env_allocator.base));
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 9);
+    expect_sync_int(s, 9);
     expect_called_once_with(&sn, 1);
     cr_assert_eq(sn.in[0].type, EX_T_TUPLE); /* its storage is gone now: do not read through it */
     cr_assert_geq(atomic_load(&env_allocator.allocs), 2, "the stored tuple and the inner operation use the env's allocator");

@@ -16,8 +16,7 @@ Test(exec_let, chain_of_1000_let_values) {
     ex_sender *s = ex_just(ex_int(0));
     for (int i = 0; i < 1000; i++) s = ex_let_value(s, lv_inc, &sn, EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 1000);
+    expect_sync_int(s, 1000);
     cr_assert_eq(sn.calls, 1000);
     expect_no_leaks();
 }
@@ -37,8 +36,7 @@ static ex_sender *lv_nest(void *ctx, const ex_value *in, size_t n) {
 
 Test(exec_let, returned_senders_nested_1000_deep) {
     nest_ctx nc = { 0, 1000, 0 };
-    ex_result r = ex_sync_wait(ex_let_value(ex_just(ex_int(0)), lv_nest, &nc, EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 1000);
+    expect_sync_int(ex_let_value(ex_just(ex_int(0)), lv_nest, &nc, EX_SIG(EX_T_INT)), 1000);
     cr_assert_eq(nc.calls, 1000);
     expect_no_leaks();
 }
@@ -88,13 +86,18 @@ static void deep_let_run(deep_let *d) {
         ex_let_value(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED), deep_let_start, d, EX_SIG(EX_T_SCHED)));
 }
 
+/* The recursion went DEEP_LETS levels down and its value came back up. */
+static void expect_reached_the_bottom(deep_let *d) {
+    expect_value_int(&d->result, DEEP_LETS);
+    cr_assert_eq(d->level, DEEP_LETS);
+}
+
 Test(exec_let, recursion_100000_deep_through_a_run_loop) {
     /* The levels complete one into the next: the stack stays flat (also at
      * -O1 under ASan, where the completions used to nest one call per level). */
     deep_let d = { .scheduled = true };
     deep_let_run(&d);
-    expect_value_int(&d.result, DEEP_LETS);
-    cr_assert_eq(d.level, DEEP_LETS);
+    expect_reached_the_bottom(&d);
     expect_no_leaks();
 }
 
@@ -134,7 +137,6 @@ Test(exec_let, recursion_100000_deep_completing_inline) {
      * under ASan). */
     deep_let d = { .scheduled = false };
     deep_let_run_on_a_big_stack(&d);
-    expect_value_int(&d.result, DEEP_LETS);
-    cr_assert_eq(d.level, DEEP_LETS);
+    expect_reached_the_bottom(&d);
     expect_no_leaks();
 }

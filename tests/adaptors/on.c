@@ -22,8 +22,7 @@ Test(exec_transfer, transfer_builders_reject_invalid_scheduler) {
         ex_error e = ex_sender_status(ss[i]);
         cr_assert_eq(e.code, EX_EINVAL, "builder %zu: expected EX_EINVAL, got %d", i, e.code);
         cr_assert_not_null(e.msg);
-        ex_result r = ex_sync_wait(ss[i]);
-        expect_error(&r, EX_EINVAL);
+        expect_sync_error(ss[i], EX_EINVAL);
     }
     expect_no_leaks();
 }
@@ -88,13 +87,8 @@ Test(exec_transfer, inline_scheduler_schedule_completes_inline_in_start) {
     cr_assert(ex_scheduler_equal(sch, ex_inline_scheduler()));
     ex_sender *s = ex_schedule(sch);
     cr_assert_eq(ex_sender_status(s).code, 0);
-    const ex_sigs *sg = ex_sender_sigs(s);
-    cr_assert_eq(sg->nvalues, 1);
-    cr_assert_eq(sg->values[0].arity, 0);
-    cr_assert_eq(sg->flags & (EX_SIGS_ERROR | EX_SIGS_STOPPED), 0, "inline schedule never stops or fails");
-    ex_scheduler got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sch));
+    expect_sigs(s, EX_SIG0, EX_SIGS_ERROR | EX_SIGS_STOPPED, 0); /* inline schedule never stops or fails */
+    expect_completion_scheduler(s, &ex_key_completion_scheduler_value, sch);
     rec rc;
     rec_init(&rc);
     ex_operation *op;
@@ -119,8 +113,7 @@ Test(exec_transfer, inline_scheduler_transfers_complete_inline) {
     ex_operation *op = run_start(s, &rc);
     rec_expect_value_int(&rc, 3);
     cr_assert_eq(rc.thread, test_thread_id());
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     expect_no_leaks();
 }
 
@@ -131,8 +124,7 @@ Test(exec_transfer, on_runs_child_on_sch_and_returns_to_sync_wait_thread) {
     test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 100 };
     ex_sender *s = then_mark(ex_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(1)), &child)), &after);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 102);
+    expect_sync_int(s, 102);
     cr_assert_eq(child.calls, 1);
     cr_assert_eq(after.calls, 1);
     cr_assert(on_thread(child.tid, &c), "the child runs on sch");
@@ -142,12 +134,7 @@ Test(exec_transfer, on_runs_child_on_sch_and_returns_to_sync_wait_thread) {
 }
 
 Test(exec_transfer, on_child_env_get_scheduler_is_sch) {
-    ex_single_thread_context c;
-    ex_scheduler sch = test_stc_init(&c);
-    ex_result r = ex_sync_wait(ex_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch));
-    test_stc_destroy(&c);
+    expect_child_env_scheduler_is_sch(ex_on);
     expect_no_leaks();
 }
 
@@ -166,8 +153,7 @@ Test(exec_transfer, on_returns_to_receiver_env_scheduler) {
     rec_expect_value_int(&rc, 42);
     cr_assert_eq(rc.thread, test_thread_id(), "the completion runs on the loop, driven by this thread");
     cr_assert(on_thread(child.tid, &c));
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     test_stc_destroy(&c);
     expect_no_leaks();
@@ -177,13 +163,11 @@ Test(exec_transfer, on_carries_error_and_stopped_back) {
     ex_single_thread_context c;
     ex_scheduler sch = test_stc_init(&c);
     mark m = { 0 };
-    ex_result r = ex_sync_wait(ex_upon_error(ex_on(sch, ex_just_error(ex_err(EX_EUSER + 4, "on error"))), mark_error, &m,
-                                             EX_SIG(EX_T_INT)));
-    expect_value_int(&r, EX_EUSER + 4);
+    expect_sync_int(ex_upon_error(ex_on(sch, ex_just_error(ex_err(EX_EUSER + 4, "on error"))), mark_error, &m,
+                                             EX_SIG(EX_T_INT)), EX_EUSER + 4);
     cr_assert(pthread_equal(m.tid, pthread_self()));
     mark m2 = { 0 };
-    ex_result r2 = ex_sync_wait(ex_upon_stopped(ex_on(sch, ex_just_stopped()), mark_stopped, &m2, EX_SIG(EX_T_INT)));
-    expect_value_int(&r2, -1);
+    expect_sync_int(ex_upon_stopped(ex_on(sch, ex_just_stopped()), mark_stopped, &m2, EX_SIG(EX_T_INT)), -1);
     cr_assert(pthread_equal(m2.tid, pthread_self()));
     test_stc_destroy(&c);
     expect_no_leaks();
@@ -200,8 +184,7 @@ Test(exec_transfer, on_without_scheduler_in_receiver_env_fails_connect) {
     ex_operation *op = (ex_operation *)&rc; /* must be reset */
     void *mem;
     ex_error e = connect_heap(s, &rc, &op, &mem);
-    expect_err(e, EX_EINVAL);
-    cr_assert_null(op);
+    expect_connect_refused(e, op);
     cr_assert_eq(rec_total(&rc), 0);
     cr_assert_eq(child.calls, 0);
     ex_sender_release(s);
@@ -237,51 +220,55 @@ Test(exec_transfer, on_returning_to_scheduler_with_large_schedule_op) {
     cr_assert_eq(rc.values, 1, "errors=%d (%s)", rc.errors, rc.err.msg ? rc.err.msg : "");
     cr_assert_eq(rc.v[0].as.i, 8);
     cr_assert_neq(rc.thread, test_thread_id());
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     expect_no_leaks();
 }
 
 /* -------------------------------------------------------------- on, form 2 */
 
+/* A closure that counts its applications and appends then(fn, &m) with
+ * fn's signature (int -> int unless set). */
 typedef struct closure_ctx {
     int calls;
     mark m;
+    ex_error (*fn)(void *ctx, const ex_value *in, size_t n, ex_value *out);
+    ex_sig sig;
 } closure_ctx;
 
-static ex_sender *closure_times10(void *ctx, ex_sender *s) {
+static ex_sender *closure_then(void *ctx, ex_sender *s) {
     closure_ctx *c = ctx;
     c->calls++;
-    return then_mark(s, &c->m);
+    ex_sig sig = c->sig.arity ? c->sig : EX_SIG(EX_T_INT);
+    return ex_then(s, c->fn ? c->fn : mark_int, &c->m, sig, sig);
 }
 
+/* int x -> int 10x, noting the thread. */
 static ex_error times10(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    mark *m = ctx;
     (void)n;
-    m->tid = pthread_self();
-    m->calls++;
+    mark_here(ctx);
     out[0] = ex_int(in[0].as.i * 10);
     return ex_ok();
 }
 
-static ex_sender *closure_mul10(void *ctx, ex_sender *s) {
-    closure_ctx *c = ctx;
-    c->calls++;
-    return ex_then(s, times10, &c->m, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+/* any x -> x, noting the thread. */
+static ex_error pass_through(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)n;
+    mark_here(ctx);
+    out[0] = in[0];
+    return ex_ok();
 }
 
 Test(exec_transfer, on_closure_runs_closure_on_sch_and_returns_to_env_scheduler) {
     ex_single_thread_context c;
     test_stc_init(&c);
     mark child = { .add = 1 }, after = { .add = 0 };
-    closure_ctx cl = { 0 };
+    closure_ctx cl = { .fn = times10 };
     ex_sender *s = ex_on_closure(then_mark(ex_just(ex_int(2)), &child), ex_single_thread_context_scheduler(&c),
-                                 closure_mul10, &cl);
+                                 closure_then, &cl);
     cr_assert_eq(ex_sender_status(s).code, 0);
     cr_assert_eq(cl.calls, 1, "the closure is applied once, when the sender is built");
     cr_assert_eq(cl.m.calls, 0, "building starts nothing");
-    ex_result r = ex_sync_wait(then_mark(s, &after));
-    expect_value_int(&r, 30);
+    expect_sync_int(then_mark(s, &after), 30);
     cr_assert_eq(cl.calls, 1);
     cr_assert(pthread_equal(child.tid, pthread_self()), "the child runs where the sender was started");
     cr_assert(on_thread(cl.m.tid, &c), "the closure's work runs on sch");
@@ -291,53 +278,31 @@ Test(exec_transfer, on_closure_runs_closure_on_sch_and_returns_to_env_scheduler)
 }
 
 Test(exec_transfer, on_closure_returns_to_childs_completion_scheduler) {
-    ex_single_thread_context a, b;
-    stc_pair_init(&a, &b);
-    ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
+    stc_pair two;
+    stc_pair_init(&two);
     mark child = { .add = 4 }, after = { .add = 2 };
-    closure_ctx cl = { 0 };
-    ex_sender *ch = ex_then(ex_schedule(sa), mark_make_int, &child, EX_SIG0, EX_SIG(EX_T_INT));
-    ex_scheduler got = bad_sched;
-    cr_assert(ex_get_completion_scheduler(ch, &ex_key_completion_scheduler_value, &got));
-    cr_assert(ex_scheduler_equal(got, sa));
-    ex_sender *s = then_mark(ex_on_closure(ch, sb, closure_mul10, &cl), &after);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 42);
-    cr_assert(on_thread(child.tid, &a));
-    cr_assert(on_thread(cl.m.tid, &b), "the closure's work runs on sch");
-    cr_assert(on_thread(after.tid, &a), "the result returns to the child's completion scheduler");
-    stc_pair_destroy(&a, &b);
+    closure_ctx cl = { .fn = times10 };
+    ex_sender *ch = ex_then(ex_schedule(two.sa), mark_make_int, &child, EX_SIG0, EX_SIG(EX_T_INT));
+    expect_completion_scheduler(ch, &ex_key_completion_scheduler_value, two.sa);
+    ex_sender *s = then_mark(ex_on_closure(ch, two.sb, closure_then, &cl), &after);
+    expect_sync_int(s, 42);
+    cr_assert(on_thread(child.tid, &two.a));
+    cr_assert(on_thread(cl.m.tid, &two.b), "the closure's work runs on sch");
+    cr_assert(on_thread(after.tid, &two.a), "the result returns to the child's completion scheduler");
+    stc_pair_destroy(&two);
     expect_no_leaks();
-}
-
-static ex_error pass_sched(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    mark *m = ctx;
-    (void)n;
-    m->tid = pthread_self();
-    m->calls++;
-    out[0] = in[0];
-    return ex_ok();
-}
-
-static ex_sender *closure_pass_sched(void *ctx, ex_sender *s) {
-    closure_ctx *c = ctx;
-    c->calls++;
-    return ex_then(s, pass_sched, &c->m, EX_SIG(EX_T_SCHED), EX_SIG(EX_T_SCHED));
 }
 
 Test(exec_transfer, on_closure_child_env_scheduler_is_the_original) {
     ex_single_thread_context c;
     test_stc_init(&c);
-    closure_ctx cl = { 0 };
+    closure_ctx cl = { .fn = pass_through, .sig = EX_SIG(EX_T_SCHED) };
     /* The original scheduler is the env's (inline, written above); the child
      * sees it as get_scheduler (write-env(child, SCHED-ENV(orig_sch))). */
     ex_sender *s = ex_write_env(ex_on_closure(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED),
-                                              ex_single_thread_context_scheduler(&c), closure_pass_sched, &cl),
+                                              ex_single_thread_context_scheduler(&c), closure_then, &cl),
                                 &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler()));
-    ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert_eq(r.values[0].type, EX_T_SCHED);
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, ex_inline_scheduler()));
+    expect_sync_sched(s, ex_inline_scheduler());
     cr_assert(on_thread(cl.m.tid, &c));
     test_stc_destroy(&c);
     expect_no_leaks();
@@ -349,12 +314,11 @@ Test(exec_transfer, on_closure_without_any_original_scheduler_fails_connect) {
     rec rc;
     rec_init(&rc);
     closure_ctx cl = { 0 };
-    ex_sender *s = ex_on_closure(ex_just(ex_int(1)), ex_single_thread_context_scheduler(&c), closure_times10, &cl);
+    ex_sender *s = ex_on_closure(ex_just(ex_int(1)), ex_single_thread_context_scheduler(&c), closure_then, &cl);
     ex_operation *op = NULL;
     void *mem;
     ex_error e = connect_heap(s, &rc, &op, &mem);
-    expect_err(e, EX_EINVAL);
-    cr_assert_null(op);
+    expect_connect_refused(e, op);
     cr_assert_eq(rec_total(&rc), 0);
     cr_assert_eq(cl.m.calls, 0);
     ex_sender_release(s);

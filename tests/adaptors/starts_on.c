@@ -10,8 +10,7 @@ Test(exec_transfer, starts_on_runs_child_on_scheduler_thread) {
     ex_single_thread_context c;
     test_stc_init(&c);
     mark m = { .add = 1 };
-    ex_result r = ex_sync_wait(ex_starts_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(41)), &m)));
-    expect_value_int(&r, 42);
+    expect_sync_int(ex_starts_on(ex_single_thread_context_scheduler(&c), then_mark(ex_just(ex_int(41)), &m)), 42);
     cr_assert_eq(m.calls, 1);
     cr_assert(on_thread(m.tid, &c), "the child must run on the context's thread");
     cr_assert_not(pthread_equal(m.tid, pthread_self()));
@@ -20,22 +19,15 @@ Test(exec_transfer, starts_on_runs_child_on_scheduler_thread) {
 }
 
 Test(exec_transfer, starts_on_child_env_get_scheduler_is_sch) {
-    ex_single_thread_context c;
-    ex_scheduler sch = test_stc_init(&c);
-    ex_result r = ex_sync_wait(ex_starts_on(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)));
-    expect_values(&r, 1);
-    cr_assert_eq(r.values[0].type, EX_T_SCHED);
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch), "the child's get_scheduler must be sch");
-    test_stc_destroy(&c);
+    expect_child_env_scheduler_is_sch(ex_starts_on);
     expect_no_leaks();
 }
 
 Test(exec_transfer, starts_on_child_env_forwards_the_receiver_env) {
     /* JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)): forwarding keys from above pass. */
     static const ex_key fwd = { "test.transfer.fwd", true };
-    ex_result r = ex_sync_wait(
-        ex_write_env(ex_starts_on(ex_inline_scheduler(), ex_read_env(&fwd, EX_T_INT)), &fwd, ex_int(5)));
-    expect_value_int(&r, 5);
+    expect_sync_int(
+        ex_write_env(ex_starts_on(ex_inline_scheduler(), ex_read_env(&fwd, EX_T_INT)), &fwd, ex_int(5)), 5);
     expect_no_leaks();
 }
 
@@ -57,17 +49,12 @@ Test(exec_transfer, starts_on_has_no_completion_scheduler_of_its_own) {
  * FWD-ENV(get_env(child)); starts_on does not specialise get-attrs, so it
  * forwards the child's (forwarding) completion-scheduler queries. */
 Test(exec_transfer, starts_on_attrs_forward_the_childs_attrs) {
-    ex_single_thread_context a, b;
-    stc_pair_init(&a, &b);
-    ex_scheduler sa = ex_single_thread_context_scheduler(&a), sb = ex_single_thread_context_scheduler(&b);
-    ex_sender *s = ex_starts_on(sa, ex_schedule(sb));
-    ex_scheduler got = bad_sched;
-    cr_expect(ex_get_completion_scheduler(s, &ex_key_completion_scheduler_value, &got),
-              "starts_on(a, schedule(b)) should forward schedule(b)'s value completion scheduler");
-    cr_expect(ex_scheduler_equal(got, sb));
-    ex_result r = ex_sync_wait(s);
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    stc_pair_destroy(&a, &b);
+    stc_pair two;
+    stc_pair_init(&two);
+    ex_sender *s = ex_starts_on(two.sa, ex_schedule(two.sb));
+    expect_completion_scheduler(s, &ex_key_completion_scheduler_value, two.sb);
+    expect_sync_values(s, 0);
+    stc_pair_destroy(&two);
     expect_no_leaks();
 }
 
@@ -87,9 +74,7 @@ Test(exec_transfer, starts_on_stop_requested_completes_stopped_without_running_c
     ex_run_loop loop;
     test_loop_init(&loop);
     rec rc;
-    rec_init(&rc);
-    rec_with_stop(&rc);
-    ex_stop_source_request_stop(&rc.stop);
+    rec_init_stop_requested(&rc);
     mark m = { .add = 0 };
     ex_sender *s = ex_starts_on(ex_run_loop_scheduler(&loop), then_mark(ex_just(ex_int(1)), &m));
     ex_operation *op = run_start(s, &rc);
@@ -98,8 +83,7 @@ Test(exec_transfer, starts_on_stop_requested_completes_stopped_without_running_c
     test_loop_drain(&loop);
     rec_expect_stopped(&rc);
     cr_assert_eq(m.calls, 0, "the child must not start when scheduling completed stopped");
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }

@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/helpers.h"
@@ -55,37 +56,21 @@ static void sw_expect_two_sigs(const ex_sender *s) {
 /* ------------------------------------------------------------- results */
 
 Test(exec_sync_wait, value_result) {
-    ex_result r = ex_sync_wait(ex_just(ex_int(42)));
-    expect_value_int(&r, 42);
-    ex_result_destroy(&r);
+    expect_sync_int(ex_just(ex_int(42)), 42);
     expect_no_leaks();
 }
 
 Test(exec_sync_wait, no_values_result) {
-    ex_result r = ex_sync_wait(ex_just());
-    expect_values(&r, 0);
-    ex_result_destroy(&r);
+    expect_sync_values(ex_just(), 0);
     expect_no_leaks();
 }
 
 Test(exec_sync_wait, several_values_result) {
     static int obj;
-    ex_result r = ex_sync_wait(
-        ex_just(ex_int(-5), ex_double(2.5), ex_str("x"), ex_bool(true), ex_uint(UINT64_MAX), ex_ptr(&obj)));
-    expect_values(&r, 6);
-    cr_assert_eq(r.values[0].type, EX_T_INT);
-    cr_assert_eq(r.values[0].as.i, -5);
-    cr_assert_eq(r.values[1].type, EX_T_DOUBLE);
-    cr_assert_float_eq(r.values[1].as.d, 2.5, 0);
-    cr_assert_eq(r.values[2].type, EX_T_STR);
-    cr_assert_str_eq(r.values[2].as.s, "x");
-    cr_assert_eq(r.values[3].type, EX_T_BOOL);
-    cr_assert(r.values[3].as.b);
-    cr_assert_eq(r.values[4].type, EX_T_UINT);
-    cr_assert_eq(r.values[4].as.u, UINT64_MAX);
-    cr_assert_eq(r.values[5].type, EX_T_PTR);
-    cr_assert_eq(r.values[5].as.p, &obj);
-    ex_result_destroy(&r);
+    char want[160];
+    snprintf(want, sizeof want, "int -5; double 2.5; str \"x\"; bool true; uint 18446744073709551615; ptr %p", (void *)&obj);
+    expect_sync_text(ex_just(ex_int(-5), ex_double(2.5), ex_str("x"), ex_bool(true), ex_uint(UINT64_MAX), ex_ptr(&obj)),
+                     want);
     expect_no_leaks();
 }
 
@@ -93,7 +78,7 @@ Test(exec_sync_wait, max_arity_values_result) {
     ex_value v[EX_MAX_ARITY];
     for (int i = 0; i < EX_MAX_ARITY; i++) v[i] = ex_int(i * 10);
     ex_result r = ex_sync_wait(ex_just_n(v, EX_MAX_ARITY));
-    expect_values(&r, EX_MAX_ARITY);
+    expect_value_arity(&r, EX_MAX_ARITY);
     for (int i = 0; i < EX_MAX_ARITY; i++) cr_assert_eq(r.values[i].as.i, i * 10);
     ex_result_destroy(&r);
     expect_no_leaks();
@@ -112,13 +97,9 @@ Test(exec_sync_wait, error_result) {
 
 Test(exec_sync_wait, error_from_a_callback) {
     bool fail = true;
-    ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), sw_double_or_fail, &fail, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
-    expect_error(&r, EX_EUSER + 7);
-    ex_result_destroy(&r);
+    expect_sync_error(ex_then(ex_just(ex_int(1)), sw_double_or_fail, &fail, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), EX_EUSER + 7);
     fail = false;
-    r = ex_sync_wait(ex_then(ex_just(ex_int(4)), sw_double_or_fail, &fail, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 8);
-    ex_result_destroy(&r);
+    expect_sync_int(ex_then(ex_just(ex_int(4)), sw_double_or_fail, &fail, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), 8);
     expect_no_leaks();
 }
 
@@ -134,7 +115,7 @@ Test(exec_sync_wait, result_tuples_are_deep_copies) {
     ex_tuple t = { 5, 2, inner };
     ex_result r = ex_sync_wait(ex_just(ex_tuple_value(&t), ex_int(3)));
     inner[0] = ex_int(100);
-    expect_values(&r, 2);
+    expect_value_arity(&r, 2);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     const ex_tuple *rt = r.values[0].as.tuple;
     cr_assert_neq(rt, &t);
@@ -158,25 +139,21 @@ Test(exec_sync_wait, result_destroy_is_safe_on_every_result) {
     ex_result_destroy(&e);
     ex_result_destroy(&s);
     ex_result_destroy(&n);
-    ex_result_destroy(&v);
+    ex_result_destroy(&v); /* safe twice */
     ex_result_destroy(NULL);
     expect_no_leaks();
 }
 
 Test(exec_sync_wait, null_sender_is_einval) {
-    ex_result r = ex_sync_wait(NULL);
-    expect_error(&r, EX_EINVAL);
-    ex_result_destroy(&r);
-    r = ex_sync_wait_with_variant(NULL);
+    expect_sync_error(NULL, EX_EINVAL);
+    ex_result r = ex_sync_wait_with_variant(NULL);
     expect_error(&r, EX_EINVAL);
     ex_result_destroy(&r);
     expect_no_leaks();
 }
 
 Test(exec_sync_wait, invalid_sender_reports_its_error) {
-    ex_result r = ex_sync_wait(ex_then(NULL, sw_add1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
-    expect_error(&r, EX_EINVAL);
-    ex_result_destroy(&r);
+    expect_sync_error(ex_then(NULL, sw_add1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), EX_EINVAL);
     expect_no_leaks();
 }
 
@@ -190,9 +167,7 @@ Test(exec_sync_wait, several_value_signatures_is_einval) {
     expect_error(&r, EX_EINVAL);
     ex_result_destroy(&r);
     fail = true;
-    r = ex_sync_wait(sw_two_sigs(&fail));
-    expect_error(&r, EX_EINVAL);
-    ex_result_destroy(&r);
+    expect_sync_error(sw_two_sigs(&fail), EX_EINVAL);
     expect_no_leaks();
 }
 
@@ -202,7 +177,7 @@ Test(exec_sync_wait, with_variant_accepts_several_signatures) {
     sw_expect_two_sigs(s);
 
     ex_result r = ex_sync_wait_with_variant(ex_sender_retain(s));
-    expect_values(&r, 1); /* one datum: the variant */
+    expect_value_arity(&r, 1); /* one datum: the variant */
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     const ex_tuple *t = r.values[0].as.tuple;
     cr_assert_eq(t->index, 0, "the value path is signature 0 (int)");
@@ -213,7 +188,7 @@ Test(exec_sync_wait, with_variant_accepts_several_signatures) {
 
     fail = true;
     r = ex_sync_wait_with_variant(s);
-    expect_values(&r, 1);
+    expect_value_arity(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     t = r.values[0].as.tuple;
     cr_assert_eq(t->index, 1, "the error path produced signature 1 (str)");
@@ -226,7 +201,7 @@ Test(exec_sync_wait, with_variant_accepts_several_signatures) {
 
 Test(exec_sync_wait, with_variant_single_signature_and_other_channels) {
     ex_result r = ex_sync_wait_with_variant(ex_just(ex_int(1), ex_int(2)));
-    expect_values(&r, 1);
+    expect_value_arity(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->index, 0);
     cr_assert_eq(r.values[0].as.tuple->n, 2);
@@ -235,7 +210,7 @@ Test(exec_sync_wait, with_variant_single_signature_and_other_channels) {
     ex_result_destroy(&r);
 
     r = ex_sync_wait_with_variant(ex_just());
-    expect_values(&r, 1);
+    expect_value_arity(&r, 1);
     cr_assert_eq(r.values[0].type, EX_T_TUPLE);
     cr_assert_eq(r.values[0].as.tuple->n, 0);
     ex_result_destroy(&r);
@@ -311,11 +286,9 @@ static ex_sender *sw_schedule_on(void *ctx, const ex_value *in, size_t n) {
 Test(exec_sync_wait, the_loop_is_driven_by_the_calling_thread) {
     sw_probe p;
     memset(&p, 0, sizeof p);
-    ex_result r = ex_sync_wait(
-        ex_let_value(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED), sw_schedule_on, &p, EX_SIG(EX_T_SCHED)));
-    expect_value_int(&r, 1);
+    expect_sync_int(
+        ex_let_value(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED), sw_schedule_on, &p, EX_SIG(EX_T_SCHED)), 1);
     cr_assert_eq(p.thread, test_thread_id(), "work scheduled on sync_wait's loop runs on the waiting thread");
-    ex_result_destroy(&r);
     expect_no_leaks();
 }
 
@@ -330,9 +303,7 @@ static ex_error sw_nested_wait(void *ctx, const ex_value *in, size_t n, ex_value
 }
 
 Test(exec_sync_wait, nested_sync_wait) {
-    ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(5)), sw_nested_wait, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 105);
-    ex_result_destroy(&r);
+    expect_sync_int(ex_then(ex_just(ex_int(5)), sw_nested_wait, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), 105);
     expect_no_leaks();
 }
 
@@ -356,25 +327,19 @@ Test(exec_sync_wait, completion_from_another_thread_all_channels) {
     for (int i = 0; i < 100; i++) {
         sw_where w;
         w.thread = pthread_self();
-        ex_result r = ex_sync_wait(ex_then(ex_continues_on(ex_just(ex_int(i)), sch), sw_where_add1, &w,
-                                           EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
-        expect_value_int(&r, i + 1);
+        expect_sync_int(ex_then(ex_continues_on(ex_just(ex_int(i)), sch), sw_where_add1, &w,
+                                           EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), i + 1);
         cr_assert(pthread_equal(w.thread, tid), "the value arrived on the context's thread");
-        ex_result_destroy(&r);
 
-        r = ex_sync_wait(ex_continues_on(ex_just_error(ex_err(EX_EUSER + 2, "sw: remote error")), sch));
-        expect_error(&r, EX_EUSER + 2);
-        ex_result_destroy(&r);
+        expect_sync_error(ex_continues_on(ex_just_error(ex_err(EX_EUSER + 2, "sw: remote error")), sch), EX_EUSER + 2);
 
-        r = ex_sync_wait(ex_continues_on(ex_just_stopped(), sch));
+        ex_result r = ex_sync_wait(ex_continues_on(ex_just_stopped(), sch));
         expect_stopped(&r);
         ex_result_destroy(&r);
 
-        r = ex_sync_wait(ex_starts_on(sch, ex_then(ex_just(ex_int(i)), sw_where_add1, &w, EX_SIG(EX_T_INT),
-                                                   EX_SIG(EX_T_INT))));
-        expect_value_int(&r, i + 1);
+        expect_sync_int(ex_starts_on(sch, ex_then(ex_just(ex_int(i)), sw_where_add1, &w, EX_SIG(EX_T_INT),
+                                                   EX_SIG(EX_T_INT))), i + 1);
         cr_assert(pthread_equal(w.thread, tid));
-        ex_result_destroy(&r);
     }
     test_stc_destroy(&ctx);
     expect_no_leaks();
@@ -423,9 +388,7 @@ Test(exec_sync_wait, large_operation_completing_on_another_thread) {
     s = sw_chain(s, 2);
     cr_assert_gt(ex_sender_op_size(s), 1024);
     for (int i = 0; i < 100; i++) {
-        ex_result r = ex_sync_wait(ex_sender_retain(s));
-        expect_value_int(&r, SW_DEPTH + 2);
-        ex_result_destroy(&r);
+        expect_sync_int(ex_sender_retain(s), SW_DEPTH + 2);
     }
     ex_sender_release(s);
     test_stc_destroy(&ctx);

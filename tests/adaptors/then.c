@@ -12,13 +12,11 @@ Test(exec_then, then_calls_fn_with_the_values_and_sends_its_result) {
     seen sn = { 0 };
     ex_sender *s = ex_then(ex_just(ex_int(3), ex_int(4)), fn_add, &sn, EX_SIG(EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 7);
+    expect_sync_int(s, 7);
     expect_called_once_with(&sn, 2);
     cr_assert_eq(sn.in[0].type, EX_T_INT);
     cr_assert_eq(sn.in[0].as.i, 3);
     cr_assert_eq(sn.in[1].as.i, 4);
-    ex_result_destroy(&r);
     expect_no_leaks();
 }
 
@@ -48,8 +46,7 @@ Test(exec_then, then_is_multi_shot) {
     seen sn = { 0 };
     ex_sender *s = ex_then(ex_just(ex_int(21)), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     for (int i = 0; i < 3; i++) {
-        ex_result r = ex_sync_wait(ex_sender_retain(s));
-        expect_value_int(&r, 42);
+        expect_sync_int(ex_sender_retain(s), 42);
     }
     cr_assert_eq(sn.calls, 3);
     ex_sender_release(s);
@@ -99,7 +96,7 @@ Test(exec_then, then_no_output_values) {
     cr_assert_eq(sg->nvalues, 1);
     cr_assert_eq(sg->values[0].arity, 0);
     ex_result r = ex_sync_wait(s);
-    expect_values(&r, 0);
+    expect_value_arity(&r, 0);
     expect_called_once_with(&sn, 1);
     ex_result_destroy(&r);
     expect_no_leaks();
@@ -107,8 +104,7 @@ Test(exec_then, then_no_output_values) {
 
 Test(exec_then, then_no_input_values) {
     seen sn = { 0 };
-    ex_result r = ex_sync_wait(ex_then(ex_just(), fn_count, &sn, EX_SIG0, EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 0);
+    expect_sync_int(ex_then(ex_just(), fn_count, &sn, EX_SIG0, EX_SIG(EX_T_INT)), 0);
     expect_called_once_with(&sn, 0);
     expect_no_leaks();
 }
@@ -117,13 +113,7 @@ Test(exec_then, then_several_output_values) {
     seen sn = { 0 };
     ex_sender *s = ex_then(ex_just(ex_int(5)), fn_three, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT, EX_T_DOUBLE, EX_T_STR));
     ex_result r = ex_sync_wait(s);
-    expect_values(&r, 3);
-    cr_assert_eq(r.values[0].type, EX_T_INT);
-    cr_assert_eq(r.values[0].as.i, 6);
-    cr_assert_eq(r.values[1].type, EX_T_DOUBLE);
-    cr_assert_float_eq(r.values[1].as.d, 2.5, 0);
-    cr_assert_eq(r.values[2].type, EX_T_STR);
-    cr_assert_str_eq(r.values[2].as.s, "tag");
+    expect_values_text(&r, "int 6; double 2.5; str \"tag\"");
     ex_result_destroy(&r);
     expect_no_leaks();
 }
@@ -132,8 +122,7 @@ Test(exec_then, then_chained) {
     seen a = { 0 }, b = { 0 };
     ex_sender *s = ex_then(ex_then(ex_just(ex_int(3)), fn_twice, &a, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), fn_twice, &b,
                            EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 12);
+    expect_sync_int(s, 12);
     cr_assert_eq(a.calls, 1);
     cr_assert_eq(b.calls, 1);
     cr_assert_eq(b.in[0].as.i, 6);
@@ -194,11 +183,9 @@ Test(exec_then, then_input_type_mismatch_is_invalid) {
 
 Test(exec_then, then_any_type_input_accepts_every_type) {
     seen sn = { 0 };
-    ex_result r = ex_sync_wait(ex_then(ex_just(ex_str("s")), fn_count, &sn, EX_SIG_ANY1, EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 1);
+    expect_sync_int(ex_then(ex_just(ex_str("s")), fn_count, &sn, EX_SIG_ANY1, EX_SIG(EX_T_INT)), 1);
     cr_assert_eq(sn.in[0].type, EX_T_STR);
-    r = ex_sync_wait(ex_then(ex_just(ex_double(0.5)), fn_count, &sn, EX_SIG_ANY1, EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 1);
+    expect_sync_int(ex_then(ex_just(ex_double(0.5)), fn_count, &sn, EX_SIG_ANY1, EX_SIG(EX_T_INT)), 1);
     cr_assert_eq(sn.in[0].type, EX_T_DOUBLE);
     cr_assert_eq(sn.calls, 2);
     expect_no_leaks();
@@ -206,19 +193,15 @@ Test(exec_then, then_any_type_input_accepts_every_type) {
 
 Test(exec_then, then_variadic_input_accepts_any_arity) {
     seen sn = { 0 };
-    ex_result r = ex_sync_wait(ex_then(ex_just(), fn_count, &sn, EX_SIG_VARIADIC, EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 0);
-    r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_count, &sn, EX_SIG_VARIADIC, EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 1);
-    r = ex_sync_wait(
-        ex_then(ex_just(ex_int(1), ex_str("a"), ex_double(2.0)), fn_count, &sn, EX_SIG_VARIADIC, EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 3);
+    expect_sync_int(ex_then(ex_just(), fn_count, &sn, EX_SIG_VARIADIC, EX_SIG(EX_T_INT)), 0);
+    expect_sync_int(ex_then(ex_just(ex_int(1)), fn_count, &sn, EX_SIG_VARIADIC, EX_SIG(EX_T_INT)), 1);
+    expect_sync_int(
+        ex_then(ex_just(ex_int(1), ex_str("a"), ex_double(2.0)), fn_count, &sn, EX_SIG_VARIADIC, EX_SIG(EX_T_INT)), 3);
     cr_assert_eq(sn.in[1].type, EX_T_STR);
     cr_assert_str_eq(sn.in[1].as.s, "a");
     ex_value v[EX_MAX_ARITY];
     for (int i = 0; i < EX_MAX_ARITY; i++) v[i] = ex_int(i);
-    r = ex_sync_wait(ex_then(ex_just_n(v, EX_MAX_ARITY), fn_count, &sn, EX_SIG_VARIADIC, EX_SIG(EX_T_INT)));
-    expect_value_int(&r, EX_MAX_ARITY);
+    expect_sync_int(ex_then(ex_just_n(v, EX_MAX_ARITY), fn_count, &sn, EX_SIG_VARIADIC, EX_SIG(EX_T_INT)), EX_MAX_ARITY);
     cr_assert_eq(sn.in[EX_MAX_ARITY - 1].as.i, EX_MAX_ARITY - 1);
     cr_assert_eq(sn.calls, 4);
     expect_no_leaks();
@@ -232,8 +215,7 @@ Test(exec_then, then_runtime_arity_mismatch_with_dynamic_child) {
     cr_assert_neq(ex_sender_sigs(child)->flags & EX_SIGS_DYNAMIC, 0);
     ex_sender *s = ex_then(child, fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0, "cannot be rejected at build time");
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
     cr_assert_eq(sn.calls, 0, "fn must not see values that do not match its input");
     expect_no_leaks();
 }
@@ -243,8 +225,7 @@ Test(exec_then, then_runtime_type_mismatch_with_dynamic_child) {
     ex_sender *s = ex_then(ex_let_value(ex_just(ex_int(1)), let_str, NULL, EX_SIG(EX_T_INT)), fn_twice, &sn,
                            EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();
 }
@@ -258,12 +239,10 @@ Test(exec_then, then_checks_types_at_run_time_when_the_child_declares_any) {
     ex_sender *s = ex_then(ex_write_env(ex_read_env(&any_key, EX_T_ANY), &any_key, ex_str("a string")), fn_twice, &sn,
                            EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, 0);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
     cr_assert_eq(sn.calls, 0);
-    r = ex_sync_wait(ex_then(ex_write_env(ex_read_env(&any_key, EX_T_ANY), &any_key, ex_int(4)), fn_twice, &sn,
-                             EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 8);
+    expect_sync_int(ex_then(ex_write_env(ex_read_env(&any_key, EX_T_ANY), &any_key, ex_int(4)), fn_twice, &sn,
+                             EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), 8);
     cr_assert_eq(sn.calls, 1);
     expect_no_leaks();
 }
@@ -275,20 +254,17 @@ Test(exec_then, then_dynamic_child_with_matching_values_works) {
     const ex_sigs *sg = ex_sender_sigs(s);
     cr_assert_eq(sg->nvalues, 1, "then's output is known even when its input is not");
     cr_assert_eq(sg->values[0].types[0], EX_T_INT);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 16);
+    expect_sync_int(s, 16);
     cr_assert_eq(sn.calls, 1);
     /* Variadic input with a dynamic child: no check, fn sees the pair. */
-    r = ex_sync_wait(ex_then(ex_let_value(ex_just(ex_int(1)), let_pair, NULL, EX_SIG(EX_T_INT)), fn_count, &sn,
-                             EX_SIG_VARIADIC, EX_SIG(EX_T_INT)));
-    expect_value_int(&r, 2);
+    expect_sync_int(ex_then(ex_let_value(ex_just(ex_int(1)), let_pair, NULL, EX_SIG(EX_T_INT)), fn_count, &sn,
+                             EX_SIG_VARIADIC, EX_SIG(EX_T_INT)), 2);
     expect_no_leaks();
 }
 
 Test(exec_then, then_result_of_wrong_type_is_einval) {
     seen sn = { 0 };
-    ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_wrong_type, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(ex_then(ex_just(ex_int(1)), fn_wrong_type, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), EX_EINVAL);
     cr_assert_eq(sn.calls, 1);
     expect_no_leaks();
 }
@@ -297,12 +273,10 @@ Test(exec_then, then_any_output_left_unset_is_einval) {
     /* Declared output "one datum of any type", but fn writes nothing: the
      * datum has no type of its own. */
     seen sn = { 0 };
-    ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_void, &sn, EX_SIG(EX_T_INT), EX_SIG_ANY1));
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(ex_then(ex_just(ex_int(1)), fn_void, &sn, EX_SIG(EX_T_INT), EX_SIG_ANY1), EX_EINVAL);
     cr_assert_eq(sn.calls, 1);
     /* Written: the datum keeps its own type. */
-    r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG_ANY1));
-    expect_value_int(&r, 2);
+    expect_sync_int(ex_then(ex_just(ex_int(1)), fn_twice, &sn, EX_SIG(EX_T_INT), EX_SIG_ANY1), 2);
     expect_no_leaks();
 }
 
@@ -344,8 +318,7 @@ Test(exec_then, invalid_child_status_propagates) {
     expect_invalid_status(s, EX_EINVAL);
     s = ex_upon_error(ex_just_n(v, EX_MAX_ARITY + 1), ue_code, &sn, EX_SIG(EX_T_INT));
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL, "an invalid child is not an error completion to handle");
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
     cr_assert_eq(sn.calls, 0);
     expect_no_leaks();
 }
@@ -379,8 +352,7 @@ Test(exec_then, completion_scheduler_is_forwarded_from_the_child) {
     cr_assert_eq(rc.v[0].type, EX_T_INT);
     cr_assert_eq(rc.v[0].as.i, 0);
     cr_assert_eq(sn.calls, 1);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
 
     /* upon_error and upon_stopped forward the child's attributes too. */
     s = ex_upon_stopped(ex_schedule(sch), us_void, &sn, EX_SIG0);

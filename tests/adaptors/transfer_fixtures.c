@@ -5,7 +5,7 @@
 
 #include "adaptors/transfer_fixtures.h"
 
-static void mark_here(mark *m) {
+void mark_here(mark *m) {
     m->tid = pthread_self();
     m->calls++;
 }
@@ -57,14 +57,21 @@ ex_sender *then_mark(ex_sender *s, mark *m) {
     return ex_then(s, mark_int, m, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
 }
 
-void stc_pair_init(ex_single_thread_context *a, ex_single_thread_context *b) {
-    test_stc_init(a);
-    test_stc_init(b);
+void stc_pair_init(stc_pair *p) {
+    p->sa = test_stc_init(&p->a);
+    p->sb = test_stc_init(&p->b);
 }
 
-void stc_pair_destroy(ex_single_thread_context *a, ex_single_thread_context *b) {
-    test_stc_destroy(a);
-    test_stc_destroy(b);
+void stc_pair_destroy(stc_pair *p) {
+    test_stc_destroy(&p->a);
+    test_stc_destroy(&p->b);
+}
+
+void expect_child_env_scheduler_is_sch(ex_sender *(*adapt)(ex_scheduler sch, ex_sender *child)) {
+    ex_single_thread_context c;
+    ex_scheduler sch = test_stc_init(&c);
+    expect_sync_sched(adapt(sch, ex_read_env(&ex_key_get_scheduler, EX_T_SCHED)), sch);
+    test_stc_destroy(&c);
 }
 
 bool on_thread(pthread_t a, ex_single_thread_context *c) {

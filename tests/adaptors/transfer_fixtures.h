@@ -16,6 +16,9 @@ typedef struct mark {
     int64_t add;
 } mark;
 
+/* Notes the calling thread and counts the call. */
+void mark_here(mark *m);
+
 ex_error mark_int(void *ctx, const ex_value *in, size_t n, ex_value *out);       /* int -> int + add */
 ex_error mark_make_int(void *ctx, const ex_value *in, size_t n, ex_value *out);  /* () -> int add */
 ex_error mark_count(void *ctx, const ex_value *in, size_t n, ex_value *out);     /* any -> int n */
@@ -25,15 +28,24 @@ ex_error mark_stopped(void *ctx, ex_value *out);                                
 ex_sender *then_mark(ex_sender *s, mark *m);
 
 bool on_thread(pthread_t a, ex_single_thread_context *c);
-/* Two contexts at once (test_stc_init / test_stc_destroy on each). */
-void stc_pair_init(ex_single_thread_context *a, ex_single_thread_context *b);
-void stc_pair_destroy(ex_single_thread_context *a, ex_single_thread_context *b);
+/* Two single-thread contexts and their schedulers. */
+typedef struct stc_pair {
+    ex_single_thread_context a, b;
+    ex_scheduler sa, sb;
+} stc_pair;
+
+void stc_pair_init(stc_pair *p);      /* test_stc_init on each */
+void stc_pair_destroy(stc_pair *p);   /* test_stc_destroy on each */
 
 /* Connect into exactly-sized storage from the heap with ex_connect (*mem
  * to free after destroying the operation; NULL when connect failed). */
 ex_error connect_heap(const ex_sender *s, rec *r, ex_operation **op, void **mem);
 /* Runs items of `loop` on this thread until r got its completion. */
 void drive_until_complete(ex_run_loop *loop, rec *r);
+
+/* adapt(sch, child) runs child on a single-thread context whose scheduler
+ * is sch: the child's environment answers get_scheduler with sch. */
+void expect_child_env_scheduler_is_sch(ex_sender *(*adapt)(ex_scheduler sch, ex_sender *child));
 
 extern const ex_scheduler bad_sched;   /* { NULL, NULL } */
 

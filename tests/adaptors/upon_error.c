@@ -8,8 +8,7 @@ Test(exec_then, upon_error_calls_fn_with_the_error) {
     static int payload;
     ex_sender *s = ex_upon_error(ex_just_error(ex_err_data(EX_EUSER + 7, "bad thing", &payload)), ue_code, &sn,
                                  EX_SIG(EX_T_INT));
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, EX_EUSER + 7);
+    expect_sync_int(s, EX_EUSER + 7);
     cr_assert_eq(sn.calls, 1);
     cr_assert_eq(sn.err.code, EX_EUSER + 7);
     cr_assert_str_eq(sn.err.msg, "bad thing");
@@ -69,9 +68,9 @@ Test(exec_then, upon_error_fn_error_becomes_set_error) {
 Test(exec_then, upon_error_no_output_and_several_outputs) {
     seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_upon_error(ex_just_error(ex_err(EX_EUSER, "e")), ue_void, &sn, EX_SIG0));
-    expect_values(&r, 0);
+    expect_value_arity(&r, 0);
     r = ex_sync_wait(ex_upon_error(ex_just_error(ex_err(EX_EUSER + 1, "two")), ue_two, &sn, EX_SIG(EX_T_STR, EX_T_INT)));
-    expect_values(&r, 2);
+    expect_value_arity(&r, 2);
     cr_assert_str_eq(r.values[0].as.s, "two");
     cr_assert_eq(r.values[1].as.i, EX_EUSER + 1);
     cr_assert_eq(sn.calls, 2);
@@ -99,8 +98,7 @@ Test(exec_then, upon_error_result_signatures) {
 
 Test(exec_then, upon_error_result_of_wrong_type_is_einval) {
     seen sn = { 0 };
-    ex_result r = ex_sync_wait(ex_upon_error(ex_just_error(ex_err(EX_EUSER, "e")), ue_wrong_type, &sn, EX_SIG(EX_T_INT)));
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(ex_upon_error(ex_just_error(ex_err(EX_EUSER, "e")), ue_wrong_type, &sn, EX_SIG(EX_T_INT)), EX_EINVAL);
     cr_assert_eq(sn.calls, 1);
     expect_no_leaks();
 }

@@ -32,8 +32,7 @@ Test(exec_then, upon_stopped_of_a_stopped_schedule) {
     cr_assert_eq(rec_total(&rc), 1);
     cr_assert_eq(rc.v[0].as.i, 42);
     cr_assert_eq(sn.calls, 1);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     test_loop_destroy(&loop);
     expect_no_leaks();
 }
@@ -68,9 +67,9 @@ Test(exec_then, upon_stopped_fn_error_becomes_set_error) {
 Test(exec_then, upon_stopped_no_output_and_several_outputs) {
     seen sn = { 0 };
     ex_result r = ex_sync_wait(ex_upon_stopped(ex_just_stopped(), us_void, &sn, EX_SIG0));
-    expect_values(&r, 0);
+    expect_value_arity(&r, 0);
     r = ex_sync_wait(ex_upon_stopped(ex_just_stopped(), us_two, &sn, EX_SIG(EX_T_BOOL, EX_T_UINT)));
-    expect_values(&r, 2);
+    expect_value_arity(&r, 2);
     cr_assert_eq(r.values[0].type, EX_T_BOOL);
     cr_assert(r.values[0].as.b);
     cr_assert_eq(r.values[1].type, EX_T_UINT);
@@ -107,8 +106,7 @@ Test(exec_then, upon_stopped_result_signatures) {
 
 Test(exec_then, upon_stopped_result_of_wrong_type_is_einval) {
     seen sn = { 0 };
-    ex_result r = ex_sync_wait(ex_upon_stopped(ex_just_stopped(), us_wrong_type, &sn, EX_SIG(EX_T_STR)));
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(ex_upon_stopped(ex_just_stopped(), us_wrong_type, &sn, EX_SIG(EX_T_STR)), EX_EINVAL);
     cr_assert_eq(sn.calls, 1);
     expect_no_leaks();
 }

@@ -30,7 +30,7 @@ static void copy_values(ex_value *dst, size_t *dst_n, const ex_value *v, size_t 
 
 /* Formats the datums while they are alive (tuples are borrowed for the
  * duration of the completion). */
-static void format_values(char *text, size_t size, const ex_value *v, size_t n) {
+void test_format_values(char *text, size_t size, const ex_value *v, size_t n) {
     size_t len = 0;
     text[0] = '\0';
     for (size_t i = 0; i < n && len < size; i++) {
@@ -43,7 +43,7 @@ static void rec_set_value(void *self, const ex_value *v, size_t n) {
     rec *r = self;
     r->values++;
     copy_values(r->v, &r->n, v, n);
-    format_values(r->text, sizeof r->text, v, n);
+    test_format_values(r->text, sizeof r->text, v, n);
     r->thread = test_thread_id();
     if (r->after) r->after(r);
 }
@@ -85,6 +85,12 @@ int rec_total(const rec *r) { return r->values + r->errors + r->stops; }
 void rec_with_stop(rec *r) {
     pair_with_stop(&r->pair, &r->stop);
     r->env = ex_env_of_pair(&r->pair);
+}
+
+void rec_init_stop_requested(rec *r) {
+    rec_init(r);
+    rec_with_stop(r);
+    ex_stop_source_request_stop(&r->stop);
 }
 
 void rec_with_scheduler(rec *r, ex_scheduler sch) {
@@ -172,11 +178,8 @@ static void frees_op_free(rec *r) { ex_operation_free(((frees_op_rec *)(void *)r
 void frees_op_rec_init(frees_op_rec *f) {
     rec_init(&f->r);
     f->r.after = frees_op_free;
-    f->vt = f->r.vt;
     f->op = NULL;
 }
 
-ex_receiver frees_op_rec_receiver(frees_op_rec *f) {
-    ex_receiver x = { &f->vt, f };
-    return x;
-}
+/* f is also its rec (the first member): the rec's callbacks serve it. */
+ex_receiver frees_op_rec_receiver(frees_op_rec *f) { return rec_receiver(&f->r); }

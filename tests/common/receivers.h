@@ -10,6 +10,8 @@
 
 /* Address unique to the calling thread. */
 const void *test_thread_id(void);
+/* Formats n datums with ex_value_format, joined by "; ". */
+void test_format_values(char *text, size_t size, const ex_value *v, size_t n);
 
 /* ------------------------------------------------------ recording receiver */
 
@@ -32,6 +34,8 @@ ex_receiver rec_receiver(rec *r);
 int rec_total(const rec *r);
 /* Makes the receiver's env answer get_stop_token with its own source. */
 void rec_with_stop(rec *r);
+/* rec_init, rec_with_stop, and the stop already requested. */
+void rec_init_stop_requested(rec *r);
 /* Makes the receiver's env answer get_scheduler with sch (a stop token set
  * by rec_with_stop first is kept). */
 void rec_with_scheduler(rec *r, ex_scheduler sch);
@@ -77,15 +81,15 @@ void arec_with_scheduler(arec *r, ex_scheduler sch);
 
 /* ------------------------------------------- frees its own operation */
 
-/* A rec (in .r) that frees its operation (set op to what ex_connect_alloc
- * gave) inside its completion, after recording it. */
+/* A rec (in .r, whose vtable it answers with) that frees its operation
+ * inside its completion, after recording it: set op to what
+ * ex_connect_alloc gave. */
 typedef struct frees_op_rec {
     rec r;
-    ex_receiver_vtable vt;
     ex_operation *op;
 } frees_op_rec;
 
-void frees_op_rec_init(frees_op_rec *r);
-ex_receiver frees_op_rec_receiver(frees_op_rec *r);
+void frees_op_rec_init(frees_op_rec *f);
+ex_receiver frees_op_rec_receiver(frees_op_rec *f);
 
 #endif

@@ -18,7 +18,21 @@ ex_operation *run_start(ex_sender *s, rec *r) { return start_into(s, rec_receive
 ex_operation *trec_run_start(const ex_sender *s, trec *r) { return start_into(s, trec_receiver(r)); }
 ex_operation *arec_run_start(const ex_sender *s, arec *r) { return start_into(s, arec_receiver(r)); }
 
+ex_operation *run_start_released(ex_sender *s, rec *r) {
+    ex_operation *op = NULL;
+    ex_error e = ex_connect_alloc(s, rec_receiver(r), &op);
+    cr_assert_eq(e.code, 0, "connect failed: %s", e.msg ? e.msg : "");
+    ex_sender_release(s);
+    ex_start(op);
+    return op;
+}
+
 void run_destroy(ex_operation *op) { ex_operation_free(op); }
+
+void run_destroy_release(ex_operation *op, ex_sender *s) {
+    ex_operation_free(op);
+    ex_sender_release(s);
+}
 
 /* Storage for an operation connected in place. */
 typedef struct op_buf {
@@ -83,7 +97,47 @@ void expect_error(ex_result *r, int code) {
     cr_assert_not_null(r->error.msg);
 }
 
-void expect_values(ex_result *r, size_t n) {
+void expect_values_text(ex_result *r, const char *want) {
+    expect_value_arity(r, r->n);
+    char text[512];
+    test_format_values(text, sizeof text, r->values, r->n);
+    cr_assert_str_eq(text, want);
+}
+
+/* What an expect_sync_* check wants of the result. */
+typedef enum want_kind { WANT_VALUES, WANT_INT, WANT_SCHED, WANT_ERROR, WANT_TEXT } want_kind;
+typedef struct sync_want {
+    want_kind kind;
+    size_t n;
+    int64_t i;
+    ex_scheduler sched;
+    int code;
+    const char *text;
+} sync_want;
+
+static void expect_sync(ex_sender *s, sync_want w) {
+    ex_result r = ex_sync_wait(s);
+    switch (w.kind) {
+    case WANT_VALUES: expect_value_arity(&r, w.n); break;
+    case WANT_INT: expect_value_int(&r, w.i); break;
+    case WANT_ERROR: expect_error(&r, w.code); break;
+    case WANT_TEXT: expect_values_text(&r, w.text); break;
+    case WANT_SCHED:
+        expect_value_arity(&r, 1);
+        cr_assert_eq(r.values[0].type, EX_T_SCHED);
+        cr_assert(ex_scheduler_equal(r.values[0].as.sched, w.sched), "not the scheduler expected");
+        break;
+    }
+    ex_result_destroy(&r);
+}
+
+void expect_sync_values(ex_sender *s, size_t n) { expect_sync(s, (sync_want){ .kind = WANT_VALUES, .n = n }); }
+void expect_sync_int(ex_sender *s, int64_t v) { expect_sync(s, (sync_want){ .kind = WANT_INT, .i = v }); }
+void expect_sync_sched(ex_sender *s, ex_scheduler want) { expect_sync(s, (sync_want){ .kind = WANT_SCHED, .sched = want }); }
+void expect_sync_text(ex_sender *s, const char *want) { expect_sync(s, (sync_want){ .kind = WANT_TEXT, .text = want }); }
+void expect_sync_error(ex_sender *s, int code) { expect_sync(s, (sync_want){ .kind = WANT_ERROR, .code = code }); }
+
+void expect_value_arity(ex_result *r, size_t n) {
     cr_assert_eq(r->disposition, EX_DISP_VALUE, "expected a value, got disposition %d (%s)", r->disposition,
                  r->error.msg ? r->error.msg : "");
     cr_assert_eq(r->n, n, "%zu datums, expected %zu", r->n, n);
@@ -97,6 +151,11 @@ void expect_stopped(ex_result *r) {
 void expect_err(ex_error e, int code) {
     cr_assert_eq(e.code, code, "expected error %d, got %d (%s)", code, e.code, e.msg ? e.msg : "");
     cr_assert_not_null(e.msg, "error %d without a message", code);
+}
+
+void expect_connect_refused(ex_error e, const ex_operation *op) {
+    expect_err(e, EX_EINVAL);
+    cr_assert_null(op, "a refused connect leaves no operation");
 }
 
 void expect_invalid_status(ex_sender *s, int code) {
@@ -149,4 +208,10 @@ void rec_expect_error(const rec *r, int code) {
 void rec_expect_stopped(const rec *r) {
     cr_assert_eq(r->stops, 1, "expected set_stopped, got values %d errors %d stops %d", r->values, r->errors, r->stops);
     cr_assert_eq(rec_total(r), 1, "completed %d times", rec_total(r));
+}
+
+void rec_expect_sched(const rec *r, ex_scheduler want) {
+    rec_expect_values(r, 1);
+    cr_assert_eq(r->v[0].type, EX_T_SCHED);
+    cr_assert(ex_scheduler_equal(r->v[0].as.sched, want), "not the scheduler expected");
 }

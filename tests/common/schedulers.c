@@ -1,4 +1,6 @@
 /* schedulers.c - see schedulers.h. */
+#include <criterion/criterion.h>
+
 #include "common/schedulers.h"
 
 static void value_start(ex_operation *op) { ex_set_value(((test_schedule_op *)op)->r, NULL, 0); }
@@ -27,4 +29,10 @@ ex_error test_connect_schedule_inline(void *self, ex_receiver r, void *storage) 
 ex_error test_connect_schedule_stop_aware(void *self, ex_receiver r, void *storage) {
     (void)self;
     return connect_with(&stop_aware_vt, r, storage);
+}
+
+void expect_completion_scheduler(const ex_sender *s, const ex_key *key, ex_scheduler want) {
+    ex_scheduler got = { NULL, NULL };
+    cr_assert(ex_get_completion_scheduler(s, key, &got), "no completion scheduler for %s", key->name);
+    cr_assert(ex_scheduler_equal(got, want), "the completion scheduler for %s is another one", key->name);
 }

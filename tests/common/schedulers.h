@@ -18,4 +18,7 @@ typedef struct test_schedule_op {
 ex_error test_connect_schedule_inline(void *self, ex_receiver r, void *storage);
 ex_error test_connect_schedule_stop_aware(void *self, ex_receiver r, void *storage);
 
+/* Asserts s answers get_completion_scheduler<key> with want. */
+void expect_completion_scheduler(const ex_sender *s, const ex_key *key, ex_scheduler want);
+
 #endif

@@ -53,10 +53,9 @@ Test(exec_env, fwd_env_filters_non_forwarding_keys_of_the_parent_chain) {
 }
 
 Test(exec_env, forwarding_user_key_passes_through_then) {
-    ex_result r = ex_sync_wait(
+    expect_sync_int(
         ex_write_env(ex_then(ex_read_env(&fwd_key, EX_T_INT), plus1, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), &fwd_key,
-                     ex_int(41)));
-    expect_value_int(&r, 42);
+                     ex_int(41)), 42);
     expect_no_leaks();
 }
 
@@ -75,26 +74,22 @@ Test(exec_env, non_forwarding_key_does_not_pass_through_then) {
     int calls = 0;
     ex_sender *s = ex_write_env(ex_then(ex_read_env(&local_key, EX_T_ANY), identity1, &calls, EX_SIG_ANY1, EX_SIG_ANY1),
                                 &local_key, ex_int(5));
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
     cr_assert_eq(calls, 0);
     expect_no_leaks();
 }
 
 Test(exec_env, non_forwarding_key_does_not_pass_through_into_variant) {
-    ex_result r = ex_sync_wait(ex_write_env(ex_into_variant(ex_read_env(&local_key, EX_T_ANY)), &local_key, ex_int(5)));
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(ex_write_env(ex_into_variant(ex_read_env(&local_key, EX_T_ANY)), &local_key, ex_int(5)), EX_EINVAL);
     expect_no_leaks();
 }
 
 Test(exec_env, non_forwarding_key_directly_under_write_env_is_found) {
-    ex_result r = ex_sync_wait(ex_write_env(ex_read_env(&local_key, EX_T_ANY), &local_key, ex_int(5)));
-    expect_value_int(&r, 5);
+    expect_sync_int(ex_write_env(ex_read_env(&local_key, EX_T_ANY), &local_key, ex_int(5)), 5);
     /* and under an adaptor when write_env is below it */
     int calls = 0;
-    ex_result r2 = ex_sync_wait(ex_then(ex_write_env(ex_read_env(&local_key, EX_T_ANY), &local_key, ex_int(6)), identity1,
-                                        &calls, EX_SIG_ANY1, EX_SIG_ANY1));
-    expect_value_int(&r2, 6);
+    expect_sync_int(ex_then(ex_write_env(ex_read_env(&local_key, EX_T_ANY), &local_key, ex_int(6)), identity1,
+                                        &calls, EX_SIG_ANY1, EX_SIG_ANY1), 6);
     cr_assert_eq(calls, 1);
     expect_no_leaks();
 }
@@ -110,27 +105,22 @@ Test(exec_env, write_env_joins_the_unfiltered_receiver_env) {
     ex_operation *op = run_start(s, &rc);
     cr_assert_eq(rc.values, 1, "error: %s", rc.err.msg ? rc.err.msg : "");
     cr_assert_eq(rc.v[0].as.i, 9);
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     expect_no_leaks();
 }
 
 Test(exec_env, nested_write_env_inner_wins) {
-    ex_result r = ex_sync_wait(ex_write_env(ex_write_env(ex_read_env(&fwd_key, EX_T_ANY), &fwd_key, ex_int(1)), &fwd_key,
-                                            ex_int(2)));
-    expect_value_int(&r, 1);
+    expect_sync_int(ex_write_env(ex_write_env(ex_read_env(&fwd_key, EX_T_ANY), &fwd_key, ex_int(1)), &fwd_key,
+                                            ex_int(2)), 1);
     /* The outer one still answers the keys the inner one does not know. */
-    ex_result r2 = ex_sync_wait(ex_write_env(ex_write_env(ex_read_env(&other_key, EX_T_ANY), &fwd_key, ex_int(1)),
-                                             &other_key, ex_int(2)));
-    expect_value_int(&r2, 2);
+    expect_sync_int(ex_write_env(ex_write_env(ex_read_env(&other_key, EX_T_ANY), &fwd_key, ex_int(1)),
+                                             &other_key, ex_int(2)), 2);
     expect_no_leaks();
 }
 
 Test(exec_env, write_env_overrides_sync_waits_scheduler) {
-    ex_result r = ex_sync_wait(ex_write_env(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED), &ex_key_get_scheduler,
-                                            ex_sched_value(ex_inline_scheduler())));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE);
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, ex_inline_scheduler()));
+    expect_sync_sched(ex_write_env(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED), &ex_key_get_scheduler,
+                                            ex_sched_value(ex_inline_scheduler())), ex_inline_scheduler());
     /* the delegation scheduler is still sync_wait's */
     ex_result r2 = ex_sync_wait(ex_write_env(ex_read_env(&ex_key_get_delegation_scheduler, EX_T_SCHED),
                                              &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler())));
@@ -152,13 +142,10 @@ Test(exec_env, write_env_copies_tuple_values) {
     /* an operation can outlive the last sender reference */
     rec rc;
     rec_init(&rc);
-    ex_operation *op = NULL;
-    cr_assert_eq(ex_connect_alloc(s, rec_receiver(&rc), &op).code, 0);
-    ex_sender_release(s);
-    ex_start(op);
+    ex_operation *op = run_start_released(s, &rc);
     cr_assert_eq(rc.values, 1);
     cr_assert_eq(rc.v[0].as.tuple->v[1].as.i, 2);
-    ex_operation_free(op);
+    run_destroy(op);
     expect_no_leaks();
 }
 
@@ -222,8 +209,7 @@ Test(exec_env, read_env_stop_token_from_receiver) {
     ex_operation *op = run_start(s, &rc);
     cr_assert_eq(rc.values, 1);
     cr_assert(ex_stop_token_equal(rc.v[0].as.token, ex_stop_source_token(&rc.stop)));
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     expect_no_leaks();
 }
 

@@ -14,8 +14,7 @@ Test(exec_env, write_env_allocator_is_used_by_let_value) {
     ex_sender *s = ex_write_env(ex_let_value(ex_let_value(ex_just(ex_int(1)), let_plus1, NULL, EX_SIG(EX_T_INT)), let_plus1,
                                              NULL, EX_SIG(EX_T_INT)),
                                 &ex_key_get_allocator, ex_alloc_value(&ca.base));
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 3);
+    expect_sync_int(s, 3);
     cr_assert_geq(atomic_load(&ca.allocs), 2, "each let_value allocates its function's operation from the env's allocator (got %ld)",
                   atomic_load(&ca.allocs));
     cr_assert_eq(atomic_load(&ca.in_use), 0, "and frees it");
@@ -26,8 +25,7 @@ Test(exec_env, write_env_allocator_is_used_by_let_value) {
 Test(exec_env, let_value_without_allocator_uses_the_default) {
     ex_sender *s = ex_let_value(ex_just(ex_int(1)), let_plus1, NULL, EX_SIG(EX_T_INT));
     long before = test_alloc_count();
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 2);
+    expect_sync_int(s, 2);
     /* the function's just and its operation both come from the default */
     cr_assert_geq(test_alloc_count() - before, 2);
     expect_no_leaks();

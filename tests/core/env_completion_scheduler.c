@@ -67,9 +67,7 @@ static ex_sender *let_read_sched(void *ctx, const ex_value *in, size_t n) {
 Test(exec_env, let_value_function_sender_env_has_childs_completion_scheduler) {
     ex_single_thread_context c;
     ex_scheduler sch = test_stc_init(&c);
-    ex_result r = ex_sync_wait(ex_let_value(ex_schedule(sch), let_read_sched, NULL, EX_SIG0));
-    cr_assert_eq(r.disposition, EX_DISP_VALUE, "%s", r.error.msg ? r.error.msg : "");
-    cr_assert(ex_scheduler_equal(r.values[0].as.sched, sch));
+    expect_sync_sched(ex_let_value(ex_schedule(sch), let_read_sched, NULL, EX_SIG0), sch);
     test_stc_destroy(&c);
     expect_no_leaks();
 }

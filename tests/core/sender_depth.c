@@ -15,11 +15,11 @@ static void answer_start(ex_operation *op) {
     ex_set_value(((answer_op *)op)->r, &v, 1);
 }
 static const ex_operation_vtable answer_op_vt = { answer_start, NULL };
+
+/* Builds the operation in the storage connect was given. */
 static ex_error answer_connect(const ex_sender *s, ex_receiver r, void *storage) {
     (void)s;
-    answer_op *o = storage;
-    o->base.vt = &answer_op_vt;
-    o->r = r;
+    *(answer_op *)storage = (answer_op){ { &answer_op_vt }, r };
     return ex_ok();
 }
 static int answer_destroyed;
@@ -43,8 +43,7 @@ Test(exec_sender, authored_sender_works_with_adaptors) {
     s->sigs = ex_sigs_none();
     ex_sigs_add_value(&s->sigs, EX_SIG(EX_T_INT));
     counter c = { 0, 1 };
-    ex_result r = ex_sync_wait(then_count(s, &c));
-    expect_value_int(&r, 43);
+    expect_sync_int(then_count(s, &c), 43);
     cr_assert_eq(answer_destroyed, 1, "the sender's destroy ran once at the last release");
     cr_assert_null(ex_sender_alloc(&answer_vt, sizeof(ex_sender) - 1), "too small a sender");
     test_alloc_fail_at(1);
@@ -98,8 +97,7 @@ Test(exec_sender, a_chain_past_the_depth_limit_is_etoodeep_not_a_stack_overflow)
     ex_error st = ex_sender_status(s);
     cr_assert_eq(st.code, EX_ETOODEEP, "status %d", st.code);
     cr_assert_not_null(st.msg);
-    ex_result r = ex_sync_wait(ex_sender_retain(s));
-    expect_error(&r, EX_ETOODEEP);
+    expect_sync_error(ex_sender_retain(s), EX_ETOODEEP);
     rec rc;
     rec_init(&rc);
     ex_operation *op;
@@ -211,7 +209,6 @@ static ex_task_result await_deep_chain(ex_task *t, void *arg) {
 Test(exec_sender, a_task_with_a_stack_of_1_2_kib_a_level_awaits_a_chain_at_the_depth_limit) {
     counter c = { 0, 1 };
     ex_task_options o = { .stack_size = EX_SENDER_MAX_DEPTH * 1200 };
-    ex_result r = ex_sync_wait(ex_task_create(await_deep_chain, &c, &o));
-    expect_value_int(&r, EX_SENDER_MAX_DEPTH - 1);
+    expect_sync_int(ex_task_create(await_deep_chain, &c, &o), EX_SENDER_MAX_DEPTH - 1);
     expect_no_leaks();
 }

@@ -15,3 +15,8 @@ ex_sender *let_just(void *ctx, const ex_value *in, size_t n) {
     (void)ctx, (void)in, (void)n;
     return ex_just(ex_int(0));
 }
+
+void release_unstarted(ex_sender *s, const counter *c) {
+    cr_assert_eq(c->calls, 0, "nothing may run before start");
+    ex_sender_release(s);
+}

@@ -25,6 +25,9 @@ ex_sender *then_count(ex_sender *s, counter *c);
     counter c = { 0, 1 };          \
     ex_sender *s = then_count(ex_just(ex_int(1)), &c)
 
+/* Asserts the counted function never ran, and releases s. */
+void release_unstarted(ex_sender *s, const counter *c);
+
 /* let_value: anything -> just(int 0). */
 ex_sender *let_just(void *ctx, const ex_value *in, size_t n);
 

@@ -18,8 +18,7 @@ Test(exec_sender, invalid_sender_reports_and_completes_with_its_error) {
     ex_operation *op = run_start(s, &rc);
     rec_expect_error(&rc, EX_EUSER + 3);
     cr_assert_str_eq(rc.err.msg, "made up");
-    run_destroy(op);
-    ex_sender_release(s);
+    run_destroy_release(op, s);
     expect_no_leaks();
 }
 
@@ -27,12 +26,10 @@ Test(exec_sender, invalid_sender_edge_codes) {
     ex_sender *s = ex_invalid_sender(EX_OK, NULL);
     cr_assert_eq(ex_sender_status(s).code, EX_EINVAL, "an invalid sender never reports success");
     cr_assert_not_null(ex_sender_status(s).msg);
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(s, EX_EINVAL);
     s = ex_invalid_sender(EX_ENOMEM, "oom");
     cr_assert_eq(ex_sender_status(s).code, EX_ENOMEM);
-    ex_result r2 = ex_sync_wait(s);
-    expect_error(&r2, EX_ENOMEM);
+    expect_sync_error(s, EX_ENOMEM);
     s = ex_invalid_sender(EX_EUSER, NULL);
     cr_assert_not_null(ex_sender_status(s).msg);
     ex_sender_release(s);
@@ -58,8 +55,7 @@ Test(exec_sender, reject_releases_its_inputs) {
     ex_sender *s = ex_reject(EX_EUSER + 9, "rejected", 3, in);
     cr_assert_eq(ex_sender_status(s).code, EX_EUSER + 9);
     cr_assert_str_eq(ex_sender_status(s).msg, "rejected");
-    ex_result r = ex_sync_wait(s);
-    expect_error(&r, EX_EUSER + 9);
+    expect_sync_error(s, EX_EUSER + 9);
     cr_assert_eq(test_stats.in_use, base);
     expect_no_leaks();
 }
@@ -130,11 +126,9 @@ Test(exec_sender, null_input_is_einval_for_every_adaptor) {
         ex_error st = ex_sender_status(ss[i]);
         cr_assert_eq(st.code, EX_EINVAL, "adaptor %zu", i);
         cr_assert_not_null(st.msg);
-        ex_result r = ex_sync_wait(ss[i]);
-        expect_error(&r, EX_EINVAL);
+        expect_sync_error(ss[i], EX_EINVAL);
     }
-    ex_result r = ex_sync_wait(NULL);
-    expect_error(&r, EX_EINVAL);
+    expect_sync_error(NULL, EX_EINVAL);
     expect_no_leaks();
 }
 

@@ -37,8 +37,7 @@ Test(exec_sender, adaptor_keeps_child_alive) {
     cr_assert_eq(child->refs, 2u);
     ex_sender_release(child); /* ours */
     cr_assert_eq(child->refs, 1u);
-    ex_result r = ex_sync_wait(s);
-    expect_value_int(&r, 2);
+    expect_sync_int(s, 2);
     cr_assert_eq(test_stats.in_use, base);
     expect_no_leaks();
 }
@@ -114,8 +113,7 @@ Test(exec_sender, one_sender_many_operations) {
     }
     cr_assert_eq(c.calls, N);
     for (int i = 0; i < 3; i++) {
-        ex_result r = ex_sync_wait(ex_sender_retain(s));
-        expect_value_int(&r, 11);
+        expect_sync_int(ex_sender_retain(s), 11);
     }
     ex_sender_release(s);
     expect_no_leaks();
@@ -124,12 +122,9 @@ Test(exec_sender, one_sender_many_operations) {
 /* Connects s into rc, releases s, then starts the operation: it must
  * complete with int want. */
 static void expect_operation_outlives_sender(ex_sender *s, rec *rc, int64_t want) {
-    ex_operation *op = NULL;
-    cr_assert_eq(ex_connect_alloc(s, rec_receiver(rc), &op).code, 0);
-    ex_sender_release(s);
-    ex_start(op);
+    ex_operation *op = run_start_released(s, rc);
     rec_expect_value_int(rc, want);
-    ex_operation_free(op);
+    run_destroy(op);
 }
 
 static ex_error tuple_sum(void *ctx, const ex_value *in, size_t n, ex_value *out) {
@@ -218,8 +213,7 @@ Test(exec_sender, op_size_grows_with_nesting) {
         cr_assert_eq(a & (a - 1), 0, "sender %d: alignment %zu is a power of two", i, a);
     }
     cr_assert_eq(ex_sender_op_size(NULL), 0);
-    ex_result r = ex_sync_wait(s3);
-    expect_value_int(&r, 3);
+    expect_sync_int(s3, 3);
     ex_sender_release(s0);
     ex_sender_release(s1);
     ex_sender_release(s2);

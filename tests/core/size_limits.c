@@ -189,15 +189,6 @@ Test(size_limits, task_stack_size_at_the_maximum_asks_for_all_of_it) {
 
 /* ======================================================== bulk shapes */
 
-static ex_pool *pool_of(unsigned threads) {
-    ex_pool_config c = { 0 };
-    c.threads = threads;
-    c.name_prefix = "sizes";
-    ex_pool *p = NULL;
-    cr_assert_eq(ex_pool_create(&c, &p).code, EX_OK);
-    return p;
-}
-
 #define STOP_AT 5000u
 #define BULK_ERR (EX_EUSER + 17)
 
@@ -220,7 +211,7 @@ static void expect_runs_until_the_error(ex_sender *s, counted *c) {
 }
 
 Test(size_limits, pool_bulk_with_shape_near_size_max_runs_until_the_first_error) {
-    ex_pool *p = pool_of(2);
+    ex_pool *p = test_pool_new(2);
     static const size_t grains[] = { 2, 1, 0, 1000, SIZE_MAX / 2 - 1 };
     for (size_t k = 0; k < sizeof grains / sizeof grains[0]; k++) {
         counted c = { 0 };
@@ -232,7 +223,7 @@ Test(size_limits, pool_bulk_with_shape_near_size_max_runs_until_the_first_error)
     /* The same off the pool, sequentially. */
     counted c = { 0 };
     expect_runs_until_the_error(ex_bulk_grain(ex_just(), SIZE_MAX, 2, count_until, &c), &c);
-    ex_pool_destroy(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
@@ -264,7 +255,7 @@ static void ranges_init(ranges *r, bool fail_first) {
 }
 
 Test(size_limits, pool_bulk_chunks_end_at_shape_without_wrapping) {
-    ex_pool *p = pool_of(2);
+    ex_pool *p = test_pool_new(2);
     /* Two chunks: [0, SIZE_MAX - 1) and [SIZE_MAX - 1, SIZE_MAX). */
     ranges rg;
     ranges_init(&rg, false);
@@ -287,12 +278,12 @@ Test(size_limits, pool_bulk_chunks_end_at_shape_without_wrapping) {
     cr_expect_eq(rg.begin[0], 0);
     cr_expect_eq(rg.end[0], SIZE_MAX);
     ex_result_destroy(&r);
-    ex_pool_destroy(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
 Test(size_limits, pool_bulk_default_grain_near_size_max_is_shape_over_chunks) {
-    ex_pool *p = pool_of(2);
+    ex_pool *p = test_pool_new(2);
     ranges rg;
     ranges_init(&rg, true);
     ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), SIZE_MAX, 0, note_range, &rg));
@@ -302,7 +293,7 @@ Test(size_limits, pool_bulk_default_grain_near_size_max_is_shape_over_chunks) {
     size_t got = rg.end[0] - rg.begin[0];
     cr_expect(got == want || rg.end[0] == SIZE_MAX, "a default chunk of %zu indices, want %zu", got, want);
     ex_result_destroy(&r);
-    ex_pool_destroy(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 
@@ -369,7 +360,7 @@ Test(size_limits, more_than_max_arity_values_are_einval_not_an_overflow) {
     expect_einval_not_nine_values(ex_let_value(&nine_sender, let_again, NULL, EX_SIG_VARIADIC), "let_value");
     expect_einval_not_nine_values(ex_split(&nine_sender), "split");
     expect_einval_not_nine_values(ex_when_all(&nine_sender), "when_all");
-    ex_pool *p = pool_of(2);
+    ex_pool *p = test_pool_new(2);
     counted c = { 0 };
     /* The pool's bulk (found through the environment) stores the values. */
     ex_result r = ex_sync_wait(ex_write_env(ex_bulk(&nine_sender, 4, count_until, &c), &ex_key_get_scheduler,
@@ -378,7 +369,7 @@ Test(size_limits, more_than_max_arity_values_are_einval_not_an_overflow) {
     cr_expect_eq(r.error.code, EX_EINVAL);
     cr_expect_eq(atomic_load(&c.calls), 0);
     ex_result_destroy(&r);
-    ex_pool_destroy(p);
+    test_pool_free(p);
     ex_counting_scope scope;
     cr_assert_eq(ex_counting_scope_init(&scope).code, EX_OK);
     expect_einval_not_nine_values(ex_spawn_future(&nine_sender, ex_counting_scope_token(&scope)), "spawn_future");
@@ -625,7 +616,7 @@ static void copy_double(void *ctx, const void *x, void *y) {
  * tile's end as min(n, begin + tile) without the sum): kept as the
  * algorithms' row of the table. */
 Test(size_limits, for_each_index_over_size_max_indices_runs_until_the_first_error) {
-    ex_pool *p = pool_of(2);
+    ex_pool *p = test_pool_new(2);
     static const size_t grains[] = { 2, 0, SIZE_MAX - 1 };
     for (size_t k = 0; k < sizeof grains / sizeof grains[0]; k++) {
         counted c = { 0 };
@@ -635,7 +626,7 @@ Test(size_limits, for_each_index_over_size_max_indices_runs_until_the_first_erro
         cr_expect_geq(atomic_load(&c.calls), 1);
         ex_result_destroy(&r);
     }
-    ex_pool_destroy(p);
+    test_pool_free(p);
     double x[4] = { 0 };
     ex_sender *s = ex_transform(ex_inline_scheduler(), x, 8, x, 8, SIZE_MAX / 4, copy_double, NULL);
     cr_expect_eq(ex_sender_status(s).code, EX_EINVAL, "n * element size overflowing is refused");

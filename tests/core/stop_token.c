@@ -124,12 +124,10 @@ Test(stoptoken_inplace, callbacks_run_on_the_requesting_thread) {
 
 Test(stoptoken_inplace, register_after_stop_runs_immediately_on_registering_thread) {
     ex_stop_source s;
-    ex_stop_source_init(&s);
-    cr_assert(ex_stop_source_request_stop(&s));
     st_cb c;
-    st_init(&c, &s);
-    cr_assert(st_register(&c, st_count),
-              "registration after stop returns true");
+    st_setup(&s, &c, NULL);
+    cr_assert(ex_stop_source_request_stop(&s));
+    cr_assert(st_register(&c, st_count), "registration after stop returns true");
     cr_assert_eq(atomic_load(&c.calls), 1, "and the callback ran before register returned");
     cr_assert(pthread_equal(c.thread, pthread_self()));
     cr_assert(c.saw_stop_requested);
@@ -152,17 +150,16 @@ typedef struct st_reg_thread {
 static void *st_register_main(void *arg) {
     st_reg_thread *t = arg;
     t->self = pthread_self();
-    t->ran = ex_stop_callback_register(&t->c->cb, ex_stop_source_token(t->src), st_count);
+    t->ran = st_register(t->c, st_count); /* c->src is t->src */
     ex_stop_callback_deregister(&t->c->cb);
     return NULL;
 }
 
 Test(stoptoken_inplace, register_after_stop_on_another_thread_runs_there) {
     ex_stop_source s;
-    ex_stop_source_init(&s);
-    cr_assert(ex_stop_source_request_stop(&s));
     st_cb c;
-    st_init(&c, &s);
+    st_setup(&s, &c, NULL);
+    cr_assert(ex_stop_source_request_stop(&s));
     st_reg_thread rt = { &s, &c, false, pthread_self() };
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, st_register_main, &rt), 0);
