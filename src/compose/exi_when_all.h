@@ -17,7 +17,22 @@ extern const ex_sender_vtable exi_when_all_vt;
  * as a fork, task/). */
 static inline bool exi_is_when_all(const ex_sender *s) { return s->vt == &exi_when_all_vt; }
 
+/* The sender's layout belongs to when_all.c; other layers read it only
+ * through the accessor below.  It is in this header so that the accessor
+ * is inline: a fork-join step awaits one when_all per level. */
+typedef struct exi_when_all_sender {
+    ex_sender base;
+    size_t n;
+    size_t values_off;     /* in the operation: the value arrays ... */
+    size_t ops_off;        /* ... then the children's operations (aligned each) */
+    ex_sender *children[];
+} exi_when_all_sender;
+
 /* The children of a when_all sender s, in order; their count in *n. */
-ex_sender *const *exi_when_all_children(const ex_sender *s, size_t *n);
+static inline ex_sender *const *exi_when_all_children(const ex_sender *s, size_t *n) {
+    const exi_when_all_sender *ws = (const exi_when_all_sender *)(const void *)s;
+    *n = ws->n;
+    return ws->children;
+}
 
 #endif

@@ -38,19 +38,7 @@ typedef struct when_all_op {
     wa_slot slots[];
 } when_all_op;
 
-typedef struct when_all_sender {
-    ex_sender base;
-    size_t n;
-    size_t values_off;     /* in the operation: the value arrays ... */
-    size_t ops_off;        /* ... then the children's operations (aligned each) */
-    ex_sender *children[];
-} when_all_sender;
-
-ex_sender *const *exi_when_all_children(const ex_sender *s, size_t *n) {
-    const when_all_sender *ws = (const when_all_sender *)s;
-    *n = ws->n;
-    return ws->children;
-}
+typedef exi_when_all_sender when_all_sender;  /* exi_when_all.h */
 
 static void arrive(when_all_op *o);
 
