@@ -14,9 +14,8 @@
 #include "base/exi_macros.h"
 
 typedef struct exi_worker_slot {
-    int index;                      /* among its pool's workers; -1 on other threads */
-    bool (*help_one)(void *pool);   /* runs one queued item of `pool`; whether it ran one */
-    void *pool;
+    int index;               /* among its pool's workers; -1 on other threads */
+    bool (*help_one)(void);  /* runs one queued item of the worker's pool; whether it ran one */
 } exi_worker_slot;
 
 extern EXI_TLS exi_worker_slot exi_this_worker;
@@ -27,7 +26,7 @@ static inline int exi_worker_index(void) { return exi_this_worker.index; }
 /* On a pool worker: runs one queued item of its pool and returns whether
  * it ran one.  Elsewhere: false. */
 static inline bool exi_worker_help_one(void) {
-    return exi_this_worker.help_one && exi_this_worker.help_one(exi_this_worker.pool);
+    return exi_this_worker.help_one && exi_this_worker.help_one();
 }
 
 #endif

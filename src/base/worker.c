@@ -3,4 +3,4 @@
 
 #include "base/exi_macros.h"
 
-EXI_TLS exi_worker_slot exi_this_worker = {.index = -1, .help_one = 0, .pool = 0};
+EXI_TLS exi_worker_slot exi_this_worker = {.index = -1, .help_one = 0};

@@ -11,10 +11,6 @@
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
 
-/* A sender's block: through the built-in default's inline entry points
- * when it is `a` (no interface call), else through `a`. */
-static inline void *exi_sender_block(const ex_allocator *a, size_t size) { return exi_block_alloc(a, size); }
-
 /* The header fields every sender needs set (not sigs and status). */
 static inline void exi_sender_header(ex_sender *s, const ex_sender_vtable *vt, size_t size, const ex_allocator *a) {
     s->vt = vt;
@@ -46,7 +42,7 @@ static inline void exi_sender_release(ex_sender *s) {
 static inline ex_sender *exi_sender_alloc_bare(const ex_sender_vtable *vt, size_t size) {
     const ex_allocator *a = exi_default_allocator();
     if (size > UINT32_MAX) return NULL;
-    ex_sender *s = exi_sender_block(a, size);
+    ex_sender *s = exi_block_alloc(a, size);
     if (!s) return NULL;
     exi_sender_header(s, vt, size, a);
     s->sigs.nvalues = 0;

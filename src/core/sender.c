@@ -87,7 +87,7 @@ ex_error ex_check_input(const ex_sender *s, const char *null_msg) {
 ex_sender *ex_sender_alloc(const ex_sender_vtable *vt, size_t size) {
     const ex_allocator *a = exi_default_allocator();
     if (size < sizeof(ex_sender) || size > UINT32_MAX) return NULL;
-    ex_sender *s = exi_sender_block(a, size);
+    ex_sender *s = exi_block_alloc(a, size);
     if (!s) return NULL;
     memset(s, 0, size);
     /* sigs and status by the memset (whole-struct assignments here cost

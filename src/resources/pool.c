@@ -248,13 +248,13 @@ static void name_and_pin(exi_worker *me) {
     }
 }
 
-static bool help_one_of(void *pool);
+static bool help_one(void);
 
 static void *worker_main(void *arg) {
     exi_worker *me = arg;
     ex_pool *p = me->pool;
     tls_worker = me;
-    exi_this_worker = (exi_worker_slot){.index = (int)me->index, .help_one = help_one_of, .pool = p};
+    exi_this_worker = (exi_worker_slot){.index = (int)me->index, .help_one = help_one};
     name_and_pin(me);
     while (!stopping(p)) {
         ex_work *w = find_work(me);
@@ -266,7 +266,7 @@ static void *worker_main(void *arg) {
         else park(me);
     }
     tls_worker = NULL;
-    exi_this_worker = (exi_worker_slot){.index = -1, .help_one = NULL, .pool = NULL};
+    exi_this_worker = (exi_worker_slot){.index = -1, .help_one = NULL};
     return NULL;
 }
 
@@ -274,9 +274,9 @@ static void *worker_main(void *arg) {
 
 /* The worker slot's help_one (base/exi_worker.h): sync_wait on a worker
  * runs its pool's work instead of blocking. */
-static bool help_one_of(void *pool) {
+static bool help_one(void) {
     exi_worker *me = tls_worker;
-    if (!me || me->pool != pool) return false;
+    if (!me) return false;
     ex_work *w = find_work(me);
     if (!w) return false;
     run_item(me, w);

@@ -17,14 +17,7 @@ static void yield_execute(ex_work *w) {
     exi_task_await_complete(t);
 }
 
-static void yield_cancel(ex_work *w) {
-    ex_task *t = EXI_CONTAINER_OF(w, ex_task, yield_work);
-    ex_await_result *out = t->await_out;
-    out->status = EX_AWAIT_STOPPED;
-    out->n = 0;
-    out->error = ex_ok();
-    exi_task_await_complete(t);
-}
+static void yield_cancel(ex_work *w) { exi_task_await_stopped(EXI_CONTAINER_OF(w, ex_task, yield_work)); }
 
 ex_error ex_task_yield(ex_task *t) {
     if (t->stopped) return ex_err(EX_ECANCELED, "ex_task_yield: the task is stopped");
