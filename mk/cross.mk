@@ -11,7 +11,7 @@
 CROSS_CC     ?= aarch64-linux-gnu-gcc
 QEMU_AARCH64 ?= qemu-aarch64
 CTX_SRC      := tests/context/qemu_context.c src/task/context.c
-CTX_HDR      := tests/context/regs_probe.h src/task/exi_context.h
+CTX_HDR      := tests/context/regs_probe.h tests/context/backtrace_probe.h src/task/exi_context.h
 CTX_CFLAGS   := $(CSTD) $(WARN) -O2 -g -Isrc
 
 .PHONY: test-aarch64

@@ -424,9 +424,9 @@ Test(algo_loops, for_each_on_a_shut_down_pool_completes_with_eshutdown_or_stoppe
         arec r;
         ex_operation_free(start_then_shut_down(q, s2, &r, "for_each"));
         ex_sender_release(s2);
-        algo_pool_free(q);
+        test_pool_free(q);
         ex_sender_release(s);
-        algo_pool_free(p);
+        test_pool_free(p);
     }
     expect_no_leaks();
 }
@@ -483,8 +483,8 @@ static ex_error par_body(void *ctx, size_t begin, size_t end) {
     unsigned me = w >= 0 ? 1u << w : 0;
     atomic_fetch_or(&c->workers, me);
     if (begin == 0) {
-        double stop_at = algo_now() + 10;
-        while (!(atomic_load(&c->workers) & ~me) && algo_now() < stop_at) sched_yield();
+        double stop_at = test_now_s() + 10;
+        while (!(atomic_load(&c->workers) & ~me) && test_now_s() < stop_at) sched_yield();
         if (!(atomic_load(&c->workers) & ~me)) atomic_store(&c->timed_out, 1);
     }
     return ex_ok();

@@ -464,7 +464,7 @@ Test(algo_reduce, pool_shut_down_completes_with_eshutdown_or_stopped) {
         cr_assert_eq(ex_pool_shutdown(p).code, 0);
         expect_run_after_shutdown(p, s, "reduce");
         ex_sender_release(s);
-        algo_pool_free(p);
+        test_pool_free(p);
 
         /* shut down while it runs */
         p = algo_pool_new(threads);
@@ -474,7 +474,7 @@ Test(algo_reduce, pool_shut_down_completes_with_eshutdown_or_stopped) {
         if (atomic_load(&r.values)) cr_assert_eq(r.v[0].as.i, want);
         ex_operation_free(op);
         ex_sender_release(s);
-        algo_pool_free(p);
+        test_pool_free(p);
     }
     free(in);
     expect_no_leaks();

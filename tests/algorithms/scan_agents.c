@@ -88,8 +88,8 @@ static void agent_combine(void *ctx, void *acc, const void *x) {
     agent_ctx *c = ctx;
     agent_note(c);
     if ((const uint64_t *)x - c->base == (ptrdiff_t)c->wait_index && !atomic_exchange(&c->waited, 1)) {
-        double end = algo_now() + 10;
-        while (!other_thread_seen(c) && algo_now() < end) sched_yield();
+        double end = test_now_s() + 10;
+        while (!other_thread_seen(c) && test_now_s() < end) sched_yield();
         if (!other_thread_seen(c)) atomic_store(&c->timed_out, 1);
     }
     *(uint64_t *)acc += *(const uint64_t *)x;

@@ -217,6 +217,6 @@ Test(algo_scan, oom_sweep_on_a_six_worker_pool) {
     six_oom c = { p, in, out, want, n, tw };
     algo_oom_sweep(six_oom_run, &c, 100, "six workers");
     free(in), free(out), free(want);
-    algo_pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }

@@ -205,7 +205,7 @@ Test(algo_scan, pool_shut_down_before_start_completes_with_eshutdown_or_stopped)
         }
         cr_assert_eq(atomic_load(&c.calls), 0);
         free(in), free(out);
-        algo_pool_free(p);
+        test_pool_free(p);
     }
     expect_no_leaks();
 }
@@ -239,7 +239,7 @@ Test(algo_scan, pool_shut_down_during_a_scan_never_hangs) {
             ex_operation_free(op[k]);
         }
         ex_sender_release(s);
-        algo_pool_free(p);
+        test_pool_free(p);
     }
     free(in), free(out), free(want);
     expect_no_leaks();

@@ -301,8 +301,8 @@ static void narrow_fn(void *ctx, const void *x, void *y) {
     int64_t v;
     memcpy(&v, x, 8);
     if (i == 0) {
-        double end = algo_now() + 5;
-        while (atomic_load(&c->tile1_done) < (long)c->g && algo_now() < end) sched_yield();
+        double end = test_now_s() + 5;
+        while (atomic_load(&c->tile1_done) < (long)c->g && test_now_s() < end) sched_yield();
         if (atomic_load(&c->tile1_done) < (long)c->g) atomic_store(&c->waited_out, 1);
     }
     int32_t w = (int32_t)v + 1;
@@ -333,7 +333,7 @@ Test(algo_loops, transform_in_place_with_a_narrower_output_on_a_pool_is_rejected
                      bad, bad, atomic_load(&c.waited_out) ? " (tile 1 did not finish first)" : "");
     }
     free(buf);
-    algo_pool_free(p);
+    test_pool_free(p);
     expect_no_leaks();
 }
 

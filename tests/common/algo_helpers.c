@@ -10,8 +10,6 @@
 const size_t algo_sizes[] = { 0, 1, 7, 8, 9, 15, 16, 17, 16383, 16384, 16385, 3 * 16384 + 5 };
 const size_t algo_nsizes = sizeof algo_sizes / sizeof algo_sizes[0];
 
-double algo_now(void) { return test_now_s(); }
-
 void *xmalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     cr_assert_not_null(p, "malloc(%zu)", bytes);
@@ -24,8 +22,6 @@ ex_pool *algo_pool_new(unsigned threads) {
     ex_pool_config c = test_pool_config(threads, "algo");
     return test_pool_new_cfg(&c);
 }
-
-void algo_pool_free(ex_pool *p) { test_pool_free(p); }
 
 void as_init(algo_sched *a, as_kind k) {
     memset(a, 0, sizeof *a);
@@ -68,7 +64,7 @@ void as_fini(algo_sched *a) {
     case AS_POOL1:
     case AS_POOL2:
     case AS_POOL4:
-        algo_pool_free(a->pool);
+        test_pool_free(a->pool);
         a->pool = NULL;
         break;
     default:
@@ -369,8 +365,8 @@ void algo_stop_combine(void *ctx, void *acc, const void *x) {
         if (!c->external) {
             ex_stop_source_request_stop(c->src);
         } else {
-            double end = algo_now() + 20;
-            while (!atomic_load(&c->requested) && algo_now() < end) sched_yield();
+            double end = test_now_s() + 20;
+            while (!atomic_load(&c->requested) && test_now_s() < end) sched_yield();
             if (!atomic_load(&c->requested)) atomic_store(&c->timed_out, 1);
         }
     }
@@ -379,8 +375,8 @@ void algo_stop_combine(void *ctx, void *acc, const void *x) {
 
 void *algo_stopper_main(void *ctx) {
     algo_stop_ctx *c = ctx;
-    double end = algo_now() + 20;
-    while (!atomic_load(&c->reached) && algo_now() < end) sched_yield();
+    double end = test_now_s() + 20;
+    while (!atomic_load(&c->reached) && test_now_s() < end) sched_yield();
     ex_stop_source_request_stop(c->src);
     atomic_store(&c->requested, 1);
     return NULL;

@@ -37,7 +37,6 @@ typedef struct algo_sched {
 void as_init(algo_sched *a, as_kind k);
 void as_fini(algo_sched *a);
 ex_pool *algo_pool_new(unsigned threads);
-void algo_pool_free(ex_pool *p);
 
 /* Connects s to r (arec_init'ed by the caller, arec_with_stop if wanted)
  * in allocated storage, starts it, waits (bounded; drives the run_loop)
@@ -54,8 +53,6 @@ void algo_expect_value(const arec *r, size_t nv, const char *what);
 /* Asserts status EX_EINVAL whose message starts with "<builder>:"; runs
  * the sender through ex_sync_wait (EX_EINVAL again) and releases it. */
 void algo_expect_einval(ex_sender *s, const char *builder, const char *what);
-
-double algo_now(void);
 
 /* ------------------------------------------------------------------ inputs */
 

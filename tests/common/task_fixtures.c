@@ -10,8 +10,6 @@ void probe_check(bool ok, int line, const char *what) {
     atomic_fetch_add(&P.bad, 1);
 }
 
-ex_pool *make_pool(unsigned threads) { return test_pool_new(threads); }
-
 static bool flag_set(void *flag) { return atomic_load((atomic_int *)flag) != 0; }
 
-bool wait_int(atomic_int *flag) { return test_wait_until(flag_set, flag, NULL, 2 * TEST_WAIT_LIMIT_S); }
+bool wait_int(atomic_int *flag) { return test_wait_until(flag_set, flag, NULL, TEST_WAIT_LIMIT_S); }

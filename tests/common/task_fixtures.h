@@ -1,7 +1,7 @@
 /* task_fixtures.h - what the task test files share: the probe task bodies
  * report into (bodies never assert: a Criterion assertion long-jumps,
  * which cannot leave a fiber or another thread), and the older names of
- * common fixtures (make_pool, wait_int). */
+ * common fixtures (wait_int). */
 #ifndef CEXEC_TEST_TASK_FIXTURES_H
 #define CEXEC_TEST_TASK_FIXTURES_H
 
@@ -25,10 +25,7 @@ void probe_check(bool ok, int line, const char *what);
     cr_assert_eq(atomic_load(&P.bad), 0, "%d check(s) failed inside task bodies; first at line %d: %s", \
                  atomic_load(&P.bad), atomic_load(&P.first_line), P.first_what ? P.first_what : "")
 
-/* test_pool_new (pool.h). */
-ex_pool *make_pool(unsigned threads);
-
-/* Waits (bounded, 20 s) for *flag != 0. */
+/* Waits (bounded, TEST_WAIT_LIMIT_S) for *flag != 0. */
 bool wait_int(atomic_int *flag);
 
 #endif

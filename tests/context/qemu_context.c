@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "task/exi_context.h"
+#include "backtrace_probe.h"
 #include "regs_probe.h"
 
 static int passed, failed;
@@ -220,15 +221,6 @@ static void test_recursion(void) {
 
 /* ------------------------------------------------------------- unwinding */
 
-__attribute__((visibility("hidden"))) void exi_context_start(void);
-static int bt_frames;
-static void *bt_last;
-
-__attribute__((noinline)) static void take_backtrace(void) {
-    void *frames[64];
-    bt_frames = backtrace(frames, 64);
-    bt_last = bt_frames > 0 ? frames[bt_frames - 1] : NULL;
-}
 
 static void bt_entry(void *arg, void *user) {
     (void)arg, (void)user;
@@ -241,10 +233,9 @@ static void test_backtrace(void) {
     void *stack = new_stack();
     exi_context_init(&fib_ctx, stack, STACK, bt_entry, NULL);
     exi_context_switch(&main_ctx, &fib_ctx, NULL);
-    uintptr_t start = (uintptr_t)exi_context_start, last = (uintptr_t)bt_last;
     CHECK(bt_frames > 0 && bt_frames < 8, "%d frames", bt_frames);
-    CHECK(last > start && last < start + 16, "the last frame (%p) is not in exi_context_start (%p)", bt_last,
-          (void *)start);
+    CHECK(bt_ends_in_context_start(), "the last frame (%p) is not in exi_context_start (%p)", bt_last,
+          (void *)(uintptr_t)exi_context_start);
     free(stack);
 }
 

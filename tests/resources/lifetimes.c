@@ -114,7 +114,7 @@ static void run_away(ex_task_fn body, int slow_ms) {
     test_stc_init(&ctx);
     static away a;
     memset(&a, 0, sizeof a);
-    a.pool = make_pool(2);
+    a.pool = test_pool_new(2);
     a.pool_sched = ex_pool_scheduler(a.pool);
     a.other = ex_single_thread_context_scheduler(&ctx);
     a.slow_ms = slow_ms;
@@ -173,7 +173,7 @@ static ex_task_result body_many_moves(ex_task *t, void *arg) {
 }
 
 Test(lifetimes, a_task_holds_every_scheduler_it_left_until_it_completes) {
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     ex_strand *s1, *s2;
     cr_assert_eq(ex_strand_create(ex_pool_scheduler(pool), NULL, &s1).code, 0);
     cr_assert_eq(ex_strand_create(ex_pool_scheduler(pool), NULL, &s2).code, 0);
@@ -240,7 +240,7 @@ static void *outer_shutdown(void *arg) {
 
 Test(lifetimes, shutdown_called_from_a_cancellation_it_runs_returns) {
     memset(&R, 0, sizeof R);
-    R.pool = make_pool(1);
+    R.pool = test_pool_new(1);
     hold_post(R.pool, &R.b);
     enum { N = 4 };
     ex_work items[N];
@@ -332,7 +332,7 @@ static int child_uses_pools(ex_pool *parents) {
 }
 
 Test(lifetimes, a_pool_of_the_parent_is_a_clear_error_in_a_fork_child) {
-    ex_pool *p = make_pool(2);
+    ex_pool *p = test_pool_new(2);
     ex_result warm = ex_sync_wait(ex_schedule(ex_pool_scheduler(p)));  /* workers running */
     ex_result_destroy(&warm);
     /* Workers past that item's completion and parked: ASan's allocator is
@@ -374,7 +374,7 @@ Test(lifetimes, pool_create_destroy_cycles_keep_address_space_flat) {
     long before = -1;
     for (int i = 0; i < 300; i++) {
         if (i == 20) before = vm_size_kb();  /* after the first cycles' one-time set-up */
-        ex_pool *p = make_pool(2);
+        ex_pool *p = test_pool_new(2);
         ex_result r = ex_sync_wait(ex_schedule(ex_pool_scheduler(p)));
         cr_assert_eq(r.disposition, EX_DISP_VALUE);
         ex_result_destroy(&r);
@@ -423,7 +423,7 @@ static void *destroy_context(void *arg) {
 Test(lifetimes, context_destroy_waits_for_a_task_that_left_it) {
     memset(&CA, 0, sizeof CA);
     test_stc_init(&CA.ctx);
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     trec_init(&CA.tr);
     rec_with_scheduler(&CA.tr.r, ex_pool_scheduler(pool));
     ex_sender *s = ex_task_create(body_leaves_context, NULL, NULL);
@@ -513,7 +513,7 @@ static void *dm_shutdown(void *arg) {
  * that shut the pool down while ex_task_scheduler named the context. */
 Test(lifetimes, a_move_dropped_by_a_shutdown_returns_the_task_to_its_scheduler) {
     memset(&DM, 0, sizeof DM);
-    DM.pool = make_pool(1);
+    DM.pool = test_pool_new(1);
     test_stc_init(&DM.ctx);
     hold_post(DM.pool, &DM.b);
     static trec tr;

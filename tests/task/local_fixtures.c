@@ -62,7 +62,7 @@ void reset_state(void) {
 bool on_home(void) { return FS.pool ? ex_pool_current_worker(FS.pool) >= 0 : test_thread_id() == FS.home; }
 
 void use_pool(unsigned workers) {
-    FS.pool = workers ? make_pool(workers) : NULL;
+    FS.pool = workers ? test_pool_new(workers) : NULL;
     FS.home = test_thread_id();
 }
 

@@ -72,7 +72,7 @@ static ex_result run_parent(ex_task_fn fn, cnt_alloc *stacks, size_t parent_stac
 /* S.pool of `workers`, children of 16 KiB stacks, and the parents' stack
  * allocator. */
 static void setup_pool(unsigned workers, cnt_alloc *parent_stacks) {
-    S.pool = make_pool(workers);
+    S.pool = test_pool_new(workers);
     setup_children(16384);
     cnt_alloc_init(parent_stacks);
 }
@@ -205,7 +205,7 @@ static ex_task_result spawner(ex_task *t, void *arg) {
 Test(exec_task_nesting, work_the_task_does_not_await_never_runs_nested) {
     ex_single_thread_context ctx;
     start_other(&ctx);
-    S.pool = make_pool(1);
+    S.pool = test_pool_new(1);
     setup_children(16384);
     cr_assert_eq(ex_counting_scope_init(&S.scope).code, 0);
     ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(S.pool), ex_task_create(spawner, NULL, NULL)));
@@ -229,7 +229,7 @@ static ex_task_result chain(ex_task *t, void *arg) {
 }
 
 Test(exec_task_nesting, nesting_stops_where_the_stack_runs_out) {
-    S.pool = make_pool(2);
+    S.pool = test_pool_new(2);
     memset(&S.child, 0, sizeof S.child);
     S.child.stack_size = 16384;  /* default (guarded) stacks */
     ex_alloc_stats before, after;
@@ -278,7 +278,7 @@ static ex_task_result child_inline_suspends(ex_task *t, void *arg) {
 static void expect_direct_nesting(ex_task_fn child, bool inline_children, int rounds, int64_t expect, int nested) {
     ex_single_thread_context ctx;
     start_other(&ctx);
-    S.pool = make_pool(1);
+    S.pool = test_pool_new(1);
     setup_children(16384);
     if (inline_children) S.child.affinity = EX_TASK_INLINE;
     cnt_alloc parent_stacks;

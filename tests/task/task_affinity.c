@@ -88,7 +88,7 @@ static ex_task_result body_home_thread(ex_task *t, void *arg) {
 }
 
 Test(exec_task, sync_wait_task_resumes_on_the_calling_thread) {
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     ex_single_thread_context stc;
     test_stc_init(&stc);
     aff_arg a = {
@@ -123,7 +123,7 @@ static ex_task_result body_pool_affine(ex_task *t, void *arg) {
 }
 
 Test(exec_task, task_started_on_a_pool_resumes_on_its_workers) {
-    ex_pool *pool = make_pool(2), *other = make_pool(2);
+    ex_pool *pool = test_pool_new(2), *other = test_pool_new(2);
     ex_single_thread_context stc;
     test_stc_init(&stc);
     aff_arg a = {
@@ -268,7 +268,7 @@ static ex_task_result body_wrap(ex_task *t, void *arg) {
 }
 
 static void affinity_through_schedule(bool big) {
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     ex_single_thread_context stc;
     test_stc_init(&stc);
     wrap_sched w;
@@ -310,7 +310,7 @@ static ex_task_result body_oomhop(ex_task *t, void *arg) {
 }
 
 Test(exec_task, affinity_is_never_silently_lost_when_a_hop_cannot_be_allocated) {
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     ex_single_thread_context stc;
     test_stc_init(&stc);
     wrap_sched w;
@@ -385,7 +385,7 @@ static ex_task_result body_change(ex_task *t, void *arg) {
 }
 
 Test(exec_task, change_coroutine_scheduler_switches_and_back) {
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     ex_single_thread_context stc;
     test_stc_init(&stc);
     chg_arg a = { pool, ex_single_thread_context_scheduler(&stc), ex_single_thread_context_thread_id(&stc),
@@ -510,7 +510,7 @@ static ex_task_result body_yield_rounds(ex_task *t, void *arg) {
 }
 
 Test(exec_task, yield_on_a_pool_runs_the_queued_work_first) {
-    ex_pool *pool = make_pool(1);
+    ex_pool *pool = test_pool_new(1);
     ex_counting_scope scope;
     cr_assert_eq(ex_counting_scope_init(&scope).code, 0);
     yield_arg a = { .pool = pool, .scope = &scope, .rounds = 200 };

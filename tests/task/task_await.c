@@ -412,7 +412,7 @@ static ex_task_result body_tuple_copies(ex_task *t, void *arg) {
 }
 
 Test(exec_task, awaited_tuples_are_deep_copied) {
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     static const char text[] = "not copied";
     tuple_arg a = { pool, text };
     for (int k = 0; k < 20; k++) {
@@ -510,7 +510,7 @@ static ex_task_result body_parent(ex_task *t, void *arg) {
 }
 
 Test(exec_task, task_awaiting_tasks_gets_their_values) {
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     parent_arg a = { test_thread_id(), pool, 100 };
     ex_result r = run(ex_task_create(body_parent, &a, NULL));
     expect_value_int(&r, 99 * 100);
@@ -564,7 +564,7 @@ static uint64_t pool_items_of(ex_task_fn body, rt_arg *a, int64_t want) {
 }
 
 Test(exec_task, completion_on_the_task_scheduler_skips_the_hop) {
-    rt_arg a = { make_pool(1), 200 };
+    rt_arg a = { test_pool_new(1), 200 };
     uint64_t items = pool_items_of(body_rt_own, &a, 200);
     cr_assert_lt(items, 200 + 20, "%llu pool items for 200 awaits of the task's own pool: the hops were not skipped",
                  (unsigned long long)items);
@@ -572,7 +572,7 @@ Test(exec_task, completion_on_the_task_scheduler_skips_the_hop) {
 }
 
 Test(exec_task, child_on_the_same_scheduler_needs_no_queue_round_trip) {
-    rt_arg a = { make_pool(1), 200 };
+    rt_arg a = { test_pool_new(1), 200 };
     uint64_t items = pool_items_of(body_rt_parent, &a, 199 * 200 / 2);
     cr_assert_lt(items, 20, "%llu pool items for 200 child tasks on the parent's own scheduler",
                  (unsigned long long)items);

@@ -60,7 +60,7 @@ static ex_task_result body_env(ex_task *t, void *arg) {
 }
 
 Test(exec_task, env_answers_scheduler_allocator_stop_token) {
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     env_arg a = { .pool = pool, .decoy = ex_inline_scheduler() };
     /* defaults: the receiver environment's allocator (here the process default) */
     a.want_alloc = ex_default_allocator();
@@ -99,7 +99,7 @@ Test(exec_task, env_forwards_the_user_environment) {
     ex_env_pair p1, p2;
     ex_env_pair_init(&p1, &key_fwd, ex_int(42), ex_env_empty());
     p1.key2 = &ex_key_get_scheduler;  /* the task's own answer wins */
-    ex_pool *decoy_pool = make_pool(1);
+    ex_pool *decoy_pool = test_pool_new(1);
     p1.value2 = ex_sched_value(ex_pool_scheduler(decoy_pool));
     ex_env_pair_init(&p2, &key_nofwd, ex_int(43), ex_env_of_pair(&p1));
     ex_task_options o = { .env = ex_env_of_pair(&p2) };

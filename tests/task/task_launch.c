@@ -130,8 +130,8 @@ static ex_task_result body_many(ex_task *t, void *arg) {
 static many_ctx *many_setup(many_arg **args) {
     many_ctx *c = calloc(1, sizeof *c);
     cr_assert_not_null(c);
-    c->pool = make_pool(2);
-    c->other = make_pool(2);
+    c->pool = test_pool_new(2);
+    c->other = test_pool_new(2);
     *args = calloc(MANY, sizeof **args);
     cr_assert_not_null(*args);
     for (int i = 0; i < MANY; i++) (*args)[i] = (many_arg){ c, i };
@@ -254,7 +254,7 @@ static ex_task_result body_launched(ex_task *t, void *arg) {
 }
 
 Test(exec_task, launch_runs_tasks_detached_into_a_scope) {
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     reg_alloc stacks;
     reg_alloc_init(&stacks);
     launch_ctx c = { .pool = pool, .stacks = &stacks };
@@ -291,7 +291,7 @@ Test(exec_task, launch_runs_tasks_detached_into_a_scope) {
 }
 
 Test(exec_task, launch_with_the_scope_stop_token) {
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     launch_ctx c = { .pool = pool };
     ex_counting_scope scope;
     cr_assert_eq(ex_counting_scope_init(&scope).code, 0);
@@ -317,7 +317,7 @@ Test(exec_task, launch_with_the_scope_stop_token) {
 }
 
 Test(exec_task, launch_errors_release_the_task) {
-    ex_pool *pool = make_pool(1);
+    ex_pool *pool = test_pool_new(1);
     ex_counting_scope scope;
     cr_assert_eq(ex_counting_scope_init(&scope).code, 0);
     atomic_int ran = 0;
@@ -340,7 +340,7 @@ Test(exec_task, launch_errors_release_the_task) {
 }
 
 Test(exec_task, launch_without_an_error_handler_reports_on_stderr) {
-    ex_pool *pool = make_pool(1);
+    ex_pool *pool = test_pool_new(1);
     launch_ctx c = { .pool = pool };
     ex_counting_scope scope;
     cr_assert_eq(ex_counting_scope_init(&scope).code, 0);
@@ -377,7 +377,7 @@ Test(exec_task, launch_without_an_error_handler_reports_on_stderr) {
 }
 
 Test(exec_task, launch_out_of_memory_sweep) {
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     launch_ctx c = { .pool = pool };
     int ok = 0, enomem = 0;
     long k, base = test_stats.in_use;  /* the pool's */

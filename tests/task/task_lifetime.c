@@ -86,7 +86,7 @@ Test(exec_task, completion_may_free_the_task_after_stopped) {
 /* The same through a counting scope on a pool: the spawned operation, from
  * the scribbling allocator, is freed by the scope when the task completes. */
 Test(exec_task, spawned_task_freed_by_the_scope) {
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     cnt_alloc frames;
     cnt_alloc_init(&frames);
     frames.scribble = true;

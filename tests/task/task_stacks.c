@@ -235,7 +235,7 @@ Test(exec_task, stack_allocator_option_provides_the_stack) {
     ex_jemalloc_allocator *je = NULL;
     cr_assert_eq(ex_jemalloc_allocator_create(2, &je).code, 0);
     o.stack_allocator = ex_jemalloc_allocator_get(je);
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     for (int i = 0; i < 20; i++) {
         int64_t x = i;
         r = run(ex_starts_on(ex_pool_scheduler(pool), ex_task_create(body_i64, &x, &o)));
@@ -259,7 +259,7 @@ Test(exec_task, stack_allocation_failure_completes_with_enomem) {
     cr_assert_eq(atomic_load(&ran), 0);
 
     /* through a raw receiver, on a pool */
-    ex_pool *pool = make_pool(2);
+    ex_pool *pool = test_pool_new(2);
     ex_fault_allocator_fail_nth(&f, 1);
     trec tr;
     trec_setup(&tr, ex_pool_scheduler(pool), true);
