@@ -6,7 +6,16 @@
  * published while workers sleep always gets a worker; an idle pool uses no
  * CPU.  Scheduling allocates nothing: work items live in the operations.
  *
- * Threads: completions of ex_schedule(ex_pool_scheduler(p)) run on a worker.
+ * The waiting caller works: a thread outside the pool that blocks in
+ * ex_sync_wait on work it submits to the pool lends itself to the pool for
+ * the wait.  It takes one of the pool's lent slots (ex_pool_config's
+ * lend_slots), its items go to that slot's deque with no wake-up, and it
+ * runs them itself while workers may steal them.  While lent it is an
+ * agent of the pool: ex_pool_current_worker gives its slot index (from
+ * ex_pool_size(p) on).  docs/pool.md, "Lent callers", has the model.
+ *
+ * Threads: completions of ex_schedule(ex_pool_scheduler(p)) run on an agent
+ * of the pool: a worker, or a lent caller.
  * Errors: EX_ESHUTDOWN once ex_pool_shutdown (or _destroy) has begun. */
 #ifndef CEXEC_POOL_H
 #define CEXEC_POOL_H
@@ -29,6 +38,27 @@ typedef enum ex_pool_frames {
     /* No pool allocator: the process default (ex_default_allocator) applies. */
     EX_POOL_FRAMES_PROCESS = 1
 } ex_pool_frames;
+
+/* How workers with nothing to do wait (docs/pool.md, "Waiting").  Every
+ * policy first spins spin_rounds rounds. */
+typedef enum ex_pool_wait_policy {
+    /* The CEXEC_WAIT_POLICY environment variable ("adaptive", "passive" or
+     * "active"; another value makes ex_pool_create fail with EX_EINVAL),
+     * else adaptive. */
+    EX_POOL_WAIT_DEFAULT = 0,
+    /* The last worker still awake keeps looking (yielding the CPU between
+     * looks) for linger_us before it parks, so that work arriving after a
+     * short pause finds it awake; the others park after spinning.  An idle
+     * pool uses no CPU once linger_us has passed. */
+    EX_POOL_WAIT_ADAPTIVE = 1,
+    /* Park as soon as the spin rounds find nothing (OMP_WAIT_POLICY=passive):
+     * least CPU, and a wake-up on the path of the next request. */
+    EX_POOL_WAIT_PASSIVE = 2,
+    /* Never park while the pool runs: keep looking, yielding the CPU between
+     * looks (OMP_WAIT_POLICY=active).  Lowest latency; the workers use CPU
+     * for as long as the pool lives. */
+    EX_POOL_WAIT_ACTIVE = 3
+} ex_pool_wait_policy;
 
 typedef struct ex_pool_config {
     /* Worker threads, at most 4096 (EX_EINVAL beyond); 0:
@@ -54,6 +84,18 @@ typedef struct ex_pool_config {
     const struct ex_allocator *allocator;
     /* With allocator NULL: where the pool's work allocates its frames. */
     ex_pool_frames frames;
+    /* How idle workers wait; EX_POOL_WAIT_DEFAULT reads CEXEC_WAIT_POLICY. */
+    ex_pool_wait_policy wait_policy;
+    /* Adaptive policy: microseconds the last awake worker keeps looking for
+     * work before it parks, at most 10,000,000 (EX_EINVAL beyond); 0: the
+     * CEXEC_LINGER_US environment variable, else 1000. */
+    unsigned linger_us;
+    /* Lent slots: how many threads outside the pool may lend themselves to
+     * it at once while they wait for its work in ex_sync_wait (a thread
+     * that finds none free waits as a plain outside thread: its work goes to
+     * a worker's inbox and it sleeps until done).  0: as many as workers;
+     * negative: none (lending off); at most 4096 (EX_EINVAL beyond). */
+    int lend_slots;
 } ex_pool_config;
 
 /* Per-worker counters; read while the pool runs, they are a snapshot. */
@@ -83,10 +125,18 @@ ex_scheduler ex_pool_scheduler(ex_pool *p);
 
 unsigned ex_pool_size(const ex_pool *p);
 
-/* Counters of worker i (< ex_pool_size); EX_EINVAL for a bad index. */
+/* The number of lent slots (ex_pool_config.lend_slots as resolved). */
+unsigned ex_pool_lend_slots(const ex_pool *p);
+
+/* Counters of slot i: a worker (i < ex_pool_size) or a lent slot (i from
+ * ex_pool_size up to ex_pool_size + ex_pool_lend_slots; its counters add
+ * up what every thread that held it did there).  EX_EINVAL for a bad
+ * index. */
 ex_error ex_pool_worker_stats_get(const ex_pool *p, unsigned i, ex_pool_worker_stats *out);
 
-/* Index of the calling thread among p's workers, or -1. */
+/* Index of the calling thread among p's agents: its worker index
+ * (< ex_pool_size(p)), the index of the lent slot it holds while it waits
+ * in ex_sync_wait (ex_pool_size(p) and up), or -1 when it is neither. */
 int ex_pool_current_worker(const ex_pool *p);
 
 /* Stops the pool: from now on new work is refused with EX_ESHUTDOWN (other

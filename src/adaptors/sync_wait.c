@@ -10,6 +10,7 @@
 #include "base/exi_atomic.h"
 #include "core/exi_value.h"
 #include "base/exi_worker.h"
+#include "resources/exi_pool.h"
 
 typedef struct sync_state {
     ex_run_loop loop;
@@ -74,23 +75,35 @@ static ex_result error_result(ex_error e) {
 #define SYNC_WAIT_SPIN 2000
 #define SYNC_WAIT_PAUSE 64
 
-/* Waits for st->done.  On a pool worker it keeps running the loop's items
- * and the pool's work instead of blocking, so a task that waits for work on
- * its own pool cannot deadlock it. */
-static void wait_done(sync_state *st) {
+/* Starts op and waits for st->done.
+ *
+ * Outside every pool the thread offers itself to the pool its operation
+ * submits to (exi_pool.h, lending): if it gets a lent slot it runs its own
+ * items there, with no wake-up in between.  Short operations finish within
+ * microseconds: it spins briefly before giving the slot back and sleeping
+ * on the loop's condition variable, to save the cost of a wake-up round
+ * trip.
+ *
+ * On a pool agent it keeps running the loop's items and the pool's work
+ * instead of blocking, so a task that waits for work on its own pool
+ * cannot deadlock it. */
+static void start_and_wait(sync_state *st, ex_operation *op) {
     if (exi_worker_index() < 0) {
-        /* Short operations finish within microseconds: spin briefly before
-         * sleeping on the loop's condition variable, to save the cost of a
-         * wake-up round trip. */
+        exi_lend_state outer = exi_lend_open();
+        ex_start(op);
         for (unsigned spin = 0; spin < SYNC_WAIT_SPIN && !exi_load_acq_u32(&st->done); spin++) {
-            if (ex_run_loop_run_one(&st->loop)) spin = 0;
+            if (exi_lend_run_one() || ex_run_loop_run_one(&st->loop)) spin = 0;
             else if (spin < SYNC_WAIT_PAUSE) exi_pause();
             else sched_yield();  /* cores may all be busy with the work we wait for: let it run */
         }
+        /* Nothing is left in the slot that only this thread would run:
+         * close hands what remains to a worker before this thread sleeps. */
+        exi_lend_close(outer);
         (void)ex_run_loop_run(&st->loop);
         while (!exi_load_acq_u32(&st->done)) exi_pause();
         return;
     }
+    ex_start(op);
     unsigned idle = 0;
     while (!exi_load_acq_u32(&st->done)) {
         if (ex_run_loop_run_one(&st->loop) || exi_worker_help_one()) {
@@ -142,8 +155,7 @@ ex_result ex_sync_wait(ex_sender *s) {
     if (e.code) {
         res = error_result(e);
     } else {
-        ex_start(op);
-        wait_done(&st);
+        start_and_wait(&st, op);
         ex_operation_destroy(op);
     }
     if (heap) ex_deallocate(a, storage, s->op_size, s->op_align);

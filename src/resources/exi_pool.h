@@ -24,4 +24,25 @@ uint64_t exi_pool_backlog_here(ex_scheduler sch);
 /* The worker count of the pool behind sch, or 0 when sch is not a pool's. */
 unsigned exi_pool_size_of(ex_scheduler sch);
 
+/* Lending (docs/pool.md, "Lent callers").  A thread outside every pool
+ * that is about to wait for an operation (ex_sync_wait) opens an offer
+ * before it starts the operation.  While the offer is open, the thread's
+ * first submission to a pool with a free lent slot takes that slot: the
+ * thread becomes an agent of the pool, and the item goes to the slot's
+ * deque without waking anyone (its holder runs it next).  The holder then
+ * runs its slot's items (exi_lend_run_one) until it stops waiting, and
+ * closes: the slot is given back, with any items still in it handed to a
+ * worker (or cancelled, once the pool is shutting down).  A holder must not
+ * block while its slot may hold items: nobody else is told about the first
+ * one.  Offers nest: close restores what open returned. */
+typedef struct exi_lend_state {
+    bool open;
+    struct exi_worker *slot;  /* the lent slot held, or NULL */
+} exi_lend_state;
+
+exi_lend_state exi_lend_open(void);
+/* Runs one item of the held slot; false when there is none (or no slot). */
+bool exi_lend_run_one(void);
+void exi_lend_close(exi_lend_state prev);
+
 #endif

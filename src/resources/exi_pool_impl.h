@@ -16,12 +16,18 @@
 
 #define EXI_POOL_NAME_MAX 16
 
+/* A slot of the pool: one of its n workers, or one of its lent slots
+ * (index n and up), which a thread outside the pool holds while it waits
+ * for the pool's work in ex_sync_wait (docs/pool.md, "Lent callers").  A
+ * lent slot has no thread of its own; whoever holds it owns its deque. */
 typedef struct exi_worker {
     exi_deque deque;
-    exi_inbox inbox;
+    exi_inbox inbox;          /* a lent slot's: only its holder pushes (deque growth failed, yield) */
     _Alignas(64) exi_event event;
     ex_pool *pool;
     unsigned index;
+    bool lent;                /* a lent slot, not a worker */
+    uint32_t held;            /* lent: 1 while a thread holds it (claimed by CAS, released by a store) */
     pthread_t thread;
     bool started;
     uint64_t rng;
@@ -32,9 +38,12 @@ typedef struct exi_worker {
     char name[EXI_POOL_NAME_MAX];
 } exi_worker;
 
+typedef enum exi_wait_policy { EXI_WAIT_ADAPTIVE, EXI_WAIT_PASSIVE, EXI_WAIT_ACTIVE } exi_wait_policy;
+
 struct ex_pool {
-    unsigned n;
-    exi_worker *workers;
+    unsigned n;               /* workers: slots [0, n) */
+    unsigned slots;           /* n + lent slots: slots [n, slots) are lent */
+    exi_worker *workers;      /* all the slots */
     uint64_t *idle;           /* bit i: worker i is parked or about to park */
     unsigned idle_words;
     uint32_t stopping;
@@ -49,6 +58,8 @@ struct ex_pool {
     const ex_allocator *frame_alloc;  /* config.allocator, or the arenas below */
     ex_jemalloc_allocator *arenas;    /* owned, with EX_POOL_FRAMES_ARENAS */
     unsigned spin_rounds;
+    exi_wait_policy wait_policy;
+    uint64_t linger_ns;       /* adaptive: how long the last awake worker keeps looking */
     bool pin;
     char *trace_path;
     uint64_t trace_origin;

@@ -46,8 +46,17 @@
 #include <cexec/pool.h>
 
 #define DEFAULT_SPIN_ROUNDS 256
+#define DEFAULT_LINGER_US 1000
+#define MAX_LINGER_US 10000000u
 #define DEQUE_INITIAL 256
+/* The slot the calling thread runs as: its worker, or the lent slot it holds. */
 static EXI_TLS exi_worker *tls_worker;
+
+/* The calling thread's lending offer (exi_lend_open): open, and the lent
+ * slot it took, if any. */
+static EXI_TLS exi_lend_state tls_lend;
+
+static bool help_one(void);
 
 /* Inbox choice of a submitting thread that is not a worker, for the pool
  * with this id (an address can be reused by a later pool). */
@@ -131,16 +140,8 @@ static unsigned home_inbox(ex_pool *p) {
     return tls_home.home;
 }
 
-/* Queues w on p.  EX_ESHUTDOWN once destroy has begun. */
-static ex_error submit(ex_pool *p, ex_work *w) {
-    exi_worker *me = tls_worker;
-    if (me && me->pool == p) {
-        if (stopping(p)) return refused(p);
-        if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);  /* growth failed: never lose work */
-        notify(p);
-        return ex_ok();
-    }
-    if (__builtin_expect(forked(p), 0)) return refused(p);
+/* From a thread outside the pool: to the inbox of one of its workers. */
+static ex_error submit_outside(ex_pool *p, ex_work *w) {
     exi_inbox *q = &p->workers[home_inbox(p)].inbox;
     /* The gate keeps destroy from draining while this push is under way. */
     exi_faa_u32(&q->gate, 1);
@@ -157,6 +158,66 @@ static ex_error submit(ex_pool *p, ex_work *w) {
     return ex_ok();
 }
 
+/* From the holder of lent slot me: to its deque.  Under the slot's gate, as
+ * for an inbox: shutdown waits for the gates before it drains the lent
+ * deques, so an item either is refused or is there to be drained.  The
+ * first item of a lending wakes nobody: its holder runs it next. */
+static ex_error submit_lent(ex_pool *p, exi_worker *me, ex_work *w, bool wake) {
+    exi_faa_u32(&me->inbox.gate, 1);
+    if (stopping(p)) {
+        exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
+        return refused(p);
+    }
+    if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);  /* growth failed: never lose work */
+    exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
+    /* The slot keeps the pool alive (a handle): notify may come after. */
+    if (wake) notify(p);
+    return ex_ok();
+}
+
+static void set_slot(exi_worker *me) {
+    tls_worker = me;
+    exi_this_worker = me ? (exi_worker_slot){.index = (int)me->index, .help_one = help_one}
+                         : (exi_worker_slot){.index = -1, .help_one = NULL};
+}
+
+/* Takes a free lent slot of p for the calling thread (an open offer, no
+ * slot yet), or NULL.  The CAS that takes the slot acquires what its last
+ * holder did with the deque; the slot counts as a handle on the pool, so
+ * destroy waits for it to be given back.  The holder is an agent of the
+ * pool only while it runs the slot's items (exi_lend_run_one): between
+ * them it runs its own loop's work, which is not the pool's. */
+static exi_worker *claim_lent_slot(ex_pool *p) {
+    for (unsigned k = p->n; k < p->slots; k++) {
+        exi_worker *s = &p->workers[k];
+        uint32_t free_ = 0;
+        if (exi_load_rlx_u32(&s->held) || !exi_cas_u32(&s->held, &free_, 1)) continue;
+        exi_faa_u32(&p->holders, 1);
+        tls_lend.slot = s;
+        return s;
+    }
+    return NULL;
+}
+
+/* Queues w on p.  EX_ESHUTDOWN once destroy has begun. */
+static ex_error submit(ex_pool *p, ex_work *w) {
+    exi_worker *me = tls_worker;
+    if (me && me->pool == p) {
+        if (me->lent) return submit_lent(p, me, w, true);
+        if (stopping(p)) return refused(p);
+        if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);  /* growth failed: never lose work */
+        notify(p);
+        return ex_ok();
+    }
+    if (__builtin_expect(forked(p), 0)) return refused(p);
+    if (!me && tls_lend.open) {
+        exi_worker *held = tls_lend.slot;
+        if (held && held->pool == p) return submit_lent(p, held, w, true);
+        if (!held && (held = claim_lent_slot(p))) return submit_lent(p, held, w, false);
+    }
+    return submit_outside(p, w);
+}
+
 ex_error exi_pool_submit(ex_pool *p, ex_work *w) { return submit(p, w); }
 
 /* ----------------------------------------------------------- finding work */
@@ -164,7 +225,7 @@ ex_error exi_pool_submit(ex_pool *p, ex_work *w) { return submit(p, w); }
 /* One pass over the other workers, from a random one. */
 static ex_work *steal(exi_worker *me) {
     ex_pool *p = me->pool;
-    unsigned n = p->n;
+    unsigned n = p->slots;
     if (n == 1) return exi_inbox_pop(&me->inbox);
     unsigned start = (unsigned)(xorshift(&me->rng) % n);
     for (unsigned k = 0; k < n; k++) {
@@ -198,7 +259,7 @@ static ex_work *find_work(exi_worker *me) {
 }
 
 static bool work_visible(ex_pool *p) {
-    for (unsigned i = 0; i < p->n; i++)
+    for (unsigned i = 0; i < p->slots; i++)
         if (exi_deque_nonempty(&p->workers[i].deque) || exi_inbox_nonempty(&p->workers[i].inbox)) return true;
     return false;
 }
@@ -248,13 +309,39 @@ static void name_and_pin(exi_worker *me) {
     }
 }
 
-static bool help_one(void);
+/* Whether every other worker is parked (or about to park): me is the last
+ * one awake.  A hint; two workers may both decide they are not. */
+static bool last_awake(exi_worker *me) {
+    ex_pool *p = me->pool;
+    unsigned parked = 0;
+    for (unsigned k = 0; k < p->idle_words; k++) parked += (unsigned)__builtin_popcountll(exi_load_rlx_u64(&p->idle[k]));
+    return parked + 1 >= p->n;
+}
+
+/* After the spin rounds found nothing: keeps looking, giving the CPU to
+ * other threads between looks, while the wait policy says this worker
+ * should stay awake (active: for as long as the pool runs; adaptive: the
+ * last worker awake, until linger_ns have passed).  Returns the work found,
+ * or NULL: park. */
+static ex_work *linger(exi_worker *me) {
+    ex_pool *p = me->pool;
+    if (p->wait_policy == EXI_WAIT_PASSIVE) return NULL;
+    bool forever = p->wait_policy == EXI_WAIT_ACTIVE;
+    if (!forever && (p->linger_ns == 0 || !last_awake(me))) return NULL;
+    uint64_t deadline = exi_now_ns() + p->linger_ns;
+    for (unsigned r = 1; !stopping(p); r++) {
+        sched_yield();
+        ex_work *w = find_work(me);
+        if (w) return w;
+        if (!forever && (r % 8) == 0 && exi_now_ns() >= deadline) return NULL;
+    }
+    return NULL;
+}
 
 static void *worker_main(void *arg) {
     exi_worker *me = arg;
     ex_pool *p = me->pool;
-    tls_worker = me;
-    exi_this_worker = (exi_worker_slot){.index = (int)me->index, .help_one = help_one};
+    set_slot(me);
     name_and_pin(me);
     while (!stopping(p)) {
         ex_work *w = find_work(me);
@@ -262,12 +349,60 @@ static void *worker_main(void *arg) {
             for (int k = 0; k < 16; k++) exi_pause();
             w = find_work(me);
         }
+        if (!w) w = linger(me);
         if (w) run_item(me, w);
         else park(me);
     }
-    tls_worker = NULL;
-    exi_this_worker = (exi_worker_slot){.index = -1, .help_one = NULL};
+    set_slot(NULL);
     return NULL;
+}
+
+/* ---------------------------------------------------------- lent callers */
+
+exi_lend_state exi_lend_open(void) {
+    exi_lend_state prev = tls_lend;
+    tls_lend = (exi_lend_state){.open = true, .slot = NULL};
+    return prev;
+}
+
+bool exi_lend_run_one(void) {
+    exi_worker *me = tls_lend.slot;
+    if (!me) return false;
+    ex_work *w = exi_deque_take(&me->deque);
+    if (!w) w = exi_inbox_pop(&me->inbox);
+    if (!w) return false;
+    set_slot(me);
+    run_item(me, w);
+    set_slot(NULL);
+    return true;
+}
+
+/* An item left in a lent slot when its holder stops waiting: to a worker,
+ * or cancelled here once the pool is stopping (its drain may be over). */
+static void hand_over(ex_pool *p, ex_work *w) {
+    if (!stopping(p) && !submit_outside(p, w).code) return;
+    if (w->cancel) w->cancel(w);
+    else w->execute(w);
+}
+
+void exi_lend_close(exi_lend_state prev) {
+    exi_worker *me = tls_lend.slot;
+    tls_lend = prev;
+    if (!me) return;
+    ex_pool *p = me->pool;
+    ex_work *w;
+    while ((w = exi_deque_take(&me->deque))) hand_over(p, w);
+    /* Only the holder pushes here; a thief holding the consumer lock makes
+     * pop fail for a moment, and takes the item itself. */
+    while (exi_inbox_nonempty(&me->inbox))
+        if ((w = exi_inbox_pop(&me->inbox))) hand_over(p, w);
+        else sched_yield();
+    exi_store_rel_u32(&me->held, 0);
+    /* Then the slot's hold on the pool, as pool_release drops a handle: the
+     * last access to p (destroy may free it right after). */
+    bool closing = exi_load_acq_u32(&p->closing);
+    exi_faa_u32(&p->holders, (uint32_t)-1);
+    if (closing) syscall(SYS_futex, &p->holders, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 /* ------------------------------------------------------ sync_wait helping */
@@ -324,8 +459,13 @@ static ex_error pool_yield(void *self, ex_work *w) {
     ex_pool *p = self;
     exi_worker *me = tls_worker;
     if (!me || me->pool != p) return submit(p, w);
-    if (stopping(p)) return refused(p);
+    exi_faa_u32(&me->inbox.gate, 1);  /* a lent slot's is drained by shutdown: see submit_lent */
+    if (stopping(p)) {
+        exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
+        return refused(p);
+    }
     exi_inbox_push(&me->inbox, w);
+    exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
     notify(p);
     return ex_ok();
 }
@@ -350,8 +490,8 @@ static const ex_allocator *pool_allocator(void *self) { return ((ex_pool *)self)
 static void pool_retain(void *self) {
     ex_pool *p = self;
     exi_worker *w = tls_worker;
-    if (w && w->pool == p) exi_owner_add_u64(&w->holds, 1);
-    else exi_faa_u32(&p->holders, 1);
+    if (w && w->pool == p && !w->lent) exi_owner_add_u64(&w->holds, 1);
+    else exi_faa_u32(&p->holders, 1);  /* a lent slot changes hands: its counts must be shared */
 }
 
 /* A drop off the workers while destroy waits wakes it.  `closing` is read
@@ -362,7 +502,7 @@ static void pool_retain(void *self) {
 static void pool_release(void *self) {
     ex_pool *p = self;
     exi_worker *w = tls_worker;
-    if (w && w->pool == p) {
+    if (w && w->pool == p && !w->lent) {
         exi_owner_add_u64(&w->holds, (uint64_t)-1);
         return;
     }
@@ -417,8 +557,10 @@ int ex_pool_current_worker(const ex_pool *p) {
     return me && me->pool == p ? (int)me->index : -1;
 }
 
+unsigned ex_pool_lend_slots(const ex_pool *p) { return p ? p->slots - p->n : 0; }
+
 ex_error ex_pool_worker_stats_get(const ex_pool *p, unsigned i, ex_pool_worker_stats *out) {
-    if (!p || !out || i >= p->n) return ex_err(EX_EINVAL, "ex_pool_worker_stats_get: bad pool or worker index");
+    if (!p || !out || i >= p->slots) return ex_err(EX_EINVAL, "ex_pool_worker_stats_get: bad pool or worker index");
     const ex_pool_worker_stats *s = &p->workers[i].stats;
     out->executed = exi_load_rlx_u64(&s->executed);
     out->stolen = exi_load_rlx_u64(&s->stolen);
@@ -430,13 +572,13 @@ ex_error ex_pool_worker_stats_get(const ex_pool *p, unsigned i, ex_pool_worker_s
 static void free_pool(ex_pool *p) {
     const ex_allocator *a = p->alloc;
     if (p->workers) {
-        for (unsigned i = 0; i < p->n; i++) {
+        for (unsigned i = 0; i < p->slots; i++) {
             exi_worker *w = &p->workers[i];
             if (w->deque.array) exi_deque_destroy(&w->deque);
             if (w->trace.events)
                 ex_deallocate(a, w->trace.events, w->trace.capacity * sizeof(exi_trace_event), alignof(exi_trace_event));
         }
-        ex_deallocate(a, p->workers, p->n * sizeof(exi_worker), alignof(exi_worker));
+        ex_deallocate(a, p->workers, p->slots * sizeof(exi_worker), alignof(exi_worker));
     }
     if (p->idle) ex_deallocate(a, p->idle, p->idle_words * sizeof(uint64_t), alignof(uint64_t));
     if (p->trace_path) ex_deallocate(a, p->trace_path, strlen(p->trace_path) + 1, 1);
@@ -451,18 +593,21 @@ static void stop_workers(ex_pool *p) {
     for (unsigned i = 0; i < p->n; i++) exi_event_inc(&p->workers[i].event);
     for (unsigned i = 0; i < p->n; i++)
         if (p->workers[i].started) pthread_join(p->workers[i].thread, NULL);
-    /* External submitters that passed the gate before `stopping` finish
-     * their push and wake-up; later ones see `stopping` and are refused. */
-    for (unsigned i = 0; i < p->n; i++)
+    /* External submitters and lent callers that passed a gate before
+     * `stopping` finish their push; later ones see `stopping` and are
+     * refused. */
+    for (unsigned i = 0; i < p->slots; i++)
         while (exi_load_acq_u32(&p->workers[i].inbox.gate)) sched_yield();
 }
 
 /* Cancels every queued item; a cancellation may queue nothing new (the pool
- * refuses), so one sweep until all queues are empty suffices. */
+ * refuses), so one sweep until all queues are empty suffices.  A lent
+ * slot's holder may still be taking items from its own deque meanwhile
+ * (exactly once either way: the deque's protocol). */
 static void drain(ex_pool *p) {
     for (bool any = true; any;) {
         any = false;
-        for (unsigned i = 0; i < p->n; i++) {
+        for (unsigned i = 0; i < p->slots; i++) {
             exi_worker *w = &p->workers[i];
             ex_work *item;
             exi_steal_result r;
@@ -488,27 +633,60 @@ static void write_trace(ex_pool *p) {
     const char *names_stack[64];
     exi_trace_buf *bufs = bufs_stack;
     const char **names = names_stack;
-    bool heap = p->n > 64;
+    bool heap = p->slots > 64;
     if (heap) {
-        bufs = ex_allocate(p->alloc, p->n * sizeof *bufs, alignof(exi_trace_buf));
-        names = ex_allocate(p->alloc, p->n * sizeof *names, alignof(const char *));
+        bufs = ex_allocate(p->alloc, p->slots * sizeof *bufs, alignof(exi_trace_buf));
+        names = ex_allocate(p->alloc, p->slots * sizeof *names, alignof(const char *));
         if (!bufs || !names) {
-            if (bufs) ex_deallocate(p->alloc, bufs, p->n * sizeof *bufs, alignof(exi_trace_buf));
-            if (names) ex_deallocate(p->alloc, (void *)names, p->n * sizeof *names, alignof(const char *));
+            if (bufs) ex_deallocate(p->alloc, bufs, p->slots * sizeof *bufs, alignof(exi_trace_buf));
+            if (names) ex_deallocate(p->alloc, (void *)names, p->slots * sizeof *names, alignof(const char *));
             fprintf(stderr, "cexec: out of memory writing the trace %s\n", p->trace_path);
             return;
         }
     }
-    for (unsigned i = 0; i < p->n; i++) {
+    for (unsigned i = 0; i < p->slots; i++) {
         bufs[i] = p->workers[i].trace;
         names[i] = p->workers[i].name;
     }
-    if (exi_trace_write(p->trace_path, bufs, names, p->n, p->trace_origin))
+    if (exi_trace_write(p->trace_path, bufs, names, p->slots, p->trace_origin))
         fprintf(stderr, "cexec: could not write the trace %s\n", p->trace_path);
     if (heap) {
-        ex_deallocate(p->alloc, bufs, p->n * sizeof *bufs, alignof(exi_trace_buf));
-        ex_deallocate(p->alloc, (void *)names, p->n * sizeof *names, alignof(const char *));
+        ex_deallocate(p->alloc, bufs, p->slots * sizeof *bufs, alignof(exi_trace_buf));
+        ex_deallocate(p->alloc, (void *)names, p->slots * sizeof *names, alignof(const char *));
     }
+}
+
+/* The wait policy and linger of c, from the environment where c leaves
+ * them to it.  EX_EINVAL for a value out of range or not understood. */
+static ex_error resolve_wait(const ex_pool_config *c, exi_wait_policy *policy, uint64_t *linger_ns) {
+    ex_pool_wait_policy w = c->wait_policy;
+    if (w == EX_POOL_WAIT_DEFAULT) {
+        const char *env = getenv("CEXEC_WAIT_POLICY");
+        if (!env || !env[0] || !strcmp(env, "adaptive")) w = EX_POOL_WAIT_ADAPTIVE;
+        else if (!strcmp(env, "passive")) w = EX_POOL_WAIT_PASSIVE;
+        else if (!strcmp(env, "active")) w = EX_POOL_WAIT_ACTIVE;
+        else return ex_err(EX_EINVAL, "ex_pool_create: CEXEC_WAIT_POLICY must be adaptive, passive or active");
+    }
+    switch (w) {
+    case EX_POOL_WAIT_ADAPTIVE: *policy = EXI_WAIT_ADAPTIVE; break;
+    case EX_POOL_WAIT_PASSIVE: *policy = EXI_WAIT_PASSIVE; break;
+    case EX_POOL_WAIT_ACTIVE: *policy = EXI_WAIT_ACTIVE; break;
+    default: return ex_err(EX_EINVAL, "ex_pool_create: unknown wait_policy");
+    }
+    unsigned long us = c->linger_us;
+    if (us == 0) {
+        const char *env = getenv("CEXEC_LINGER_US");
+        us = DEFAULT_LINGER_US;
+        if (env && env[0]) {
+            char *end;
+            us = strtoul(env, &end, 10);
+            if (*end || env[0] == '-' || us > MAX_LINGER_US)
+                return ex_err(EX_EINVAL, "ex_pool_create: CEXEC_LINGER_US must be a number of microseconds up to 10000000");
+        }
+    }
+    if (us > MAX_LINGER_US) return ex_err(EX_EINVAL, "ex_pool_create: linger_us beyond 10000000");
+    *linger_ns = (uint64_t)us * 1000u;
+    return ex_ok();
 }
 
 ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
@@ -518,6 +696,12 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
     if (cfg) c = *cfg;
     unsigned n = c.threads ? c.threads : ex_default_thread_count();
     if (n > 4096) return ex_err(EX_EINVAL, "ex_pool_create: more than 4096 threads");
+    if (c.lend_slots > 4096) return ex_err(EX_EINVAL, "ex_pool_create: more than 4096 lent slots");
+    unsigned lend = c.lend_slots < 0 ? 0 : c.lend_slots > 0 ? (unsigned)c.lend_slots : n;
+    exi_wait_policy policy;
+    uint64_t linger_ns;
+    ex_error werr = resolve_wait(&c, &policy, &linger_ns);
+    if (werr.code) return werr;
     const char *prefix = c.name_prefix ? c.name_prefix : "cexec";
     const char *trace_path = c.trace_path ? c.trace_path : getenv("CEXEC_TRACE");
     if (trace_path && !trace_path[0]) trace_path = NULL;
@@ -547,15 +731,18 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
     p->id = exi_faa_u64(&next_pool_id, 1);
     p->fork_gen = exi_fork_watch();
     p->n = n;
+    p->slots = n + lend;
     p->spin_rounds = c.spin_rounds ? c.spin_rounds : DEFAULT_SPIN_ROUNDS;
+    p->wait_policy = policy;
+    p->linger_ns = linger_ns;
     p->pin = c.pin_threads;
     p->idle_words = (n + 63) / 64;
     p->idle = ex_allocate(a, p->idle_words * sizeof(uint64_t), alignof(uint64_t));
-    p->workers = ex_allocate(a, n * sizeof(exi_worker), alignof(exi_worker));
+    p->workers = ex_allocate(a, p->slots * sizeof(exi_worker), alignof(exi_worker));
     /* Zeroed before any error path: free_pool reads what was set up. */
     if (p->idle) memset(p->idle, 0, p->idle_words * sizeof(uint64_t));
-    if (p->workers) memset(p->workers, 0, n * sizeof(exi_worker));
-    else p->n = 0;
+    if (p->workers) memset(p->workers, 0, p->slots * sizeof(exi_worker));
+    else p->n = p->slots = 0;
     if (trace_path) {
         size_t len = strlen(trace_path) + 1;
         if ((p->trace_path = ex_allocate(a, len, 1))) memcpy(p->trace_path, trace_path, len);
@@ -564,12 +751,13 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
         free_pool(p);
         return ex_err(EX_ENOMEM, "ex_pool_create: out of memory");
     }
-    for (unsigned i = 0; i < n; i++) {
+    for (unsigned i = 0; i < p->slots; i++) {
         exi_worker *w = &p->workers[i];
         w->pool = p;
         w->index = i;
+        w->lent = i >= n;
         w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
-        snprintf(w->name, sizeof w->name, "%s-%u", prefix, i);
+        snprintf(w->name, sizeof w->name, w->lent ? "%s-lent%u" : "%s-%u", prefix, w->lent ? i - n : i);
         exi_inbox_init(&w->inbox);
         exi_event_init(&w->event);
         ex_error e = exi_deque_init(&w->deque, DEQUE_INITIAL, a);

@@ -35,7 +35,7 @@ Test(exec_pool, create_destroy_default_config) {
     where w;
     run_where(p, &w);
     cr_assert_geq(w.worker, 0);
-    cr_assert_lt(w.worker, (int)ex_pool_size(p));
+    cr_assert_lt(w.worker, (int)(ex_pool_size(p) + ex_pool_lend_slots(p)), "a worker or a lent caller");
     test_pool_free(p);
 
     ex_pool_config zero;
@@ -57,7 +57,8 @@ Test(exec_pool, create_destroy_explicit_thread_counts) {
             where w;
             run_where(p, &w);
             cr_assert_geq(w.worker, 0);
-            cr_assert_lt(w.worker, (int)counts[k], "worker index %d of a %u-thread pool", w.worker, counts[k]);
+            cr_assert_lt(w.worker, 2 * (int)counts[k], "agent index %d of a %u-thread pool (and as many lent slots)",
+                         w.worker, counts[k]);
         }
         test_pool_free(p);
     }
@@ -155,7 +156,9 @@ Test(exec_pool, create_out_of_memory_at_every_allocation) {
 /* ============================================================ where work runs */
 
 Test(exec_pool, completion_runs_on_a_worker) {
-    ex_pool *p = test_pool_new(2);
+    ex_pool_config c = test_pool_config(2, NULL);
+    c.lend_slots = -1;  /* no lending: the waiting main thread only sleeps */
+    ex_pool *p = test_pool_new_cfg(&c);
     ex_pool *q = test_pool_new(1);
     cr_assert_eq(ex_pool_current_worker(p), -1, "main is not a worker");
     where w;

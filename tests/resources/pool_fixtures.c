@@ -14,7 +14,7 @@ ex_pool *pool_named(unsigned threads, const char *prefix) {
 
 ex_pool_worker_stats stats_sum(ex_pool *p) {
     ex_pool_worker_stats sum = { 0, 0, 0, 0 };
-    for (unsigned i = 0; i < ex_pool_size(p); i++) {
+    for (unsigned i = 0; i < ex_pool_size(p) + ex_pool_lend_slots(p); i++) {
         ex_pool_worker_stats s;
         ex_error e = ex_pool_worker_stats_get(p, i, &s);
         cr_assert_eq(e.code, 0, "ex_pool_worker_stats_get(%u): %s", i, e.msg ? e.msg : "");

@@ -15,7 +15,9 @@
 Test(exec_pool, stats_bad_index_is_einval) {
     ex_pool *p = test_pool_new(2);
     ex_pool_worker_stats st;
-    ex_error e = ex_pool_worker_stats_get(p, 2, &st);
+    cr_assert_eq(ex_pool_lend_slots(p), 2u, "as many lent slots as workers by default");
+    cr_assert_eq(ex_pool_worker_stats_get(p, 3, &st).code, 0, "lent slots have counters");
+    ex_error e = ex_pool_worker_stats_get(p, 4, &st);
     cr_assert_eq(e.code, EX_EINVAL);
     cr_assert_not_null(e.msg);
     cr_assert_eq(ex_pool_worker_stats_get(p, 0xffffffffu, &st).code, EX_EINVAL);
@@ -56,6 +58,7 @@ Test(exec_pool, stats_executed_sums_to_items_run) {
 Test(exec_pool, idle_workers_park_and_are_woken_for_new_work) {
     ex_pool_config c = test_pool_config(2, NULL);
     c.spin_rounds = 1;
+    c.lend_slots = -1;  /* the waiting caller would run the items itself */
     ex_pool *p = test_pool_new_cfg(&c);
     /* Every worker parks once it finds nothing (bounded wait). */
     double end = test_now_s() + TEST_WAIT_LIMIT_S;
@@ -286,11 +289,14 @@ static void check_trace(const char *path, const char *prefix, unsigned threads, 
     cr_assert_not_null(text, "no trace written to %s", path);
     cr_assert(json_valid(text), "the trace is not valid JSON:\n%.2000s", text);
     cr_assert_not_null(strstr(text, "\"traceEvents\""));
-    cr_assert_eq(count_substr(text, "\"thread_name\""), (int)threads, "one thread_name per worker");
+    /* The pools here have the default lent slots: one per worker. */
+    cr_assert_eq(count_substr(text, "\"thread_name\""), 2 * (int)threads, "one thread_name per worker and lent slot");
     char name[64];
     for (unsigned i = 0; i < threads; i++) {
         snprintf(name, sizeof name, "\"name\":\"%s-%u\"", prefix, i);
         cr_assert_not_null(strstr(text, name), "no thread_name for worker %u (%s)", i, name);
+        snprintf(name, sizeof name, "\"name\":\"%s-lent%u\"", prefix, i);
+        cr_assert_not_null(strstr(text, name), "no thread_name for lent slot %u (%s)", i, name);
     }
     int runs = count_substr(text, "\"name\":\"run\"");
     cr_assert_geq(runs, min_runs, "%d run events, expected at least %d", runs, min_runs);
@@ -381,8 +387,8 @@ Test(exec_pool, pool_with_more_than_64_workers) {
     }
     cr_assert_eq(stats_sum(p).executed, 2u * N);
     ex_pool_worker_stats st;
-    cr_assert_eq(ex_pool_worker_stats_get(p, THREADS - 1, &st).code, 0);
-    cr_assert_eq(ex_pool_worker_stats_get(p, THREADS, &st).code, EX_EINVAL);
+    cr_assert_eq(ex_pool_worker_stats_get(p, 2 * THREADS - 1, &st).code, 0);
+    cr_assert_eq(ex_pool_worker_stats_get(p, 2 * THREADS, &st).code, EX_EINVAL);
     ex_sender_release(snd);
     free(s);
     test_pool_free(p);

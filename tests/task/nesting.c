@@ -69,10 +69,14 @@ static ex_result run_parent(ex_task_fn fn, cnt_alloc *stacks, size_t parent_stac
     return run_task_with(parent_of_two, fn, stacks, parent_stack, false);
 }
 
-/* S.pool of `workers`, children of 16 KiB stacks, and the parents' stack
+/* S.pool of `workers` (no lent slots), children of 16 KiB stacks, and the parents' stack
  * allocator. */
 static void setup_pool(unsigned workers, cnt_alloc *parent_stacks) {
-    S.pool = test_pool_new(workers);
+    /* No lending: with it, main would run the parent and the worker could
+     * steal its children ("no thief" below counts on the workers alone). */
+    ex_pool_config c = test_pool_config(workers, NULL);
+    c.lend_slots = -1;
+    S.pool = test_pool_new_cfg(&c);
     setup_children(16384);
     cnt_alloc_init(parent_stacks);
 }
