@@ -3,7 +3,7 @@
  * task_group::run + wait, the baseline the issue names) and OpenMP where it
  * has a counterpart.
  *
- * schedule from T outside thread(s), T = 1, 2, 4  (ns/op)
+ * schedule: T outside thread(s), T = 1, 2, 4  (ns/op)
  *   T threads that are not workers each run batches of K = 256 schedule
  *   operations: ex_sync_wait of a batch sender (below) whose start connects
  *   K ex_schedule(sched) operations into its own storage and starts them;
@@ -13,14 +13,14 @@
  *   its wait runs tasks too; cexec's sync_wait only blocks).  OpenMP has no
  *   counterpart: work reaches a team only from the thread that opens a
  *   parallel region, and every outside thread would get its own team.
- * schedule from a worker  (ns/op)
+ * schedule: from a worker  (ns/op)
  *   The same batches from an item running on a worker: ex_sync_wait of
  *   ex_then(ex_schedule(sched), f) where f sync_waits the batches (on a
  *   worker, sync_wait runs the pool's work while it waits).  TBB: one task
  *   run in the arena loops over the batches.  OpenMP: K tasks + taskwait,
  *   repeated, in one parallel region's single (libgomp runs a task at once
  *   instead of queuing it when 64 x threads are queued).
- * round trip after an idle gap of 0, 100 us, 1 ms, 10 ms  (us, p50 and p99)
+ * round trip (G idle) p50 / p99, G = 0, 100 us, 1 ms, 10 ms  (us)
  *   The main thread sleeps for the gap (clock_nanosleep), then times
  *   ex_sync_wait(ex_schedule(sched)): a hop to a worker and back, which
  *   after a long gap includes waking a parked worker.  TBB ("tbb", the
@@ -216,7 +216,7 @@ static void bench_outside(ex_sender *batch, size_t total_batches) {
         outside_arg a = { batch, threads, total_batches / (size_t)threads };
         double ops = (double)(a.batches * (size_t)threads * BATCH_K);
         char name[48];
-        snprintf(name, sizeof name, "schedule, %d outside thread%s", threads, threads > 1 ? "s" : "");
+        snprintf(name, sizeof name, "schedule: %d outside thread%s", threads, threads > 1 ? "s" : "");
         bench_measure("pool", name, "cexec", ops, 1, runs, outside_cexec, &a, ns_per_op, "ns/op");
         bench_measure("pool", name, "tbb", ops, 1, runs, outside_tbb, &a, ns_per_op, "ns/op");
     }
@@ -244,7 +244,7 @@ static void nested_omp(void *p) { omp_pool_nested_batches(((nested_arg *)p)->bat
 static void bench_nested(ex_sender *batch, size_t batches) {
     nested_arg a = { batch, batches };
     double ops = (double)(batches * BATCH_K);
-    const char *name = "schedule from a worker";
+    const char *name = "schedule: from a worker";
     bench_measure("pool", name, "cexec", ops, 1, runs, nested_cexec, &a, ns_per_op, "ns/op");
     bench_measure("pool", name, "tbb", ops, 1, runs, nested_tbb, &a, ns_per_op, "ns/op");
     bench_measure("pool", name, "openmp", ops, 1, runs, nested_omp, &a, ns_per_op, "ns/op");
@@ -273,12 +273,13 @@ static const gap gaps[] = {
 enum { WARMUP_SAMPLES = 3 };
 
 /* Samples round_trip after the gap and records its p50 and p99 rows; the
- * row's size is the gap in microseconds (scripts/plot.sh reads it). */
+ * row's size is the gap in microseconds (scripts/plot.sh reads it, and the
+ * names, which carry no comma so plot.sh's plain field split holds). */
 static void latency_rows(const gap *g, int samples, const char *impl, void (*round_trip)(void)) {
     double *t = malloc((size_t)samples * sizeof *t);
     must(t != NULL, "pool: out of memory");
     for (int i = -WARMUP_SAMPLES; i < samples; i++) {
-        bench_progress("pool / round trip, %s idle / %s: %d/%d", g->label, impl, i + 1, samples);
+        bench_progress("pool / round trip (%s idle) / %s: %d/%d", g->label, impl, i + 1, samples);
         sleep_s(g->s);
         double t0 = bench_now();
         round_trip();
@@ -290,7 +291,7 @@ static void latency_rows(const gap *g, int samples, const char *impl, void (*rou
     for (int k = 0; k < 2; k++) {
         double v = bench_percentile(t, (size_t)samples, ps[k]);  /* sorted from here on */
         char name[48];
-        snprintf(name, sizeof name, "round trip, %s idle, %s", g->label, pn[k]);
+        snprintf(name, sizeof name, "round trip (%s idle) %s", g->label, pn[k]);
         bench_record("pool", name, impl, g->s * 1e6, samples, v, t[0], t[samples - 1], v * 1e6, "us");
     }
     free(t);
