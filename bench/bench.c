@@ -101,7 +101,7 @@ static void bench_fib(bool quick) {
     must(!ex_recycling_allocator_create(NULL, &rec).code, "fib: recycling allocator");
     ex_pool_config rcfg = { .threads = workers, .allocator = ex_recycling_allocator_get(rec) };
     ex_pool_config jcfg = { .threads = workers, .frames = EX_POOL_FRAMES_PROCESS };
-    ex_pool *rpool, *jpool;
+    ex_pool *rpool = NULL, *jpool = NULL;  /* clang: read if the first create fails */
     must(!ex_pool_create(&rcfg, &rpool).code && !ex_pool_create(&jcfg, &jpool).code, "fib: pools");
     fib_arg on_rec = nocut, on_je = nocut;
     on_rec.sch = ex_pool_scheduler(rpool);
@@ -218,7 +218,7 @@ static void bench_when_all(bool quick) {
     must(!ex_recycling_allocator_create(NULL, &rec).code, "when_all: recycling allocator");
     ex_pool_config rcfg = { .threads = workers, .allocator = ex_recycling_allocator_get(rec) };
     ex_pool_config jcfg = { .threads = workers, .frames = EX_POOL_FRAMES_PROCESS };
-    ex_pool *rpool, *jpool;
+    ex_pool *rpool = NULL, *jpool = NULL;  /* clang: read if the first create fails */
     must(!ex_pool_create(&rcfg, &rpool).code && !ex_pool_create(&jcfg, &jpool).code, "when_all: pools");
     wa_arg def = { when_all_pipeline(sched), repeat };
     wa_arg re = { when_all_pipeline(ex_pool_scheduler(rpool)), repeat };
