@@ -150,6 +150,7 @@ demo: $(BUILD)/bench/bench
 # Benchmarks against oneTBB and OpenMP (scripts/deps.sh --bench installs them).
 BENCH_OBJ := $(BUILD)/bench/bench.o $(BUILD)/bench/algos.o $(BUILD)/bench/harness.o $(BUILD)/bench/baselines_omp.o \
              $(BUILD)/bench/baselines_tbb.o $(BUILD)/bench/baselines_fiber.o $(BUILD)/bench/tasks.o \
+             $(BUILD)/bench/pool.o \
              $(BUILD)/bench/ex_fib.o $(BUILD)/bench/ex_scan.o
 BENCH_CFLAGS = $(CSTD) -Wall -Wextra -Werror -O3 -march=native -g -pthread -Iinclude -Isrc $(CFLAGS)
 

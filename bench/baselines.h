@@ -26,12 +26,49 @@ void tbb_bulk(size_t n);
 void tbb_inclusive_scan(const double *in, double *out, size_t n);
 double tbb_reduce(const double *in, size_t n);
 
+/* oneTBB side of the pool group (bench/pool.c): a task_arena of `threads`
+ * (task_arena(threads): one of its slots is for a thread that enters it
+ * with execute) and task_group::run + wait, as issue 19 defines the
+ * baseline.  Every call makes its own task_group. */
+void tbb_pool_init(int threads);
+void tbb_pool_fini(void);
+/* `outside` std::threads; each enters the arena (execute) `batches` times,
+ * runs k empty lambdas in a task_group and waits for them. */
+void tbb_pool_batches(int outside, size_t batches, size_t k);
+/* The same batches from inside the arena: one task run from the caller's
+ * execute loops over them. */
+void tbb_pool_nested_batches(size_t batches, size_t k);
+/* One empty task: arena.execute([&]{ tg.run([]{}); tg.wait(); }).  The
+ * caller joins the arena and its wait may run the task itself. */
+void tbb_pool_round_trip(void);
+/* One empty task through arena.enqueue, run by an arena worker while the
+ * caller blocks on a condition variable (never runs it itself). */
+void tbb_pool_round_trip_enqueue(void);
+/* `handoffs` tasks in a row in the arena, each run by tg.run from the one
+ * before, which spins until it has started (so another thread runs it). */
+void tbb_pool_ping_pong(size_t handoffs);
+/* Kernel thread ids of the threads that have entered the arena (a
+ * task_scheduler_observer records them), at most max; returns the count. */
+size_t tbb_pool_thread_ids(int *out, size_t max);
+
 /* OpenMP: tasks, parallel for, the inscan reduction. */
 void omp_init(int threads);
 int64_t omp_fib(int64_t n, int64_t cutoff);
 void omp_bulk(size_t n);
 void omp_inclusive_scan(const double *in, double *out, size_t n);
 double omp_reduce(const double *in, size_t n);
+
+/* OpenMP side of the pool group (bench/pool.c).  A team is the pool: work
+ * is given to it by a parallel region whose single thread creates tasks.
+ * nested_batches: batches of k empty tasks + taskwait inside one region;
+ * round_trip: a whole region whose single thread runs one empty task;
+ * ping_pong: `handoffs` tasks in a row, each created by the one before,
+ * which spins until it has started; thread_ids: the team's kernel thread
+ * ids (a region records them). */
+void omp_pool_nested_batches(size_t batches, size_t k);
+void omp_pool_round_trip(void);
+void omp_pool_ping_pong(size_t handoffs);
+size_t omp_pool_thread_ids(int *out, size_t max);
 
 /* Boost (C++): boost::context::fiber switched into and back n times;
  * two Boost.Fiber fibers yielding to each other n times each. */

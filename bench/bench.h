@@ -27,5 +27,9 @@ double bench_copy_bandwidth(void);
 void bench_demo(double n);
 /* The task group (tasks.c): switch cost, awaits, task creation, fib via tasks. */
 void bench_task_group(bool quick);
+/* The pool group (pool.c): schedule throughput from outside threads and
+ * from a worker, round-trip latency after idle gaps, idle CPU, hand-off
+ * between two workers, against oneTBB and OpenMP. */
+void bench_pool_group(bool quick);
 
 #endif

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_ROWS 256
+#define MAX_ROWS 512
 #define MAX_RUNS 64
 
 static bench_row rows[MAX_ROWS];
@@ -42,10 +42,6 @@ static int cmp_double(const void *a, const void *b) {
 bench_row *bench_measure(const char *group, const char *name, const char *impl, double size, int warmup, int runs,
                          bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
                          const char *unit) {
-    if (nrows == MAX_ROWS) {
-        fprintf(stderr, "bench: too many rows\n");
-        exit(1);
-    }
     if (runs > MAX_RUNS) runs = MAX_RUNS;
     double t[MAX_RUNS];
     for (int i = 0; i < warmup; i++) {
@@ -59,6 +55,18 @@ bench_row *bench_measure(const char *group, const char *name, const char *impl, 
         t[i] = bench_now() - t0;
     }
     qsort(t, (size_t)runs, sizeof t[0], cmp_double);
+    double median = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
+    bench_progress("");
+    return bench_record(group, name, impl, size, runs, median, t[0], t[runs - 1], metric_from_seconds(median, size),
+                        unit);
+}
+
+bench_row *bench_record(const char *group, const char *name, const char *impl, double size, int runs, double median_s,
+                        double min_s, double max_s, double metric, const char *unit) {
+    if (nrows == MAX_ROWS) {
+        fprintf(stderr, "bench: too many rows\n");
+        exit(1);
+    }
     bench_row *r = &rows[nrows++];
     memset(r, 0, sizeof *r);
     snprintf(r->group, sizeof r->group, "%s", group);
@@ -67,12 +75,19 @@ bench_row *bench_measure(const char *group, const char *name, const char *impl, 
     snprintf(r->unit, sizeof r->unit, "%s", unit);
     r->size = size;
     r->runs = runs;
-    r->median_s = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
-    r->min_s = t[0];
-    r->max_s = t[runs - 1];
-    r->metric = metric_from_seconds(r->median_s, size);
-    bench_progress("");
+    r->median_s = median_s;
+    r->min_s = min_s;
+    r->max_s = max_s;
+    r->metric = metric;
     return r;
+}
+
+double bench_percentile(double *samples, size_t n, double p) {
+    qsort(samples, n, sizeof samples[0], cmp_double);
+    double rank = p * (double)n;  /* nearest rank: the ceil(p n)-th smallest */
+    size_t k = (size_t)rank;
+    if ((double)k < rank) k++;
+    return samples[k ? (k > n ? n : k) - 1 : 0];
 }
 
 void bench_per_rep(bench_row *r, double reps, double (*metric_from_seconds)(double s, double size)) {
@@ -143,7 +158,7 @@ static void print_rows(void) {
                r->min_s * 1e3, r->max_s * 1e3, r->metric, r->unit);
         for (int b = 0; b < NB; b++) {
             double base = baseline(r, bases[b]);
-            if (base > 0) printf(" %7.2fx", base / r->median_s);
+            if (base > 0 && r->median_s > 0) printf(" %7.2fx", base / r->median_s);
             else printf(" %8s", "-");
         }
         printf("\n");
@@ -178,7 +193,7 @@ const char *bench_report(const char *results_dir, bool print_table) {
         csv_field(f, r->unit);
         for (int b = 0; b < NB; b++) {
             double base = baseline(r, bases[b]);
-            if (base > 0) fprintf(f, ",%.4f", base / r->median_s);
+            if (base > 0 && r->median_s > 0) fprintf(f, ",%.4f", base / r->median_s);
             else fprintf(f, ",");
         }
         fprintf(f, "\n");

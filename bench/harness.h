@@ -25,6 +25,18 @@ bench_row *bench_measure(const char *group, const char *name, const char *impl, 
                          bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
                          const char *unit);
 
+/* Records a row measured by the caller's own loop (latency percentiles,
+ * CPU over a window: figures bench_measure's timing of a whole fn cannot
+ * give).  median_s / min_s / max_s are the row's times in seconds (the
+ * ratio columns compare median_s with the baselines' median_s of the same
+ * group and name, so give every implementation the same kind of figure),
+ * runs is the number of samples they come from. */
+bench_row *bench_record(const char *group, const char *name, const char *impl, double size, int runs, double median_s,
+                        double min_s, double max_s, double metric, const char *unit);
+
+/* The p-quantile (0 <= p <= 1, nearest rank) of n > 0 samples; sorts them. */
+double bench_percentile(double *samples, size_t n, double p);
+
 /* For benchmarks whose fn repeats the work `reps` times per sample: turns
  * the row's times into times per repetition and recomputes its metric. */
 void bench_per_rep(bench_row *r, double reps, double (*metric_from_seconds)(double s, double size));

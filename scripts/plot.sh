@@ -6,6 +6,7 @@
 #   <out>/scan.png      inclusive scan throughput (GB/s) against size, 1e3..1e8
 #   <out>/reduce.png    reduce throughput (GB/s) against size
 #   (the memory-copy bandwidth measured in the same run is drawn on both)
+#   <out>/latency.png   pool round trip (us) after each idle gap, p50 and p99, per implementation
 # Usage: scripts/plot.sh [results.csv] [out_dir]   (defaults: newest CSV, docs/img)
 set -eu
 csv=${1:-$(ls -t bench/results/bench-*.csv 2>/dev/null | head -n 1)}
@@ -21,6 +22,7 @@ impls="serial cexec cexec-ch cexec-p2300 openmp tbb"
 awk -F, -v impls="$impls" '
     /^#/ || $1 == "group" { next }
     ($1 == "scan" || $1 == "reduce") && $4 + 0 < 1e8 { next }
+    $1 == "pool" && ($2 ~ /^round trip/ || $10 == "ms/s") { next }   # latency.png; idle CPU is no speed
     $12 != "" { key = $2; if (!(key in seen)) { seen[key] = 1; order[++n] = key } v[key, $3] = $12 }
     END {
         m = split(impls, im, " ")
@@ -104,4 +106,44 @@ GP
     sweeps="$sweeps $out/$g.png"
 done
 
-echo "wrote $out/speedup.png$( [ -s "$tmp/launch.dat" ] && echo " $out/launch.png")$sweeps"
+# Pool round trips: rows "round trip (<gap> idle) p50|p99", size = the gap in
+# us.  One data file per implementation: gap index, gap label, p50, p99.
+latency=""
+awk -F, '/^#/ || $1 == "group" { next } $1 == "pool" && $2 ~ /^round trip/ { print $4 }' "$csv" | sort -g | uniq \
+    > "$tmp/gaps"
+if [ -s "$tmp/gaps" ]; then
+    plot=""
+    color=1
+    for impl in cexec tbb tbb-enqueue openmp; do
+        awk -F, -v i="$impl" -v gaps="$tmp/gaps" '
+            BEGIN { while ((getline g < gaps) > 0) idx[g] = n++ }
+            /^#/ || $1 == "group" { next }
+            $1 == "pool" && $3 == i && $2 ~ /^round trip/ {
+                label = $2; sub(/^round trip \(/, "", label); sub(/ idle\).*/, "", label)
+                gap[$4] = label
+                if ($2 ~ /p50$/) p50[$4] = $9; else p99[$4] = $9
+            }
+            END { for (g in gap) print idx[g] "\t" gap[g] "\t" p50[g] "\t" p99[g] }' "$csv" | sort -n > "$tmp/lat-$impl.dat"
+        if [ -s "$tmp/lat-$impl.dat" ]; then
+            f="$tmp/lat-$impl.dat"
+            plot="$plot${plot:+, }\"$f\" using 1:3:xtic(2) with linespoints lw 2 lc $color pt 7 title \"$impl p50\""
+            plot="$plot, \"$f\" using 1:4 with linespoints lw 1 dt 2 lc $color pt 6 title \"$impl p99\""
+        fi
+        color=$((color + 1))
+    done
+    gnuplot <<GP
+set terminal pngcairo noenhanced size 800,500 font "sans,10"
+set output "$out/latency.png"
+set title "pool round trip after an idle gap (p50 solid, p99 dashed; lower is better) - $machine, $cpus CPUs - $(basename "$csv")"
+set logscale y 10
+set xlabel "idle gap before the round trip"
+set ylabel "microseconds"
+set xrange [-0.3:$(($(wc -l < "$tmp/gaps") - 1)).3]
+set grid
+set key outside bottom center horizontal
+plot $plot
+GP
+    latency=" $out/latency.png"
+fi
+
+echo "wrote $out/speedup.png$( [ -s "$tmp/launch.dat" ] && echo " $out/launch.png")$sweeps$latency"
