@@ -148,7 +148,11 @@ int ex_pool_current_worker(const ex_pool *p);
  * An item still running when shutdown begins may be blocked in ex_sync_wait;
  * that wait keeps running queued items of the pool (it may be waiting for
  * one of them), so items can still run, rather than be cancelled, until the
- * last worker has finished its current item.  Called again from inside a
+ * last worker has finished its current item.  Likewise a lent caller (a
+ * thread outside the pool waiting in ex_sync_wait) keeps running the items
+ * of its own lent slot that shutdown has not drained yet; items it finds
+ * there when it stops waiting are cancelled on its thread, and its own
+ * further submissions are refused.  Called again from inside a
  * cancellation this shutdown runs (on the same thread), it returns EX_OK at
  * once: the shutdown is under way and ends when the outer call returns.
  * Other threads calling it meanwhile wait for it to end.
@@ -164,7 +168,8 @@ ex_error ex_pool_shutdown(ex_pool *p);
 /* ex_pool_shutdown, then waits until no owning scheduler handle holds the
  * pool (ex_scheduler_retain: a task holds every scheduler it ran on until
  * its completion has been delivered, even while it is away on another
- * resource), then frees p.  No other thread may use p once this returns.
+ * resource) and no lent caller holds one of its lent slots (it gives the
+ * slot back when its ex_sync_wait ends or goes to sleep), then frees p.  No other thread may use p once this returns.
  * The pool's default frame allocator (EX_POOL_FRAMES_ARENAS) is not freed
  * but kept for the next pool: blocks allocated from it (operation states
  * from ex_connect_alloc, say) may still be freed after this returns.

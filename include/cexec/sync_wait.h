@@ -6,7 +6,15 @@
  * the never-stop token.  Called on a worker of an ex_pool, it does not block
  * the worker: it runs the loop's items and the pool's queued work until the
  * sender completes (a pool task that sync_waits on work for its own pool
- * finishes instead of deadlocking). */
+ * finishes instead of deadlocking).
+ *
+ * Called on any other thread, it lends that thread to the pool its
+ * operation submits to first (if that pool has a free lent slot,
+ * ex_pool_config.lend_slots): the item goes to the slot with no wake-up and
+ * the calling thread runs it, and the items its work queues there, as an
+ * agent of the pool, until the sender completes or it is about to sleep.
+ * Items still in the slot then go to a worker.  So a request on an idle
+ * pool pays no wake-up (docs/pool.md, "Lent callers"). */
 #ifndef CEXEC_SYNC_WAIT_H
 #define CEXEC_SYNC_WAIT_H
 
