@@ -469,8 +469,11 @@ Test(exec_pool, new_pool_at_a_recycled_address_gets_its_work) {
     for (int attempt = 0; attempt < 3; attempt++) {
         /* Three other threads submit first, so main's submissions to the
          * 4-thread pool come from a later "home" than 0. */
+        /* No lending: sync_wait must submit through the home inboxes. */
+        ex_pool_config ca = test_pool_config(4, NULL), cb = test_pool_config(1, NULL);
+        ca.lend_slots = cb.lend_slots = -1;
         ex_set_default_allocator(&recycle_allocator);
-        ex_pool *a = test_pool_new(4);
+        ex_pool *a = test_pool_new_cfg(&ca);
         ex_set_default_allocator(&test_allocator);
         for (int t = 0; t < 3; t++) {
             pthread_t th;
@@ -481,7 +484,7 @@ Test(exec_pool, new_pool_at_a_recycled_address_gets_its_work) {
         run_where(a, &w);
         test_pool_free(a);
         ex_set_default_allocator(&recycle_allocator);
-        ex_pool *b = test_pool_new(1);
+        ex_pool *b = test_pool_new_cfg(&cb);
         ex_set_default_allocator(&test_allocator);
         cr_assert_eq(b, a, "test setup: the recycling allocator did not give the old pool's address");
         slot s[10];
