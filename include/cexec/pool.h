@@ -94,7 +94,14 @@ typedef struct ex_pool_config {
      * it at once while they wait for its work in ex_sync_wait (a thread
      * that finds none free waits as a plain outside thread: its work goes to
      * a worker's inbox and it sleeps until done).  0: as many as workers;
-     * negative: none (lending off); at most 4096 (EX_EINVAL beyond). */
+     * negative: none (lending off); at most 4096 (EX_EINVAL beyond).
+     * The first item a lent caller queues wakes no worker: the caller runs
+     * it as soon as the operation's start returns.  Work that runs inline
+     * in that start (ex_then on ex_just inside a when_all, say) therefore
+     * runs before it, unless a worker happens to be awake; work there that
+     * blocks until the item has run (a spin, a condition variable) waits
+     * for ever.  Such code needs lending off.  (A nested ex_sync_wait there
+     * is safe: it wakes a worker for the item first.) */
     int lend_slots;
 } ex_pool_config;
 

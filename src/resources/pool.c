@@ -359,8 +359,22 @@ static void *worker_main(void *arg) {
 
 /* ---------------------------------------------------------- lent callers */
 
+/* A lent slot's trace event.  Shutdown writes the trace while a holder may
+ * still run its slot's items; under the slot's gate, an event is either
+ * recorded before shutdown passes the gate (with `stopping` set) or
+ * dropped. */
+static void trace_lent(exi_worker *me, uint64_t t0, uint64_t t1) {
+    exi_faa_u32(&me->inbox.gate, 1);
+    if (!stopping(me->pool)) exi_trace_add(&me->trace, EXI_TRACE_RUN, t0, t1);
+    exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
+}
+
 exi_lend_state exi_lend_open(void) {
     exi_lend_state prev = tls_lend;
+    /* A wait nested in the holder's own loop work may block this thread for
+     * long: the quiet first item of its slot must not wait for it. */
+    exi_worker *held = prev.slot;
+    if (held && (exi_deque_nonempty(&held->deque) || exi_inbox_nonempty(&held->inbox))) notify(held->pool);
     tls_lend = (exi_lend_state){.open = true, .slot = NULL};
     return prev;
 }
@@ -372,7 +386,14 @@ bool exi_lend_run_one(void) {
     if (!w) w = exi_inbox_pop(&me->inbox);
     if (!w) return false;
     set_slot(me);
-    run_item(me, w);
+    exi_owner_add_u64(&me->stats.executed, 1);
+    if (me->trace.events) {
+        uint64_t t0 = exi_now_ns();
+        w->execute(w);
+        trace_lent(me, t0, exi_now_ns());
+    } else {
+        w->execute(w);
+    }
     set_slot(NULL);
     return true;
 }

@@ -1,0 +1,88 @@
+/* pool_lend_quiet.c - the lent caller's quiet first item: it wakes nobody,
+ * and a wait nested in the operation's start wakes a worker for it. */
+#include <stdatomic.h>
+
+#include "common/wait.h"
+#include "resources/pool_fixtures.h"
+
+/* A pool whose workers park as soon as they find nothing, and have all
+ * parked: from here on only a wake-up (or the lent caller) runs items. */
+static ex_pool *parked_pool(unsigned threads) {
+    ex_pool_config c = test_pool_config(threads, NULL);
+    c.spin_rounds = 1;
+    c.wait_policy = EX_POOL_WAIT_PASSIVE;
+    ex_pool *p = test_pool_new_cfg(&c);
+    double end = test_now_s() + TEST_WAIT_LIMIT_S;
+    for (unsigned i = 0; i < threads; i++) {
+        ex_pool_worker_stats st;
+        do {
+            cr_assert_eq(ex_pool_worker_stats_get(p, i, &st).code, 0);
+            if (st.parked == 0) test_nap_us(200);
+        } while (st.parked == 0 && test_now_s() < end);
+        cr_assert_gt(st.parked, 0, "worker %u never parked", i);
+    }
+    return p;
+}
+
+typedef struct quiet_arg {
+    ex_pool *pool, *other;
+    atomic_int flag;
+    atomic_int seen;
+} quiet_arg;
+
+static ex_error set_flag(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    atomic_store(&((quiet_arg *)ctx)->flag, 1);
+    return ex_ok();
+}
+
+static bool flag_set(void *ctx) { return atomic_load(&((quiet_arg *)ctx)->flag) != 0; }
+
+/* On the other pool (main lent to it): waits, bounded, for the first
+ * pool's item, which only a worker of that pool can run now. */
+static ex_error wait_for_flag(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    quiet_arg *a = ctx;
+    atomic_store(&a->seen, test_wait_until(flag_set, a, NULL, TEST_WAIT_LIMIT_S) ? 1 : -1);
+    return ex_ok();
+}
+
+/* Inline in the outer start, after the first child queued its item on
+ * main's lent slot of pool: a nested sync_wait that waits for that item. */
+static ex_error nested_wait(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    quiet_arg *a = ctx;
+    ex_result r = ex_sync_wait(ex_then(ex_schedule(ex_pool_scheduler(a->other)), wait_for_flag, a, EX_SIG0, EX_SIG0));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    return ex_ok();
+}
+
+Test(exec_pool_lend, a_wait_nested_in_start_wakes_a_worker_for_the_quiet_item) {
+    quiet_arg a = { .pool = parked_pool(2), .other = test_pool_new(1) };
+    ex_sender *first = ex_then(ex_schedule(ex_pool_scheduler(a.pool)), set_flag, &a, EX_SIG0, EX_SIG0);
+    ex_sender *second = ex_then(ex_just(), nested_wait, &a, EX_SIG0, EX_SIG0);
+    ex_result r = ex_sync_wait(ex_when_all(first, second));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    cr_assert_eq(atomic_load(&a.seen), 1, "the quiet item of the lent slot never ran while main waited");
+    test_pool_free(a.other);
+    test_pool_free(a.pool);
+    expect_no_leaks();
+}
+
+Test(exec_pool_lend, the_first_item_of_a_lent_caller_wakes_nobody) {
+    ex_pool *p = parked_pool(2);
+    ex_pool_worker_stats before = stats_sum(p);
+    where w;
+    run_where(p, &w);
+    cr_assert_geq(w.worker, (int)ex_pool_size(p), "ran on worker %d, not on main's lent slot", w.worker);
+    cr_assert(pthread_equal(w.tid, pthread_self()));
+    cr_assert_eq(ex_pool_current_worker(p), -1, "main is an agent only while it runs the pool's items");
+    /* Joined workers have counted every wake-up they got (shutdown's own
+     * wake-up of all is not counted as woken: it claims no idle bit). */
+    cr_assert_eq(ex_pool_shutdown(p).code, 0);
+    ex_pool_worker_stats after = stats_sum(p);
+    cr_assert_eq(after.woken, before.woken, "a worker was woken for an item the caller runs itself");
+    cr_assert_eq(after.executed, before.executed + 1);
+    test_pool_free(p);
+    expect_no_leaks();
+}
