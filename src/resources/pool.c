@@ -480,13 +480,13 @@ static ex_error pool_yield(void *self, ex_work *w) {
     ex_pool *p = self;
     exi_worker *me = tls_worker;
     if (!me || me->pool != p) return submit(p, w);
-    exi_faa_u32(&me->inbox.gate, 1);  /* a lent slot's is drained by shutdown: see submit_lent */
-    if (stopping(p)) {
-        exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
-        return refused(p);
-    }
-    exi_inbox_push(&me->inbox, w);
-    exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
+    /* A lent slot's inbox is drained while its holder runs: under its gate,
+     * as in submit_lent.  A worker's is drained after the join. */
+    if (me->lent) exi_faa_u32(&me->inbox.gate, 1);
+    bool refuse = stopping(p);
+    if (!refuse) exi_inbox_push(&me->inbox, w);
+    if (me->lent) exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
+    if (refuse) return refused(p);
     notify(p);
     return ex_ok();
 }
