@@ -5,8 +5,9 @@
  * with a value and never otherwise; every detached item posted from a lent
  * item runs (or, during shutdown, is cancelled) exactly once.
  *
- * Phase 1: plain schedules, then-chains posting detached items, when_all
- * of two schedules, waits stopped from another thread mid-way, and nested
+ * Phase 1: plain schedules, then-chains posting detached items (from
+ * items, or from the caller before any item ran), when_all of two
+ * schedules, waits stopped from another thread mid-way, and nested
  * sync_waits from inside items.
  * Phase 2: the same (but stop) while main shuts the pool down: value,
  * stopped or EX_ESHUTDOWN, exactly once.
@@ -25,13 +26,14 @@ enum {
     OPS = 480,                 /* per thread, phase 1 */
     OPS2 = 400,                /* per thread at most, phase 2 */
     DETACHED = 3,              /* items a then-chain posts and leaves */
-    KINDS = 5,
+    KINDS = 6,
     DESTROY_ROUNDS = 150,
     PHASE2_ROUNDS = 6,
     MAX_OPS = THREADS * (OPS2 > OPS ? OPS2 : OPS),
 };
 
-enum { K_PLAIN, K_DETACH, K_WHEN_ALL, K_NESTED, K_STOP };
+/* K_STOP last: phase 2 leaves it out. */
+enum { K_PLAIN, K_DETACH, K_WHEN_ALL, K_NESTED, K_INLINE_POST, K_STOP };
 
 /* What each operation saw; written by the thread of the op (disp) and by
  * the callbacks (runs), read by main after the joins. */
@@ -138,6 +140,12 @@ static void run_op(op_rec *r, int kind, agent *stopper) {
     case K_DETACH: res = ex_sync_wait(on_pool(post_detached, r)); break;
     case K_WHEN_ALL: res = ex_sync_wait(ex_when_all(on_pool(count_a, r), on_pool(count_b, r))); break;
     case K_NESTED: res = ex_sync_wait(on_pool(nested_wait, r)); break;
+    case K_INLINE_POST:
+        /* Posts from the caller inside start, before any item ran: the
+         * first takes a lent slot without a wake-up and the wait ends at
+         * once; close must hand them to a worker. */
+        res = ex_sync_wait(ex_then(ex_just(), post_detached, r, EX_SIG0, EX_SIG(EX_T_INT)));
+        break;
     default: {
         ex_stop_source src;
         ex_stop_source_init(&src);
