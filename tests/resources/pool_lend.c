@@ -598,3 +598,78 @@ static void run_fib_rounds(bool starts_on) {
 Test(exec_pool_lend, a_forking_task_started_on_the_pool_from_main_completes) { run_fib_rounds(true); }
 
 Test(exec_pool_lend, a_forking_task_whose_scheduler_is_the_pool_starts_on_main) { run_fib_rounds(false); }
+
+/* =========================== known deadlocks (disabled until fixed) */
+
+/* Both fail on 985c2da: a thread that took a lent slot outside any pool
+ * item (a post from a then() that sync_wait's start runs inline) holds it
+ * until its wait ends, and meanwhile nobody was woken for its first item. */
+
+typedef struct blocking_state {
+    ex_pool *pool;
+    counted_work item;
+    int post_code;
+    int ran_in_time;      /* the item ran while the poster waited for it */
+    int destroy_code;
+    atomic_int done;
+} blocking_state;
+
+/* Posts, then blocks (bounded) until the item has run elsewhere. */
+static ex_error post_then_block(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n;
+    blocking_state *s = ctx;
+    s->post_code = ex_post(ex_pool_scheduler(s->pool), &s->item.work).code;
+    s->ran_in_time = wait_int_equals(&s->item.ran, 1);
+    out[0] = ex_int(0);
+    return ex_ok();
+}
+
+Test(exec_pool_lend, a_caller_blocking_on_an_item_it_posted_inline_is_not_deadlocked, .disabled = true) {
+    ex_pool_config c = passive_config(2, 0);
+    ex_pool *p = test_pool_new_cfg(&c);
+    wait_all_parked(p);
+    blocking_state s;
+    memset(&s, 0, sizeof s);
+    s.pool = p;
+    counted_init(&s.item, p);
+    ex_result r = ex_sync_wait(ex_then(ex_just(), post_then_block, &s, EX_SIG0, EX_SIG(EX_T_INT)));
+    expect_value(&r);
+    cr_assert_eq(s.post_code, EX_OK);
+    cr_assert(s.ran_in_time, "the posted item sat in the poster's lent slot, no worker woken, while it blocked");
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
+/* Posts (taking a lent slot), then destroys the pool. */
+static ex_error post_then_destroy(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n;
+    blocking_state *s = ctx;
+    s->post_code = ex_post(ex_pool_scheduler(s->pool), &s->item.work).code;
+    s->destroy_code = ex_pool_destroy(s->pool).code;
+    out[0] = ex_int(0);
+    return ex_ok();
+}
+
+static void *post_then_destroy_main(void *arg) {
+    blocking_state *s = arg;
+    ex_result r = ex_sync_wait(ex_then(ex_just(), post_then_destroy, s, EX_SIG0, EX_SIG(EX_T_INT)));
+    ex_result_destroy(&r);
+    atomic_store(&s->done, 1);
+    return NULL;
+}
+
+Test(exec_pool_lend, destroy_from_a_thread_holding_a_lent_slot_does_not_wait_for_itself, .disabled = true) {
+    ex_pool_config c = passive_config(2, 0);
+    blocking_state s;
+    memset(&s, 0, sizeof s);
+    s.pool = test_pool_new_cfg(&c);
+    counted_init(&s.item, s.pool);
+    pthread_t t;  /* on a thread: a deadlock fails the bounded wait instead of hanging the test */
+    cr_assert_eq(pthread_create(&t, NULL, post_then_destroy_main, &s), 0);
+    cr_assert(wait_int_equals(&s.done, 1), "destroy waits for the lent slot its own thread holds");
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(s.post_code, EX_OK);
+    cr_assert_eq(s.destroy_code, EX_OK);
+    cr_assert_eq(atomic_load(&s.item.ran) + atomic_load(&s.item.cancelled), 1, "the item was not settled once");
+    expect_no_leaks();
+}
