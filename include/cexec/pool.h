@@ -95,8 +95,10 @@ typedef struct ex_pool_config {
      * that finds none free waits as a plain outside thread: its work goes to
      * a worker's inbox and it sleeps until done).  0: as many as workers;
      * negative: none (lending off); at most 4096 (EX_EINVAL beyond).
-     * The first item a lent caller queues wakes no worker: the caller runs
-     * it as soon as the operation's start returns.  Work that runs inline
+     * The first item a lent caller queues for a schedule operation wakes no
+     * worker: the caller runs it as soon as the operation's start returns
+     * (an ex_post from that thread takes the slot too, but wakes a
+     * worker).  Work that runs inline
      * in that start (ex_then on ex_just inside a when_all, say) therefore
      * runs before it, unless a worker happens to be awake; work there that
      * blocks until the item has run (a spin, a condition variable) waits
@@ -182,7 +184,9 @@ ex_error ex_pool_shutdown(ex_pool *p);
  * from ex_connect_alloc, say) may still be freed after this returns.
  * Errors: EX_EINVAL (NULL; called on one of the pool's workers; a pool of
  * the parent process after fork), EX_EBUSY (called from a cancellation the
- * pool's own shutdown runs; nothing done). */
+ * pool's own shutdown runs, or by a thread that holds one of the pool's
+ * lent slots, i.e. from work running inside its ex_sync_wait of the
+ * pool's work: destroy would wait for that thread; nothing done). */
 ex_error ex_pool_destroy(ex_pool *p);
 
 #ifdef __cplusplus

@@ -89,7 +89,8 @@ static ex_result error_result(ex_error e) {
  * cannot deadlock it. */
 static void start_and_wait(sync_state *st, ex_operation *op) {
     if (exi_worker_index() < 0) {
-        exi_lend_state outer = exi_lend_open();
+        exi_lend_state outer;
+        exi_lend_open(&outer);
         ex_start(op);
         for (unsigned spin = 0; spin < SYNC_WAIT_SPIN && !exi_load_acq_u32(&st->done); spin++) {
             if (exi_lend_run_one() || ex_run_loop_run_one(&st->loop)) spin = 0;
@@ -98,7 +99,7 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
         }
         /* Nothing is left in the slot that only this thread would run:
          * close hands what remains to a worker before this thread sleeps. */
-        exi_lend_close(outer);
+        exi_lend_close(&outer);
         (void)ex_run_loop_run(&st->loop);
         while (!exi_load_acq_u32(&st->done)) exi_pause();
         return;

@@ -17,6 +17,13 @@ ex_work *exi_pool_take_own_if(bool (*accept)(ex_work *w, void *ctx), void *ctx);
  * else or once the pool is shutting down (ex_post then gives the error). */
 bool exi_pool_post_here(ex_scheduler sch, ex_work *w);
 
+/* ex_post(sch, w) for the item of an operation being started (a task's
+ * hop onto its scheduler): when sch is a pool and the calling thread lends
+ * itself for its wait, the item may take a lent slot without waking
+ * anyone, as a schedule operation's does (it runs once start returns).
+ * Other schedulers: ex_post. */
+ex_error exi_pool_post_started(ex_scheduler sch, ex_work *w);
+
 /* On a worker of the pool behind sch: about how many items its own deque
  * holds (thieves may be taking some).  0 anywhere else. */
 uint64_t exi_pool_backlog_here(ex_scheduler sch);
@@ -34,15 +41,20 @@ unsigned exi_pool_size_of(ex_scheduler sch);
  * closes: the slot is given back, with any items still in it handed to a
  * worker (or cancelled, once the pool is shutting down).  A holder must not
  * block while its slot may hold items: nobody else is told about the first
- * one.  Offers nest: close restores what open returned. */
+ * one (only a schedule operation's item is queued that quietly).  Offers
+ * nest: close restores what open saved. */
 typedef struct exi_lend_state {
     bool open;
-    struct exi_worker *slot;  /* the lent slot held, or NULL */
+    struct exi_worker *slot;             /* the lent slot held, or NULL */
+    const struct exi_lend_state *outer;  /* the offer this one is nested in (its saved copy), or NULL */
 } exi_lend_state;
 
-exi_lend_state exi_lend_open(void);
+/* Opens an offer, saving the thread's current one in *outer (which must
+ * stay in place until the matching close). */
+void exi_lend_open(exi_lend_state *outer);
 /* Runs one item of the held slot; false when there is none (or no slot). */
 bool exi_lend_run_one(void);
-void exi_lend_close(exi_lend_state prev);
+/* Gives the held slot back (if any) and restores *outer. */
+void exi_lend_close(const exi_lend_state *outer);
 
 #endif

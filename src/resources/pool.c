@@ -199,8 +199,12 @@ static exi_worker *claim_lent_slot(ex_pool *p) {
     return NULL;
 }
 
-/* Queues w on p.  EX_ESHUTDOWN once destroy has begun. */
-static ex_error submit(ex_pool *p, ex_work *w) {
+/* Queues w on p.  EX_ESHUTDOWN once destroy has begun.  quiet_ok: w is a
+ * schedule operation's item, which a thread that lends itself for its wait
+ * runs as soon as the operation's start returns, so taking a lent slot for
+ * it need wake nobody.  Anything else (ex_post of an item the caller may
+ * well block on, a task's or a strand's hop) wakes a worker even then. */
+static ex_error submit(ex_pool *p, ex_work *w, bool quiet_ok) {
     exi_worker *me = tls_worker;
     if (me && me->pool == p) {
         if (me->lent) return submit_lent(p, me, w, true);
@@ -213,12 +217,12 @@ static ex_error submit(ex_pool *p, ex_work *w) {
     if (!me && tls_lend.open) {
         exi_worker *held = tls_lend.slot;
         if (held && held->pool == p) return submit_lent(p, held, w, true);
-        if (!held && (held = claim_lent_slot(p))) return submit_lent(p, held, w, false);
+        if (!held && (held = claim_lent_slot(p))) return submit_lent(p, held, w, !quiet_ok);
     }
     return submit_outside(p, w);
 }
 
-ex_error exi_pool_submit(ex_pool *p, ex_work *w) { return submit(p, w); }
+ex_error exi_pool_submit(ex_pool *p, ex_work *w) { return submit(p, w, false); }
 
 /* ----------------------------------------------------------- finding work */
 
@@ -369,14 +373,21 @@ static void trace_lent(exi_worker *me, uint64_t t0, uint64_t t1) {
     exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
 }
 
-exi_lend_state exi_lend_open(void) {
-    exi_lend_state prev = tls_lend;
+void exi_lend_open(exi_lend_state *outer) {
+    *outer = tls_lend;
     /* A wait nested in the holder's own loop work may block this thread for
      * long: the quiet first item of its slot must not wait for it. */
-    exi_worker *held = prev.slot;
+    exi_worker *held = outer->slot;
     if (held && (exi_deque_nonempty(&held->deque) || exi_inbox_nonempty(&held->inbox))) notify(held->pool);
-    tls_lend = (exi_lend_state){.open = true, .slot = NULL};
-    return prev;
+    tls_lend = (exi_lend_state){.open = true, .slot = NULL, .outer = outer};
+}
+
+/* Whether the calling thread holds one of p's lent slots, in this offer or
+ * an outer one it is nested in. */
+static bool holds_lent_slot_of(const ex_pool *p) {
+    for (const exi_lend_state *st = &tls_lend; st; st = st->outer)
+        if (st->slot && st->slot->pool == p) return true;
+    return false;
 }
 
 bool exi_lend_run_one(void) {
@@ -406,9 +417,9 @@ static void hand_over(ex_pool *p, ex_work *w) {
     else w->execute(w);
 }
 
-void exi_lend_close(exi_lend_state prev) {
+void exi_lend_close(const exi_lend_state *outer) {
     exi_worker *me = tls_lend.slot;
-    tls_lend = prev;
+    tls_lend = *outer;
     if (!me) return;
     ex_pool *p = me->pool;
     ex_work *w;
@@ -461,7 +472,7 @@ ex_work *exi_pool_take_own_if(bool (*accept)(ex_work *w, void *ctx), void *ctx) 
 
 static void pool_start(ex_operation *op) {
     exi_queued_op *o = (exi_queued_op *)op;
-    ex_error e = submit(o->resource, &o->work);
+    ex_error e = submit(o->resource, &o->work, true);
     if (e.code) ex_set_error(o->r, e);
 }
 
@@ -472,14 +483,14 @@ static ex_error pool_connect(void *self, ex_receiver r, void *storage) {
     return ex_ok();
 }
 
-static ex_error pool_post(void *self, ex_work *w) { return submit(self, w); }
+static ex_error pool_post(void *self, ex_work *w) { return submit(self, w, false); }
 
 /* From a worker: to the back of its own inbox, which it reads after its
  * deque, in order; elsewhere like post. */
 static ex_error pool_yield(void *self, ex_work *w) {
     ex_pool *p = self;
     exi_worker *me = tls_worker;
-    if (!me || me->pool != p) return submit(p, w);
+    if (!me || me->pool != p) return submit(p, w, false);
     /* A lent slot's inbox is drained while its holder runs: under its gate,
      * as in submit_lent.  A worker's is drained after the join. */
     if (me->lent) exi_faa_u32(&me->inbox.gate, 1);
@@ -497,7 +508,7 @@ static ex_error pool_dispatch(void *self, ex_work *w) {
         w->execute(w);
         return ex_ok();
     }
-    return submit(self, w);
+    return submit(self, w, false);
 }
 
 static const ex_allocator *pool_allocator(void *self) { return ((ex_pool *)self)->frame_alloc; }
@@ -563,7 +574,12 @@ unsigned exi_pool_size_of(ex_scheduler sch) { return sch.vt == &pool_vt ? ex_poo
 bool exi_pool_post_here(ex_scheduler sch, ex_work *w) {
     exi_worker *me = tls_worker;
     if (sch.vt != &pool_vt || !me || me->pool != sch.self) return false;
-    return submit(me->pool, w).code == EX_OK;
+    return submit(me->pool, w, false).code == EX_OK;
+}
+
+ex_error exi_pool_post_started(ex_scheduler sch, ex_work *w) {
+    if (sch.vt != &pool_vt) return ex_post(sch, w);
+    return submit(sch.self, w, true);
 }
 
 uint64_t exi_pool_backlog_here(ex_scheduler sch) {
@@ -842,6 +858,9 @@ ex_error ex_pool_destroy(ex_pool *p) {
     if (e.code) return e;
     if (exi_load_rlx_ptr((void *const *)&p->shutting_thread) == exi_thread_id())
         return ex_err(EX_EBUSY, "ex_pool_destroy: called from a cancellation the pool's own shutdown runs");
+    if (holds_lent_slot_of(p))
+        return ex_err(EX_EBUSY, "ex_pool_destroy: called while this thread holds one of the pool's lent slots (inside "
+                                "an ex_sync_wait of the pool's work); destroy would wait for it");
     e = ex_pool_shutdown(p);
     if (e.code) return e;
     /* Owning handles keep the memory: wait for the last one.  The workers

@@ -8,6 +8,7 @@
 #include "base/exi_macros.h"
 #include "base/exi_thread.h"
 #include "core/exi_sender.h"
+#include "resources/exi_pool.h"
 #include "task/exi_task.h"
 
 /* --------------------------------------------------------- environment */
@@ -130,7 +131,7 @@ static void task_start(ex_operation *op) {
         }
     } else if (!t->inline_affinity && t->sched.vt->post) {
         t->hop = (ex_work){ NULL, exi_task_hop_execute, exi_task_hop_cancel };
-        if (!ex_post(t->sched, &t->hop).code) return;
+        if (!exi_pool_post_started(t->sched, &t->hop).code) return;
     }
     exi_task_resume_on_scheduler(t);
 }
