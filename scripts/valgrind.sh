@@ -65,9 +65,9 @@ DEFAULT_SUITES="
     alloc_caches        frame_allocators    jemalloc_allocator  oom_sweep
     stop_forwarding     stoptoken_inplace   exec_sender         exec_into_variant
     exec_let            exec_transfer       exec_when_all       exec_split
-    exec_scope          exec_bulk           exec_pool           exec_strand
-    exec_context        exec_task           exec_task_nesting   exec_task_fork
-    algo_reduce"
+    exec_scope          exec_bulk           exec_pool           exec_pool_lend
+    exec_strand         exec_context        exec_task           exec_task_nesting
+    exec_task_fork      algo_reduce"
 # alloc_caches        per-thread caches of the recycling / jemalloc allocators, cross-thread frees
 # frame_allocators    libc, budget, monotonic, fault, recycling allocators; allocator lookup; OOM sweeps
 # jemalloc_allocator  the jemalloc allocator (here on malloc), per-worker arenas of a pool
@@ -83,6 +83,7 @@ DEFAULT_SUITES="
 # exec_scope          counting scopes, spawn, spawn_future, join
 # exec_bulk           bulk, bulk_chunked, the pool's parallel bulk and its helpers
 # exec_pool           pool: deques, inbox, parking, post/dispatch, shutdown, stats, trace
+# exec_pool_lend      lent callers: the quiet first item, the bound, hand-over, shutdown and destroy races
 # exec_strand         strands: serialised execution on a pool
 # exec_context        context switch, fibers and their stacks
 # exec_task           coroutine tasks: awaits, affinity, stop, launch, stacks
