@@ -35,6 +35,13 @@ MODEL_CHECKS := \
     park-3w:park:pass:safety:-DNW=3,-DSTART_PARKED,-DWAIT_ONLY,-DNO_SUB,-DNO_CHILD2 \
     park-3w-np:park:pass:np:-DNW=3,-DSTART_PARKED,-DWAIT_ONLY,-DNO_SUB,-DNO_CHILD2 \
     park-3w-coarse:park:pass:safety:-DNW=3,-DSTART_PARKED,-DWAIT_ONLY,-DNO_SUB,-DNO_CHILD2,-DNO_FALLBACK,-DCOARSE,-DPLAIN_ITEM \
+    park-1w-lend:park:pass:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT \
+    park-1w-lend-shutdown:park:pass:safety:-DNW=1,-DLEND,-DNO_PARENT,-DNO_WAIT \
+    park-1w-lend-linger:park:pass:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DLINGER=2 \
+    park-1w-lend-np:park:pass:np:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT \
+    park-2w-lend:park:pass:safety:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED \
+    park-2w-lend-linger:park:pass:safety:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED,-DLEND_NO_FALLBACK,-DWAIT_ONLY,-DLINGER=2 \
+    park-2w-lend-np:park:pass:np:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED,-DLEND_NO_FALLBACK,-DWAIT_ONLY \
     deque:deque:pass:safety: \
     inbox:inbox:pass:safety: \
     inbox-np:inbox:pass:np: \
@@ -43,6 +50,11 @@ MODEL_CHECKS := \
     broken-park-no-membarrier:park:fail:safety:-DNO_SUB,-DBROKEN_NO_MEMBARRIER \
     broken-park-late-seen:park:fail:safety:-DNO_SUB,-DBROKEN_LATE_SEEN \
     broken-park-np-spurious:park:fail:np:-DNO_SUB,-DNO_CHILD2,-DSPURIOUS \
+    broken-lend-close-drops:park:fail:safety:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED,-DBROKEN_CLOSE_DROPS \
+    broken-lend-block-first:park:fail:safety:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED,-DBROKEN_LEND_BLOCK_FIRST \
+    broken-lend-late-gate:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_LATE_LENT_GATE \
+    broken-lend-no-stopping:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_LEND_NO_STOPPING \
+    broken-lend-visible-workers:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_VISIBLE_WORKERS \
     broken-deque-take-store:deque:fail:safety:-DBROKEN_TAKE_STORE \
     broken-deque-grow-order:deque:fail:safety:-DBROKEN_GROW_ORDER \
     broken-inbox-tail-only:inbox:fail:safety:-DBROKEN_TAIL_ONLY

@@ -1,22 +1,26 @@
-/* park.pml - Promela model of the pool's park/wake protocol (src/pool.c,
- * src/park.c) with the two queues it publishes through, the per-worker
- * Chase-Lev deque (src/deque.c) and the per-worker inbox (src/inbox.c), at
- * the granularity of their atomic accesses.  model/README.md has the
- * mapping, the bounds, the figures and what is left out.  "pool.c:223"
- * below is line 223 of src/pool.c; every Promela step names its C lines.
+/* park.pml - Promela model of the pool's park/wake protocol
+ * (src/resources/pool.c, park.c) with the two queues it publishes through,
+ * the per-slot Chase-Lev deque (deque.c) and the per-slot inbox (inbox.c),
+ * at the granularity of their atomic accesses, and (-DLEND) a lent caller:
+ * a thread outside the pool that waits in ex_sync_wait and lends itself to
+ * the pool (src/adaptors/sync_wait.c start_and_wait, pool.c's lent slots).
+ * model/README.md has the mapping, the bounds, the figures and what is
+ * left out.  "pool.c:283" below is line 283 of src/resources/pool.c,
+ * "deque.c", "inbox.c" and the headers are in src/resources/ too,
+ * "sync_wait.c" in src/adaptors/; every Promela step names its C lines.
  *
  * ---- Memory model ----------------------------------------------------
  * x86-TSO for the publication stores of the workers.  Each worker has a
  * one-entry store buffer; a plain store by a worker of
- *   - the deque's bottom in exi_deque_push (deque.c:71), and
- *   - the inbox link prev->next in exi_inbox_push (inbox.c:179)
+ *   - the deque's bottom in exi_deque_push (deque.c:74), and
+ *   - the inbox link prev->next in exi_inbox_push (inbox.c:23)
  * goes to that buffer.  A flusher process per worker makes it visible at
  * any later moment; a locked instruction (xchg, cmpxchg, lock incl),
  * mfence, and thread exit drain the thread's own buffer first; the
  * worker's own loads forward from its buffer; a second buffered store
  * first makes the pending one visible (FIFO order kept).  These are the
  * stores a publisher makes before the light side of the barrier and its
- * load of the idle mask (pool.c:126-129): the store->load pattern the
+ * load of the idle mask (pool.c:113-116): the store->load pattern the
  * asymmetric barrier must order.
  *   The sleeper's heavy side, membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
  * drains every worker's buffer in one step, at the moment of the call.
@@ -27,13 +31,21 @@
  * another thread makes after the call sees it.  The light side is a
  * compiler barrier: nothing at all in the model.
  *   Other plain stores are sequentially consistent in the model: the
- * deque's bottom restore in take (deque.c:89, 92: the deque is empty with
+ * deque's bottom restore in take (deque.c:90, 94: the deque is empty with
  * either value, so when it becomes visible changes no load's outcome), the
  * inbox head and lock (written under the consumer lock and read by others
  * only as "held" or "not the stub"; no store->load pattern involves them),
- * and everything the external threads store (each of their plain stores is
- * followed by a locked instruction before their next load).  -DSC makes
- * the whole model sequentially consistent.
+ * and everything the threads outside the pool store, the lent caller
+ * included.  Their plain stores are: the lent push's bottom or link,
+ * followed by the gate decrement (pool.c:171-172, locked) before any load;
+ * held = 0 (pool.c:400), read by no one else here (one claimant); and the
+ * inbox link of an outside push (inbox.c:23), which notify's load of the
+ * idle mask follows with no locked instruction between (pool.c:152, 156;
+ * the gate decrement comes after, 157).  That last store->load pair is not
+ * buffered in the model: the push's xchg of tail (inbox.c:21) is locked
+ * and makes exi_inbox_nonempty true by itself (exi_inbox.h:36), so a
+ * sleeper's re-check sees the item whether or not the link is visible yet.
+ * -DSC makes the whole model sequentially consistent.
  *
  * Steps.  Each Promela step is one C atomic access.  A step may also do the
  * thread's local computation and accesses nobody else can interfere with:
@@ -42,30 +54,59 @@
  * which).  Two C accesses share one step only where the README argues that
  * no behaviour is lost: idle_set + the heavy barrier, take's restore of
  * bottom, push (top only feeds growth, not modelled here), steal's slot
- * load with its cas (no slot is overwritten here).
+ * load with its cas (no slot is overwritten here), the lent slot's claim
+ * (load + cas of held: the only claimant) and the holders counter (read
+ * only by destroy, not modelled).
  *
  * ---- Scenario --------------------------------------------------------
  * NW workers (2; -DNW=3 for three).  main submits item PARENT from outside
- * the pool (inbox 0, pool.c:152-162).  A worker that runs PARENT submits
+ * the pool (inbox 0, pool.c:144-159).  A worker that runs PARENT submits
  * CHILD from inside (its deque, or its inbox when the deque cannot grow:
- * pool.c:148) and then stays busy until CHILD has completed or shutdown
+ * pool.c:208) and then stays busy until CHILD has completed or shutdown
  * has begun: if the other workers miss the wake-up, the pool is stuck.
  * Then it submits CHILD2 the same way and returns, so that it races the
- * others to take CHILD2 from its own deque (deque.c:85-90).
+ * others to take CHILD2 from its own deque (deque.c:86-91).
  * sub, a second external thread, submits RACER to inbox 1 % NW at any
  * time, racing shutdown.  main then either waits until its items and CHILD
- * are done (a sync_wait) or not, and shuts the pool down (pool.c:442-476):
- * stopping, wake all, join, wait for the gates, drain.
+ * are done (a sync_wait) or not, and shuts the pool down (pool.c:795-815,
+ * stop_workers 591-601, drain 607-628): stopping, wake all, join, wait for
+ * the gates, drain.
+ *   -DLEND adds lent slot LS (= NW: the pool's slots are NW workers and one
+ * lent slot, p->slots == NW + 1) and the lent caller, an outside thread in
+ * ex_sync_wait (sync_wait.c:90-104): it opens the offer; its submission of
+ * LROOT claims the slot (cas on held, holders + 1, pool.c:190-200) and
+ * pushes LROOT on the slot's deque under the slot's gate with the stopping
+ * check and no wake-up (pool.c:165-176, 216).  It then runs its slot's
+ * items (exi_lend_run_one, pool.c:368-378) until its operation is done, or
+ * gives up at any failed round (the spin budget, sync_wait.c:94); closes
+ * (pool.c:388-406: every item left in its deque and inbox handed to a
+ * worker inbox, submit_outside with notify, or cancelled once stopping;
+ * held = 0; holders - 1); then blocks until done (sync_wait.c:102-103).
+ * LROOT, run by the lent caller, pushes LCHILD on the lent deque WITH
+ * notify (pool.c:206) and stays busy until LCHILD is done or shutdown has
+ * begun, so LCHILD must be stolen by a worker (steal and work_visible over
+ * every slot, pool.c:226-249, 261-265); run by a worker (stolen), LROOT
+ * pushes LCHILD on that worker's deque.  The operation is done when LROOT
+ * has returned (or was cancelled or refused) and LCHILD, if created, is
+ * done.  main shuts down at any moment, or after the operation is done.
  *
  * ---- Properties ------------------------------------------------------
- *  - Exactly once: an item completes (runs, is cancelled by the drain, or
- *    is refused with EX_ESHUTDOWN) at most once: assert in complete().
+ *  - Exactly once: an item completes (runs, is cancelled by the drain or a
+ *    lent close, or is refused with EX_ESHUTDOWN) at most once: assert in
+ *    complete().
  *  - Nothing lost, no lost wake-up, termination on shutdown: the system
- *    never stops moving before main has returned, and when it stops every
- *    item created has completed: the watchdog's assertions at timeout.  A
- *    state where the workers sleep while an item is queued and main waits
- *    for it is such a state; so is a worker that never exits.  (Refused
- *    items complete on their submitter, possibly after shutdown returned.)
+ *    never stops moving before main (and the lent caller) have returned,
+ *    and when it stops every item created has completed: the watchdog's
+ *    assertions at timeout.  A state where the workers sleep while an item
+ *    is queued and main waits for it is such a state; so is a worker that
+ *    never exits, and a lent caller blocked for an operation never done.
+ *    (Refused items complete on their submitter, possibly after shutdown
+ *    returned.)
+ *  - Shutdown empties the pool: once the drain is over (ghost `drained`),
+ *    no item is pushed on any queue (assert in the pushes) and the lent
+ *    holder takes none from its slot (assert at its take's xchg and its
+ *    pop's head update): every item queued when shutdown returns was
+ *    cancelled by it (pool.h, ex_pool_shutdown).
  *  - No livelock: pan -l -f (-DNP, weak fairness) finds no non-progress
  *    cycle; the model has no progress label because every fair execution
  *    of it must end.
@@ -76,12 +117,19 @@
  *  -DPLAIN_ITEM    main also submits PLAIN to inbox 0 after PARENT.
  *  -DNO_CHILD2     PARENT submits CHILD only.
  *  -DWAIT_ONLY / -DNO_WAIT   main always / never waits before shutdown.
- *  -DSPIN          one spin round (pool.c:261-264) before parking.
+ *  -DSPIN          one spin round (pool.c:348-351) before parking.
+ *  -DLINGER=k      up to k more find_work rounds before parking, stopping
+ *                  at any of them (linger, pool.c:326-339, 352: adaptive,
+ *                  last awake, until the deadline; or active).
+ *  -DLEND          the lent slot and the lent caller (above).
+ *  -DLEND_NO_FALLBACK  the lent pushes always go to the lent deque (not
+ *                  its inbox on a growth failure).
  *  -DSTART_PARKED  the workers start asleep in exi_event_wait with their
  *                  idle bits set (an idle pool), not starting up.
  *  -DCOARSE        deque take/steal/nonempty and inbox pop/nonempty are
  *                  single atomic steps (their linearizable specification;
  *                  the algorithms are checked fine-grained elsewhere).
+ *                  Not with -DLEND.
  *  -DNO_FALLBACK   the child always goes to the deque.
  *  -DFENCES        no membarrier: both sides a full fence, as exi_park.h
  *                  falls back to (must pass).
@@ -91,57 +139,105 @@
  *
  * ---- Deliberately broken variants (each must be reported as an error) -
  *  -DBROKEN_NO_RECHECK    park() sleeps without looking for work after
- *                         setting its idle bit (drops pool.c:225's
+ *                         setting its idle bit (drops pool.c:283's
  *                         work_visible).
  *  -DBROKEN_NO_MEMBARRIER the heavy side is only a fence (the light side
  *                         stays a compiler barrier): the publisher's
  *                         buffered store and its load of the idle mask
  *                         are no longer ordered.
  *  -DBROKEN_LATE_SEEN     the event count is read after the re-check, not
- *                         before the idle bit is set (pool.c:222). */
+ *                         before the idle bit is set (pool.c:280).
+ *  -DBROKEN_CLOSE_DROPS   the lent close gives the slot back without
+ *                         handing over what is left in it (drops
+ *                         pool.c:394-399).
+ *  -DBROKEN_LEND_BLOCK_FIRST  the lent caller blocks for its operation
+ *                         before it closes (sync_wait.c:101 after 103).
+ *  -DBROKEN_LATE_LENT_GATE  shutdown waits for the workers' gates only,
+ *                         drains, and only then waits for the lent slot's
+ *                         gate (pool.c:599 over p->n, not p->slots).
+ *  -DBROKEN_LEND_NO_STOPPING  the lent push skips the stopping check
+ *                         (pool.c:167-170).
+ *  -DBROKEN_VISIBLE_WORKERS  work_visible looks at the workers' queues
+ *                         only (pool.c:262 over p->n, not p->slots). */
 
 #ifndef NW
 #define NW 2                      /* workers 0..NW-1 */
 #endif
-#define MAIN NW                   /* thread ids of the external threads */
-#define SUB (NW + 1)
-#define NT (NW + 2)
+#ifdef LEND
+#define NS (NW + 1)               /* slots: the workers, then lent slot LS */
+#define LS NW
+#define LT NW                     /* the lent caller's thread id (= its slot) */
+#define LHOME (NW - 1)            /* its home inbox for submit_outside */
+#else
+#define NS NW
+#endif
+#define MAIN (NW + 1)             /* thread ids of the external threads */
+#define SUB (NW + 2)
+#define NT (NW + 3)
 
-#define NI 5                      /* items 1..NI; 0 is NULL */
+#ifdef LEND
+#define NI 7                      /* items 1..NI; 0 is NULL */
+#else
+#define NI 5
+#endif
 #define PARENT 1
 #define CHILD 2
 #define RACER 3
 #define PLAIN 4
 #define CHILD2 5
-#define STUB(q) (NI + 1 + (q))    /* inbox q's stub node (inbox.h:234) */
-#define NNODES (NI + NW + 1)
+#define LROOT 6
+#define LCHILD 7
+#define STUB(q) (NI + 1 + (q))    /* inbox q's stub node (exi_inbox.h:19) */
+#define NNODES (NI + NS + 1)
 #define CAP 4                     /* a deque here never holds more than one item */
 
 /* Locations a worker may store to with a buffered (plain) store. */
-#define A_BOT(w) (w)              /* deque.h:128 bottom of worker w's deque */
-#define A_NEXT(n) (NW + (n))      /* ex_work.next of node n */
-#define NADDR (NW + NNODES)
+#define A_BOT(w) (w)              /* exi_deque.h:20 bottom of slot w's deque */
+#define A_NEXT(n) (NS + (n))      /* ex_work.next of node n */
+#define NADDR (NS + NNODES)
 
 short mem[NADDR];                 /* bottoms and next links */
-byte top[NW];                     /* deque.h:127 */
-byte slot[NW * CAP];              /* the deque arrays */
-byte tail[NW];                    /* inbox.h:230 */
-byte head[NW];                    /* inbox.h:232 */
-bit lock[NW];                     /* inbox.h:233 */
-byte gate[NW];                    /* inbox.h:231 */
-byte idle;                        /* pool.c:53, one word (NW <= 64) */
+byte top[NS];                     /* exi_deque.h:19 */
+byte slot[NS * CAP];              /* the deque arrays */
+byte tail[NS];                    /* exi_inbox.h:15 */
+byte head[NS];                    /* exi_inbox.h:17 */
+bit lock[NS];                     /* exi_inbox.h:18 */
+byte gate[NS];                    /* exi_inbox.h:16 */
+byte idle;                        /* exi_pool_impl.h:47, one word (NW <= 64) */
 byte ev[NW];                      /* the workers' ck_ec32 values (park.c) */
-bit stopping;                     /* pool.c:55 */
+bit stopping;                     /* exi_pool_impl.h:49 */
+#ifdef LEND
+bit held;                         /* exi_pool_impl.h:30, of the lent slot */
+byte holders;                     /* exi_pool_impl.h:55 */
+#endif
 
 bit sb_on[NT];                    /* one-entry store buffers (workers only) */
 byte sb_a[NT];
 short sb_v[NT];
 
 /* bookkeeping, not program state */
-byte done[NI + 1];                /* 1 ran, 2 cancelled by the drain, 3 refused */
+byte done[NI + 1];                /* 1 ran, 2 cancelled (drain, lent close), 3 refused */
 bit created[NI + 1];
 bit exited[NW];
+bit drained;                      /* shutdown's drain is over */
 bit main_done;
+#ifdef LEND
+bit lroot_ret;                    /* LROOT's run has returned */
+bit lent_done;                    /* the lent caller's sync_wait has returned */
+#endif
+
+#ifdef LEND
+/* Shutdown empties the pool: no push after the drain; the lent holder
+ * takes nothing out of its slot after it (the xchg of its take, the head
+ * update of its pop are their linearisation points). */
+#define LATE_TAKE late_ = drained
+#define LATE_POP(th) assert(!(drained && (th) == LT))
+#define LATE_PUSH(n) assert((n) > NI || !drained)
+#else
+#define LATE_TAKE skip
+#define LATE_POP(th) skip
+#define LATE_PUSH(n) skip
+#endif
 
 /* ---------------------------------------------------------- store buffer */
 
@@ -190,71 +286,73 @@ inline complete(item, how) {
 
 /* -------------------------------------------------- deque (src/deque.c) */
 
-/* deque.c:61-73, by the owner me.  The load of top (63) only feeds the
- * growth decision (65-68), and growth is modelled in deque.pml: left out.
- * The slot store (69) precedes the bottom store in TSO order and nobody
+/* deque.c:64-75, by the owner me.  The load of top (66) only feeds the
+ * growth decision (68-71), and growth is modelled in deque.pml: left out.
+ * The slot store (72) precedes the bottom store in TSO order and nobody
  * reads slot b before seeing bottom > b: one step. */
 inline deque_push(item) {
     atomic {
-        b = LD(me, A_BOT(me));            /* 62: own location */
-        slot[me * CAP + b % CAP] = item;  /* 69 */
-        ST(me, A_BOT(me), b + 1);         /* 71 store rel: a plain mov, buffered */
+        b = LD(me, A_BOT(me));            /* 65: own location */
+        LATE_PUSH(item);
+        slot[me * CAP + b % CAP] = item;  /* 72 */
+        ST(me, A_BOT(me), b + 1);         /* 74 store rel: a plain mov, buffered */
         b = 0
     }
 }
 
 #ifndef COARSE
-/* deque.c:75-95, by the owner me; the item (or 0) in w */
+/* deque.c:77-96, by the owner me; the item (or 0) in w */
 inline deque_take() {
     atomic {
-        b = LD(me, A_BOT(me)) - 1;        /* 76: own location */
-        FLUSH(me); mem[A_BOT(me)] = b     /* 80 xchg: full barrier */
+        b = LD(me, A_BOT(me)) - 1;        /* 78: own location */
+        FLUSH(me); mem[A_BOT(me)] = b;    /* 82 xchg: full barrier */
+        LATE_TAKE
     }
     atomic {
-        t = top[me];                      /* 81 */
+        t = top[me];                      /* 83 */
         if
-        :: t < b -> w = slot[me * CAP + b % CAP]; t = 0; b = 0   /* 84, more than one item */
-        :: t == b -> w = slot[me * CAP + b % CAP]; r = 3          /* 84, the last item */
-        :: t > b -> mem[A_BOT(me)] = b + 1; t = 0; b = 0          /* 92 restore: empty */
+        :: t < b -> w = slot[me * CAP + b % CAP]; t = 0; b = 0   /* 85, more than one item */
+        :: t == b -> w = slot[me * CAP + b % CAP]; r = 3          /* 85, the last item */
+        :: t > b -> mem[A_BOT(me)] = b + 1; t = 0; b = 0          /* 94 restore: empty */
         fi
     }
     if
-    :: r == 3 ->                          /* t == b: 85-90 last item, race the thieves */
+    :: r == 3 ->                          /* t == b: 86-91 last item, race the thieves */
         atomic {
             r = 0;
             FLUSH(me);
-            if :: top[me] == t -> top[me] = t + 1 :: else -> w = 0 fi;   /* 88 cas */
-            mem[A_BOT(me)] = b + 1;       /* 89 restore: empty either way */
+            if :: top[me] == t -> top[me] = t + 1 :: else -> w = 0 fi;   /* 89 cas */
+            mem[A_BOT(me)] = b + 1;       /* 90 restore: empty either way */
             t = 0; b = 0
         }
     :: else
     fi
 }
 
-/* deque.c:97-108, thread th steals from deque d: r 0 EMPTY, 1 ABORT, 2 OK */
+/* deque.c:98-109, thread th steals from deque d: r 0 EMPTY, 1 ABORT, 2 OK */
 inline deque_steal(th, d) {
-    t = top[(d)];                           /* 98 load acq */
+    t = top[(d)];                           /* 99 load acq */
     atomic {
-        FLUSH(th); b = LD(th, A_BOT((d)));  /* 99 fence, 100 load acq */
-        if :: t >= b -> r = 0; t = 0 :: else -> r = 1 fi;   /* 101 */
+        FLUSH(th); b = LD(th, A_BOT((d)));  /* 100 fence, 101 load acq */
+        if :: t >= b -> r = 0; t = 0 :: else -> r = 1 fi;   /* 102 */
         b = 0
     }
     if
     :: r == 1 ->
         atomic {
-            w = slot[(d) * CAP + t % CAP];  /* 102-103: slot t is never overwritten here */
+            w = slot[(d) * CAP + t % CAP];  /* 103-104: slot t is never overwritten here */
             FLUSH(th);
-            if :: top[(d)] == t -> top[(d)] = t + 1; r = 2 :: else -> w = 0 fi;   /* 105 cas */
+            if :: top[(d)] == t -> top[(d)] = t + 1; r = 2 :: else -> w = 0 fi;   /* 106 cas */
             t = 0
         }
     :: else
     fi
 }
 
-/* deque.h:152-156: vis = bottom > top */
+/* exi_deque.h:44-48: vis = bottom > top */
 inline deque_nonempty(th, d) {
-    t = top[(d)];                           /* 153 */
-    atomic { vis = (LD(th, A_BOT((d))) > t); t = 0 }   /* 154 */
+    t = top[(d)];                           /* 45 */
+    atomic { vis = (LD(th, A_BOT((d))) > t); t = 0 }   /* 46 */
 }
 
 #else
@@ -295,18 +393,19 @@ inline deque_nonempty(th, d) {
 
 /* -------------------------------------------------- inbox (src/inbox.c) */
 
-/* inbox.c:175-180, thread th pushes node n on inbox q */
+/* inbox.c:19-24, thread th pushes node n on inbox q */
 inline inbox_push(th, q, n) {
     atomic {
         FLUSH(th);
-        mem[A_NEXT(n)] = 0;               /* 176 (n is not reachable yet) */
-        prev = tail[(q)]; tail[(q)] = n       /* 177 xchg */
+        LATE_PUSH(n);
+        mem[A_NEXT(n)] = 0;               /* 20 (n is not reachable yet) */
+        prev = tail[(q)]; tail[(q)] = n       /* 21 xchg */
     }
-    atomic { ST(th, A_NEXT(prev), n); prev = 0 }   /* 179 store rel: buffered */
+    atomic { ST(th, A_NEXT(prev), n); prev = 0 }   /* 23 store rel: buffered */
 }
 
 #ifndef COARSE
-/* inbox.h:250-252 */
+/* exi_inbox.h:35-37 */
 inline inbox_nonempty(th, q) {
     atomic {
         vis = (tail[(q)] != STUB((q)));       /* tail load acq */
@@ -317,52 +416,52 @@ inline inbox_nonempty(th, q) {
     fi
 }
 
-/* inbox.c:208-215 with pop_locked (185-206); the node (or 0) in w.
+/* inbox.c:52-59 with pop_locked (29-50); the node (or 0) in w.
  * ok: the consumer lock is held and pop_locked has not returned. */
 inline inbox_pop(th, q) {
     w = 0;
-    inbox_nonempty(th, q);                /* 209 */
+    inbox_nonempty(th, q);                /* 53 */
     if
     :: vis ->
         atomic {
             vis = 0;
-            FLUSH(th);                    /* 211 try-lock cas */
-            if :: lock[(q)] == 0 -> lock[(q)] = 1; ok = 1; hd = head[(q)] :: else fi   /* + 186 (under the lock) */
+            FLUSH(th);                    /* 55 try-lock cas */
+            if :: lock[(q)] == 0 -> lock[(q)] = 1; ok = 1; hd = head[(q)] :: else fi   /* + 30 (under the lock) */
         }
         if
         :: ok ->
-            nx = LD(th, A_NEXT(hd));      /* 187 */
+            nx = LD(th, A_NEXT(hd));      /* 31 */
             if
             :: hd == STUB((q)) ->
                 if
-                :: nx == 0 -> ok = 0      /* 189 */
+                :: nx == 0 -> ok = 0      /* 33 */
                 :: else ->
-                    head[(q)] = nx;         /* 190 set_head */
-                    atomic { hd = nx; nx = LD(th, A_NEXT(hd)) }   /* 191-192 */
+                    head[(q)] = nx;         /* 34 set_head */
+                    atomic { hd = nx; nx = LD(th, A_NEXT(hd)) }   /* 35-36 */
                 fi
             :: else
             fi;
             if
-            :: ok && nx != 0 -> atomic { head[(q)] = nx; w = hd; ok = 0 }   /* 194-196 */
+            :: ok && nx != 0 -> atomic { head[(q)] = nx; w = hd; ok = 0; LATE_POP(th) }   /* 38-41 */
             :: else
             fi;
             if
-            :: ok -> atomic { if :: tail[(q)] != hd -> ok = 0 :: else fi }  /* 198: push in progress */
+            :: ok -> atomic { if :: tail[(q)] != hd -> ok = 0 :: else fi }  /* 42: push in progress */
             :: else
             fi;
             if
             :: ok ->
-                inbox_push(th, q, STUB((q)));   /* 199 */
-                nx = LD(th, A_NEXT(hd));  /* 200 */
+                inbox_push(th, q, STUB((q)));   /* 43 */
+                nx = LD(th, A_NEXT(hd));  /* 44 */
                 if
-                :: nx != 0 -> atomic { head[(q)] = nx; w = hd }   /* 201-203 */
-                :: else                   /* 205: a push overtook the stub's */
+                :: nx != 0 -> atomic { head[(q)] = nx; w = hd; LATE_POP(th) }   /* 45-47 */
+                :: else                   /* 49: a push overtook the stub's */
                 fi;
                 ok = 0
             :: else
             fi;
-            atomic { lock[(q)] = 0; hd = 0; nx = 0 }   /* 213 store rel */
-        :: else                           /* 211: another consumer holds it */
+            atomic { lock[(q)] = 0; hd = 0; nx = 0 }   /* 57 store rel */
+        :: else                           /* 55: another consumer holds it */
         fi
     :: else
     fi
@@ -415,47 +514,47 @@ inline inbox_pop(th, q) {
 
 /* ---------------------------------------------------- idle mask (pool.c) */
 
-/* pool.c:111-123 wake_one: claim the lowest set bit (ctz), wake that one */
+/* pool.c:98-110 wake_one: claim the lowest set bit (ctz), wake that one */
 inline wake_one(th) {
-    m = idle;                             /* 113 load rlx */
+    m = idle;                             /* 100 load rlx */
     do
     :: m == 0 -> break
     :: else ->
         atomic {
-            bit_ = ((m & 1) -> 0 : ((m & 2) -> 1 : 2));   /* 115 (NW <= 3) */
-            FLUSH(th);                    /* 116 cas */
+            bit_ = ((m & 1) -> 0 : ((m & 2) -> 1 : 2));   /* 102 (NW <= 3) */
+            FLUSH(th);                    /* 103 cas */
             if
             :: idle == m -> idle = m & ~(1 << bit_); ok = 1
             :: else -> m = idle           /* a failed cas reloads m */
             fi
         }
         if
-        :: ok -> atomic { FLUSH(th); ev[bit_]++; ok = 0; m = 0; bit_ = 0 }   /* 117 exi_event_inc */
+        :: ok -> atomic { FLUSH(th); ev[bit_]++; ok = 0; m = 0; bit_ = 0 }   /* 104 exi_event_inc */
                  break
         :: else
         fi
     od
 }
 
-/* pool.c:126-129 notify, after an item was published */
+/* pool.c:113-116 notify, after an item was published */
 inline notify(th) {
 #ifdef FENCES
-    atomic { FLUSH(th) }                  /* light side without membarrier: a full fence */
+    atomic { FLUSH(th) }                  /* 114 light side without membarrier: a full fence */
 #endif
-    if                                    /* 128 any_idle: load rlx */
+    if                                    /* 115 any_idle: load rlx */
     :: idle != 0 -> wake_one(th)
     :: else
     fi
 }
 
-/* pool.c:95-102 idle_clear(me) */
+/* pool.c:82-89 idle_clear(me) */
 inline idle_clear() {
-    m = idle;                             /* 98 */
+    m = idle;                             /* 85 */
     do
-    :: (m & (1 << me)) == 0 -> m = 0; break   /* 99: a waker claimed it */
+    :: (m & (1 << me)) == 0 -> m = 0; break   /* 86: a waker claimed it */
     :: else ->
         atomic {
-            FLUSH(me);                    /* 100 cas */
+            FLUSH(me);                    /* 87 cas */
             if
             :: idle == m -> idle = m & ~(1 << me); m = 0
             :: else -> m = idle
@@ -467,12 +566,18 @@ inline idle_clear() {
 
 /* ---------------------------------------------------------------- worker */
 
-/* pool.c:203-207 work_visible */
+#ifdef BROKEN_VISIBLE_WORKERS
+#define NVIS NW
+#else
+#define NVIS NS
+#endif
+
+/* pool.c:261-265 work_visible: every slot, the lent ones included */
 inline work_visible() {
     i = 0;
     vis = 0;
     do
-    :: i < NW && !vis ->
+    :: i < NVIS && !vis ->
         deque_nonempty(me, i);
         if :: !vis -> inbox_nonempty(me, i) :: else fi;
         i++
@@ -480,76 +585,77 @@ inline work_visible() {
     od
 }
 
-/* pool.c:176-188, one victim v */
+/* pool.c:232-246, one victim v */
 inline steal_from(v) {
-    do                                    /* 178 retry while ABORT */
+    do                                    /* 236 retry while ABORT */
     :: deque_steal(me, v);
        if :: r != 1 -> break :: else fi
     od;
     if
-    :: r == 2 ->                          /* 179-184 */
+    :: r == 2 ->                          /* 237-242 */
         r = 0;
         deque_nonempty(me, v);
-        if :: vis && idle != 0 -> wake_one(me) :: else fi;
+        if :: vis && idle != 0 -> wake_one(me) :: else fi;   /* 240 */
         vis = 0
     :: else ->
-        inbox_pop(me, v);                 /* 185-188 */
+        inbox_pop(me, v);                 /* 243-246 */
         if
         :: w != 0 ->
             inbox_nonempty(me, v);
-            if :: vis && idle != 0 -> wake_one(me) :: else fi;
+            if :: vis && idle != 0 -> wake_one(me) :: else fi;   /* 244 */
             vis = 0
         :: else
         fi
     fi
 }
 
-/* pool.c:168-191 steal; the item (or 0) in w */
+/* pool.c:226-249 steal over every slot but its own (p->slots: the lent
+ * slots too); the item (or 0) in w */
 inline steal() {
-#if NW == 2
+#if NS == 2
     v = 1 - me;                           /* one victim: the start does not matter */
     steal_from(v);
     v = 0
 #else
-    select(k : 0 .. NW - 1);              /* 172 random start */
+    select(k : 0 .. NS - 1);              /* 230 random start */
     j = 0;
-    do
-    :: j < NW && w == 0 ->
-        v = (k + j) % NW;
-        if :: v != me -> steal_from(v) :: else fi;
+    do                                    /* 231-247 */
+    :: j < NS && w == 0 ->
+        v = (k + j) % NS;
+        if :: v != me -> steal_from(v) :: else fi;   /* 233 */
         j++
     :: else -> j = 0; k = 0; v = 0; break
     od
 #endif
 }
 
-/* pool.c:193-201 find_work */
+/* pool.c:251-259 find_work */
 inline find_work() {
-    deque_take();                         /* 194 */
-    if :: w == 0 -> inbox_pop(me, me) :: else fi;   /* 196 */
-    if :: w == 0 -> steal() :: else fi    /* 198 */
+    deque_take();                         /* 252 */
+    if :: w == 0 -> inbox_pop(me, me) :: else fi;   /* 254 */
+    if :: w == 0 -> steal() :: else fi    /* 256 */
 }
 
-/* pool.c:144-150, submission from worker me */
+/* pool.c:205-210 submit from worker me (not a lent slot) */
 inline submit_internal(item) {
     if
-    :: stopping -> atomic { complete(item, 3) }   /* 147 EX_ESHUTDOWN */
+    :: stopping -> atomic { complete(item, 3) }   /* 207 EX_ESHUTDOWN */
     :: else ->
 #ifdef NO_FALLBACK
-        deque_push(item);                 /* 148 */
+        deque_push(item);                 /* 208 */
 #else
         if                                /* (true ->: an option must not start with
                                              an if holding an else, which spin would
                                              take as this if's else) */
-        :: true -> deque_push(item)       /* 148 */
-        :: true -> inbox_push(me, me, item)   /* 148: the deque could not grow */
+        :: true -> deque_push(item)       /* 208 */
+        :: true -> inbox_push(me, me, item)   /* 208: the deque could not grow */
         fi;
 #endif
-        notify(me)                        /* 149 */
+        notify(me)                        /* 209 */
     fi
 }
 
-/* pool.c:209-218 run_item: what the items do */
+/* pool.c:267-276 run_item on worker me: what the items do */
 inline run_item() {
     atomic { complete(w, 1) }
     if
@@ -561,73 +667,92 @@ inline run_item() {
         atomic { created[CHILD2] = 1 };  /* then one more, which this worker */
         submit_internal(CHILD2)           /* races the others to take */
 #endif
+#ifdef LEND
+    :: w == LROOT ->                      /* stolen from the lent slot */
+        atomic { w = 0; created[LCHILD] = 1 }
+        submit_internal(LCHILD);          /* pool.c:205-210: to this worker's deque */
+#if NW > 1
+        (done[LCHILD] != 0 || stopping);  /* (one worker: it runs LCHILD next) */
+#endif
+        lroot_ret = 1
+#endif
     :: else -> w = 0
     fi
 }
 
-/* pool.c:220-235 park */
+/* pool.c:278-293 park */
 inline park() {
 #ifndef BROKEN_LATE_SEEN
-    seen = ev[me];                        /* 222 exi_event_value */
+    seen = ev[me];                        /* 280 exi_event_value */
 #endif
     atomic {
-        FLUSH(me); idle = idle | (1 << me);   /* 223 idle_set: lock cmpxchg */
+        FLUSH(me); idle = idle | (1 << me);   /* 281 idle_set: lock cmpxchg */
 #if defined(FENCES) || defined(BROKEN_NO_MEMBARRIER)
-        FLUSH(me)                         /* 224 exi_barrier_heavy: mfence only */
+        FLUSH(me)                         /* 282 exi_barrier_heavy: mfence only */
 #else
-        flush_all()                       /* 224 exi_barrier_heavy: mfence + membarrier */
+        flush_all()                       /* 282 exi_barrier_heavy: mfence + membarrier */
 #endif
     }
     if
-    :: stopping -> vis = 1                /* 225 */
+    :: stopping -> vis = 1                /* 283 */
     :: else ->
 #ifdef BROKEN_NO_RECHECK
         vis = 0
 #else
-        work_visible()                    /* 225 */
+        work_visible()                    /* 283 */
 #endif
     fi;
 #ifdef BROKEN_LATE_SEEN
     seen = ev[me];
 #endif
     if
-    :: vis -> vis = 0; seen = 0; idle_clear()   /* 226-227 */
+    :: vis -> vis = 0; seen = 0; idle_clear()   /* 284-285 */
     :: else ->
 #ifdef SPURIOUS
-        if                                /* 231 exi_event_wait (may return early) */
+        if                                /* 289 exi_event_wait (may return early) */
         :: atomic { ev[me] != seen -> seen = 0 }
         :: seen = 0
         fi;
 #else
-        atomic { ev[me] != seen -> seen = 0 }   /* 231 exi_event_wait: blocks while ev == seen */
+        atomic { ev[me] != seen -> seen = 0 }   /* 289 exi_event_wait: blocks while ev == seen */
 #endif
-        idle_clear()                      /* 234 */
+        idle_clear()                      /* 292 */
     fi
 }
 
-/* pool.c:254-270 worker_main (no spin rounds unless -DSPIN: see the README) */
+/* pool.c:341-358 worker_main (no spin rounds unless -DSPIN, no linger
+ * unless -DLINGER: see the README) */
 proctype worker(byte me) {
-    byte w, r, m, bit_, ok, vis, hd, nx, prev, seen, i, j, k, v, fi_;
+    byte w, r, m, bit_, ok, vis, hd, nx, prev, seen, i, j, k, v, fi_, late_, lr_;
     short t, b;
 #ifdef START_PARKED
     /* The pool has been idle: this worker waits in exi_event_wait
-     * (pool.c:231) with seen == 0 and its idle bit set (by init). */
+     * (pool.c:289) with seen == 0 and its idle bit set (by init). */
     atomic { ev[me] != 0 };
-    idle_clear();                         /* 234 */
+    idle_clear();                         /* 292 */
 #endif
     do
-    :: stopping -> break                  /* 259 */
+    :: stopping -> break                  /* 346 */
     :: else ->
-        find_work();                      /* 260 */
+        find_work();                      /* 347 */
 #ifdef SPIN
-        if                                /* 261-264: one spin round */
+        if                                /* 348-351: one spin round */
         :: w == 0 && !stopping -> find_work()
         :: else
         fi;
 #endif
+#ifdef LINGER
+        do                                /* 352 linger, 326-339 */
+        :: w == 0 && lr_ < LINGER && !stopping ->   /* 332 */
+            lr_++; find_work()            /* 333-335 (sched_yield: nothing) */
+        :: true -> break                  /* 328, 330: not lingering (passive; not
+                                             the last awake: a hint); 336: the deadline */
+        od;
+        lr_ = 0;
+#endif
         if
-        :: w != 0 -> run_item()           /* 265 */
-        :: else -> park()                 /* 266 */
+        :: w != 0 -> run_item()           /* 353 */
+        :: else -> park()                 /* 354 */
         fi
     od;
     atomic { FLUSH(me); exited[me] = 1 }  /* thread exit; pthread_join synchronises */
@@ -635,15 +760,30 @@ proctype worker(byte me) {
 
 /* -------------------------------------------------- external submission */
 
-/* pool.c:152-162, thread th with home inbox q */
-inline submit_external(th, q, item) {
-    atomic { created[item] = 1; gate[(q)]++ }   /* 154 faa */
+/* pool.c:144-159 submit_outside by thread th with home inbox q; ok = 1 if
+ * queued, 0 if refused (the caller completes the item) */
+inline outside_push(th, q, item) {
+    gate[(q)]++;                          /* 147 faa */
     if
-    :: stopping -> atomic { gate[(q)]--; complete(item, 3) }   /* 155-157 */
+    :: stopping -> gate[(q)]--; ok = 0    /* 148-151 */
     :: else ->
-        inbox_push(th, q, item);          /* 159 */
-        gate[(q)]--;                        /* 160 faa */
-        notify(th)                        /* 161 */
+        inbox_push(th, q, item);          /* 152 */
+        notify(th);                       /* 156 (under the gate) */
+        gate[(q)]--;                      /* 157 faa */
+        ok = 1
+    fi
+}
+
+/* pool.c:203-219 submit from a thread outside the pool, no offer open:
+ * 218 submit_outside (144-159) with home inbox q */
+inline submit_external(th, q, item) {
+    atomic { created[item] = 1; gate[(q)]++ }   /* 147 faa */
+    if
+    :: stopping -> atomic { gate[(q)]--; complete(item, 3) }   /* 148-151 EX_ESHUTDOWN */
+    :: else ->
+        inbox_push(th, q, item);          /* 152 */
+        notify(th);                       /* 156 (under the gate) */
+        gate[(q)]--                       /* 157 faa */
     fi
 }
 
@@ -652,7 +792,130 @@ proctype sub() {
     submit_external(SUB, 1 % NW, RACER)
 }
 
-/* pool.c:455-476 drain, on the main thread once the workers are joined */
+/* ------------------------------------------------------------ lent caller */
+
+#ifdef LEND
+/* pool.c:165-176 submit_lent by the holder of LS (me == LS) */
+inline submit_lent(item, wake) {
+    gate[LS]++;                           /* 166 faa */
+    if
+#ifndef BROKEN_LEND_NO_STOPPING
+    :: stopping -> atomic { gate[LS]--; complete(item, 3) }   /* 167-170 EX_ESHUTDOWN */
+    :: else ->
+#else
+    :: true ->
+#endif
+#ifdef LEND_NO_FALLBACK
+        deque_push(item);                 /* 171 */
+#else
+        if
+        :: true -> deque_push(item)       /* 171 */
+        :: true -> inbox_push(LT, LS, item)   /* 171: the deque could not grow */
+        fi;
+#endif
+        gate[LS]--;                       /* 172 faa */
+        if :: wake -> notify(LT) :: else fi   /* 174 */
+    fi
+}
+
+/* pool.c:374-376: LROOT, run on the lent slot, submits LCHILD there
+ * (submit 205-206: tls_worker is the lent slot), with notify, and waits */
+inline lent_run_item() {
+    atomic { complete(w, 1) }
+    if
+    :: w == LROOT ->
+        atomic { w = 0; created[LCHILD] = 1 }
+        submit_lent(LCHILD, 1);           /* pool.c:206 */
+        (done[LCHILD] != 0 || stopping);  /* busy until the child is done */
+        lroot_ret = 1
+    :: else -> w = 0
+    fi
+}
+
+/* pool.c:368-378 exi_lend_run_one; ok = 1 if it ran an item */
+inline lend_run_one() {
+    deque_take();                         /* 371 */
+    if :: w != 0 -> assert(!late_) :: else fi;
+    late_ = 0;
+    if :: w == 0 -> inbox_pop(LT, LS) :: else fi;   /* 372 */
+    if
+    :: w != 0 -> lent_run_item(); ok = 1  /* 374-376 */
+    :: else -> ok = 0                     /* 373 */
+    fi
+}
+
+/* pool.c:382-386 hand_over of the item in w */
+inline hand_over() {
+    if
+    :: stopping -> atomic { complete(w, 2); w = 0 }   /* 383-384 cancel */
+    :: else ->
+        outside_push(LT, LHOME, w);       /* 383 submit_outside */
+        if
+        :: ok -> ok = 0; w = 0
+        :: else -> atomic { complete(w, 2); w = 0 }   /* 384: refused, cancel */
+        fi
+    fi
+}
+
+/* pool.c:388-406 exi_lend_close */
+inline lend_close() {
+#ifndef BROKEN_CLOSE_DROPS
+    do                                    /* 394 */
+    :: true ->
+        deque_take();
+        if :: w != 0 -> assert(!late_) :: else fi;
+        late_ = 0;
+        if :: w != 0 -> hand_over() :: else -> break fi
+    od;
+    do                                    /* 397-399 */
+    :: true ->
+        inbox_nonempty(LT, LS);
+        if
+        :: vis ->
+            inbox_pop(LT, LS);
+            if :: w != 0 -> hand_over() :: else fi   /* else sched_yield */
+        :: else -> break
+        fi
+    od;
+#endif
+    held = 0;                             /* 400 store rel */
+    holders--                             /* 403-405 (closing: destroy, not modelled) */
+}
+
+#define LENT_DONE ((lroot_ret || done[LROOT] > 1) && (!created[LCHILD] || done[LCHILD] != 0))
+
+/* sync_wait.c:90-104 start_and_wait on a thread outside every pool */
+proctype lent() {
+    byte me, w, r, m, bit_, ok, vis, hd, nx, prev, late_;
+    short t, b;
+    me = LS;                              /* deque_push/take: the slot's owner */
+    /* 92 exi_lend_open (thread-local); 93 ex_start: submit (pool.c:213-216):
+     * no worker, offer open, no slot yet: claim_lent_slot */
+    atomic {                              /* pool.c:194 load + cas (the only claimant) */
+        created[LROOT] = 1; held == 0 -> held = 1;
+        holders++                         /* 195 faa (read by destroy only) */
+    }
+    submit_lent(LROOT, 0);                /* 216: no wake-up */
+    do                                    /* 94-98 */
+    :: LENT_DONE -> break                 /* 94 st->done load acq */
+    :: !LENT_DONE -> lend_run_one(); ok = 0   /* 95-97 */
+    :: !LENT_DONE -> break                   /* 94: the spin budget ran out (at any
+                                             round: a superset, which also covers
+                                             a pop failing for a moment, 397) */
+    od;
+#ifdef BROKEN_LEND_BLOCK_FIRST
+    LENT_DONE;
+#endif
+    lend_close();                         /* 101 */
+    LENT_DONE;                            /* 102-103 */
+    lent_done = 1
+}
+#endif
+
+/* ------------------------------------------------------------- shutdown */
+
+/* pool.c:607-628 drain, on the main thread once the workers are joined:
+ * every slot (p->slots), a lent holder possibly taking from its own */
 inline drain() {
     any = 1;
     do
@@ -660,23 +923,23 @@ inline drain() {
         any = 0;
         i = 0;
         do
-        :: i < NW ->
-            do                            /* 462-467 */
+        :: i < NS ->
+            do                            /* 614-619 */
             :: deque_steal(MAIN, i);
                if
                :: r == 0 -> break
                :: r == 2 -> atomic { any = 1; complete(w, 2); w = 0; r = 0 }
-               :: r == 1                  /* 463 */
+               :: r == 1                  /* 615 */
                fi
             od;
-            do                            /* 468-473 */
+            do                            /* 620-625 */
             :: inbox_nonempty(MAIN, i);
                if
                :: vis ->
                    inbox_pop(MAIN, i);
                    if
                    :: w != 0 -> atomic { any = 1; complete(w, 2); w = 0 }
-                   :: else                /* sched_yield, continue */
+                   :: else                /* 621 sched_yield, continue */
                    fi
                :: else -> break
                fi
@@ -685,7 +948,8 @@ inline drain() {
         :: else -> i = 0; break
         od
     :: else -> break
-    od
+    od;
+    drained = 1
 }
 
 #ifdef NO_PARENT
@@ -702,6 +966,16 @@ inline drain() {
 #else
 #define PLAIN_DONE 1
 #endif
+#ifdef LEND
+#define MAIN_WAITS (PARENT_DONE && PLAIN_DONE && LENT_DONE)
+#else
+#define MAIN_WAITS (PARENT_DONE && PLAIN_DONE)
+#endif
+#ifdef BROKEN_LATE_LENT_GATE
+#define NGATES NW
+#else
+#define NGATES NS
+#endif
 
 proctype main() {
     byte w, r, m, bit_, ok, vis, hd, nx, prev, i, any;
@@ -714,38 +988,45 @@ proctype main() {
 #endif
 #ifndef NO_WAIT
     if
-    :: true -> (PARENT_DONE && PLAIN_DONE)   /* a sync_wait on its items */
+    :: true -> MAIN_WAITS                 /* a sync_wait on its items */
 #ifndef WAIT_ONLY
     :: true                               /* or shut down at once */
 #endif
     fi;
 #endif
-    stopping = 1;                         /* 443 xchg */
-    do                                    /* 444 exi_event_inc each */
+    /* pool.c:807 stop_workers (591-601), 808 drain */
+    stopping = 1;                         /* 592 xchg */
+    do                                    /* 593 exi_event_inc each */
     :: i < NW -> atomic { ev[i]++; i++ }
     :: else -> i = 0; break
     od;
-    do                                    /* 445-446 join */
+    do                                    /* 594-595 join */
     :: i < NW -> atomic { exited[i]; i++ }
     :: else -> i = 0; break
     od;
-    do                                    /* 449-450 wait for the gates */
-    :: i < NW -> atomic { gate[i] == 0; i++ }
+    do                                    /* 599-600 wait for every slot's gate */
+    :: i < NGATES -> atomic { gate[i] == 0; i++ }
     :: else -> i = 0; break
     od;
-    drain();                              /* 598 */
+    drain();                              /* 808 */
+#ifdef BROKEN_LATE_LENT_GATE
+    gate[LS] == 0;                        /* the lent gate only after the drain */
+#endif
     /* queued items were cancelled; refused ones complete on their submitter */
     assert(idle == 0);
     main_done = 1
 }
 
 /* timeout is executable only when no other process can move: then main
- * must have returned (no lost wake-up; every worker exited), and every
- * item created must have completed (nothing lost). */
+ * (and the lent caller) must have returned (no lost wake-up; every worker
+ * exited), and every item created must have completed (nothing lost). */
 active proctype watchdog() {
     byte n;
 end_wd:
     timeout -> assert(main_done);
+#ifdef LEND
+    assert(lent_done && held == 0 && holders == 0);
+#endif
     n = 1;
     do
     :: n <= NI -> assert(!created[n] || done[n] != 0); n++
@@ -756,8 +1037,8 @@ end_wd:
 init {
     byte q;
     atomic {
-        do                                /* exi_inbox_init */
-        :: q < NW -> tail[(q)] = STUB((q)); head[(q)] = STUB((q)); q++
+        do                                /* exi_inbox_init (inbox.c:9-17) */
+        :: q < NS -> tail[(q)] = STUB((q)); head[(q)] = STUB((q)); q++
         :: else -> q = 0; break
         od;
 #ifdef START_PARKED
@@ -773,6 +1054,9 @@ init {
         :: else -> break
         od;
         run main();
+#ifdef LEND
+        run lent();
+#endif
 #ifndef NO_SUB
         run sub()
 #endif
