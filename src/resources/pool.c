@@ -220,6 +220,20 @@ static ex_error submit(ex_pool *p, ex_work *w) {
 
 ex_error exi_pool_submit(ex_pool *p, ex_work *w) { return submit(p, w); }
 
+bool exi_pool_push_quiet(ex_pool *p, ex_work *w) {
+    exi_worker *me = tls_worker;
+    if (!me || me->pool != p) return false;
+    if (me->lent) return !submit_lent(p, me, w, false).code;
+    if (stopping(p)) return false;
+    if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);  /* growth failed: never lose work */
+    return true;
+}
+
+void exi_pool_wake(ex_pool *p, unsigned k) {
+    exi_barrier_light();  /* as notify: the items pushed before, then the idle mask */
+    while (k-- && any_idle(p) && wake_one(p)) {}
+}
+
 /* ----------------------------------------------------------- finding work */
 
 /* One pass over the other workers, from a random one. */
