@@ -79,6 +79,10 @@ ex_error exi_pool_submit(ex_pool *p, ex_work *w);
  * itself: exi_pool_wake once it turns out to be worth a wake-up. */
 bool exi_pool_push_quiet(ex_pool *p, ex_work *w);
 
+/* How many of p's workers, other than the caller, are not parked (busy,
+ * or still looking for work and about to steal what is queued).  A hint. */
+unsigned exi_pool_awake_others(ex_pool *p);
+
 /* Wakes up to k parked workers of p (fewer if fewer are parked), after
  * quiet pushes: the same barrier as a submission's notify, so none of
  * them parks without seeing the items pushed before. */

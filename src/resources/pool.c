@@ -229,6 +229,14 @@ bool exi_pool_push_quiet(ex_pool *p, ex_work *w) {
     return true;
 }
 
+unsigned exi_pool_awake_others(ex_pool *p) {
+    unsigned parked = 0;
+    for (unsigned k = 0; k < p->idle_words; k++) parked += (unsigned)__builtin_popcountll(exi_load_rlx_u64(&p->idle[k]));
+    unsigned awake = p->n - parked;
+    exi_worker *me = tls_worker;
+    return awake - (awake && me && me->pool == p && !me->lent);
+}
+
 void exi_pool_wake(ex_pool *p, unsigned k) {
     exi_barrier_light();  /* as notify: the items pushed before, then the idle mask */
     while (k-- && any_idle(p) && wake_one(p)) {}

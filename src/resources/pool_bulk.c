@@ -74,7 +74,10 @@ static uint64_t ticks(void) { return exi_now_ns(); }
  * before the first chunk (each chunk is a participant's whole share). */
 static void run_lazily(ex_pool *p, ex_bulk_job *job, unsigned helpers, bool eager) {
     if (eager) {
-        exi_pool_wake(p, helpers);
+        /* Workers awake and looking steal the helpers without a wake-up
+         * (a futex call on the caller's path); busy ones take them later. */
+        unsigned awake = exi_pool_awake_others(p);
+        if (awake < helpers) exi_pool_wake(p, helpers - awake);
         while (run_next_chunk(job)) {}
         return;
     }
