@@ -23,7 +23,18 @@
  * sequential loop only on an error).  A grain larger than shape is one
  * chunk.  On the pool the chunk count is ceil(shape / grain), the default
  * grain ceil(shape / (8 * workers)), both computed without overflow, and
- * no chunk range wraps: the last one ends at shape. */
+ * no chunk range wraps: the last one ends at shape.
+ *
+ * Wake-ups on the pool: the agent that starts the bulk (a worker, or a
+ * thread waiting in ex_sync_wait as a lent caller) runs chunks at once.
+ * Its helper items go to its own deque, where awake workers take them;
+ * with the default grain and fewer than 65536 indices, parked workers are
+ * woken only once the chunks it has run show that the rest is worth a
+ * wake-up (a few microseconds), as many as there are chunks left: a small
+ * bulk costs no wake-up at all, but one whose first index is slow runs that
+ * index alone while every worker is parked.  An explicit grain, or a
+ * larger shape, wakes parked workers (up to one per chunk beyond the
+ * caller's) at the start. */
 #ifndef CEXEC_BULK_H
 #define CEXEC_BULK_H
 

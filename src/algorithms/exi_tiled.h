@@ -19,6 +19,23 @@
 
 #include "base/exi_atomic.h"
 
+/* Tiles each participant must get for one more to take part: a run of
+ * ntiles tiles has min(workers, ntiles / tiles_per_part) participants (at
+ * least 1); one participant runs every tile in the schedule's completion,
+ * with no bulk and no wake-up.  A participant has to arrive before its
+ * share is worth anything: a worker looking for work steals the bulk's
+ * helper from the starting agent's deque in about a microsecond, a parked
+ * one needs a wake-up (a futex call on the starter's path, several
+ * microseconds before it runs).  A 128 KB tile takes about 1.3 us to
+ * reduce, 4.5 us to scan.  The reduction takes 2 tiles a participant (1e5
+ * doubles, 7 tiles, gets two, as OpenMP's does: one core's cache bandwidth
+ * is the limit there); the scan and the loops keep 4: a scan of 7 tiles
+ * measured faster on one participant than on two (its prefix chain
+ * serialises part of each tile).  docs/algorithms.md, "How a run
+ * proceeds". */
+#define EXI_TILES_PER_PART 4
+#define EXI_REDUCE_TILES_PER_PART 2
+
 typedef struct exi_tiled_sender exi_tiled_sender;
 typedef struct exi_tiled_op exi_tiled_op;
 
@@ -34,6 +51,8 @@ typedef struct exi_tiled_kind {
     /* After every tile: writes the value completion into out; returns how
      * many values (0 or 1). */
     size_t (*finish)(exi_tiled_op *o, ex_value *out);
+    /* Tiles a participant must get (EXI_TILES_PER_PART, ...). */
+    unsigned tiles_per_part;
 } exi_tiled_kind;
 
 /* The common head of every algorithm sender; the algorithm's own fields

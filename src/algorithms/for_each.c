@@ -47,7 +47,7 @@ static size_t loop_finish(exi_tiled_op *o, ex_value *out) {
     return 0;
 }
 
-static const exi_tiled_kind loop_kind_vt = { false, loop_tile, loop_finish };
+static const exi_tiled_kind loop_kind_vt = { false, loop_tile, loop_finish, EXI_TILES_PER_PART };
 static const ex_sender_vtable for_each_vt = { "ex_for_each_index", exi_tiled_connect, exi_tiled_attrs,
                                               exi_tiled_destroy };
 static const ex_sender_vtable transform_vt = { "ex_transform", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };

@@ -11,8 +11,6 @@
 #include "core/exi_value.h"
 #include "resources/exi_pool.h"
 
-#define EXI_TILES_PER_PART 4
-
 /* The key under which the inner operation finds its tiled operation. */
 static const ex_key tiled_run_key = { "cexec.tiled_run", true };
 
@@ -194,9 +192,9 @@ exi_tiled_sender *exi_tiled_alloc(const ex_sender_vtable *vt, size_t size, const
     s->n = n;
     s->tile = tile;
     s->ntiles = n / tile + (n % tile != 0);
-    /* A participant that would get fewer than EXI_TILES_PER_PART tiles
-     * costs more to wake than it saves. */
-    size_t c = exi_scheduler_concurrency(sch), useful = s->ntiles / EXI_TILES_PER_PART;
+    /* A participant that would get fewer than tiles_per_part tiles costs
+     * more to bring in than it saves (exi_tiled.h). */
+    size_t c = exi_scheduler_concurrency(sch), useful = s->ntiles / kind->tiles_per_part;
     if (useful < 1) useful = 1;
     s->parts = (unsigned)(useful < c ? useful : c);
     s->scratch_size = 0;

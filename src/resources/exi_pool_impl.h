@@ -75,6 +75,22 @@ static inline bool tracing(const exi_worker *w) { return w->trace.events != NULL
  * inbox), waking a parked worker; EX_ESHUTDOWN once p is shutting down. */
 ex_error exi_pool_submit(ex_pool *p, ex_work *w);
 
+/* On an agent of p (a worker, or a lent caller running p's items): queues
+ * w on its own deque like exi_pool_submit but wakes nobody, and returns
+ * true; an awake worker may still steal it.  False, with nothing done,
+ * elsewhere or once p is stopping.  For work the caller may well run
+ * itself: exi_pool_wake once it turns out to be worth a wake-up. */
+bool exi_pool_push_quiet(ex_pool *p, ex_work *w);
+
+/* How many of p's workers, other than the caller, are not parked (busy,
+ * or still looking for work and about to steal what is queued).  A hint. */
+unsigned exi_pool_awake_others(ex_pool *p);
+
+/* Wakes up to k parked workers of p (fewer if fewer are parked), after
+ * quiet pushes: the same barrier as a submission's notify, so none of
+ * them parks without seeing the items pushed before. */
+void exi_pool_wake(ex_pool *p, unsigned k);
+
 /* The pool scheduler's bulk hook (pool_bulk.c). */
 void exi_pool_bulk(void *self, ex_bulk_job *job);
 

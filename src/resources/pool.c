@@ -224,6 +224,28 @@ static ex_error submit(ex_pool *p, ex_work *w, bool quiet_ok) {
 
 ex_error exi_pool_submit(ex_pool *p, ex_work *w) { return submit(p, w, false); }
 
+bool exi_pool_push_quiet(ex_pool *p, ex_work *w) {
+    exi_worker *me = tls_worker;
+    if (!me || me->pool != p) return false;
+    if (me->lent) return !submit_lent(p, me, w, false).code;
+    if (stopping(p)) return false;
+    if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);  /* growth failed: never lose work */
+    return true;
+}
+
+unsigned exi_pool_awake_others(ex_pool *p) {
+    unsigned parked = 0;
+    for (unsigned k = 0; k < p->idle_words; k++) parked += (unsigned)__builtin_popcountll(exi_load_rlx_u64(&p->idle[k]));
+    unsigned awake = p->n - parked;
+    exi_worker *me = tls_worker;
+    return awake - (awake && me && me->pool == p && !me->lent);
+}
+
+void exi_pool_wake(ex_pool *p, unsigned k) {
+    exi_barrier_light();  /* as notify: the items pushed before, then the idle mask */
+    while (k-- && any_idle(p) && wake_one(p)) {}
+}
+
 /* ----------------------------------------------------------- finding work */
 
 /* One pass over the other workers, from a random one. */

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "algorithms/exi_tiled.h"  /* EXI_TILES_PER_PART, EXI_REDUCE_TILES_PER_PART */
 #include "algorithms/local_fixtures.h"
 
 /* ===================================================== completion thread */
@@ -226,4 +227,39 @@ Test(algo_scan, a_resources_own_bulk_hook_runs_the_participants) {
         free(in), free(out), free(want);
     }
     expect_no_leaks();
+}
+
+/* ======================================= participant-count boundaries */
+
+/* Around the sizes where a run goes from one participant (every tile in
+ * the schedule's completion, no bulk) to two, and from two to four: the
+ * same bits as the inline scheduler, output and value, for the scan and
+ * the reduction. */
+static void boundaries_give_the_inline_results_on(algo_sched *a) {
+    enum { TPP = EXI_TILES_PER_PART, RTPP = EXI_REDUCE_TILES_PER_PART };
+    const size_t edges[] = { 2 * RTPP * ALGO_TILE - ALGO_TILE, 2 * RTPP * ALGO_TILE, 4 * RTPP * ALGO_TILE,
+                             2 * TPP * ALGO_TILE - ALGO_TILE, 2 * TPP * ALGO_TILE, 4 * TPP * ALGO_TILE };
+    algo_sched ref;
+    as_init(&ref, AS_INLINE);
+    for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++) {
+        const size_t sizes[] = { 1, edges[e] - 1, edges[e], edges[e] + 1 };
+        for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
+            size_t n = sizes[j];
+            double *in = xmalloc(n * 8), *want = xmalloc(n * 8), *got = xmalloc(n * 8);
+            fill_f64_mixed(in, n, 900 + n);
+            double tw = run_one_value(&ref, ex_inclusive_scan_f64(ref.sch, in, want, n), EX_T_DOUBLE, "scan").as.d;
+            double tg = run_one_value(a, ex_inclusive_scan_f64(a->sch, in, got, n), EX_T_DOUBLE, "scan").as.d;
+            cr_assert(same_bits(tg, tw), "%s n=%zu: scan total %a, inline %a", a->name, n, tg, tw);
+            cr_assert_eq(memcmp(got, want, n * 8), 0, "%s n=%zu: the scan output differs from inline", a->name, n);
+            double rw = run_one_value(&ref, ex_reduce_f64(ref.sch, in, n, 0.5), EX_T_DOUBLE, "reduce").as.d;
+            double rg = run_one_value(a, ex_reduce_f64(a->sch, in, n, 0.5), EX_T_DOUBLE, "reduce").as.d;
+            cr_assert(same_bits(rg, rw), "%s n=%zu: reduce %a, inline %a", a->name, n, rg, rw);
+            free(in), free(want), free(got);
+        }
+    }
+    as_fini(&ref);
+}
+
+Test(algo_scan, participant_count_boundaries_give_the_inline_results) {
+    for_each_kind(AS_POOL1, AS_POOL4, boundaries_give_the_inline_results_on);
 }

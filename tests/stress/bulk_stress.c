@@ -4,7 +4,9 @@
  * stop request racing from another thread the bulk completes exactly once
  * (stopped or value) and no index runs twice.  Alternates a 2-worker pool
  * (inline helper items) and a 5-worker pool (helper items allocated), and
- * ex_bulk_grain with ex_bulk_chunked. */
+ * ex_bulk_grain with ex_bulk_chunked.  Some successful rounds run through
+ * ex_sync_wait, where the waiting thread is a lent caller that queues the
+ * helpers on its own deque and takes back those nobody stole. */
 #include <string.h>
 
 #include "stress_util.h"
@@ -78,6 +80,21 @@ int main(void) {
         ex_sender *child = ex_schedule(ex_pool_scheduler(pool));
         ex_sender *b = chunked ? ex_bulk_chunked(child, SHAPE, grain ? grain : 5, chunk_fn, NULL)
                                : ex_bulk_grain(child, SHAPE, grain, bulk_fn, NULL);
+        if (kind == K_OK && round % 4 == 2) {
+            /* From ex_sync_wait: this thread is a lent caller, the helpers
+             * go to its deque quietly, and it takes back those nobody took. */
+            ex_result r = ex_sync_wait(b);
+            uint32_t once = 0;
+            for (size_t i = 0; i < SHAPE; i++) once += __atomic_load_n(&counts[i], __ATOMIC_RELAXED) == 1;
+            CHECK(r.disposition == EX_DISP_VALUE && once == SHAPE,
+                  "round %d (lent caller, grain %zu): disposition %d, %u/%u indices ran once", round, grain,
+                  r.disposition, once, SHAPE);
+            checks++;
+            ex_result_destroy(&r);
+            outcome[D_VALUE]++;
+            expect_round_freed(&baseline, round, &checks);
+            continue;
+        }
         ex_operation *op = srec_connect(&rec, b, round, &checks);
         if (!op) continue;
 
