@@ -94,6 +94,13 @@ static bool any_idle(ex_pool *p) {
     return false;
 }
 
+/* Workers parked or about to park (their idle bits).  A snapshot. */
+static unsigned parked_count(ex_pool *p) {
+    unsigned parked = 0;
+    for (unsigned k = 0; k < p->idle_words; k++) parked += (unsigned)__builtin_popcountll(exi_load_rlx_u64(&p->idle[k]));
+    return parked;
+}
+
 /* Claims one idle worker and wakes it.  Returns whether one was woken. */
 static bool wake_one(ex_pool *p) {
     for (unsigned k = 0; k < p->idle_words; k++) {
@@ -234,9 +241,7 @@ bool exi_pool_push_quiet(ex_pool *p, ex_work *w) {
 }
 
 unsigned exi_pool_awake_others(ex_pool *p) {
-    unsigned parked = 0;
-    for (unsigned k = 0; k < p->idle_words; k++) parked += (unsigned)__builtin_popcountll(exi_load_rlx_u64(&p->idle[k]));
-    unsigned awake = p->n - parked;
+    unsigned awake = p->n - parked_count(p);
     exi_worker *me = tls_worker;
     return awake - (awake && me && me->pool == p && !me->lent);
 }
@@ -337,12 +342,7 @@ static void name_and_pin(exi_worker *me) {
 
 /* Whether every other worker is parked (or about to park): me is the last
  * one awake.  A hint; two workers may both decide they are not. */
-static bool last_awake(exi_worker *me) {
-    ex_pool *p = me->pool;
-    unsigned parked = 0;
-    for (unsigned k = 0; k < p->idle_words; k++) parked += (unsigned)__builtin_popcountll(exi_load_rlx_u64(&p->idle[k]));
-    return parked + 1 >= p->n;
-}
+static bool last_awake(exi_worker *me) { return parked_count(me->pool) + 1 >= me->pool->n; }
 
 /* After the spin rounds found nothing: keeps looking, giving the CPU to
  * other threads between looks, while the wait policy says this worker
