@@ -484,42 +484,11 @@ Test(exec_bulk, oom_sweep_with_allocated_helpers) {
     expect_no_leaks();
 }
 
-
 /* ------------------------------------------- wake-ups (lazy, by cost) */
 
-/* A pool of 2 workers that park at once and stay parked until woken
- * (PASSIVE: no lingering), with both parked before it returns. */
-static ex_pool *parked_pool(void) {
-    ex_pool_config c = test_pool_config(2, NULL);
-    c.spin_rounds = 1;
-    c.wait_policy = EX_POOL_WAIT_PASSIVE;
-    ex_pool *p = test_pool_new_cfg(&c);
-    double end = test_now_s() + TEST_WAIT_LIMIT_S;
-    for (bool parked = false; !parked && test_now_s() < end;) {
-        test_sleep_ms(2);
-        parked = true;
-        for (unsigned i = 0; i < 2; i++) {
-            ex_pool_worker_stats st;
-            cr_assert_eq(ex_pool_worker_stats_get(p, i, &st).code, 0);
-            if (st.parked == 0) parked = false;
-        }
-    }
-    return p;
-}
-
-static uint64_t workers_woken(ex_pool *p) {
-    uint64_t sum = 0;
-    for (unsigned i = 0; i < ex_pool_size(p); i++) {
-        ex_pool_worker_stats st;
-        cr_assert_eq(ex_pool_worker_stats_get(p, i, &st).code, 0);
-        sum += st.woken;
-    }
-    return sum;
-}
-
 Test(exec_bulk, small_bulk_from_a_lent_caller_wakes_no_parked_worker) {
-    ex_pool *p = parked_pool();
-    uint64_t woken0 = workers_woken(p);
+    ex_pool *p = test_pool_parked(2, 0);
+    uint64_t woken0 = test_pool_workers_woken(p);
     for (int k = 0; k < 10; k++) {
         par_ctx c;
         par_init(&c, p, 2);  /* shape = workers: the helper goes to the caller's deque */
@@ -534,8 +503,8 @@ Test(exec_bulk, small_bulk_from_a_lent_caller_wakes_no_parked_worker) {
     }
     /* A wake-up would show once the woken worker runs: give it the time. */
     test_sleep_ms(20);
-    cr_assert_eq(workers_woken(p), woken0, "a bulk the caller finishes in nanoseconds woke %llu workers",
-                 (unsigned long long)(workers_woken(p) - woken0));
+    cr_assert_eq(test_pool_workers_woken(p), woken0, "a bulk the caller finishes in nanoseconds woke %llu workers",
+                 (unsigned long long)(test_pool_workers_woken(p) - woken0));
     test_pool_free(p);
     expect_no_leaks();
 }
@@ -549,16 +518,16 @@ static ex_error slow_index(void *ctx, size_t i, const ex_value *v, size_t n) {
 }
 
 Test(exec_bulk, long_bulk_from_a_lent_caller_wakes_a_parked_worker) {
-    ex_pool *p = parked_pool();
-    uint64_t woken0 = workers_woken(p);
+    ex_pool *p = test_pool_parked(2, 0);
+    uint64_t woken0 = test_pool_workers_woken(p);
     atomic_int calls = 0;
     /* 8 chunks of 2 ms: after the first, the rest is worth a wake-up. */
     ex_result r = ex_sync_wait(ex_bulk(ex_schedule(ex_pool_scheduler(p)), 8, slow_index, &calls));
     expect_value_result(&r);
     cr_assert_eq(atomic_load(&calls), 8);
     double end = test_now_s() + TEST_WAIT_LIMIT_S;
-    while (workers_woken(p) == woken0 && test_now_s() < end) test_sleep_ms(1);
-    cr_assert_gt(workers_woken(p), woken0, "16 ms of chunks woke no parked worker");
+    while (test_pool_workers_woken(p) == woken0 && test_now_s() < end) test_sleep_ms(1);
+    cr_assert_gt(test_pool_workers_woken(p), woken0, "16 ms of chunks woke no parked worker");
     ex_result_destroy(&r);
     test_pool_free(p);
     expect_no_leaks();

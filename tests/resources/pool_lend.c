@@ -20,15 +20,6 @@ TEST_SUITE(exec_pool_lend, 30);
 
 /* ---------------------------------------------------------- fixtures */
 
-/* A pool of `threads` workers whose idle workers park at once. */
-static ex_pool_config passive_config(unsigned threads, int lend_slots) {
-    ex_pool_config c = test_pool_config(threads, "lend");
-    c.wait_policy = EX_POOL_WAIT_PASSIVE;
-    c.spin_rounds = 1;
-    c.lend_slots = lend_slots;
-    return c;
-}
-
 static ex_pool_worker_stats slot_stats(ex_pool *p, unsigned i) {
     ex_pool_worker_stats st;
     ex_error e = ex_pool_worker_stats_get(p, i, &st);
@@ -36,25 +27,6 @@ static ex_pool_worker_stats slot_stats(ex_pool *p, unsigned i) {
     return st;
 }
 
-/* Waits (bounded) until every worker of p has parked at least once. */
-static void wait_all_parked(ex_pool *p) {
-    double end = test_now_s() + TEST_WAIT_LIMIT_S;
-    for (;;) {
-        bool all = true;
-        for (unsigned i = 0; i < ex_pool_size(p); i++)
-            if (slot_stats(p, i).parked == 0) all = false;
-        if (all) return;
-        cr_assert_lt(test_now_s(), end, "an idle worker never parked");
-        test_sleep_ms(2);
-    }
-}
-
-/* The sum of the workers' (not the lent slots') woken counters. */
-static uint64_t workers_woken(ex_pool *p) {
-    uint64_t sum = 0;
-    for (unsigned i = 0; i < ex_pool_size(p); i++) sum += slot_stats(p, i).woken;
-    return sum;
-}
 
 static bool is_lent_index(ex_pool *p, int i) {
     return i >= (int)ex_pool_size(p) && i < (int)(ex_pool_size(p) + ex_pool_lend_slots(p));
@@ -96,17 +68,15 @@ static void counted_init(counted_work *c, ex_pool *p) {
 /* ================================================= 1. the caller runs it */
 
 Test(exec_pool_lend, sync_wait_from_main_runs_the_item_on_main_as_a_lent_agent) {
-    ex_pool_config c = passive_config(2, 0);
-    ex_pool *p = test_pool_new_cfg(&c);
-    wait_all_parked(p);
-    uint64_t woken0 = workers_woken(p);
+    ex_pool *p = test_pool_parked(2, 0);
+    uint64_t woken0 = test_pool_workers_woken(p);
     where w;
     run_where(p, &w);
     cr_assert(pthread_equal(w.tid, pthread_self()), "the item ran on thread '%s', not on the waiting caller", w.name);
     cr_assert(is_lent_index(p, w.worker), "inside the item the caller is agent %d, not a lent slot", w.worker);
     cr_assert_eq(ex_pool_current_worker(p), -1, "the caller is still an agent of the pool after the wait");
     cr_assert_eq(slot_stats(p, (unsigned)w.worker).executed, 1u, "the lent slot did not count the item");
-    cr_assert_eq(workers_woken(p), woken0, "a worker was woken for the lent caller's own item");
+    cr_assert_eq(test_pool_workers_woken(p), woken0, "a worker was woken for the lent caller's own item");
     test_pool_free(p);
     expect_no_leaks();
 }
@@ -114,10 +84,10 @@ Test(exec_pool_lend, sync_wait_from_main_runs_the_item_on_main_as_a_lent_agent) 
 /* ====================================== 2. lend_slots and its resolution */
 
 Test(exec_pool_lend, lending_off_runs_the_item_on_a_worker) {
-    ex_pool_config c = passive_config(2, -1);
+    ex_pool_config c = test_pool_passive_config(2, -1);
     ex_pool *p = test_pool_new_cfg(&c);
     cr_assert_eq(ex_pool_lend_slots(p), 0u);
-    wait_all_parked(p);
+    test_pool_wait_parked(p);
     where w;
     run_where(p, &w);
     cr_assert(!pthread_equal(w.tid, pthread_self()), "lending is off, yet the caller ran the item");
@@ -191,9 +161,7 @@ static ex_error bound_a_item(void *ctx, const ex_value *in, size_t n, ex_value *
 }
 
 Test(exec_pool_lend, a_second_caller_finds_no_free_slot_and_its_item_runs_on_a_worker) {
-    ex_pool_config c = passive_config(2, 1);
-    ex_pool *p = test_pool_new_cfg(&c);
-    wait_all_parked(p);
+    ex_pool *p = test_pool_parked(2, 1);
     bound_state s;
     memset(&s, 0, sizeof s);
     s.pool = p;
@@ -247,10 +215,10 @@ static ex_error nested_wait_item(void *ctx, const ex_value *in, size_t n, ex_val
 }
 
 Test(exec_pool_lend, a_lent_item_may_wait_for_more_of_the_pools_work) {
-    ex_pool_config c = passive_config(2, 0);
+    ex_pool_config c = test_pool_passive_config(2, 0);
     ex_pool *p = test_pool_new_cfg(&c);
     for (int round = 0; round < 20; round++) {
-        if (round == 0) wait_all_parked(p);
+        if (round == 0) test_pool_wait_parked(p);
         nest_state s = { .pool = p, .outer_worker = -2, .inner_disp = -1, .inner_worker = -2, .after_worker = -2 };
         ex_result r = sync_schedule_then(p, nested_wait_item, &s);
         expect_value(&r);
@@ -292,9 +260,7 @@ static void detached_run(ex_work *w) {
 }
 
 Test(exec_pool_lend, items_a_lent_item_posts_and_leaves_behind_run_exactly_once) {
-    ex_pool_config c = passive_config(2, 0);
-    ex_pool *p = test_pool_new_cfg(&c);
-    wait_all_parked(p);
+    ex_pool *p = test_pool_parked(2, 0);
     post_state *s = calloc(1, sizeof *s);
     cr_assert_not_null(s);
     s->pool = p;
@@ -322,8 +288,9 @@ Test(exec_pool_lend, items_a_lent_item_posts_and_leaves_behind_run_exactly_once)
 }
 
 /* A then() on main, inside sync_wait but before any item of the pool ran:
- * its post is the thread's first submission, so it takes a lent slot and
- * wakes nobody; the wait is over at once, so close must hand it over. */
+ * its post is the thread's first submission, so it takes a lent slot (and
+ * wakes a worker, which may steal it); the wait is over at once, so if the
+ * worker has not taken it yet, close must hand it over. */
 static ex_error post_one_detached(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)in, (void)n;
     counted_work *c = ctx;
@@ -332,9 +299,7 @@ static ex_error post_one_detached(void *ctx, const ex_value *in, size_t n, ex_va
 }
 
 Test(exec_pool_lend, an_item_left_in_the_slot_at_close_goes_to_a_worker) {
-    ex_pool_config c = passive_config(2, 0);
-    ex_pool *p = test_pool_new_cfg(&c);
-    wait_all_parked(p);
+    ex_pool *p = test_pool_parked(2, 0);
     counted_work item;
     counted_init(&item, p);
     ex_result r = ex_sync_wait(ex_then(ex_just(), post_one_detached, &item, EX_SIG0, EX_SIG(EX_T_INT)));
@@ -346,7 +311,7 @@ Test(exec_pool_lend, an_item_left_in_the_slot_at_close_goes_to_a_worker) {
     cr_assert_eq(atomic_load(&item.ran), 1);
     cr_assert_eq(atomic_load(&item.cancelled), 0);
     int w = atomic_load(&item.worker);
-    cr_assert(w >= 0 && w < (int)c.threads, "the left-over item ran as agent %d, not on a worker", w);
+    cr_assert(w >= 0 && w < 2, "the left-over item ran as agent %d, not on a worker", w);
     expect_no_leaks();
 }
 
@@ -388,9 +353,7 @@ static ex_error item_racing_destroy(void *ctx, const ex_value *in, size_t n, ex_
 }
 
 Test(exec_pool_lend, destroy_waits_for_a_held_lent_slot) {
-    ex_pool_config c = passive_config(2, 0);
-    ex_pool *p = test_pool_new_cfg(&c);
-    wait_all_parked(p);
+    ex_pool *p = test_pool_parked(2, 0);
     int first_lent = (int)ex_pool_size(p);  /* p is freed by the end */
     destroy_race d;
     memset(&d, 0, sizeof d);
@@ -439,9 +402,7 @@ out:
 }
 
 Test(exec_pool_lend, a_lent_item_posting_after_shutdown_is_refused) {
-    ex_pool_config c = passive_config(2, 0);
-    ex_pool *p = test_pool_new_cfg(&c);
-    wait_all_parked(p);
+    ex_pool *p = test_pool_parked(2, 0);
     shutdown_race s;
     memset(&s, 0, sizeof s);
     s.pool = p;
@@ -525,9 +486,9 @@ Test(exec_pool_lend, active_workers_never_park_passive_ones_do) {
         cr_assert_eq(slot_stats(p, i).parked, 0u, "active worker %u parked", i);
     test_pool_free(p);
 
-    c = passive_config(2, 0);
+    c = test_pool_passive_config(2, 0);
     p = test_pool_new_cfg(&c);
-    wait_all_parked(p);
+    test_pool_wait_parked(p);
     test_pool_free(p);
     expect_no_leaks();
 }
@@ -569,11 +530,11 @@ static ex_sender *fib_sender(bool starts_on) {
 }
 
 static void run_fib_rounds(bool starts_on) {
-    ex_pool_config c = passive_config(2, 0);
+    ex_pool_config c = test_pool_passive_config(2, 0);
     fib_pool = test_pool_new_cfg(&c);
     fib_main = pthread_self();
     for (int round = 0; round < 5; round++) {
-        if (round == 0) wait_all_parked(fib_pool);
+        if (round == 0) test_pool_wait_parked(fib_pool);
         atomic_store(&fib_root_worker, -2);
         ex_result r = ex_sync_wait(fib_sender(starts_on));
         cr_assert_eq(r.disposition, EX_DISP_VALUE, "round %d: disposition %d (%s)", round, r.disposition,
@@ -627,9 +588,7 @@ static ex_error post_then_block(void *ctx, const ex_value *in, size_t n, ex_valu
 }
 
 Test(exec_pool_lend, a_caller_blocking_on_an_item_it_posted_inline_is_not_deadlocked) {
-    ex_pool_config c = passive_config(2, 0);
-    ex_pool *p = test_pool_new_cfg(&c);
-    wait_all_parked(p);
+    ex_pool *p = test_pool_parked(2, 0);
     blocking_state s;
     memset(&s, 0, sizeof s);
     s.pool = p;
@@ -661,7 +620,7 @@ static void *post_then_destroy_main(void *arg) {
 }
 
 Test(exec_pool_lend, destroy_from_a_thread_holding_a_lent_slot_is_ebusy_not_a_deadlock) {
-    ex_pool_config c = passive_config(2, 0);
+    ex_pool_config c = test_pool_passive_config(2, 0);
     blocking_state s;
     memset(&s, 0, sizeof s);
     s.pool = test_pool_new_cfg(&c);

@@ -5,25 +5,6 @@
 #include "common/wait.h"
 #include "resources/pool_fixtures.h"
 
-/* A pool whose workers park as soon as they find nothing, and have all
- * parked: from here on only a wake-up (or the lent caller) runs items. */
-static ex_pool *parked_pool(unsigned threads) {
-    ex_pool_config c = test_pool_config(threads, NULL);
-    c.spin_rounds = 1;
-    c.wait_policy = EX_POOL_WAIT_PASSIVE;
-    ex_pool *p = test_pool_new_cfg(&c);
-    double end = test_now_s() + TEST_WAIT_LIMIT_S;
-    for (unsigned i = 0; i < threads; i++) {
-        ex_pool_worker_stats st;
-        do {
-            cr_assert_eq(ex_pool_worker_stats_get(p, i, &st).code, 0);
-            if (st.parked == 0) test_nap_us(200);
-        } while (st.parked == 0 && test_now_s() < end);
-        cr_assert_gt(st.parked, 0, "worker %u never parked", i);
-    }
-    return p;
-}
-
 typedef struct quiet_arg {
     ex_pool *pool, *other;
     atomic_int flag;
@@ -58,7 +39,7 @@ static ex_error nested_wait(void *ctx, const ex_value *in, size_t n, ex_value *o
 }
 
 Test(exec_pool_lend, a_wait_nested_in_start_wakes_a_worker_for_the_quiet_item) {
-    quiet_arg a = { .pool = parked_pool(2), .other = test_pool_new(1) };
+    quiet_arg a = { .pool = test_pool_parked(2, 0), .other = test_pool_new(1) };
     ex_sender *first = ex_then(ex_schedule(ex_pool_scheduler(a.pool)), set_flag, &a, EX_SIG0, EX_SIG0);
     ex_sender *second = ex_then(ex_just(), nested_wait, &a, EX_SIG0, EX_SIG0);
     ex_result r = ex_sync_wait(ex_when_all(first, second));
@@ -70,7 +51,7 @@ Test(exec_pool_lend, a_wait_nested_in_start_wakes_a_worker_for_the_quiet_item) {
 }
 
 Test(exec_pool_lend, the_first_item_of_a_lent_caller_wakes_nobody) {
-    ex_pool *p = parked_pool(2);
+    ex_pool *p = test_pool_parked(2, 0);
     ex_pool_worker_stats before = stats_sum(p);
     where w;
     run_where(p, &w);

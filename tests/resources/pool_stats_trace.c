@@ -317,7 +317,8 @@ Test(exec_pool, trace_capacity_drops_later_events_and_stays_valid) {
     check_trace(path, "cap", 1, 1);
     char *text = read_all(path);
     cr_assert_not_null(text);
-    cr_assert_leq(count_substr(text, "\"ph\":\"X\""), 4, "more events than the capacity");
+    /* 4 a slot: the worker and its lent slot (main ran some items there). */
+    cr_assert_leq(count_substr(text, "\"ph\":\"X\""), 2 * 4, "more events than the capacity");
     cr_assert_not_null(strstr(text, "dropped"), "dropped events are reported");
     free(text);
     unlink(path);

@@ -62,7 +62,11 @@ void reset_state(void) {
 bool on_home(void) { return FS.pool ? ex_pool_current_worker(FS.pool) >= 0 : test_thread_id() == FS.home; }
 
 void use_pool(unsigned workers) {
-    FS.pool = workers ? test_pool_new(workers) : NULL;
+    /* No lent slots: `workers` is the number of the pool's agents (a test
+     * of one worker counts on one thread running everything in order). */
+    ex_pool_config c = test_pool_config(workers, NULL);
+    c.lend_slots = -1;
+    FS.pool = workers ? test_pool_new_cfg(&c) : NULL;
     FS.home = test_thread_id();
 }
 

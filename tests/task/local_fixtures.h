@@ -71,7 +71,7 @@ void reset_state(void);
 /* Whether a task runs where it belongs: a worker of FS.pool, else the
  * thread of sync_wait's run loop. */
 bool on_home(void);
-/* A pool of `workers` threads in FS.pool, or none (0: the root runs on
+/* A pool of `workers` threads (no lent slots) in FS.pool, or none (0: the root runs on
  * sync_wait's loop); drop_pool destroys it. */
 void use_pool(unsigned workers);
 void drop_pool(void);
