@@ -19,17 +19,51 @@ typedef struct exi_store {
 } exi_store;
 
 static inline void exi_store_init(exi_store *st) { st->n = 0; st->nested = NULL; st->nested_size = 0; st->alloc = NULL; }
-/* Deep-copies (v, n) into st, replacing what it held.  EX_ENOMEM when
- * tuple storage cannot be allocated, EX_EINVAL when n > EX_MAX_ARITY (st
- * is then empty). */
-ex_error exi_store_set(exi_store *st, const ex_value *v, size_t n, const ex_allocator *alloc);
-void exi_store_clear(exi_store *st);
+
+/* The out-of-line paths: tuples to deep-copy, or too many values. */
+ex_error exi_values_copy_deep(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
+                              void **nested, size_t *nested_size);
+ex_error exi_store_set_deep(exi_store *st, const ex_value *v, size_t n, const ex_allocator *alloc);
+
+/* Whether (v, n) fits a value array and holds no tuple: then a copy is a
+ * plain copy.  Inline with the copies below: every completion of a
+ * fork-join step copies values a few times, almost always flat ones. */
+static inline bool exi_values_flat(const ex_value *v, size_t n) {
+    if (n > EX_MAX_ARITY) return false;
+    bool tuples = false;
+    for (size_t i = 0; i < n; i++) tuples |= v[i].type == EX_T_TUPLE;
+    return !tuples;
+}
 
 /* Deep copy of n values into a caller array of EX_MAX_ARITY plus a nested
  * block (for ex_result and just).  *nested is NULL when no tuple is
  * present.  EX_EINVAL (nothing copied) when n > EX_MAX_ARITY. */
-ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
-                         void **nested, size_t *nested_size);
+static inline ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
+                                       void **nested, size_t *nested_size) {
+    if (!exi_values_flat(src, n)) return exi_values_copy_deep(dst, src, n, alloc, nested, nested_size);
+    *nested = NULL;
+    *nested_size = 0;
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];  /* no memcpy call: n is small */
+    return ex_ok();
+}
+
+void exi_store_free_nested(exi_store *st);
+/* Empties st, freeing its tuple storage. */
+static inline void exi_store_clear(exi_store *st) {
+    if (st->nested) exi_store_free_nested(st);
+    st->n = 0;
+}
+
+/* Deep-copies (v, n) into st, replacing what it held.  EX_ENOMEM when
+ * tuple storage cannot be allocated, EX_EINVAL when n > EX_MAX_ARITY (st
+ * is then empty). */
+static inline ex_error exi_store_set(exi_store *st, const ex_value *v, size_t n, const ex_allocator *alloc) {
+    if (st->nested || !exi_values_flat(v, n)) return exi_store_set_deep(st, v, n, alloc);
+    st->alloc = alloc;
+    for (size_t i = 0; i < n; i++) st->v[i] = v[i];
+    st->n = n;
+    return ex_ok();
+}
 
 /* How many values a sender of signatures cs may send (all a dynamic one may). */
 static inline uint8_t exi_value_cap(const ex_sigs *cs) {
