@@ -13,14 +13,22 @@ const ex_key ex_key_completion_scheduler_value = { "get_completion_scheduler<set
 const ex_key ex_key_completion_scheduler_error = { "get_completion_scheduler<set_error>", true };
 const ex_key ex_key_completion_scheduler_stopped = { "get_completion_scheduler<set_stopped>", true };
 
-bool ex_env_query(ex_env e, const ex_key *key, ex_value *out) {
+static bool pair_query(const ex_env_node *n, const ex_key *key, ex_value *out);
+
+/* ex_env_query, inline here: most queries the library makes (allocator,
+ * stop token at every connect and start) are answered by a pair, often
+ * the first one, and a call per layer cost more than the answer. */
+static inline __attribute__((always_inline)) bool env_query(ex_env e, const ex_key *key, ex_value *out) {
     if (!e.node || !key) return false;
     if ((e.flags & EX_ENV_FORWARD_ONLY) && !key->forwarding) return false;
+    if (e.node->query == pair_query) return pair_query(e.node, key, out);
     return e.node->query(e.node, key, out);
 }
 
-static bool query_typed(ex_env e, const ex_key *key, ex_type type, ex_value *out) {
-    return ex_env_query(e, key, out) && out->type == type;
+bool ex_env_query(ex_env e, const ex_key *key, ex_value *out) { return env_query(e, key, out); }
+
+static inline bool query_typed(ex_env e, const ex_key *key, ex_type type, ex_value *out) {
+    return env_query(e, key, out) && out->type == type;
 }
 
 bool ex_get_scheduler(ex_env e, ex_scheduler *out) {
@@ -65,7 +73,7 @@ const ex_allocator *ex_get_allocator(ex_env e) { return exi_allocator_under(e, N
  * with address-space randomisation and differ for keys defined next to
  * each other, also when a sanitizer spaces globals out).  Keys sharing a
  * bit only cost lookups. */
-static uint64_t key_bit(const ex_key *key) {
+static inline __attribute__((always_inline)) uint64_t key_bit(const ex_key *key) {
     if (key == &ex_key_get_stop_token) return 1;
     if (key == &ex_key_get_allocator) return 2;
     if (key == &ex_key_get_scheduler) return 4;
@@ -74,8 +82,6 @@ static uint64_t key_bit(const ex_key *key) {
     unsigned b = (unsigned)((a ^ a >> 2) & 63);
     return (uint64_t)1 << (b < 4 ? b + 32 : b);
 }
-
-static bool pair_query(const ex_env_node *n, const ex_key *key, ex_value *out);
 
 static const ex_env_pair *as_pair(const ex_env_node *n) {
     return n && n->query == pair_query ? (const ex_env_pair *)(const void *)n : NULL;
