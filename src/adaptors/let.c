@@ -142,7 +142,7 @@ static void run_inner(let_op *o, ex_sender *s2) {
 static void let_set_value(void *self, const ex_value *v, size_t n) {
     let_op *o = self;
     if (o->kind != LET_VALUE) { ex_set_value(o->r, v, n); return; }
-    if (!ex_sig_matches(&o->in, v, n)) {
+    if (!exi_sig_matches(&o->in, v, n)) {
         ex_set_error(o->r, ex_err(EX_EINVAL, "ex_let_value: the child's values do not match the function's input signature"));
         return;
     }

@@ -5,6 +5,7 @@
 #include <cexec/cexec.h>
 
 #include "core/exi_sender.h"
+#include "core/exi_value.h"
 
 typedef enum then_kind { THEN_VALUE, THEN_ERROR, THEN_STOPPED } then_kind;
 
@@ -41,7 +42,7 @@ static void finish_call(then_op *o, ex_error e, ex_value *out) {
     if (e.code) {
         if (!e.msg) e.msg = names[o->kind];
         ex_set_error(o->r, e);
-    } else if (!ex_sig_matches(&o->out, out, o->out.arity)) {
+    } else if (!exi_sig_matches(&o->out, out, o->out.arity)) {
         ex_set_error(o->r, ex_err(EX_EINVAL, "ex_then/upon_*: the function's results do not match its declared output signature"));
     } else {
         ex_set_value(o->r, out, o->out.arity);
@@ -51,7 +52,7 @@ static void finish_call(then_op *o, ex_error e, ex_value *out) {
 static void then_set_value(void *self, const ex_value *v, size_t n) {
     then_op *o = self;
     if (o->kind != THEN_VALUE) { ex_set_value(o->r, v, n); return; }
-    if (o->check_in && !ex_sig_matches(&o->in, v, n)) {
+    if (o->check_in && !exi_sig_matches(&o->in, v, n)) {
         ex_set_error(o->r, ex_err(EX_EINVAL, "ex_then: the child's values do not match the function's input signature"));
         return;
     }

@@ -77,6 +77,21 @@ static inline ex_sigs exi_sigs_of(const ex_sig *value, uint8_t flags) {
     s.flags = flags;
     return s;
 }
+/* ex_sig_matches, inline for the completions that check values on the
+ * way (let_value's and then's input, then's results).  A signature of
+ * yours with an arity above EX_MAX_ARITY (not EX_SIG_VARIADIC's) matches
+ * nothing. */
+static inline bool exi_sig_matches(const ex_sig *sig, const ex_value *v, size_t n) {
+    if (sig->arity == 0xff) return true;
+    if (sig->arity != n || n > EX_MAX_ARITY) return false;
+    for (size_t i = 0; i < n; i++) {
+        /* A datum's own type is never "any": an unset or corrupt tag fails. */
+        if (v[i].type == EX_T_ANY || (unsigned)v[i].type >= EX_T_COUNT_) return false;
+        if (sig->types[i] != EX_T_ANY && sig->types[i] != v[i].type) return false;
+    }
+    return true;
+}
+
 /* Sig describing the types of (v, n). */
 ex_sig exi_sig_of_values(const ex_value *v, size_t n);
 
