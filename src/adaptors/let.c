@@ -110,8 +110,8 @@ static void run_inner(let_op *o, ex_sender *s2) {
         ex_set_error(o->r, ex_err(EX_EINVAL, msgs[o->kind]));
         return;
     }
-    ex_error e = exi_check_accepts(s2, o->r, names[o->kind]);
-    if (e.code) {
+    ex_error e;
+    if (o->r.vt->accepts && (e = exi_check_accepts(s2, o->r, names[o->kind])).code) {
         ex_sender_release(s2);
         ex_set_error(o->r, e);
         return;
@@ -203,7 +203,9 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->env = env;
     o->alloc = ex_get_allocator(env);
     ex_scheduler sch;
-    o->has_sched = ex_get_completion_scheduler(ls->child, channel_keys[ls->kind], &sch);
+    /* A child without attributes (just(), most recursions' head) has no
+     * completion scheduler: no query. */
+    o->has_sched = ls->child->vt->attrs && ex_get_completion_scheduler(ls->child, channel_keys[ls->kind], &sch);
     if (o->has_sched) {
         /* Answering the allocator here too spares the inner sender the
          * lookup.  The node shadows the same node of a let above it, so a
