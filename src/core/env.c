@@ -51,9 +51,22 @@ ex_stop_token ex_get_stop_token(ex_env e) {
     return v.as.token;
 }
 
+static const ex_env_pair *as_pair(const ex_env_node *n);
+
+/* The allocator key's answer: straight from the first node when it is a
+ * pair holding the key (when_all, starts_on and let_value nodes cache the
+ * allocator there for their children), else by a query.  (The key is a
+ * forwarding one: a FWD-ENV filter does not hide it.) */
+static inline bool allocator_query(ex_env e, ex_value *v) {
+    const ex_env_pair *p = as_pair(e.node);
+    if (p && p->key == &ex_key_get_allocator) { *v = p->value; return true; }
+    if (p && p->key2 == &ex_key_get_allocator) { *v = p->value2; return true; }
+    return env_query(e, &ex_key_get_allocator, v);
+}
+
 const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch) {
     ex_value v;
-    if (query_typed(e, &ex_key_get_allocator, EX_T_ALLOC, &v) && v.as.alloc) return v.as.alloc;
+    if (allocator_query(e, &v) && v.type == EX_T_ALLOC && v.as.alloc) return v.as.alloc;
     ex_scheduler own;
     if (!sch && ex_get_scheduler(e, &own)) sch = &own;
     if (sch && sch->vt && sch->vt->allocator) {
