@@ -33,6 +33,7 @@ typedef struct when_all_op {
     size_t n;
     exi_join join;         /* count, disposition, the children's stop source */
     ex_stop_callback on_stop;  /* on the receiver's token */
+    ex_stop_token token;       /* the receiver's, read at connect with the allocator */
     ex_env_pair child_env;
     const ex_allocator *alloc;
     wa_slot slots[];
@@ -111,8 +112,7 @@ static const ex_receiver_vtable wa_rcvr_vt = { wa_set_value, wa_set_error, wa_se
 
 static void wa_start(ex_operation *op) {
     when_all_op *o = (when_all_op *)op;
-    ex_stop_token tok = ex_get_stop_token(ex_receiver_env(o->r));
-    if (ex_stop_callback_register(&o->on_stop, tok, request_stop_cb)) {
+    if (ex_stop_callback_register(&o->on_stop, o->token, request_stop_cb)) {
         /* Stop was already requested: start no child. */
         ex_set_stopped(o->r);
         return;
@@ -145,6 +145,7 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
     exi_join_init(&o->join, (uint32_t)ws->n);
     ex_env env = ex_receiver_env(r);
     o->alloc = ex_get_allocator(env);
+    o->token = ex_get_stop_token(env);
     ex_env_pair_init2(&o->child_env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&o->join.stop)),
                       &ex_key_get_allocator, ex_alloc_value(o->alloc), ex_env_forward(env));
     /* The layout ex_when_all_n sized: value arrays, then the children's
