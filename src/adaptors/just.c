@@ -33,14 +33,16 @@ static void just_start(ex_operation *op) {
 static void just_op_destroy(ex_operation *op) { ex_sender_release(((just_op *)op)->keep); }
 
 static const ex_operation_vtable just_op_vt = { just_start, just_op_destroy };
+/* Values without tuples keep nothing: nothing to destroy (no call). */
+static const ex_operation_vtable just_flat_op_vt = { just_start, NULL };
 
 static ex_error just_connect(const ex_sender *s, ex_receiver r, void *storage) {
     const just_sender *js = (const just_sender *)s;
     just_op *o = storage;
-    o->base.vt = &just_op_vt;
     o->r = r;
     o->n = js->n;
     for (size_t i = 0; i < js->n; i++) o->v[i] = js->v[i];  /* no memcpy call: n is small */
+    o->base.vt = js->nested ? &just_op_vt : &just_flat_op_vt;
     o->keep = js->nested ? ex_sender_retain((ex_sender *)(uintptr_t)s) : NULL;
     return ex_ok();
 }

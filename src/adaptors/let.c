@@ -135,7 +135,7 @@ static void run_inner(let_op *o, ex_sender *s2) {
     o->inner_alloc = a;
     o->inner_size = s2->op_size;
     o->inner_align = s2->op_align;
-    ex_sender_release(s2);
+    exi_sender_release(s2);
     ex_start(o->inner);
 }
 
