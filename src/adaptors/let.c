@@ -23,6 +23,7 @@ typedef struct let_sender {
     ex_sender base;
     ex_sender *child;
     let_kind kind;
+    bool borrowed;           /* ex_let_value_borrowed: fn lends its sender */
     let_fn fn;
     void *ctx;
     ex_sig in;
@@ -36,6 +37,7 @@ typedef struct let_op {
     let_fn fn;
     void *ctx;
     ex_sig in;
+    bool borrowed;
     bool has_sched;
     ex_env env;              /* the receiver's, read once at connect */
     ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
@@ -102,7 +104,13 @@ static ex_env r2_env(void *self) {
 }
 static const ex_receiver_vtable r2_vt = { r2_set_value, r2_set_error, r2_set_stopped, r2_env, NULL };
 
-/* Connects and starts the sender fn returned (taking ownership of it). */
+/* Drops the reference fn handed over, unless it lent the sender. */
+static inline void release_returned(const let_op *o, ex_sender *s2) {
+    if (!o->borrowed) exi_sender_release(s2);
+}
+
+/* Connects and starts the sender fn returned (taking ownership of it,
+ * unless fn lent it). */
 static void run_inner(let_op *o, ex_sender *s2) {
     if (!s2) {
         static const char *const msgs[] = { "ex_let_value: the function returned NULL",
@@ -112,14 +120,14 @@ static void run_inner(let_op *o, ex_sender *s2) {
     }
     ex_error e;
     if (o->r.vt->accepts && (e = exi_check_accepts(s2, o->r, names[o->kind])).code) {
-        ex_sender_release(s2);
+        release_returned(o, s2);
         ex_set_error(o->r, e);
         return;
     }
     const ex_allocator *a = o->alloc;
     void *block = ex_allocate(a, s2->op_size, s2->op_align);
     if (!block) {
-        ex_sender_release(s2);
+        release_returned(o, s2);
         ex_set_error(o->r, ex_err(EX_ENOMEM, "ex_let_*: out of memory for the operation of the function's sender"));
         return;
     }
@@ -127,7 +135,7 @@ static void run_inner(let_op *o, ex_sender *s2) {
     e = ex_connect_child(s2, r2, block);
     if (e.code) {
         ex_deallocate(a, block, s2->op_size, s2->op_align);
-        ex_sender_release(s2);
+        release_returned(o, s2);
         ex_set_error(o->r, e);
         return;
     }
@@ -135,7 +143,7 @@ static void run_inner(let_op *o, ex_sender *s2) {
     o->inner_alloc = a;
     o->inner_size = s2->op_size;
     o->inner_align = s2->op_align;
-    exi_sender_release(s2);
+    release_returned(o, s2);  /* the operation does not refer to it after connect */
     ex_start(o->inner);
 }
 
@@ -192,6 +200,7 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->fn = ls->fn;
     o->ctx = ls->ctx;
     o->in = ls->in;
+    o->borrowed = ls->borrowed;
     o->inner = NULL;
     o->err = ex_ok();
     exi_store_init(&o->args);
@@ -225,8 +234,10 @@ static const ex_sender_vtable let_vts[] = {
     { "ex_let_error", let_connect, NULL, let_destroy },
     { "ex_let_stopped", let_connect, NULL, let_destroy },
 };
+static const ex_sender_vtable let_value_borrowed_vt = { "ex_let_value_borrowed", let_connect, NULL, let_destroy };
 
-static ex_sender *make_let(let_kind kind, ex_sender *child, let_fn fn, bool fn_null, void *ctx, ex_sig in) {
+static ex_sender *make_let(let_kind kind, bool borrowed, ex_sender *child, let_fn fn, bool fn_null, void *ctx,
+                           ex_sig in) {
     static const char *const null_msgs[] = {
         "ex_let_value: NULL input sender", "ex_let_error: NULL input sender", "ex_let_stopped: NULL input sender" };
     static const char *const fn_msgs[] = {
@@ -256,11 +267,12 @@ static ex_sender *make_let(let_kind kind, ex_sender *child, let_fn fn, bool fn_n
     /* The function's sender is unknown until run time. */
     if (calls) sigs.flags |= EX_SIGS_DYNAMIC | EX_SIGS_ERROR | EX_SIGS_STOPPED;
 
-    ex_sender *s = ex_sender_alloc(&let_vts[kind], sizeof(let_sender));
+    ex_sender *s = ex_sender_alloc(borrowed ? &let_value_borrowed_vt : &let_vts[kind], sizeof(let_sender));
     if (!s) return exi_reject1(EX_ENOMEM, NULL, child);
     let_sender *ls = (let_sender *)s;
     ls->child = child;
     ls->kind = kind;
+    ls->borrowed = borrowed;
     ls->fn = fn;
     ls->ctx = ctx;
     ls->in = in;
@@ -271,15 +283,20 @@ static ex_sender *make_let(let_kind kind, ex_sender *child, let_fn fn, bool fn_n
 
 ex_sender *ex_let_value(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in) {
     let_fn f = { .value = fn };
-    return make_let(LET_VALUE, child, f, fn == NULL, ctx, in);
+    return make_let(LET_VALUE, false, child, f, fn == NULL, ctx, in);
+}
+
+ex_sender *ex_let_value_borrowed(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in) {
+    let_fn f = { .value = fn };
+    return make_let(LET_VALUE, true, child, f, fn == NULL, ctx, in);
 }
 
 ex_sender *ex_let_error(ex_sender *child, ex_let_error_fn fn, void *ctx) {
     let_fn f = { .error = fn };
-    return make_let(LET_ERROR, child, f, fn == NULL, ctx, EX_SIG_VARIADIC);
+    return make_let(LET_ERROR, false, child, f, fn == NULL, ctx, EX_SIG_VARIADIC);
 }
 
 ex_sender *ex_let_stopped(ex_sender *child, ex_let_stopped_fn fn, void *ctx) {
     let_fn f = { .stopped = fn };
-    return make_let(LET_STOPPED, child, f, fn == NULL, ctx, EX_SIG_VARIADIC);
+    return make_let(LET_STOPPED, false, child, f, fn == NULL, ctx, EX_SIG_VARIADIC);
 }

@@ -44,6 +44,40 @@ Test(exec_let, returned_sender_that_fails_to_connect_completes_with_its_error) {
     expect_no_leaks();
 }
 
+Test(exec_let, borrowed_fn_returning_null_or_null_function_is_einval) {
+    seen sn = { 0 };
+    expect_sync_error(ex_let_value_borrowed(ex_just(ex_int(1)), lv_null, &sn, EX_SIG(EX_T_INT)), EX_EINVAL);
+    cr_assert_eq(sn.calls, 1);
+    expect_invalid(ex_let_value_borrowed(ex_just(ex_int(1)), NULL, &sn, EX_SIG(EX_T_INT)), EX_EINVAL);
+    expect_invalid(ex_let_value_borrowed(NULL, lv_lend, &sn, EX_SIG(EX_T_INT)), EX_EINVAL);
+    expect_no_leaks();
+}
+
+/* A lent sender stays the lender's on every way out of the let: it fails
+ * to connect, or its operation cannot be allocated. */
+Test(exec_let, borrowed_sender_stays_the_lenders_when_it_fails_to_connect) {
+    seen sn = { 0 };
+    sn.ret = ex_on(ex_inline_scheduler(), ex_just(ex_int(1)));  /* no scheduler in the env: connect fails */
+    rec rc;
+    rec_init(&rc);
+    run_in_place(ex_let_value_borrowed(ex_just(), lv_lend, &sn, EX_SIG0), &rc);
+    rec_expect_error(&rc, EX_EINVAL);
+    cr_assert_eq(sn.calls, 1);
+    cr_assert_eq(sn.ret->refs, 1, "the let released a sender it was lent");
+    ex_sender_release(sn.ret);
+    expect_no_leaks();
+}
+
+Test(exec_let, borrowed_sender_stays_the_lenders_when_out_of_memory) {
+    seen sn = { 0 };
+    sn.ret = ex_just(ex_int(9));
+    run_with_failing_allocation(ex_let_value_borrowed(ex_just(ex_int(1)), lv_lend, &sn, EX_SIG(EX_T_INT)));
+    cr_assert_eq(sn.calls, 1);
+    cr_assert_eq(sn.ret->refs, 1, "the let released a sender it was lent");
+    ex_sender_release(sn.ret);
+    expect_no_leaks();
+}
+
 /* ---------------------------------------------------------- allocation */
 
 Test(exec_let, out_of_memory_while_building) {
