@@ -53,20 +53,12 @@ ex_stop_token ex_get_stop_token(ex_env e) {
 
 static const ex_env_pair *as_pair(const ex_env_node *n);
 
-/* The allocator key's answer: straight from the first node when it is a
- * pair holding the key (when_all, starts_on and let_value nodes cache the
- * allocator there for their children), else by a query.  (The key is a
- * forwarding one: a FWD-ENV filter does not hide it.) */
-static inline bool allocator_query(ex_env e, ex_value *v) {
-    const ex_env_pair *p = as_pair(e.node);
-    if (p && p->key == &ex_key_get_allocator) { *v = p->value; return true; }
-    if (p && p->key2 == &ex_key_get_allocator) { *v = p->value2; return true; }
-    return env_query(e, &ex_key_get_allocator, v);
-}
-
-const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch) {
+/* The allocator when the environment does not answer with a usable one:
+ * sch's (NULL: the environment's scheduler's), else the process default.
+ * ask: query the environment first. */
+static __attribute__((noinline)) const ex_allocator *allocator_slow(ex_env e, const ex_scheduler *sch, bool ask) {
     ex_value v;
-    if (allocator_query(e, &v) && v.type == EX_T_ALLOC && v.as.alloc) return v.as.alloc;
+    if (ask && query_typed(e, &ex_key_get_allocator, EX_T_ALLOC, &v) && v.as.alloc) return v.as.alloc;
     ex_scheduler own;
     if (!sch && ex_get_scheduler(e, &own)) sch = &own;
     if (sch && sch->vt && sch->vt->allocator) {
@@ -74,6 +66,22 @@ const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch) {
         if (a) return a;
     }
     return ex_default_allocator();
+}
+
+/* Reads the answer straight from the first node when it is a pair holding
+ * the allocator key (when_all, starts_on and let_value nodes cache the
+ * allocator there for their children: nearly every connect's lookup),
+ * else queries.  (The key is a forwarding one: a FWD-ENV filter does not
+ * hide it.) */
+const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch) {
+    const ex_env_pair *p = as_pair(e.node);
+    const ex_value *v = !p                                 ? NULL
+                        : p->key == &ex_key_get_allocator  ? &p->value
+                        : p->key2 == &ex_key_get_allocator ? &p->value2
+                                                           : NULL;
+    if (!v) return allocator_slow(e, sch, true);
+    if (v->type == EX_T_ALLOC && v->as.alloc) return v->as.alloc;
+    return allocator_slow(e, sch, false);  /* answered, but not with an allocator */
 }
 
 const ex_allocator *ex_get_allocator(ex_env e) { return exi_allocator_under(e, NULL); }
