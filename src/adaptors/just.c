@@ -4,6 +4,7 @@
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
+#include "adaptors/exi_just.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -53,6 +54,14 @@ static void just_destroy(ex_sender *s) {
 }
 
 static const ex_sender_vtable just_vt = { "ex_just", just_connect, NULL, just_destroy };
+
+bool exi_just_flat_values(const ex_sender *s, const ex_value **v, size_t *n) {
+    const just_sender *js = (const just_sender *)(const void *)s;
+    if (s->vt != &just_vt || js->nested) return false;
+    *v = js->v;
+    *n = js->n;
+    return true;
+}
 
 ex_sender *ex_just_n(const ex_value *v, size_t n) {
     if (n > EX_MAX_ARITY) return ex_invalid_sender(EX_EINVAL, "ex_just: more than EX_MAX_ARITY values");

@@ -7,6 +7,7 @@
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
+#include "adaptors/exi_just.h"
 #include "core/exi_env.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
@@ -24,6 +25,11 @@ typedef struct let_sender {
     ex_sender *child;
     let_kind kind;
     bool borrowed;           /* ex_let_value_borrowed: fn lends its sender */
+    /* let_value over a just without tuples (the lazy idiom
+     * let_value(just(), fn)): its values, inside the child */
+    bool just_child;
+    size_t just_n;
+    const ex_value *just_v;
     let_fn fn;
     void *ctx;
     ex_sig in;
@@ -38,6 +44,7 @@ typedef struct let_op {
     void *ctx;
     ex_sig in;
     bool borrowed;
+    bool just_child;         /* the child's values are in args already: no child operation */
     bool has_sched;
     ex_env env;              /* the receiver's, read once at connect */
     ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
@@ -147,13 +154,16 @@ static void run_inner(let_op *o, ex_sender *s2) {
     ex_start(o->inner);
 }
 
+static bool values_match(let_op *o, const ex_value *v, size_t n) {
+    if (exi_sig_matches(&o->in, v, n)) return true;
+    ex_set_error(o->r, ex_err(EX_EINVAL, "ex_let_value: the child's values do not match the function's input signature"));
+    return false;
+}
+
 static void let_set_value(void *self, const ex_value *v, size_t n) {
     let_op *o = self;
     if (o->kind != LET_VALUE) { ex_set_value(o->r, v, n); return; }
-    if (!exi_sig_matches(&o->in, v, n)) {
-        ex_set_error(o->r, ex_err(EX_EINVAL, "ex_let_value: the child's values do not match the function's input signature"));
-        return;
-    }
+    if (!values_match(o, v, n)) return;
     ex_error e = exi_store_set(&o->args, v, n, o->alloc);
     if (e.code) { ex_set_error(o->r, e); return; }
     run_inner(o, o->fn.value(o->ctx, o->args.v, o->args.n));
@@ -176,11 +186,20 @@ static ex_env let_env(void *self) { return ex_env_forward(((let_op *)self)->env)
 
 static const ex_receiver_vtable let_rcvr_vt = { let_set_value, let_set_error, let_set_stopped, let_env, NULL };
 
-static void let_start(ex_operation *op) { ex_start(((let_op *)op)->child); }
+/* A just child would complete with its values as soon as started: the
+ * let takes them at connect and goes on at start as if it had. */
+static void let_start(ex_operation *op) {
+    let_op *o = (let_op *)op;
+    if (!o->just_child) {
+        ex_start(o->child);
+        return;
+    }
+    if (values_match(o, o->args.v, o->args.n)) run_inner(o, o->fn.value(o->ctx, o->args.v, o->args.n));
+}
 
 static void let_op_destroy(ex_operation *op) {
     let_op *o = (let_op *)op;
-    ex_operation_destroy(o->child);
+    if (!o->just_child) ex_operation_destroy(o->child);
     if (o->inner) free_inner(o);
     exi_store_clear(&o->args);
     exi_store_clear(&o->result);
@@ -223,6 +242,8 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
                           ex_alloc_value(exi_allocator_under(env, &sch)), ex_env_forward(env));
     }
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(let_op), ls->child));
+    o->just_child = ls->just_child;
+    if (ls->just_child) return exi_store_set(&o->args, ls->just_v, ls->just_n, o->alloc);  /* flat: cannot fail */
     ex_receiver cr = { &let_rcvr_vt, o };
     return ex_connect_child(ls->child, cr, o->child);
 }
@@ -273,6 +294,7 @@ static ex_sender *make_let(let_kind kind, bool borrowed, ex_sender *child, let_f
     ls->child = child;
     ls->kind = kind;
     ls->borrowed = borrowed;
+    ls->just_child = kind == LET_VALUE && exi_just_flat_values(child, &ls->just_v, &ls->just_n);
     ls->fn = fn;
     ls->ctx = ctx;
     ls->in = in;

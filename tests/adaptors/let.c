@@ -226,6 +226,19 @@ Test(exec_let, datums_live_until_the_returned_sender_completes) {
     expect_no_leaks();
 }
 
+/* let_value over a just takes the just's values at connect and calls fn
+ * at start without a child operation; the values are still checked
+ * against fn's signature then, as a child's completion would be. */
+Test(exec_let, let_value_over_just_checks_the_values_at_start) {
+    seen sn = { 0 };
+    ex_value untyped = { .type = EX_T_ANY };  /* compatible with int at build time, matches nothing at run time */
+    ex_sender *s = ex_let_value(ex_just(untyped), lv_times10, &sn, EX_SIG(EX_T_INT));
+    cr_assert_eq(ex_sender_status(s).code, 0);
+    expect_sync_error(s, EX_EINVAL);
+    cr_assert_eq(sn.calls, 0);
+    expect_no_leaks();
+}
+
 /* -------------------------------------------------- let_value_borrowed */
 
 /* fn lends its sender: the let connects it, and neither retains nor
