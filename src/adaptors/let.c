@@ -50,7 +50,7 @@ typedef struct let_op {
     ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
     exi_store args;          /* the datums fn sees */
     exi_store result;        /* the inner sender's values, kept once its operation is freed */
-    ex_error err;            /* the error let_error's fn sees */
+    ex_error err;            /* the error let_error's fn sees (set before it is called) */
     const ex_allocator *alloc;  /* the environment's, looked up once at connect */
     ex_operation *inner;     /* operation of fn's sender */
     const ex_allocator *inner_alloc;
@@ -210,6 +210,20 @@ static const ex_operation_vtable let_op_vt = { let_start, let_op_destroy };
 static const ex_key *const channel_keys[] = {
     &ex_key_completion_scheduler_value, &ex_key_completion_scheduler_error, &ex_key_completion_scheduler_stopped };
 
+/* If the child has a completion scheduler for the let's channel, builds
+ * the inner receiver's environment on it and returns true.  Out of line:
+ * the common connect (no scheduler) keeps a small frame. */
+static __attribute__((noinline)) bool join_completion_scheduler(let_op *o, const let_sender *ls) {
+    ex_scheduler sch;
+    if (!ex_get_completion_scheduler(ls->child, channel_keys[ls->kind], &sch)) return false;
+    /* Answering the allocator here too spares the inner sender the
+     * lookup.  The node shadows the same node of a let above it, so a
+     * recursion's chain of them stays as short as one. */
+    ex_env_pair_init2(&o->env2, &ex_key_get_scheduler, ex_sched_value(sch), &ex_key_get_allocator,
+                      ex_alloc_value(exi_allocator_under(o->env, &sch)), ex_env_forward(o->env));
+    return true;
+}
+
 static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
     const let_sender *ls = (const let_sender *)s;
     let_op *o = storage;
@@ -221,7 +235,6 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->in = ls->in;
     o->borrowed = ls->borrowed;
     o->inner = NULL;
-    o->err = ex_ok();
     exi_store_init(&o->args);
     exi_store_init(&o->result);
     /* The environment is read once: asking the receiver again at every
@@ -230,17 +243,9 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
     ex_env env = ex_receiver_env(r);
     o->env = env;
     o->alloc = ex_get_allocator(env);
-    ex_scheduler sch;
     /* A child without attributes (just(), most recursions' head) has no
      * completion scheduler: no query. */
-    o->has_sched = ls->child->vt->attrs && ex_get_completion_scheduler(ls->child, channel_keys[ls->kind], &sch);
-    if (o->has_sched) {
-        /* Answering the allocator here too spares the inner sender the
-         * lookup.  The node shadows the same node of a let above it, so a
-         * recursion's chain of them stays as short as one. */
-        ex_env_pair_init2(&o->env2, &ex_key_get_scheduler, ex_sched_value(sch), &ex_key_get_allocator,
-                          ex_alloc_value(exi_allocator_under(env, &sch)), ex_env_forward(env));
-    }
+    o->has_sched = ls->child->vt->attrs && join_completion_scheduler(o, ls);
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(let_op), ls->child));
     o->just_child = ls->just_child;
     if (ls->just_child) return exi_store_set(&o->args, ls->just_v, ls->just_n, o->alloc);  /* flat: cannot fail */
