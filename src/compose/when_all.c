@@ -59,15 +59,21 @@ static void complete(when_all_op *o) {
     } else if (d == EXI_JOIN_STOPPED) {
         ex_set_stopped(o->r);
     } else {
-        ex_value all[EX_MAX_ARITY];
+        /* The slots' arrays follow each other in the block, each as long
+         * as its child may send: the values close up in place, towards
+         * the first (the first child's stay where they are; a value only
+         * moves down, so a forward copy is safe). */
+        ex_value *all = o->slots[0].v;
         size_t k = 0;
         for (size_t i = 0; i < o->n; i++) {
-            if (k + o->slots[i].n > EX_MAX_ARITY) {
+            const wa_slot *s = &o->slots[i];
+            if (k + s->n > EX_MAX_ARITY) {
                 ex_set_error(o->r, ex_err(EX_EINVAL, "ex_when_all: the children sent more than EX_MAX_ARITY values"));
                 return;
             }
-            memcpy(&all[k], o->slots[i].v, o->slots[i].n * sizeof(ex_value));
-            k += o->slots[i].n;
+            if (s->v != all + k)
+                for (size_t j = 0; j < s->n; j++) all[k + j] = s->v[j];
+            k += s->n;
         }
         ex_set_value(o->r, all, k);
     }
