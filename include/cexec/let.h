@@ -47,6 +47,8 @@ ex_sender *ex_let_value(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig 
  * releases it.  The sender must stay valid until it is connected, which
  * is before fn's caller returns; keeping it for as long as the let may
  * run is the simple way (a table of senders built once, examples/fib.c).
+ * A lent ex_just without tuples is not even connected: its values are
+ * the result, with no operation allocated (a recursion's leaves).
  * Everything else is as for ex_let_value.  What it saves: the two
  * reference-count updates of every run, which contend across threads
  * when many operations running at once return the same sender (a

@@ -75,9 +75,10 @@ static void free_inner(let_op *o) {
 static void r2_set_value(void *self, const ex_value *v, size_t n) {
     let_op *o = self;
     for (;;) {
-        /* The values may live in the inner operation: copy them out first. */
-        ex_error e = exi_store_set(&o->result, v, n, o->inner_alloc);
-        free_inner(o);
+        /* The values may live in the inner operation: copy them out first.
+         * (No inner operation: a lent just, see run_inner.) */
+        ex_error e = exi_store_set(&o->result, v, n, o->alloc);
+        if (o->inner) free_inner(o);
         if (e.code) { ex_set_error(o->r, e); return; }
         if (o->r.vt->set_value != r2_set_value) { ex_set_value(o->r, o->result.v, o->result.n); return; }
         v = o->result.v;
@@ -129,6 +130,16 @@ static void run_inner(let_op *o, ex_sender *s2) {
     if (o->r.vt->accepts && (e = exi_check_accepts(s2, o->r, names[o->kind])).code) {
         release_returned(o, s2);
         ex_set_error(o->r, e);
+        return;
+    }
+    /* A lent just without tuples would only send its values when
+     * started: they are the result, with no operation to allocate,
+     * connect, start and free (a recursion's leaves: fib's F[0], F[1]).
+     * The lender keeps the sender while the values are copied. */
+    const ex_value *jv;
+    size_t jn;
+    if (o->borrowed && exi_just_flat_values(s2, &jv, &jn)) {
+        r2_set_value(o, jv, jn);
         return;
     }
     const ex_allocator *a = o->alloc;
