@@ -45,13 +45,23 @@ bool ex_get_delegation_scheduler(ex_env e, ex_scheduler *out) {
     return true;
 }
 
+static const ex_env_pair *as_pair(const ex_env_node *n);
+
+/* The value a pair holds for key itself (not above it), or NULL. */
+static inline const ex_value *pair_own(const ex_env_pair *p, const ex_key *key) {
+    return !p ? NULL : p->key == key ? &p->value : p->key2 == key ? &p->value2 : NULL;
+}
+
 ex_stop_token ex_get_stop_token(ex_env e) {
+    /* Read in place when the first node holds the key (a when_all's
+     * children: their schedule operations ask at every completion); the
+     * key is a forwarding one, which a FWD-ENV filter does not hide. */
+    const ex_value *own = pair_own(as_pair(e.node), &ex_key_get_stop_token);
+    if (own) return own->type == EX_T_TOKEN ? own->as.token : ex_never_stop_token();
     ex_value v;
     if (!query_typed(e, &ex_key_get_stop_token, EX_T_TOKEN, &v)) return ex_never_stop_token();
     return v.as.token;
 }
-
-static const ex_env_pair *as_pair(const ex_env_node *n);
 
 /* The allocator when the environment does not answer with a usable one:
  * sch's (NULL: the environment's scheduler's), else the process default.
@@ -74,11 +84,7 @@ static __attribute__((noinline)) const ex_allocator *allocator_slow(ex_env e, co
  * else queries.  (The key is a forwarding one: a FWD-ENV filter does not
  * hide it.) */
 const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch) {
-    const ex_env_pair *p = as_pair(e.node);
-    const ex_value *v = !p                                 ? NULL
-                        : p->key == &ex_key_get_allocator  ? &p->value
-                        : p->key2 == &ex_key_get_allocator ? &p->value2
-                                                           : NULL;
+    const ex_value *v = pair_own(as_pair(e.node), &ex_key_get_allocator);
     if (!v) return allocator_slow(e, sch, true);
     if (v->type == EX_T_ALLOC && v->as.alloc) return v->as.alloc;
     return allocator_slow(e, sch, false);  /* answered, but not with an allocator */
