@@ -51,13 +51,20 @@ typedef struct let_op {
     exi_store args;          /* the datums fn sees */
     exi_store result;        /* the inner sender's values, kept once its operation is freed */
     ex_error err;            /* the error let_error's fn sees (set before it is called) */
-    const ex_allocator *alloc;  /* the environment's, looked up once at connect */
+    const ex_allocator *alloc;  /* the environment's, looked up once when first needed (let_alloc) */
     ex_operation *inner;     /* operation of fn's sender */
     const ex_allocator *inner_alloc;
     size_t inner_size, inner_align;
 } let_op;
 
 static const char *const names[] = { "ex_let_value", "ex_let_error", "ex_let_stopped" };
+
+/* The environment's allocator, looked up at the first need: a let whose
+ * function lends a just (a recursion's leaf) allocates nothing. */
+static const ex_allocator *let_alloc(let_op *o) {
+    if (!o->alloc) o->alloc = ex_get_allocator(o->env);
+    return o->alloc;
+}
 
 /* The inner operation is freed as soon as it completes, not when the let
  * operation is destroyed: a recursion through let_value (fib) then holds
@@ -77,6 +84,8 @@ static void r2_set_value(void *self, const ex_value *v, size_t n) {
     for (;;) {
         /* The values may live in the inner operation: copy them out first.
          * (No inner operation: a lent just, see run_inner.) */
+        /* (o->alloc: set by run_inner for an inner operation's values; a
+         * lent just's are flat, and need none) */
         ex_error e = exi_store_set(&o->result, v, n, o->alloc);
         if (o->inner) free_inner(o);
         if (e.code) { ex_set_error(o->r, e); return; }
@@ -142,7 +151,7 @@ static void run_inner(let_op *o, ex_sender *s2) {
         r2_set_value(o, jv, jn);
         return;
     }
-    const ex_allocator *a = o->alloc;
+    const ex_allocator *a = let_alloc(o);
     void *block = ex_allocate(a, s2->op_size, s2->op_align);
     if (!block) {
         release_returned(o, s2);
@@ -175,7 +184,7 @@ static void let_set_value(void *self, const ex_value *v, size_t n) {
     let_op *o = self;
     if (o->kind != LET_VALUE) { ex_set_value(o->r, v, n); return; }
     if (!values_match(o, v, n)) return;
-    ex_error e = exi_store_set(&o->args, v, n, o->alloc);
+    ex_error e = exi_store_set(&o->args, v, n, let_alloc(o));
     if (e.code) { ex_set_error(o->r, e); return; }
     run_inner(o, o->fn.value(o->ctx, o->args.v, o->args.n));
 }
@@ -253,13 +262,13 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
      * above (each let's inner receiver asks its own receiver). */
     ex_env env = ex_receiver_env(r);
     o->env = env;
-    o->alloc = ex_get_allocator(env);
+    o->alloc = NULL;
     /* A child without attributes (just(), most recursions' head) has no
      * completion scheduler: no query. */
     o->has_sched = ls->child->vt->attrs && join_completion_scheduler(o, ls);
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(let_op), ls->child));
     o->just_child = ls->just_child;
-    if (ls->just_child) return exi_store_set(&o->args, ls->just_v, ls->just_n, o->alloc);  /* flat: cannot fail */
+    if (ls->just_child) return exi_store_set(&o->args, ls->just_v, ls->just_n, NULL);  /* flat: no allocation */
     ex_receiver cr = { &let_rcvr_vt, o };
     return ex_connect_child(ls->child, cr, o->child);
 }
