@@ -12,6 +12,7 @@
 #include "base/exi_macros.h"
 #include "compose/exi_join.h"
 #include "compose/exi_when_all.h"
+#include "core/exi_env.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -152,8 +153,7 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
     ex_env env = ex_receiver_env(r);
     o->alloc = ex_get_allocator(env);
     o->token = ex_get_stop_token(env);
-    ex_env_pair_init2(&o->child_env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&o->join.stop)),
-                      &ex_key_get_allocator, ex_alloc_value(o->alloc), ex_env_forward(env));
+    exi_env_pair_init_token_alloc(&o->child_env, ex_stop_source_token(&o->join.stop), o->alloc, ex_env_forward(env));
     /* The layout ex_when_all_n sized: value arrays, then the children's
      * operations at their alignments. */
     ex_value *values = (ex_value *)(void *)((char *)storage + ws->values_off);

@@ -158,8 +158,9 @@ static void pair_link(ex_env_pair *p, ex_env parent) {
     p->up = up;
     if (m) {
         p->above = m->above | key_bit(m->key) | (m->key2 ? key_bit(m->key2) : 0);
-        p->base = m->base;
-        p->base.flags |= up.flags;
+        ex_env base = m->base;  /* (flags in a register: a read back of the copy stalls) */
+        base.flags |= up.flags;
+        p->base = base;
     } else {
         p->above = 0;
         p->base = up;
@@ -174,6 +175,28 @@ void ex_env_pair_init2(ex_env_pair *p, const ex_key *key, ex_value value, const 
     p->key2 = key2;
     p->value2 = value2;
     pair_link(p, parent);
+}
+
+/* The allocator half of exi_env_pair_init_*_alloc, and the link. */
+static inline void pair_init_alloc(ex_env_pair *p, const ex_key *key, const ex_allocator *alloc, ex_env parent) {
+    p->node.query = pair_query;
+    p->key = key;
+    p->key2 = &ex_key_get_allocator;
+    p->value2.type = EX_T_ALLOC;
+    p->value2.as.alloc = alloc;
+    pair_link(p, parent);
+}
+
+void exi_env_pair_init_sched_alloc(ex_env_pair *p, ex_scheduler sch, const ex_allocator *alloc, ex_env parent) {
+    p->value.type = EX_T_SCHED;
+    p->value.as.sched = sch;
+    pair_init_alloc(p, &ex_key_get_scheduler, alloc, parent);
+}
+
+void exi_env_pair_init_token_alloc(ex_env_pair *p, ex_stop_token token, const ex_allocator *alloc, ex_env parent) {
+    p->value.type = EX_T_TOKEN;
+    p->value.as.token = token;
+    pair_init_alloc(p, &ex_key_get_stop_token, alloc, parent);
 }
 
 void ex_env_pair_init(ex_env_pair *p, const ex_key *key, ex_value value, ex_env parent) {
