@@ -35,26 +35,29 @@ typedef struct let_sender {
     ex_sig in;
 } let_sender;
 
+/* The fields every run touches first, then the datum stores (their
+ * counts lead), then the scheduler node, which few lets build: a let
+ * touches a few cache lines of its operation, not all of them. */
 typedef struct let_op {
     ex_operation base;
     ex_receiver r;
     ex_operation *child;
     let_kind kind;
-    let_fn fn;
-    void *ctx;
-    ex_sig in;
     bool borrowed;
     bool just_child;         /* the child's values are in args already: no child operation */
     bool has_sched;
+    let_fn fn;
+    void *ctx;
+    ex_sig in;
     ex_env env;              /* the receiver's, read once at connect */
-    ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
-    exi_store args;          /* the datums fn sees */
-    exi_store result;        /* the inner sender's values, kept once its operation is freed */
-    ex_error err;            /* the error let_error's fn sees (set before it is called) */
     const ex_allocator *alloc;  /* the environment's, looked up once when first needed (let_alloc) */
     ex_operation *inner;     /* operation of fn's sender */
     const ex_allocator *inner_alloc;
     size_t inner_size, inner_align;
+    ex_error err;            /* the error let_error's fn sees (set before it is called) */
+    exi_store args;          /* the datums fn sees */
+    exi_store result;        /* the inner sender's values, kept once its operation is freed */
+    ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
 } let_op;
 
 static const char *const names[] = { "ex_let_value", "ex_let_error", "ex_let_stopped" };
@@ -159,11 +162,13 @@ static void run_inner(let_op *o, ex_sender *s2) {
         return;
     }
     ex_receiver r2 = { &r2_vt, o };
-    e = ex_connect_child(s2, r2, block);
-    if (e.code) {
+    /* (a fresh variable: copying the error the callee just wrote into
+     * another stalls on store forwarding) */
+    ex_error ce = ex_connect_child(s2, r2, block);
+    if (ce.code) {
         ex_deallocate(a, block, s2->op_size, s2->op_align);
         release_returned(o, s2);
-        ex_set_error(o->r, e);
+        ex_set_error(o->r, ce);
         return;
     }
     o->inner = block;

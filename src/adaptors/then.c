@@ -37,9 +37,12 @@ static void clear_out(ex_value *out, unsigned n) {
     for (unsigned i = 0; i < n; i++) out[i] = (ex_value){ .type = EX_T_ANY };
 }
 
-/* Sends fn's results on, or its error. */
-static void finish_call(then_op *o, ex_error e, ex_value *out) {
-    if (e.code) {
+/* Sends fn's results on, or its error.  By address: copying the error
+ * fn just wrote, as an argument, stalls on store forwarding; only its
+ * code is read on the way to the values. */
+static void finish_call(then_op *o, const ex_error *fe, ex_value *out) {
+    if (fe->code) {
+        ex_error e = *fe;
         if (!e.msg) e.msg = names[o->kind];
         ex_set_error(o->r, e);
     } else if (!exi_sig_matches(&o->out, out, o->out.arity)) {
@@ -58,7 +61,8 @@ static void then_set_value(void *self, const ex_value *v, size_t n) {
     }
     ex_value out[EX_MAX_ARITY];
     clear_out(out, o->out.arity);
-    finish_call(o, o->fn.value(o->ctx, v, n, out), out);
+    ex_error e = o->fn.value(o->ctx, v, n, out);
+    finish_call(o, &e, out);
 }
 
 static void then_set_error(void *self, ex_error err) {
@@ -66,7 +70,8 @@ static void then_set_error(void *self, ex_error err) {
     if (o->kind != THEN_ERROR) { ex_set_error(o->r, err); return; }
     ex_value out[EX_MAX_ARITY];
     clear_out(out, o->out.arity);
-    finish_call(o, o->fn.error(o->ctx, err, out), out);
+    ex_error e = o->fn.error(o->ctx, err, out);
+    finish_call(o, &e, out);
 }
 
 static void then_set_stopped(void *self) {
@@ -74,7 +79,8 @@ static void then_set_stopped(void *self) {
     if (o->kind != THEN_STOPPED) { ex_set_stopped(o->r); return; }
     ex_value out[EX_MAX_ARITY];
     clear_out(out, o->out.arity);
-    finish_call(o, o->fn.stopped(o->ctx, out), out);
+    ex_error e = o->fn.stopped(o->ctx, out);
+    finish_call(o, &e, out);
 }
 
 static ex_env then_env(void *self) { return ex_env_forward(ex_receiver_env(((then_op *)self)->r)); }

@@ -9,13 +9,15 @@
 #include <cexec/cexec.h>
 
 /* Value storage with deep-copied tuples: the inline array covers the
- * common case; tuple contents go to one block from `alloc`. */
+ * common case; tuple contents go to one block from `alloc`.  The count and
+ * the block come first: a store that is set up and given a value or two
+ * touches one cache line, not both ends of the array. */
 typedef struct exi_store {
     size_t n;
-    ex_value v[EX_MAX_ARITY];
     void *nested;
     size_t nested_size;
     const ex_allocator *alloc;
+    ex_value v[EX_MAX_ARITY];
 } exi_store;
 
 static inline void exi_store_init(exi_store *st) { st->n = 0; st->nested = NULL; st->nested_size = 0; st->alloc = NULL; }
