@@ -69,13 +69,14 @@ static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
     ex_error e = ss->sch.vt->connect_schedule(ss->sch.self, sr, o->sched_op);
     if (e.code) return e;
     ex_receiver cr = { &so_child_vt, o };
-    e = ex_connect_child(ss->child, cr, o->child);
-    if (e.code) {
+    /* Its own variable, and ex_ok() on success: copying the error the
+     * callee just wrote stalls on store forwarding; only its code is read
+     * on the way. */
+    ex_error ce = ex_connect_child(ss->child, cr, o->child);
+    if (ce.code) {
         ex_operation_destroy(o->sched_op);
-        return e;
+        return ce;
     }
-    /* Not `return e`: copying the error the callee just wrote stalls on
-     * store forwarding; only its code is read on the way. */
     return ex_ok();
 }
 

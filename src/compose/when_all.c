@@ -73,7 +73,7 @@ static void complete(when_all_op *o) {
                 return;
             }
             if (s->v != all + k)
-                for (size_t j = 0; j < s->n; j++) all[k + j] = s->v[j];
+                for (size_t j = 0; j < s->n; j++) exi_value_copy(&all[k + j], &s->v[j]);
             k += s->n;
         }
         ex_set_value(o->r, all, k);

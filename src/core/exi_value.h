@@ -6,6 +6,9 @@
 #ifndef EXI_VALUE_H
 #define EXI_VALUE_H
 
+#include <stdint.h>
+#include <string.h>
+
 #include <cexec/cexec.h>
 
 /* Value storage with deep-copied tuples: the inline array covers the
@@ -27,6 +30,20 @@ ex_error exi_values_copy_deep(ex_value *dst, const ex_value *src, size_t n, cons
                               void **nested, size_t *nested_size);
 ex_error exi_store_set_deep(exi_store *st, const ex_value *v, size_t n, const ex_allocator *alloc);
 
+/* *d = *s, a word at a time: values are mostly copied right after they
+ * were written a field at a time (ex_int: a 4-byte type, an 8-byte
+ * datum), and a 16-byte load over such stores stalls on store forwarding
+ * (a copy the compiler makes of the struct does that load). */
+static inline void exi_value_copy(ex_value *d, const ex_value *s) {
+    uint64_t w[2];
+    d->type = s->type;
+    memcpy(&w[0], (const char *)&s->as, 8);
+    memcpy(&w[1], (const char *)&s->as + 8, 8);
+    __asm__("" : "+r"(w[0]), "+r"(w[1]));  /* keeps them two 8-byte loads */
+    memcpy((char *)&d->as, &w[0], 8);
+    memcpy((char *)&d->as + 8, &w[1], 8);
+}
+
 /* Whether (v, n) fits a value array and holds no tuple: then a copy is a
  * plain copy.  Inline with the copies below: every completion of a
  * fork-join step copies values a few times, almost always flat ones. */
@@ -45,7 +62,7 @@ static inline ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_
     if (!exi_values_flat(src, n)) return exi_values_copy_deep(dst, src, n, alloc, nested, nested_size);
     *nested = NULL;
     *nested_size = 0;
-    for (size_t i = 0; i < n; i++) dst[i] = src[i];  /* no memcpy call: n is small */
+    for (size_t i = 0; i < n; i++) exi_value_copy(&dst[i], &src[i]);
     return ex_ok();
 }
 
@@ -62,7 +79,7 @@ static inline void exi_store_clear(exi_store *st) {
 static inline ex_error exi_store_set(exi_store *st, const ex_value *v, size_t n, const ex_allocator *alloc) {
     if (st->nested || !exi_values_flat(v, n)) return exi_store_set_deep(st, v, n, alloc);
     st->alloc = alloc;
-    for (size_t i = 0; i < n; i++) st->v[i] = v[i];
+    for (size_t i = 0; i < n; i++) exi_value_copy(&st->v[i], &v[i]);
     st->n = n;
     return ex_ok();
 }
