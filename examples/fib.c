@@ -8,7 +8,10 @@
  * running fib(n) builds no sender at all.  let_value makes the recursion
  * lazy: the operation of F[k] is connected (into storage from the
  * environment's allocator) only when L[k] runs, and freed when it completes,
- * so memory follows the recursion in flight, not fib(n).  when_all forks;
+ * so memory follows the recursion in flight, not fib(n).  The table keeps
+ * every F[k] alive while fib runs, so L[k]'s function lends F[k]
+ * (ex_let_value_borrowed) instead of handing out a new reference: no
+ * reference count that every worker updates at every step.  when_all forks;
  * the pool's work stealing spreads the forks over the workers.  With a
  * cutoff, F[k] below it is one then computing fib(k) serially.
  *
@@ -40,10 +43,10 @@ static ex_error serial(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     return ex_ok();
 }
 
-/* L[k]'s function: hands out (a new reference to) F[k]. */
+/* L[k]'s function: lends F[k] (the table keeps it). */
 static ex_sender *run_f(void *ctx, const ex_value *in, size_t n) {
     (void)in, (void)n;
-    return ex_sender_retain(ctx);
+    return ctx;
 }
 
 /* Builds F[0..n] and L[0..n].  Returns false if a sender is invalid. */
@@ -57,7 +60,7 @@ bool fib_build(fib_senders *t, ex_scheduler pool, int64_t n, int64_t cutoff) {
         else
             t->f[k] = ex_then(ex_when_all(ex_starts_on(pool, ex_sender_retain(t->l[k - 1])), ex_sender_retain(t->l[k - 2])),
                               add, NULL, EX_SIG(EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT));
-        t->l[k] = ex_let_value(ex_just(), run_f, t->f[k], EX_SIG0);
+        t->l[k] = ex_let_value_borrowed(ex_just(), run_f, t->f[k], EX_SIG0);
         if (ex_sender_status(t->f[k]).code || ex_sender_status(t->l[k]).code) return false;
     }
     return true;

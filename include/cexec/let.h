@@ -8,8 +8,8 @@
  * The new sender's receiver environment answers get_scheduler with the
  * child's completion scheduler for that channel, when it has one.
  *
- * fn returns a new sender reference (ownership passes to cexec); NULL
- * completes with EX_EINVAL.  The result's value signatures are known only
+ * fn returns a new sender reference (ownership passes to cexec; with
+ * ex_let_value_borrowed it lends one); NULL completes with EX_EINVAL.  The result's value signatures are known only
  * at run time (EX_SIGS_DYNAMIC) and are checked when the new sender is
  * connected.
  *
@@ -41,6 +41,20 @@ typedef ex_sender *(*ex_let_stopped_fn)(void *ctx);
 
 /* `in` as for ex_then: the signature fn accepts (EX_SIG_VARIADIC: any). */
 ex_sender *ex_let_value(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in);
+
+/* ex_let_value whose fn lends the sender it returns instead of handing
+ * over a new reference: cexec connects it and neither retains nor
+ * releases it.  The sender must stay valid until it is connected, which
+ * is before fn's caller returns; keeping it for as long as the let may
+ * run is the simple way (a table of senders built once, examples/fib.c).
+ * A lent ex_just without tuples is not even connected: its values are
+ * the result, with no operation allocated (a recursion's leaves).
+ * Everything else is as for ex_let_value.  What it saves: the two
+ * reference-count updates of every run, which contend across threads
+ * when many operations running at once return the same sender (a
+ * recursion's senders: without them fib(30) on two workers ran twice as
+ * fast). */
+ex_sender *ex_let_value_borrowed(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in);
 ex_sender *ex_let_error(ex_sender *child, ex_let_error_fn fn, void *ctx);
 ex_sender *ex_let_stopped(ex_sender *child, ex_let_stopped_fn fn, void *ctx);
 

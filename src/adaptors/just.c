@@ -4,6 +4,7 @@
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
+#include "adaptors/exi_just.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -33,14 +34,16 @@ static void just_start(ex_operation *op) {
 static void just_op_destroy(ex_operation *op) { ex_sender_release(((just_op *)op)->keep); }
 
 static const ex_operation_vtable just_op_vt = { just_start, just_op_destroy };
+/* Values without tuples keep nothing: nothing to destroy (no call). */
+static const ex_operation_vtable just_flat_op_vt = { just_start, NULL };
 
 static ex_error just_connect(const ex_sender *s, ex_receiver r, void *storage) {
     const just_sender *js = (const just_sender *)s;
     just_op *o = storage;
-    o->base.vt = &just_op_vt;
     o->r = r;
     o->n = js->n;
     for (size_t i = 0; i < js->n; i++) o->v[i] = js->v[i];  /* no memcpy call: n is small */
+    o->base.vt = js->nested ? &just_op_vt : &just_flat_op_vt;
     o->keep = js->nested ? ex_sender_retain((ex_sender *)(uintptr_t)s) : NULL;
     return ex_ok();
 }
@@ -51,6 +54,14 @@ static void just_destroy(ex_sender *s) {
 }
 
 static const ex_sender_vtable just_vt = { "ex_just", just_connect, NULL, just_destroy };
+
+bool exi_just_flat_values(const ex_sender *s, const ex_value **v, size_t *n) {
+    const just_sender *js = (const just_sender *)(const void *)s;
+    if (s->vt != &just_vt || js->nested) return false;
+    *v = js->v;
+    *n = js->n;
+    return true;
+}
 
 ex_sender *ex_just_n(const ex_value *v, size_t n) {
     if (n > EX_MAX_ARITY) return ex_invalid_sender(EX_EINVAL, "ex_just: more than EX_MAX_ARITY values");

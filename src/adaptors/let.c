@@ -7,6 +7,7 @@
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
+#include "adaptors/exi_just.h"
 #include "core/exi_env.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
@@ -23,32 +24,50 @@ typedef struct let_sender {
     ex_sender base;
     ex_sender *child;
     let_kind kind;
+    bool borrowed;           /* ex_let_value_borrowed: fn lends its sender */
+    /* let_value over a just without tuples (the lazy idiom
+     * let_value(just(), fn)): its values, inside the child */
+    bool just_child;
+    size_t just_n;
+    const ex_value *just_v;
     let_fn fn;
     void *ctx;
     ex_sig in;
 } let_sender;
 
+/* The fields every run touches first, then the datum stores (their
+ * counts lead), then the scheduler node, which few lets build: a let
+ * touches a few cache lines of its operation, not all of them. */
 typedef struct let_op {
     ex_operation base;
     ex_receiver r;
     ex_operation *child;
     let_kind kind;
+    bool borrowed;
+    bool just_child;         /* the child's values are in args already: no child operation */
+    bool has_sched;
     let_fn fn;
     void *ctx;
     ex_sig in;
-    bool has_sched;
     ex_env env;              /* the receiver's, read once at connect */
-    ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
-    exi_store args;          /* the datums fn sees */
-    exi_store result;        /* the inner sender's values, kept once its operation is freed */
-    ex_error err;            /* the error let_error's fn sees */
-    const ex_allocator *alloc;  /* the environment's, looked up once at connect */
+    const ex_allocator *alloc;  /* the environment's, looked up once when first needed (let_alloc) */
     ex_operation *inner;     /* operation of fn's sender */
     const ex_allocator *inner_alloc;
     size_t inner_size, inner_align;
+    ex_error err;            /* the error let_error's fn sees (set before it is called) */
+    exi_store args;          /* the datums fn sees */
+    exi_store result;        /* the inner sender's values, kept once its operation is freed */
+    ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
 } let_op;
 
 static const char *const names[] = { "ex_let_value", "ex_let_error", "ex_let_stopped" };
+
+/* The environment's allocator, looked up at the first need: a let whose
+ * function lends a just (a recursion's leaf) allocates nothing. */
+static const ex_allocator *let_alloc(let_op *o) {
+    if (!o->alloc) o->alloc = ex_get_allocator(o->env);
+    return o->alloc;
+}
 
 /* The inner operation is freed as soon as it completes, not when the let
  * operation is destroyed: a recursion through let_value (fib) then holds
@@ -66,9 +85,12 @@ static void free_inner(let_op *o) {
 static void r2_set_value(void *self, const ex_value *v, size_t n) {
     let_op *o = self;
     for (;;) {
-        /* The values may live in the inner operation: copy them out first. */
-        ex_error e = exi_store_set(&o->result, v, n, o->inner_alloc);
-        free_inner(o);
+        /* The values may live in the inner operation: copy them out first.
+         * (No inner operation: a lent just, see run_inner.) */
+        /* (o->alloc: set by run_inner for an inner operation's values; a
+         * lent just's are flat, and need none) */
+        ex_error e = exi_store_set(&o->result, v, n, o->alloc);
+        if (o->inner) free_inner(o);
         if (e.code) { ex_set_error(o->r, e); return; }
         if (o->r.vt->set_value != r2_set_value) { ex_set_value(o->r, o->result.v, o->result.n); return; }
         v = o->result.v;
@@ -102,7 +124,13 @@ static ex_env r2_env(void *self) {
 }
 static const ex_receiver_vtable r2_vt = { r2_set_value, r2_set_error, r2_set_stopped, r2_env, NULL };
 
-/* Connects and starts the sender fn returned (taking ownership of it). */
+/* Drops the reference fn handed over, unless it lent the sender. */
+static inline void release_returned(const let_op *o, ex_sender *s2) {
+    if (!o->borrowed) exi_sender_release(s2);
+}
+
+/* Connects and starts the sender fn returned (taking ownership of it,
+ * unless fn lent it). */
 static void run_inner(let_op *o, ex_sender *s2) {
     if (!s2) {
         static const char *const msgs[] = { "ex_let_value: the function returned NULL",
@@ -110,43 +138,58 @@ static void run_inner(let_op *o, ex_sender *s2) {
         ex_set_error(o->r, ex_err(EX_EINVAL, msgs[o->kind]));
         return;
     }
-    ex_error e = exi_check_accepts(s2, o->r, names[o->kind]);
-    if (e.code) {
-        ex_sender_release(s2);
+    ex_error e;
+    if (o->r.vt->accepts && (e = exi_check_accepts(s2, o->r, names[o->kind])).code) {
+        release_returned(o, s2);
         ex_set_error(o->r, e);
         return;
     }
-    const ex_allocator *a = o->alloc;
+    /* A lent just without tuples would only send its values when
+     * started: they are the result, with no operation to allocate,
+     * connect, start and free (a recursion's leaves: fib's F[0], F[1]).
+     * The lender keeps the sender while the values are copied. */
+    const ex_value *jv;
+    size_t jn;
+    if (o->borrowed && exi_just_flat_values(s2, &jv, &jn)) {
+        r2_set_value(o, jv, jn);
+        return;
+    }
+    const ex_allocator *a = let_alloc(o);
     void *block = ex_allocate(a, s2->op_size, s2->op_align);
     if (!block) {
-        ex_sender_release(s2);
+        release_returned(o, s2);
         ex_set_error(o->r, ex_err(EX_ENOMEM, "ex_let_*: out of memory for the operation of the function's sender"));
         return;
     }
     ex_receiver r2 = { &r2_vt, o };
-    e = ex_connect_child(s2, r2, block);
-    if (e.code) {
+    /* (a fresh variable: copying the error the callee just wrote into
+     * another stalls on store forwarding) */
+    ex_error ce = ex_connect_child(s2, r2, block);
+    if (ce.code) {
         ex_deallocate(a, block, s2->op_size, s2->op_align);
-        ex_sender_release(s2);
-        ex_set_error(o->r, e);
+        release_returned(o, s2);
+        ex_set_error(o->r, ce);
         return;
     }
     o->inner = block;
     o->inner_alloc = a;
     o->inner_size = s2->op_size;
     o->inner_align = s2->op_align;
-    ex_sender_release(s2);
+    release_returned(o, s2);  /* the operation does not refer to it after connect */
     ex_start(o->inner);
+}
+
+static bool values_match(let_op *o, const ex_value *v, size_t n) {
+    if (exi_sig_matches(&o->in, v, n)) return true;
+    ex_set_error(o->r, ex_err(EX_EINVAL, "ex_let_value: the child's values do not match the function's input signature"));
+    return false;
 }
 
 static void let_set_value(void *self, const ex_value *v, size_t n) {
     let_op *o = self;
     if (o->kind != LET_VALUE) { ex_set_value(o->r, v, n); return; }
-    if (!ex_sig_matches(&o->in, v, n)) {
-        ex_set_error(o->r, ex_err(EX_EINVAL, "ex_let_value: the child's values do not match the function's input signature"));
-        return;
-    }
-    ex_error e = exi_store_set(&o->args, v, n, o->alloc);
+    if (!values_match(o, v, n)) return;
+    ex_error e = exi_store_set(&o->args, v, n, let_alloc(o));
     if (e.code) { ex_set_error(o->r, e); return; }
     run_inner(o, o->fn.value(o->ctx, o->args.v, o->args.n));
 }
@@ -168,11 +211,20 @@ static ex_env let_env(void *self) { return ex_env_forward(((let_op *)self)->env)
 
 static const ex_receiver_vtable let_rcvr_vt = { let_set_value, let_set_error, let_set_stopped, let_env, NULL };
 
-static void let_start(ex_operation *op) { ex_start(((let_op *)op)->child); }
+/* A just child would complete with its values as soon as started: the
+ * let takes them at connect and goes on at start as if it had. */
+static void let_start(ex_operation *op) {
+    let_op *o = (let_op *)op;
+    if (!o->just_child) {
+        ex_start(o->child);
+        return;
+    }
+    if (values_match(o, o->args.v, o->args.n)) run_inner(o, o->fn.value(o->ctx, o->args.v, o->args.n));
+}
 
 static void let_op_destroy(ex_operation *op) {
     let_op *o = (let_op *)op;
-    ex_operation_destroy(o->child);
+    if (!o->just_child) ex_operation_destroy(o->child);
     if (o->inner) free_inner(o);
     exi_store_clear(&o->args);
     exi_store_clear(&o->result);
@@ -183,6 +235,20 @@ static const ex_operation_vtable let_op_vt = { let_start, let_op_destroy };
 static const ex_key *const channel_keys[] = {
     &ex_key_completion_scheduler_value, &ex_key_completion_scheduler_error, &ex_key_completion_scheduler_stopped };
 
+/* If the child has a completion scheduler for the let's channel, builds
+ * the inner receiver's environment on it and returns true.  Out of line:
+ * the common connect (no scheduler) keeps a small frame. */
+static __attribute__((noinline)) bool join_completion_scheduler(let_op *o, const let_sender *ls) {
+    ex_scheduler sch;
+    if (!ex_get_completion_scheduler(ls->child, channel_keys[ls->kind], &sch)) return false;
+    /* Answering the allocator here too spares the inner sender the
+     * lookup.  The node shadows the same node of a let above it, so a
+     * recursion's chain of them stays as short as one. */
+    ex_env_pair_init2(&o->env2, &ex_key_get_scheduler, ex_sched_value(sch), &ex_key_get_allocator,
+                      ex_alloc_value(exi_allocator_under(o->env, &sch)), ex_env_forward(o->env));
+    return true;
+}
+
 static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
     const let_sender *ls = (const let_sender *)s;
     let_op *o = storage;
@@ -192,8 +258,8 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->fn = ls->fn;
     o->ctx = ls->ctx;
     o->in = ls->in;
+    o->borrowed = ls->borrowed;
     o->inner = NULL;
-    o->err = ex_ok();
     exi_store_init(&o->args);
     exi_store_init(&o->result);
     /* The environment is read once: asking the receiver again at every
@@ -201,17 +267,13 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
      * above (each let's inner receiver asks its own receiver). */
     ex_env env = ex_receiver_env(r);
     o->env = env;
-    o->alloc = ex_get_allocator(env);
-    ex_scheduler sch;
-    o->has_sched = ex_get_completion_scheduler(ls->child, channel_keys[ls->kind], &sch);
-    if (o->has_sched) {
-        /* Answering the allocator here too spares the inner sender the
-         * lookup.  The node shadows the same node of a let above it, so a
-         * recursion's chain of them stays as short as one. */
-        ex_env_pair_init2(&o->env2, &ex_key_get_scheduler, ex_sched_value(sch), &ex_key_get_allocator,
-                          ex_alloc_value(exi_allocator_under(env, &sch)), ex_env_forward(env));
-    }
+    o->alloc = NULL;
+    /* A child without attributes (just(), most recursions' head) has no
+     * completion scheduler: no query. */
+    o->has_sched = ls->child->vt->attrs && join_completion_scheduler(o, ls);
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(let_op), ls->child));
+    o->just_child = ls->just_child;
+    if (ls->just_child) return exi_store_set(&o->args, ls->just_v, ls->just_n, NULL);  /* flat: no allocation */
     ex_receiver cr = { &let_rcvr_vt, o };
     return ex_connect_child(ls->child, cr, o->child);
 }
@@ -223,8 +285,10 @@ static const ex_sender_vtable let_vts[] = {
     { "ex_let_error", let_connect, NULL, let_destroy },
     { "ex_let_stopped", let_connect, NULL, let_destroy },
 };
+static const ex_sender_vtable let_value_borrowed_vt = { "ex_let_value_borrowed", let_connect, NULL, let_destroy };
 
-static ex_sender *make_let(let_kind kind, ex_sender *child, let_fn fn, bool fn_null, void *ctx, ex_sig in) {
+static ex_sender *make_let(let_kind kind, bool borrowed, ex_sender *child, let_fn fn, bool fn_null, void *ctx,
+                           ex_sig in) {
     static const char *const null_msgs[] = {
         "ex_let_value: NULL input sender", "ex_let_error: NULL input sender", "ex_let_stopped: NULL input sender" };
     static const char *const fn_msgs[] = {
@@ -254,11 +318,13 @@ static ex_sender *make_let(let_kind kind, ex_sender *child, let_fn fn, bool fn_n
     /* The function's sender is unknown until run time. */
     if (calls) sigs.flags |= EX_SIGS_DYNAMIC | EX_SIGS_ERROR | EX_SIGS_STOPPED;
 
-    ex_sender *s = ex_sender_alloc(&let_vts[kind], sizeof(let_sender));
+    ex_sender *s = ex_sender_alloc(borrowed ? &let_value_borrowed_vt : &let_vts[kind], sizeof(let_sender));
     if (!s) return exi_reject1(EX_ENOMEM, NULL, child);
     let_sender *ls = (let_sender *)s;
     ls->child = child;
     ls->kind = kind;
+    ls->borrowed = borrowed;
+    ls->just_child = kind == LET_VALUE && exi_just_flat_values(child, &ls->just_v, &ls->just_n);
     ls->fn = fn;
     ls->ctx = ctx;
     ls->in = in;
@@ -269,15 +335,20 @@ static ex_sender *make_let(let_kind kind, ex_sender *child, let_fn fn, bool fn_n
 
 ex_sender *ex_let_value(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in) {
     let_fn f = { .value = fn };
-    return make_let(LET_VALUE, child, f, fn == NULL, ctx, in);
+    return make_let(LET_VALUE, false, child, f, fn == NULL, ctx, in);
+}
+
+ex_sender *ex_let_value_borrowed(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in) {
+    let_fn f = { .value = fn };
+    return make_let(LET_VALUE, true, child, f, fn == NULL, ctx, in);
 }
 
 ex_sender *ex_let_error(ex_sender *child, ex_let_error_fn fn, void *ctx) {
     let_fn f = { .error = fn };
-    return make_let(LET_ERROR, child, f, fn == NULL, ctx, EX_SIG_VARIADIC);
+    return make_let(LET_ERROR, false, child, f, fn == NULL, ctx, EX_SIG_VARIADIC);
 }
 
 ex_sender *ex_let_stopped(ex_sender *child, ex_let_stopped_fn fn, void *ctx) {
     let_fn f = { .stopped = fn };
-    return make_let(LET_STOPPED, child, f, fn == NULL, ctx, EX_SIG_VARIADIC);
+    return make_let(LET_STOPPED, false, child, f, fn == NULL, ctx, EX_SIG_VARIADIC);
 }

@@ -64,15 +64,20 @@ static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->sched_op = (ex_operation *)(void *)((char *)storage + ss->sched_off);
     o->child = (ex_operation *)(void *)((char *)storage + ss->child_off);
     ex_env env = ex_receiver_env(r);
-    ex_env_pair_init2(&o->child_env, &ex_key_get_scheduler, ex_sched_value(ss->sch), &ex_key_get_allocator,
-                      ex_alloc_value(exi_allocator_under(env, &ss->sch)), ex_env_forward(env));
+    exi_env_pair_init_sched_alloc(&o->child_env, ss->sch, exi_allocator_under(env, &ss->sch), ex_env_forward(env));
     ex_receiver sr = { &so_sched_vt, o };
     ex_error e = ss->sch.vt->connect_schedule(ss->sch.self, sr, o->sched_op);
     if (e.code) return e;
     ex_receiver cr = { &so_child_vt, o };
-    e = ex_connect_child(ss->child, cr, o->child);
-    if (e.code) ex_operation_destroy(o->sched_op);
-    return e;
+    /* Its own variable, and ex_ok() on success: copying the error the
+     * callee just wrote stalls on store forwarding; only its code is read
+     * on the way. */
+    ex_error ce = ex_connect_child(ss->child, cr, o->child);
+    if (ce.code) {
+        ex_operation_destroy(o->sched_op);
+        return ce;
+    }
+    return ex_ok();
 }
 
 static void so_destroy(ex_sender *s) { ex_sender_release(((starts_on_sender *)s)->child); }

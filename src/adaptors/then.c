@@ -5,6 +5,7 @@
 #include <cexec/cexec.h>
 
 #include "core/exi_sender.h"
+#include "core/exi_value.h"
 
 typedef enum then_kind { THEN_VALUE, THEN_ERROR, THEN_STOPPED } then_kind;
 
@@ -33,15 +34,24 @@ static const char *const names[] = { "ex_then", "ex_upon_error", "ex_upon_stoppe
 /* Output slots start untyped and zeroed: a function that leaves a result
  * unset is caught by the output check instead of sending garbage. */
 static void clear_out(ex_value *out, unsigned n) {
-    for (unsigned i = 0; i < n; i++) out[i] = (ex_value){ .type = EX_T_ANY };
+    for (unsigned i = 0; i < n; i++) {
+        ex_value *v = &out[i];
+        /* Opaque to the optimiser: stores per value, not a memset (which
+         * becomes rep stos, slow to start for a value or two). */
+        __asm__("" : "+r"(v));
+        *v = (ex_value){ .type = EX_T_ANY };
+    }
 }
 
-/* Sends fn's results on, or its error. */
-static void finish_call(then_op *o, ex_error e, ex_value *out) {
-    if (e.code) {
+/* Sends fn's results on, or its error.  By address: copying the error
+ * fn just wrote, as an argument, stalls on store forwarding; only its
+ * code is read on the way to the values. */
+static void finish_call(then_op *o, const ex_error *fe, ex_value *out) {
+    if (fe->code) {
+        ex_error e = *fe;
         if (!e.msg) e.msg = names[o->kind];
         ex_set_error(o->r, e);
-    } else if (!ex_sig_matches(&o->out, out, o->out.arity)) {
+    } else if (!exi_sig_matches(&o->out, out, o->out.arity)) {
         ex_set_error(o->r, ex_err(EX_EINVAL, "ex_then/upon_*: the function's results do not match its declared output signature"));
     } else {
         ex_set_value(o->r, out, o->out.arity);
@@ -51,13 +61,14 @@ static void finish_call(then_op *o, ex_error e, ex_value *out) {
 static void then_set_value(void *self, const ex_value *v, size_t n) {
     then_op *o = self;
     if (o->kind != THEN_VALUE) { ex_set_value(o->r, v, n); return; }
-    if (o->check_in && !ex_sig_matches(&o->in, v, n)) {
+    if (o->check_in && !exi_sig_matches(&o->in, v, n)) {
         ex_set_error(o->r, ex_err(EX_EINVAL, "ex_then: the child's values do not match the function's input signature"));
         return;
     }
     ex_value out[EX_MAX_ARITY];
     clear_out(out, o->out.arity);
-    finish_call(o, o->fn.value(o->ctx, v, n, out), out);
+    ex_error e = o->fn.value(o->ctx, v, n, out);
+    finish_call(o, &e, out);
 }
 
 static void then_set_error(void *self, ex_error err) {
@@ -65,7 +76,8 @@ static void then_set_error(void *self, ex_error err) {
     if (o->kind != THEN_ERROR) { ex_set_error(o->r, err); return; }
     ex_value out[EX_MAX_ARITY];
     clear_out(out, o->out.arity);
-    finish_call(o, o->fn.error(o->ctx, err, out), out);
+    ex_error e = o->fn.error(o->ctx, err, out);
+    finish_call(o, &e, out);
 }
 
 static void then_set_stopped(void *self) {
@@ -73,7 +85,8 @@ static void then_set_stopped(void *self) {
     if (o->kind != THEN_STOPPED) { ex_set_stopped(o->r); return; }
     ex_value out[EX_MAX_ARITY];
     clear_out(out, o->out.arity);
-    finish_call(o, o->fn.stopped(o->ctx, out), out);
+    ex_error e = o->fn.stopped(o->ctx, out);
+    finish_call(o, &e, out);
 }
 
 static ex_env then_env(void *self) { return ex_env_forward(ex_receiver_env(((then_op *)self)->r)); }

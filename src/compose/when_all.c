@@ -12,6 +12,7 @@
 #include "base/exi_macros.h"
 #include "compose/exi_join.h"
 #include "compose/exi_when_all.h"
+#include "core/exi_env.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -33,6 +34,7 @@ typedef struct when_all_op {
     size_t n;
     exi_join join;         /* count, disposition, the children's stop source */
     ex_stop_callback on_stop;  /* on the receiver's token */
+    ex_stop_token token;       /* the receiver's, read at connect with the allocator */
     ex_env_pair child_env;
     const ex_allocator *alloc;
     wa_slot slots[];
@@ -58,15 +60,21 @@ static void complete(when_all_op *o) {
     } else if (d == EXI_JOIN_STOPPED) {
         ex_set_stopped(o->r);
     } else {
-        ex_value all[EX_MAX_ARITY];
+        /* The slots' arrays follow each other in the block, each as long
+         * as its child may send: the values close up in place, towards
+         * the first (the first child's stay where they are; a value only
+         * moves down, so a forward copy is safe). */
+        ex_value *all = o->slots[0].v;
         size_t k = 0;
         for (size_t i = 0; i < o->n; i++) {
-            if (k + o->slots[i].n > EX_MAX_ARITY) {
+            const wa_slot *s = &o->slots[i];
+            if (k + s->n > EX_MAX_ARITY) {
                 ex_set_error(o->r, ex_err(EX_EINVAL, "ex_when_all: the children sent more than EX_MAX_ARITY values"));
                 return;
             }
-            memcpy(&all[k], o->slots[i].v, o->slots[i].n * sizeof(ex_value));
-            k += o->slots[i].n;
+            if (s->v != all + k)
+                for (size_t j = 0; j < s->n; j++) exi_value_copy(&all[k + j], &s->v[j]);
+            k += s->n;
         }
         ex_set_value(o->r, all, k);
     }
@@ -111,8 +119,7 @@ static const ex_receiver_vtable wa_rcvr_vt = { wa_set_value, wa_set_error, wa_se
 
 static void wa_start(ex_operation *op) {
     when_all_op *o = (when_all_op *)op;
-    ex_stop_token tok = ex_get_stop_token(ex_receiver_env(o->r));
-    if (ex_stop_callback_register(&o->on_stop, tok, request_stop_cb)) {
+    if (ex_stop_callback_register(&o->on_stop, o->token, request_stop_cb)) {
         /* Stop was already requested: start no child. */
         ex_set_stopped(o->r);
         return;
@@ -145,8 +152,8 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
     exi_join_init(&o->join, (uint32_t)ws->n);
     ex_env env = ex_receiver_env(r);
     o->alloc = ex_get_allocator(env);
-    ex_env_pair_init2(&o->child_env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&o->join.stop)),
-                      &ex_key_get_allocator, ex_alloc_value(o->alloc), ex_env_forward(env));
+    o->token = ex_get_stop_token(env);
+    exi_env_pair_init_token_alloc(&o->child_env, ex_stop_source_token(&o->join.stop), o->alloc, ex_env_forward(env));
     /* The layout ex_when_all_n sized: value arrays, then the children's
      * operations at their alignments. */
     ex_value *values = (ex_value *)(void *)((char *)storage + ws->values_off);

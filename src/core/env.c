@@ -13,14 +13,22 @@ const ex_key ex_key_completion_scheduler_value = { "get_completion_scheduler<set
 const ex_key ex_key_completion_scheduler_error = { "get_completion_scheduler<set_error>", true };
 const ex_key ex_key_completion_scheduler_stopped = { "get_completion_scheduler<set_stopped>", true };
 
-bool ex_env_query(ex_env e, const ex_key *key, ex_value *out) {
+static bool pair_query(const ex_env_node *n, const ex_key *key, ex_value *out);
+
+/* ex_env_query, inline here: most queries the library makes (allocator,
+ * stop token at every connect and start) are answered by a pair, often
+ * the first one, and a call per layer cost more than the answer. */
+static inline __attribute__((always_inline)) bool env_query(ex_env e, const ex_key *key, ex_value *out) {
     if (!e.node || !key) return false;
     if ((e.flags & EX_ENV_FORWARD_ONLY) && !key->forwarding) return false;
+    if (e.node->query == pair_query) return pair_query(e.node, key, out);
     return e.node->query(e.node, key, out);
 }
 
-static bool query_typed(ex_env e, const ex_key *key, ex_type type, ex_value *out) {
-    return ex_env_query(e, key, out) && out->type == type;
+bool ex_env_query(ex_env e, const ex_key *key, ex_value *out) { return env_query(e, key, out); }
+
+static inline bool query_typed(ex_env e, const ex_key *key, ex_type type, ex_value *out) {
+    return env_query(e, key, out) && out->type == type;
 }
 
 bool ex_get_scheduler(ex_env e, ex_scheduler *out) {
@@ -37,15 +45,30 @@ bool ex_get_delegation_scheduler(ex_env e, ex_scheduler *out) {
     return true;
 }
 
+static const ex_env_pair *as_pair(const ex_env_node *n);
+
+/* The value a pair holds for key itself (not above it), or NULL. */
+static inline const ex_value *pair_own(const ex_env_pair *p, const ex_key *key) {
+    return !p ? NULL : p->key == key ? &p->value : p->key2 == key ? &p->value2 : NULL;
+}
+
 ex_stop_token ex_get_stop_token(ex_env e) {
+    /* Read in place when the first node holds the key (a when_all's
+     * children: their schedule operations ask at every completion); the
+     * key is a forwarding one, which a FWD-ENV filter does not hide. */
+    const ex_value *own = pair_own(as_pair(e.node), &ex_key_get_stop_token);
+    if (own) return own->type == EX_T_TOKEN ? own->as.token : ex_never_stop_token();
     ex_value v;
     if (!query_typed(e, &ex_key_get_stop_token, EX_T_TOKEN, &v)) return ex_never_stop_token();
     return v.as.token;
 }
 
-const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch) {
+/* The allocator when the environment does not answer with a usable one:
+ * sch's (NULL: the environment's scheduler's), else the process default.
+ * ask: query the environment first. */
+static __attribute__((noinline)) const ex_allocator *allocator_slow(ex_env e, const ex_scheduler *sch, bool ask) {
     ex_value v;
-    if (query_typed(e, &ex_key_get_allocator, EX_T_ALLOC, &v) && v.as.alloc) return v.as.alloc;
+    if (ask && query_typed(e, &ex_key_get_allocator, EX_T_ALLOC, &v) && v.as.alloc) return v.as.alloc;
     ex_scheduler own;
     if (!sch && ex_get_scheduler(e, &own)) sch = &own;
     if (sch && sch->vt && sch->vt->allocator) {
@@ -53,6 +76,18 @@ const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch) {
         if (a) return a;
     }
     return ex_default_allocator();
+}
+
+/* Reads the answer straight from the first node when it is a pair holding
+ * the allocator key (when_all, starts_on and let_value nodes cache the
+ * allocator there for their children: nearly every connect's lookup),
+ * else queries.  (The key is a forwarding one: a FWD-ENV filter does not
+ * hide it.) */
+const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch) {
+    const ex_value *v = pair_own(as_pair(e.node), &ex_key_get_allocator);
+    if (!v) return allocator_slow(e, sch, true);
+    if (v->type == EX_T_ALLOC && v->as.alloc) return v->as.alloc;
+    return allocator_slow(e, sch, false);  /* answered, but not with an allocator */
 }
 
 const ex_allocator *ex_get_allocator(ex_env e) { return exi_allocator_under(e, NULL); }
@@ -65,7 +100,7 @@ const ex_allocator *ex_get_allocator(ex_env e) { return exi_allocator_under(e, N
  * with address-space randomisation and differ for keys defined next to
  * each other, also when a sanitizer spaces globals out).  Keys sharing a
  * bit only cost lookups. */
-static uint64_t key_bit(const ex_key *key) {
+static inline __attribute__((always_inline)) uint64_t key_bit(const ex_key *key) {
     if (key == &ex_key_get_stop_token) return 1;
     if (key == &ex_key_get_allocator) return 2;
     if (key == &ex_key_get_scheduler) return 4;
@@ -74,8 +109,6 @@ static uint64_t key_bit(const ex_key *key) {
     unsigned b = (unsigned)((a ^ a >> 2) & 63);
     return (uint64_t)1 << (b < 4 ? b + 32 : b);
 }
-
-static bool pair_query(const ex_env_node *n, const ex_key *key, ex_value *out);
 
 static const ex_env_pair *as_pair(const ex_env_node *n) {
     return n && n->query == pair_query ? (const ex_env_pair *)(const void *)n : NULL;
@@ -125,8 +158,9 @@ static void pair_link(ex_env_pair *p, ex_env parent) {
     p->up = up;
     if (m) {
         p->above = m->above | key_bit(m->key) | (m->key2 ? key_bit(m->key2) : 0);
-        p->base = m->base;
-        p->base.flags |= up.flags;
+        ex_env base = m->base;  /* (flags in a register: a read back of the copy stalls) */
+        base.flags |= up.flags;
+        p->base = base;
     } else {
         p->above = 0;
         p->base = up;
@@ -141,6 +175,28 @@ void ex_env_pair_init2(ex_env_pair *p, const ex_key *key, ex_value value, const 
     p->key2 = key2;
     p->value2 = value2;
     pair_link(p, parent);
+}
+
+/* The allocator half of exi_env_pair_init_*_alloc, and the link. */
+static inline void pair_init_alloc(ex_env_pair *p, const ex_key *key, const ex_allocator *alloc, ex_env parent) {
+    p->node.query = pair_query;
+    p->key = key;
+    p->key2 = &ex_key_get_allocator;
+    p->value2.type = EX_T_ALLOC;
+    p->value2.as.alloc = alloc;
+    pair_link(p, parent);
+}
+
+void exi_env_pair_init_sched_alloc(ex_env_pair *p, ex_scheduler sch, const ex_allocator *alloc, ex_env parent) {
+    p->value.type = EX_T_SCHED;
+    p->value.as.sched = sch;
+    pair_init_alloc(p, &ex_key_get_scheduler, alloc, parent);
+}
+
+void exi_env_pair_init_token_alloc(ex_env_pair *p, ex_stop_token token, const ex_allocator *alloc, ex_env parent) {
+    p->value.type = EX_T_TOKEN;
+    p->value.as.token = token;
+    pair_init_alloc(p, &ex_key_get_stop_token, alloc, parent);
 }
 
 void ex_env_pair_init(ex_env_pair *p, const ex_key *key, ex_value value, ex_env parent) {

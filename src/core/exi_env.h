@@ -11,4 +11,13 @@
  * scheduler they change. */
 const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch);
 
+/* ex_env_pair_init2(p, get_scheduler, sched(sch), get_allocator,
+ * alloc(alloc), parent) and the same with get_stop_token(token): the
+ * nodes starts_on and when_all give their children.  The values are
+ * written field by field from registers: an ex_value built on the
+ * caller's stack (a 4-byte type next to 8-byte words) and read back
+ * whole to pass it stalls on store forwarding, at every connect. */
+void exi_env_pair_init_sched_alloc(ex_env_pair *p, ex_scheduler sch, const ex_allocator *alloc, ex_env parent);
+void exi_env_pair_init_token_alloc(ex_env_pair *p, ex_stop_token token, const ex_allocator *alloc, ex_env parent);
+
 #endif

@@ -32,16 +32,7 @@ void ex_sigs_merge(ex_sigs *a, const ex_sigs *b) {
         if (!ex_sigs_add_value(a, b->values[i])) a->flags |= EX_SIGS_DYNAMIC;
 }
 
-bool ex_sig_matches(const ex_sig *sig, const ex_value *v, size_t n) {
-    if (sig->arity == 0xff) return true;
-    if (sig->arity != n || sig_malformed(sig)) return false;
-    for (size_t i = 0; i < n; i++) {
-        /* A datum's own type is never "any": an unset or corrupt tag fails. */
-        if (v[i].type == EX_T_ANY || (unsigned)v[i].type >= EX_T_COUNT_) return false;
-        if (sig->types[i] != EX_T_ANY && sig->types[i] != v[i].type) return false;
-    }
-    return true;
-}
+bool ex_sig_matches(const ex_sig *sig, const ex_value *v, size_t n) { return exi_sig_matches(sig, v, n); }
 
 bool ex_sig_compatible(const ex_sig *want, const ex_sig *have) {
     if (want->arity == 0xff) return true;

@@ -129,8 +129,8 @@ static void copy_into(ex_value *dst, const ex_value *src, size_t n, char **curso
     }
 }
 
-ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
-                         void **nested, size_t *nested_size) {
+ex_error exi_values_copy_deep(ex_value *dst, const ex_value *src, size_t n, const ex_allocator *alloc,
+                              void **nested, size_t *nested_size) {
     bool tuples = false;
     *nested = NULL;
     *nested_size = 0;
@@ -155,17 +155,16 @@ ex_error exi_values_copy(ex_value *dst, const ex_value *src, size_t n, const ex_
     return ex_ok();
 }
 
-void exi_store_clear(exi_store *st) {
-    if (st->nested) ex_deallocate(st->alloc, st->nested, st->nested_size, alignof(ex_value));
+void exi_store_free_nested(exi_store *st) {
+    ex_deallocate(st->alloc, st->nested, st->nested_size, alignof(ex_value));
     st->nested = NULL;
     st->nested_size = 0;
-    st->n = 0;
 }
 
-ex_error exi_store_set(exi_store *st, const ex_value *v, size_t n, const ex_allocator *alloc) {
+ex_error exi_store_set_deep(exi_store *st, const ex_value *v, size_t n, const ex_allocator *alloc) {
     if (st->nested) exi_store_clear(st);
     st->alloc = alloc;
-    ex_error e = exi_values_copy(st->v, v, n, alloc, &st->nested, &st->nested_size);
+    ex_error e = exi_values_copy_deep(st->v, v, n, alloc, &st->nested, &st->nested_size);
     if (e.code) return e;
     st->n = n;
     return e;

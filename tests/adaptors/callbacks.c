@@ -229,6 +229,8 @@ ex_sender *lv_count(void *ctx, const ex_value *in, size_t n) {
 
 ex_sender *lv_ret(void *ctx, const ex_value *in, size_t n) { return ex_sender_retain(record(ctx, in, n)->ret); }
 
+ex_sender *lv_lend(void *ctx, const ex_value *in, size_t n) { return record(ctx, in, n)->ret; }
+
 ex_sender *lv_null(void *ctx, const ex_value *in, size_t n) {
     record(ctx, in, n);
     return NULL;

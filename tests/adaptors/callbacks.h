@@ -14,7 +14,7 @@ typedef struct seen {
     const ex_value *in_ptr;  /* the array fn was given */
     ex_error err;
     const void *thread;      /* test_thread_id() of the last call */
-    ex_sender *ret;          /* what lv_ret / le_ret / ls_ret return (a new reference) */
+    ex_sender *ret;          /* what lv_ret / le_ret / ls_ret return (a new reference), lv_lend lends */
 } seen;
 
 
@@ -69,6 +69,7 @@ ex_sender *let_str(void *ctx, const ex_value *in, size_t n);        /* just(str)
 ex_sender *lv_times10(void *ctx, const ex_value *in, size_t n);     /* just(int 10 in[0]) */
 ex_sender *lv_count(void *ctx, const ex_value *in, size_t n);       /* just(int n) */
 ex_sender *lv_ret(void *ctx, const ex_value *in, size_t n);         /* seen.ret */
+ex_sender *lv_lend(void *ctx, const ex_value *in, size_t n);        /* seen.ret, lent (ex_let_value_borrowed) */
 ex_sender *lv_null(void *ctx, const ex_value *in, size_t n);        /* NULL */
 ex_sender *lv_read_sched(void *ctx, const ex_value *in, size_t n);  /* read_env(get_scheduler) */
 ex_sender *lv_read_token(void *ctx, const ex_value *in, size_t n);  /* read_env(get_stop_token) */

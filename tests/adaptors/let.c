@@ -226,6 +226,41 @@ Test(exec_let, datums_live_until_the_returned_sender_completes) {
     expect_no_leaks();
 }
 
+/* let_value over a just takes the just's values at connect and calls fn
+ * at start without a child operation; the values are still checked
+ * against fn's signature then, as a child's completion would be. */
+Test(exec_let, let_value_over_just_checks_the_values_at_start) {
+    seen sn = { 0 };
+    ex_value untyped = { .type = EX_T_ANY };  /* compatible with int at build time, matches nothing at run time */
+    ex_sender *s = ex_let_value(ex_just(untyped), lv_times10, &sn, EX_SIG(EX_T_INT));
+    cr_assert_eq(ex_sender_status(s).code, 0);
+    expect_sync_error(s, EX_EINVAL);
+    cr_assert_eq(sn.calls, 0);
+    expect_no_leaks();
+}
+
+/* -------------------------------------------------- let_value_borrowed */
+
+/* fn lends its sender: the let connects it, and neither retains nor
+ * releases it, however often it runs. */
+Test(exec_let, let_value_borrowed_runs_the_lent_sender_and_leaves_it_to_the_lender) {
+    seen sn = { 0 };
+    sn.ret = ex_just(ex_int(7), ex_str("lent"));
+    ex_sender *s = ex_let_value_borrowed(ex_just(ex_int(2)), lv_lend, &sn, EX_SIG(EX_T_INT));
+    cr_assert_eq(ex_sender_status(s).code, 0);
+    for (int run = 0; run < 3; run++) {
+        ex_result r = ex_sync_wait(ex_sender_retain(s));
+        expect_values_text(&r, "int 7; str \"lent\"");
+        ex_result_destroy(&r);
+        cr_assert_eq(sn.ret->refs, 1, "the let retained or released a sender it was lent");
+    }
+    cr_assert_eq(sn.calls, 3);
+    cr_assert_eq(sn.in[0].as.i, 2);
+    ex_sender_release(s);
+    ex_sender_release(sn.ret);
+    expect_no_leaks();
+}
+
 /* -------------------------------------------------- across threads */
 
 typedef struct thread_ctx {

@@ -44,7 +44,71 @@ Test(exec_let, returned_sender_that_fails_to_connect_completes_with_its_error) {
     expect_no_leaks();
 }
 
+Test(exec_let, borrowed_fn_returning_null_or_null_function_is_einval) {
+    seen sn = { 0 };
+    expect_sync_error(ex_let_value_borrowed(ex_just(ex_int(1)), lv_null, &sn, EX_SIG(EX_T_INT)), EX_EINVAL);
+    cr_assert_eq(sn.calls, 1);
+    expect_invalid(ex_let_value_borrowed(ex_just(ex_int(1)), NULL, &sn, EX_SIG(EX_T_INT)), EX_EINVAL);
+    expect_invalid(ex_let_value_borrowed(NULL, lv_lend, &sn, EX_SIG(EX_T_INT)), EX_EINVAL);
+    expect_no_leaks();
+}
+
+/* A lent sender stays the lender's on every way out of the let: it fails
+ * to connect, or its operation cannot be allocated. */
+Test(exec_let, borrowed_sender_stays_the_lenders_when_it_fails_to_connect) {
+    seen sn = { 0 };
+    sn.ret = ex_on(ex_inline_scheduler(), ex_just(ex_int(1)));  /* no scheduler in the env: connect fails */
+    rec rc;
+    rec_init(&rc);
+    run_in_place(ex_let_value_borrowed(ex_just(), lv_lend, &sn, EX_SIG0), &rc);
+    rec_expect_error(&rc, EX_EINVAL);
+    cr_assert_eq(sn.calls, 1);
+    cr_assert_eq(sn.ret->refs, 1, "the let released a sender it was lent");
+    ex_sender_release(sn.ret);
+    expect_no_leaks();
+}
+
+Test(exec_let, borrowed_sender_stays_the_lenders_when_out_of_memory) {
+    seen sn = { 0 }, tw = { 0 };
+    /* (a then: a lent just would need no operation) */
+    sn.ret = ex_then(ex_just(ex_int(9)), fn_twice, &tw, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    run_with_failing_allocation(ex_let_value_borrowed(ex_just(ex_int(1)), lv_lend, &sn, EX_SIG(EX_T_INT)));
+    cr_assert_eq(sn.calls, 1);
+    cr_assert_eq(sn.ret->refs, 1, "the let released a sender it was lent");
+    ex_sender_release(sn.ret);
+    expect_no_leaks();
+}
+
 /* ---------------------------------------------------------- allocation */
+
+/* A lent just (no tuples) needs no operation: nothing is allocated to
+ * run it; an owned one, or a lent sender of another kind, gets its
+ * operation from the environment's allocator. */
+Test(exec_let, borrowed_just_runs_without_an_inner_operation) {
+    seen sn = { 0 };
+    cnt_alloc env_allocator;
+    cnt_alloc_init(&env_allocator);
+    sn.ret = ex_just(ex_int(9));
+    ex_sender *s = ex_write_env(ex_let_value_borrowed(ex_just(), lv_lend, &sn, EX_SIG0), &ex_key_get_allocator,
+                                ex_alloc_value(&env_allocator.base));
+    expect_sync_int(s, 9);
+    cr_assert_eq(atomic_load(&env_allocator.allocs), 0, "a lent just was given an operation");
+    s = ex_write_env(ex_let_value(ex_just(), lv_ret, &sn, EX_SIG0), &ex_key_get_allocator,
+                     ex_alloc_value(&env_allocator.base));
+    expect_sync_int(s, 9);
+    cr_assert_eq(atomic_load(&env_allocator.allocs), 1, "an owned just has its operation");
+    ex_sender_release(sn.ret);
+    seen tw = { 0 };
+    sn.ret = ex_then(ex_just(ex_int(4)), fn_twice, &tw, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    s = ex_write_env(ex_let_value_borrowed(ex_just(), lv_lend, &sn, EX_SIG0), &ex_key_get_allocator,
+                     ex_alloc_value(&env_allocator.base));
+    expect_sync_int(s, 8);
+    cr_assert_eq(atomic_load(&env_allocator.allocs), 2, "a lent then has its operation");
+    cnt_alloc_expect_balanced(&env_allocator, "the env's allocator");
+    cr_assert_eq(sn.calls, 3);
+    ex_sender_release(sn.ret);
+    expect_no_leaks();
+}
 
 Test(exec_let, out_of_memory_while_building) {
     seen sn = { 0 };
