@@ -795,7 +795,7 @@ proctype sub() {
 /* ------------------------------------------------------------ lent caller */
 
 #ifdef LEND
-/* pool.c:165-176 submit_lent by the holder of LS (me == LS) */
+/* pool.c push_own on a lent slot, by the holder of LS (me == LS) */
 inline submit_lent(item, wake) {
     gate[LS]++;                           /* 166 faa */
     if

@@ -66,9 +66,9 @@ struct ex_pool {
     const ex_allocator *alloc;
 };
 
-/* Whether w records trace events as a worker does.  A lent slot records
- * only its items' runs, under its gate (pool.c, trace_lent): its holder
- * may run items while shutdown writes the trace. */
+/* Whether w records steal and park events.  A lent slot records only its
+ * items' runs, under its gate (pool.c, trace_lent): its holder may run
+ * items while shutdown writes the trace. */
 static inline bool tracing(const exi_worker *w) { return w->trace.events != NULL && !w->lent; }
 
 /* Queues w on p as ex_post does (its deque on one of p's workers, else an

@@ -126,6 +126,13 @@ static void notify(ex_pool *p) {
 
 static bool stopping(ex_pool *p) { return exi_load_acq_u32(&p->stopping) != 0; }
 
+/* A queued item the pool will not run as work: its cancel, or (an item
+ * without one) run now. */
+static void cancel_item(ex_work *w) {
+    if (w->cancel) w->cancel(w);
+    else w->execute(w);
+}
+
 /* In a fork() child, a pool of the parent has no workers: it refuses work
  * (EX_ESHUTDOWN), shutdown and destroy (EX_EINVAL; they would join threads
  * that are not there and cancel the parent's operations).  The child may
@@ -165,19 +172,20 @@ static ex_error submit_outside(ex_pool *p, ex_work *w) {
     return ex_ok();
 }
 
-/* From the holder of lent slot me: to its deque.  Under the slot's gate, as
- * for an inbox: shutdown waits for the gates before it drains the lent
- * deques, so an item either is refused or is there to be drained.  The
- * first item of a lending wakes nobody: its holder runs it next. */
-static ex_error submit_lent(ex_pool *p, exi_worker *me, ex_work *w, bool wake) {
-    exi_faa_u32(&me->inbox.gate, 1);
-    if (stopping(p)) {
-        exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
-        return refused(p);
-    }
-    if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);  /* growth failed: never lose work */
-    exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
-    /* The slot keeps the pool alive (a handle): notify may come after. */
+/* From the owner of slot me (its worker, or the holder of a lent slot): to
+ * its deque (`behind`: the back of its inbox, which it reads after the
+ * deque, for a yield), waking a parked worker if `wake`.  A lent slot's pushes pass
+ * its gate, as an inbox's do: shutdown drains the lent deques while their
+ * holders run, after waiting for the gates, so an item either is refused or
+ * is there to be drained (the slot keeps the pool alive: notify may come
+ * after).  A worker's deque is drained only after the workers are joined. */
+static ex_error push_own(ex_pool *p, exi_worker *me, ex_work *w, bool wake, bool behind) {
+    if (me->lent) exi_faa_u32(&me->inbox.gate, 1);
+    bool refuse = stopping(p);
+    /* A failed deque growth goes to the inbox too: never lose work. */
+    if (!refuse && (behind || !exi_deque_push(&me->deque, w))) exi_inbox_push(&me->inbox, w);
+    if (me->lent) exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
+    if (refuse) return refused(p);
     if (wake) notify(p);
     return ex_ok();
 }
@@ -213,18 +221,13 @@ static exi_worker *claim_lent_slot(ex_pool *p) {
  * well block on, a task's or a strand's hop) wakes a worker even then. */
 static ex_error submit(ex_pool *p, ex_work *w, bool quiet_ok) {
     exi_worker *me = tls_worker;
-    if (me && me->pool == p) {
-        if (me->lent) return submit_lent(p, me, w, true);
-        if (stopping(p)) return refused(p);
-        if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);  /* growth failed: never lose work */
-        notify(p);
-        return ex_ok();
-    }
+    if (me && me->pool == p) return push_own(p, me, w, true, false);
     if (__builtin_expect(forked(p), 0)) return refused(p);
     if (!me && tls_lend.open) {
         exi_worker *held = tls_lend.slot;
-        if (held && held->pool == p) return submit_lent(p, held, w, true);
-        if (!held && (held = claim_lent_slot(p))) return submit_lent(p, held, w, !quiet_ok);
+        if (held && held->pool == p) return push_own(p, held, w, true, false);
+        /* The first item of a lending wakes nobody: its holder runs it next. */
+        if (!held && (held = claim_lent_slot(p))) return push_own(p, held, w, !quiet_ok, false);
     }
     return submit_outside(p, w);
 }
@@ -233,11 +236,7 @@ ex_error exi_pool_submit(ex_pool *p, ex_work *w) { return submit(p, w, false); }
 
 bool exi_pool_push_quiet(ex_pool *p, ex_work *w) {
     exi_worker *me = tls_worker;
-    if (!me || me->pool != p) return false;
-    if (me->lent) return !submit_lent(p, me, w, false).code;
-    if (stopping(p)) return false;
-    if (!exi_deque_push(&me->deque, w)) exi_inbox_push(&me->inbox, w);  /* growth failed: never lose work */
-    return true;
+    return me && me->pool == p && !push_own(p, me, w, false, false).code;
 }
 
 unsigned exi_pool_awake_others(ex_pool *p) {
@@ -295,15 +294,18 @@ static bool work_visible(ex_pool *p) {
     return false;
 }
 
+static void trace_lent(exi_worker *me, uint64_t t0, uint64_t t1);
+
 static void run_item(exi_worker *me, ex_work *w) {
     exi_owner_add_u64(&me->stats.executed, 1);
-    if (tracing(me)) {
-        uint64_t t0 = exi_now_ns();
+    if (!me->trace.events) {
         w->execute(w);
-        exi_trace_add(&me->trace, EXI_TRACE_RUN, t0, exi_now_ns());
-    } else {
-        w->execute(w);
+        return;
     }
+    uint64_t t0 = exi_now_ns();
+    w->execute(w);
+    if (me->lent) trace_lent(me, t0, exi_now_ns());
+    else exi_trace_add(&me->trace, EXI_TRACE_RUN, t0, exi_now_ns());
 }
 
 static void park(exi_worker *me) {
@@ -419,14 +421,7 @@ bool exi_lend_run_one(void) {
     if (!w) w = exi_inbox_pop(&me->inbox);
     if (!w) return false;
     set_slot(me);
-    exi_owner_add_u64(&me->stats.executed, 1);
-    if (me->trace.events) {
-        uint64_t t0 = exi_now_ns();
-        w->execute(w);
-        trace_lent(me, t0, exi_now_ns());
-    } else {
-        w->execute(w);
-    }
+    run_item(me, w);
     set_slot(NULL);
     return true;
 }
@@ -435,8 +430,7 @@ bool exi_lend_run_one(void) {
  * or cancelled here once the pool is stopping (its drain may be over). */
 static void hand_over(ex_pool *p, ex_work *w) {
     if (!stopping(p) && !submit_outside(p, w).code) return;
-    if (w->cancel) w->cancel(w);
-    else w->execute(w);
+    cancel_item(w);
 }
 
 void exi_lend_close(const exi_lend_state *outer) {
@@ -513,15 +507,7 @@ static ex_error pool_yield(void *self, ex_work *w) {
     ex_pool *p = self;
     exi_worker *me = tls_worker;
     if (!me || me->pool != p) return submit(p, w, false);
-    /* A lent slot's inbox is drained while its holder runs: under its gate,
-     * as in submit_lent.  A worker's is drained after the join. */
-    if (me->lent) exi_faa_u32(&me->inbox.gate, 1);
-    bool refuse = stopping(p);
-    if (!refuse) exi_inbox_push(&me->inbox, w);
-    if (me->lent) exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
-    if (refuse) return refused(p);
-    notify(p);
-    return ex_ok();
+    return push_own(p, me, w, true, true);
 }
 
 static ex_error pool_dispatch(void *self, ex_work *w) {
@@ -673,14 +659,12 @@ static void drain(ex_pool *p) {
             while ((r = exi_deque_steal(&w->deque, &item)) != EXI_STEAL_EMPTY) {
                 if (r != EXI_STEAL_OK) continue;
                 any = true;
-                if (item->cancel) item->cancel(item);
-                else item->execute(item);
+                cancel_item(item);
             }
             while (exi_inbox_nonempty(&w->inbox)) {
                 if (!(item = exi_inbox_pop(&w->inbox))) { sched_yield(); continue; }
                 any = true;
-                if (item->cancel) item->cancel(item);
-                else item->execute(item);
+                cancel_item(item);
             }
         }
     }
