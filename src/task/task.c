@@ -136,7 +136,15 @@ static void task_start(ex_operation *op) {
     exi_task_resume_on_scheduler(t);
 }
 
-static void task_destroy(ex_operation *op) { release_hop((ex_task *)op); }
+/* Also frees the deep copies of the last await's tuples, which the body
+ * may have returned: the receiver reads them until it is done, and only
+ * the operation's owner knows when that is. */
+static void task_destroy(ex_operation *op) {
+    ex_task *t = (ex_task *)op;
+    release_hop(t);
+    if (t->nested) ex_deallocate(t->alloc, t->nested, t->nested_size, alignof(ex_value));
+    t->nested = NULL;
+}
 
 const ex_operation_vtable exi_task_op_vt = { task_start, task_destroy };
 

@@ -240,10 +240,12 @@ static void fork_destroy(ex_operation *op) {
     fork_op *f = (fork_op *)op;
     /* A child's hop resources went when it completed (release_run in
      * task_run.c), and a child that never started has none: only the
-     * values' copies are left. */
+     * values' copies are left, the slot's and the child's own (the tuples
+     * it returned, which its operation's destroy frees). */
     for (size_t i = 0; i < f->n; i++) {
         fork_slot *sl = &f->slots[i];
         if (sl->nested) ex_deallocate(f->p->alloc, sl->nested, sl->nested_size, alignof(ex_value));
+        ex_operation_destroy(&sl->task.base);
     }
 }
 

@@ -100,16 +100,16 @@ static void finish(ex_task *t) {
     release_run(t);
     /* The last await's operation goes now (it lives in the frame area,
      * freed with the stack before the completion); the deep copies of its
-     * tuples, which the body may return, outlive the completion. */
+     * tuples, which the body may return, stay in t->nested until the
+     * operation is destroyed (task_destroy): freed after the completion,
+     * here, they raced the receiver's thread, which may already have
+     * returned from sync_wait and dropped the allocator. */
     if (t->await_op) ex_operation_destroy(t->await_op);
     t->await_op = NULL;
     exi_sender_release(t->await_sender);
     t->await_sender = NULL;
     if (t->await_buf) ex_deallocate(t->alloc, t->await_buf, t->await_cap, alignof(max_align_t));
     t->await_buf = NULL;
-    void *nested = t->nested;
-    size_t nested_size = t->nested_size;
-    const ex_allocator *alloc = t->alloc;
     ex_receiver r = t->r;
     /* Only what the completion reads leaves the stack before it goes. */
     const ex_task_result *res = t->result;
@@ -136,7 +136,6 @@ static void finish(ex_task *t) {
     if (kind == EX_TASK_ERROR) ex_set_error(r, error);
     else if (kind == EX_TASK_STOPPED) ex_set_stopped(r);
     else ex_set_value(r, values, n);
-    if (nested) ex_deallocate(alloc, nested, nested_size, alignof(ex_value));
     release_holds(h);
 }
 

@@ -259,6 +259,52 @@ Test(exec_task_fork, tuples_from_children_are_readable_after_the_await_and_when_
     task_test_end(NULL, NULL);
 }
 
+/* The thread that completes is held inside the completion until the test
+ * has destroyed the operation and looked at the allocator: the tuples the
+ * task returned must go with the operation, not after the completion on
+ * the completing thread (which raced a sync_wait that had returned and
+ * dropped the allocator). */
+static atomic_int held_delivered, held_released;
+
+static void hold_in_completion(rec *r) {
+    (void)r;
+    atomic_store(&held_delivered, 1);
+    (void)wait_int_equals(&held_released, 1);
+}
+
+Test(exec_task_fork, returned_tuples_are_freed_with_the_operation_not_after_the_completion) {
+    use_pool(2);
+    for (int direct = 0; direct <= 1; direct++) {
+        reset_state();
+        atomic_store(&held_delivered, 0);
+        atomic_store(&held_released, 0);
+        cnt_alloc frames;
+        cnt_alloc_init(&frames);
+        ex_task_options o = { .allocator = &frames.base };
+        /* direct: the root returns its own await's tuple; else the fork's
+         * children's, through the root. */
+        ex_sender *s = direct ? ex_task_create(g_child, (void *)3, &o) : ex_task_create(g_parent, NULL, &o);
+        rec rr;  /* its fields are written before held_delivered is */
+        rec_init(&rr);
+        rr.after = hold_in_completion;
+        rec_with_scheduler(&rr, ex_pool_scheduler(FS.pool));
+        ex_operation *op = NULL;
+        cr_assert_eq(ex_connect_alloc(s, rec_receiver(&rr), &op).code, 0);
+        ex_sender_release(s);
+        ex_start(op);
+        cr_assert(wait_int_equals(&held_delivered, 1), "the task did not complete");
+        cr_assert_eq(rr.values, 1);
+        cr_assert_str_eq(rr.text, direct ? "tuple#0(int 30, int 31)" : "tuple#0(int 0, int 1); int 99; tuple#0(int 20, int 21)");
+        ex_operation_free(op);
+        long left = atomic_load(&frames.in_use);
+        atomic_store(&held_released, 1);
+        cr_assert_eq(left, 0, "%ld blocks of the task's allocator outlived its operation", left);
+        cr_assert_eq(atomic_load(&frames.in_use), 0);
+    }
+    drop_pool();
+    task_test_end(NULL, NULL);
+}
+
 /* ------------------------------------- more than EX_MAX_ARITY values */
 
 static ex_task_result h_three(ex_task *t, void *arg) {
