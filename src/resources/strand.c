@@ -12,15 +12,10 @@
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
-#include "base/exi_atomic.h"
 #include "base/exi_macros.h"
 #include "core/exi_scheduler.h"
 
 #define TURN_ITEMS 64  /* items per turn before the strand queues itself again */
-
-/* A kick through a schedule operation: whichever of the kicker (after its
- * start returned) and the completion gets here second runs the drain. */
-enum { KICK_IDLE, KICK_STARTING, KICK_DONE_INLINE };
 
 struct ex_strand {
     ex_scheduler under;
@@ -28,7 +23,6 @@ struct ex_strand {
     pthread_mutex_t mu;
     ex_work *head, *tail;       /* under mu */
     bool active;                /* under mu */
-    uint32_t kick_state;        /* KICK_*: a schedule-op kick and its completion meet here */
     uint32_t holders;           /* under mu: owning scheduler handles */
     uint64_t executed;          /* under mu */
     ex_work drain;              /* the drain, when `under` supports post */
@@ -45,6 +39,20 @@ typedef struct drain_frame {
     struct drain_frame *outer;
 } drain_frame;
 static EXI_TLS drain_frame *current;
+
+/* The kicks through a schedule operation whose start is running on this
+ * thread, innermost first.  Its completion inside that start is inline:
+ * the kicker runs the drain after start returns (a loop, not a
+ * recursion).  A completion on any other thread is an agent of the
+ * underlying scheduler and drains there, even before start returned
+ * (telling the two apart by who came second ran items on the poster's
+ * thread). */
+typedef struct kick_frame {
+    ex_strand *s;
+    bool completed;
+    struct kick_frame *outer;
+} kick_frame;
+static EXI_TLS kick_frame *kicking;
 
 static bool kick(ex_strand *s, bool yield);
 
@@ -104,8 +112,11 @@ static void drain_cancel(ex_work *w) { drop_all(EXI_CONTAINER_OF(w, ex_strand, d
 static void drain_value(void *self, const ex_value *v, size_t n) {
     (void)v, (void)n;
     ex_strand *s = self;
-    uint32_t starting = KICK_STARTING;
-    if (exi_cas_u32(&s->kick_state, &starting, KICK_DONE_INLINE)) return;  /* the kicker carries on */
+    for (kick_frame *k = kicking; k; k = k->outer)
+        if (k->s == s) {
+            k->completed = true;  /* the kicker carries on */
+            return;
+        }
     drain(s);
 }
 static void drain_error(void *self, ex_error e) {
@@ -134,11 +145,11 @@ static bool kick(ex_strand *s, bool yield) {
         return false;
     }
     s->drain_op = (ex_operation *)(void *)s->drain_storage;
-    exi_store_rlx_u32(&s->kick_state, KICK_STARTING);
+    kick_frame frame = { s, false, kicking };
+    kicking = &frame;
     ex_start(s->drain_op);
-    uint32_t starting = KICK_STARTING;
-    if (exi_cas_u32(&s->kick_state, &starting, KICK_IDLE)) return false;  /* the completion will drain */
-    exi_store_rlx_u32(&s->kick_state, KICK_IDLE);
+    kicking = frame.outer;
+    if (!frame.completed) return false;  /* the completion drains, wherever it runs */
     if (yield) return true;
     drain(s);  /* the first turn, from a post */
     return false;

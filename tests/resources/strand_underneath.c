@@ -204,7 +204,7 @@ Test(exec_strand, strand_over_a_strand_is_serialised_with_it) {
 /* A scheduler without post: schedule operations queue on a list that the
  * test runs by hand (or complete at once with stopped / error, or connect
  * fails), and every connect and destroy is counted. */
-enum { MS_QUEUE, MS_STOPPED, MS_ERROR, MS_CONNECT_FAILS };
+enum { MS_QUEUE, MS_STOPPED, MS_ERROR, MS_CONNECT_FAILS, MS_HANDOFF };
 
 typedef struct manual {
     pthread_mutex_t mu;
@@ -212,6 +212,8 @@ typedef struct manual {
     int mode;
     atomic_int connects, destroys, starts, live;
     atomic_int stop_driver;  /* tells driver_main to return */
+    atomic_int completions;  /* completions that have returned */
+    pthread_t driver;        /* MS_HANDOFF: the thread that runs the queue */
 } manual;
 
 typedef struct manual_op {
@@ -230,8 +232,10 @@ static manual_op *manual_op_of(ex_work *w) {
 static atomic_int manual_overlaps;  /* a connect while the previous op was not destroyed */
 
 static void manual_run_op(ex_work *w) {
+    manual *m = manual_op_of(w)->m;
     ex_receiver r = manual_op_of(w)->r;
     ex_set_value(r, NULL, 0); /* the receiver may destroy and reuse the op: not touched after */
+    atomic_fetch_add(&m->completions, 1);
 }
 
 static void manual_start(ex_operation *op) {
@@ -249,11 +253,16 @@ static void manual_start(ex_operation *op) {
     o->work.next = NULL;
     o->work.execute = manual_run_op;
     o->work.cancel = NULL;
+    int before = atomic_load(&m->completions);
     pthread_mutex_lock(&m->mu);
     if (m->tail) m->tail->next = &o->work;
     else m->head = &o->work;
     m->tail = &o->work;
     pthread_mutex_unlock(&m->mu);
+    /* MS_HANDOFF, started off the driver: returns only after the driver
+     * completed the operation (a completion elsewhere before start returns). */
+    if (m->mode == MS_HANDOFF && !pthread_equal(pthread_self(), m->driver))
+        (void)wait_int_reaches(&m->completions, before + 1);
 }
 
 static void manual_destroy(ex_operation *op) {
@@ -386,6 +395,27 @@ Test(exec_strand, strand_over_a_scheduler_without_post_driven_by_a_thread) {
     rig_close(&r, true);
     cr_assert_eq(atomic_load(&m.live), 0, "connects %d, destroys %d", atomic_load(&m.connects),
                  atomic_load(&m.destroys));
+    pthread_mutex_destroy(&m.mu);
+}
+
+/* A schedule operation completed on another thread before its start
+ * returned is not an inline completion: the strand drains there, on the
+ * underlying scheduler's agent, never on the poster's thread. */
+Test(exec_strand, strand_drains_where_a_schedule_completes_before_its_start_returns) {
+    enum { N = 20 };
+    manual m;
+    manual_init(&m, MS_HANDOFF);
+    rig r;
+    rig_open_over(&r, manual_scheduler(&m), N, 0);
+    cr_assert_eq(pthread_create(&m.driver, NULL, driver_main, &m), 0);
+    rig_post(&r, 0, N);  /* each post finds the strand idle and kicks it */
+    EXPECT_INT_REACHES(&r.b->ran, N);
+    atomic_store(&m.stop_driver, 1);
+    pthread_join(m.driver, NULL);
+    expect_log_in_order(r.b, N);
+    for (int i = 0; i < N; i++) cr_assert(pthread_equal(r.it[i].tid, m.driver), "item %d ran off the driver thread", i);
+    rig_close(&r, true);
+    cr_assert_eq(atomic_load(&m.live), 0);
     pthread_mutex_destroy(&m.mu);
 }
 
