@@ -59,20 +59,23 @@ TESTS    := $(foreach d,$(TEST_DIRS),$(wildcard tests/$(d)/*.c))
 TEST_OBJ := $(TESTS:tests/%.c=$(BUILD)/tests/%.o)
 EXAMPLES := $(wildcard examples/*.c)
 EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
-DEPS_OK  := $(BUILD)/.deps-ok
+# scripts/deps.sh installs (as root) or names the packages of one purpose;
+# each stamp runs it once per build dir.  Building the library needs only
+# the build purpose; each test tool is asked for by the target that uses it.
+DEPS_OK  := $(BUILD)/.deps-build
+TEST_DEPS := $(BUILD)/.deps-test
 
-.PHONY: all test check-layers check-header-examples test-asan test-tsan stress examples run-examples demo bench install clean deps check-clang
+.PHONY: all test check-layers check-header-examples test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so
 
-# Installs missing system packages (or prints the command) once per build dir.
-$(DEPS_OK): scripts/deps.sh
+$(BUILD)/.deps-%: scripts/deps.sh
 	@mkdir -p $(BUILD)
-	@scripts/deps.sh
+	@scripts/deps.sh $*
 	@touch $@
 
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh build
 
 $(BUILD)/obj/%.o: src/%.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
@@ -95,7 +98,7 @@ $(BUILD)/libcexec.a: $(LIB_OBJ)
 $(BUILD)/libcexec.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDFLAGS_ALL) $(LIBS)
 
-$(BUILD)/tests/%.o: tests/%.c | $(DEPS_OK)
+$(BUILD)/tests/%.o: tests/%.c | $(TEST_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -127,7 +130,7 @@ $(BUILD)/stress/%: tests/stress/%.c $(STRESS_UTIL) tests/stress/stress.h tests/s
 stress: $(STRESS_BIN)
 	@for p in $(STRESS_BIN); do echo "== $$p"; TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $$p || exit 1; done
 
-test-tsan:
+test-tsan: | $(BUILD)/.deps-clang
 	$(MAKE) BUILD=build-tsan CC=clang OPT="-O1 -g" SAN="-fsanitize=thread" stress
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libcexec.a
@@ -147,31 +150,26 @@ demo: $(BUILD)/bench/bench
 	@mkdir -p bench/results
 	$(BUILD)/bench/bench --demo $(DEMO_ARGS)
 
-# Benchmarks against oneTBB and OpenMP (scripts/deps.sh --bench installs them).
+# Benchmarks against oneTBB and OpenMP (scripts/deps.sh bench installs them).
 BENCH_OBJ := $(BUILD)/bench/bench.o $(BUILD)/bench/algos.o $(BUILD)/bench/harness.o $(BUILD)/bench/baselines_omp.o \
              $(BUILD)/bench/baselines_tbb.o $(BUILD)/bench/baselines_fiber.o $(BUILD)/bench/tasks.o \
              $(BUILD)/bench/pool.o \
              $(BUILD)/bench/ex_fib.o $(BUILD)/bench/ex_scan.o
 BENCH_CFLAGS = $(CSTD) -Wall -Wextra -Werror -O3 -march=native -g -pthread -Iinclude -Isrc $(CFLAGS)
 
-$(BUILD)/.bench-deps-ok: scripts/deps.sh
-	@mkdir -p $(BUILD)
-	@scripts/deps.sh --bench
-	@touch $@
-
-$(BUILD)/bench/%.o: bench/%.c bench/harness.h bench/baselines.h bench/bench.h | $(BUILD)/.bench-deps-ok
+$(BUILD)/bench/%.o: bench/%.c bench/harness.h bench/baselines.h bench/bench.h | $(BUILD)/.deps-bench
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -fopenmp -MMD -MP -c $< -o $@
-$(BUILD)/bench/baselines_tbb.o: bench/baselines_tbb.cpp bench/baselines.h | $(BUILD)/.bench-deps-ok
+$(BUILD)/bench/baselines_tbb.o: bench/baselines_tbb.cpp bench/baselines.h | $(BUILD)/.deps-bench
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -O3 -march=native -g -pthread -c $< -o $@
-$(BUILD)/bench/baselines_fiber.o: bench/baselines_fiber.cpp bench/baselines.h | $(BUILD)/.bench-deps-ok
+$(BUILD)/bench/baselines_fiber.o: bench/baselines_fiber.cpp bench/baselines.h | $(BUILD)/.deps-bench
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -O3 -march=native -g -pthread -c $< -o $@
-$(BUILD)/bench/ex_%.o: examples/%.c | $(BUILD)/.bench-deps-ok
+$(BUILD)/bench/ex_%.o: examples/%.c | $(BUILD)/.deps-bench
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -DCEXEC_EXAMPLE_NO_MAIN -MMD -MP -c $< -o $@
-$(BUILD)/bench/ex_scan.o: examples/inclusive_scan.c | $(BUILD)/.bench-deps-ok
+$(BUILD)/bench/ex_scan.o: examples/inclusive_scan.c | $(BUILD)/.deps-bench
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -DCEXEC_EXAMPLE_NO_MAIN -MMD -MP -c $< -o $@
 $(BUILD)/bench/bench: $(BENCH_OBJ) $(BUILD)/libcexec.a
@@ -193,7 +191,7 @@ check-header-examples:
 	@scripts/check-header-examples.sh
 
 # Warning-free with clang as well (used by CI).
-check-clang:
+check-clang: | $(BUILD)/.deps-clang
 	$(MAKE) BUILD=build-clang CC=clang all examples $(BUILD)-clang/tests/cexec_tests
 
 cexec.pc: cexec.pc.in
@@ -208,6 +206,18 @@ install: all cexec.pc
 	ln -sf libcexec.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec.so
 	install -m 644 $(BUILD)/cexec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -d $(DESTDIR)$(PREFIX)/share/doc/cexec
+	install -m 644 LICENSE THIRD-PARTY-NOTICES $(DESTDIR)$(PREFIX)/share/doc/cexec/
+
+# Removes what install put in place (and the directories it made, if empty).
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/include/cexec/,$(notdir $(wildcard include/cexec/*.h)))
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/include/cexec/detail/,$(notdir $(wildcard include/cexec/detail/*.h)))
+	rm -f $(DESTDIR)$(PREFIX)/lib/libcexec.a $(DESTDIR)$(PREFIX)/lib/libcexec.so.$(VERSION)
+	rm -f $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec.so
+	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/cexec.pc
+	rm -f $(DESTDIR)$(PREFIX)/share/doc/cexec/LICENSE $(DESTDIR)$(PREFIX)/share/doc/cexec/THIRD-PARTY-NOTICES
+	-rmdir $(DESTDIR)$(PREFIX)/include/cexec/detail $(DESTDIR)$(PREFIX)/include/cexec $(DESTDIR)$(PREFIX)/share/doc/cexec 2>/dev/null
 
 clean:
 	rm -rf build build-asan build-clang build-tsan

@@ -20,7 +20,7 @@ $(BUILD)/context/qemu_context: $(CTX_SRC) $(CTX_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CTX_CFLAGS) $(CFLAGS) -o $@ $(CTX_SRC)
 
-$(BUILD)/context/qemu_context_aarch64: $(CTX_SRC) $(CTX_HDR)
+$(BUILD)/context/qemu_context_aarch64: $(CTX_SRC) $(CTX_HDR) | $(BUILD)/.deps-cross
 	@mkdir -p $(dir $@)
 	@command -v $(CROSS_CC) >/dev/null || { echo "$(CROSS_CC) not found (scripts/deps.sh installs gcc-aarch64-linux-gnu)" >&2; exit 1; }
 	$(CROSS_CC) $(CTX_CFLAGS) -static -o $@ $(CTX_SRC)

@@ -36,11 +36,11 @@ FUZZ_OPTS        ?= -max_len=512 -timeout=10 -rss_limit_mb=2048 -print_final_sta
 
 fuzz-build: $(FUZZ_BIN)
 
-$(FUZZ_DIR)/obj/%.o: src/%.c | $(DEPS_OK)
+$(FUZZ_DIR)/obj/%.o: src/%.c | $(DEPS_OK) $(BUILD)/.deps-clang
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_LIB_CFLAGS) -MMD -MP -c $< -o $@
 
-$(FUZZ_MODEL_OBJ): fuzz/algo_model.c $(FUZZ_HDR)
+$(FUZZ_MODEL_OBJ): fuzz/algo_model.c $(FUZZ_HDR) | $(BUILD)/.deps-clang
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_COMMON) -Wall -Wextra -Werror -Wshadow -c $< -o $@
 

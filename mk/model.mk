@@ -61,7 +61,7 @@ MODEL_CHECKS := \
 
 .PHONY: model-check
 
-model-check:
+model-check: | $(BUILD)/.deps-model
 	@command -v $(SPIN) >/dev/null 2>&1 || { echo "model-check: $(SPIN) not found (Debian package spin: apt-get install spin)" >&2; exit 1; }
 	@command -v $(MODEL_CC) >/dev/null 2>&1 || { echo "model-check: $(MODEL_CC) not found" >&2; exit 1; }
 	@mkdir -p $(MODEL_BUILD)

@@ -11,7 +11,7 @@
 
 .PHONY: valgrind clean-valgrind
 
-valgrind:
+valgrind: | $(BUILD)/.deps-valgrind $(BUILD)/.deps-test
 	VG_SUITES="$(VG_SUITES)" VG_JOBS="$(VG_JOBS)" VG_EXAMPLES="$(VG_EXAMPLES)" scripts/valgrind.sh
 
 clean-valgrind:

@@ -1,30 +1,68 @@
 #!/bin/sh
-# Installs what cexec needs to build, test and benchmark on Debian 12.
-# Idempotent and quick when everything is present: it only calls apt-get for
-# packages dpkg does not report as installed.  Run as root to install; as any
-# other user it prints the exact command to run.
+# SPDX-License-Identifier: MIT
+# Installs the Debian 12 packages one purpose of cexec needs.  Idempotent
+# and quick when everything is present: it calls apt-get only for packages
+# dpkg does not report as installed.  Run as root to install; as any other
+# user it succeeds when the packages are present and otherwise prints the
+# exact command to run.
 #
-#   scripts/deps.sh           build + test dependencies
-#   scripts/deps.sh --bench   also the benchmark baselines and plotting (oneTBB, Boost.Fiber, gnuplot)
-#   scripts/deps.sh --check   exit 1 (printing what is missing) without installing
+#   scripts/deps.sh [--check] [PURPOSE...]
+#
+#   build      building and installing the library (the default): a C
+#              compiler, make, libck-dev, libjemalloc-dev
+#   test       make test: build + Criterion and a C++ compiler (the public
+#              headers are compiled as C++ too)
+#   clang      make check-clang, test-tsan, fuzz-ci: clang and its runtimes
+#   valgrind   make valgrind
+#   cross      make test-aarch64: the aarch64 cross compiler and qemu-user
+#   model      make model-check: spin
+#   bench      make bench / demo: test + oneTBB, Boost.Fiber, gnuplot
+#   ci         every purpose above (.ci/run)
+#   --bench    the same as bench (older spelling)
+#   --check    exit 1, printing what is missing, without installing
+#   --help     this text
 set -eu
 
-PKGS="build-essential pkg-config clang libclang-rt-14-dev libck-dev libcriterion-dev libjemalloc-dev valgrind"
-# The aarch64 context switch is cross-compiled and run under qemu-user.
-PKGS="$PKGS gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
-# The pool's park/wake protocol is model-checked with spin (make model-check).
-PKGS="$PKGS spin"
+pkgs_for() {
+    case "$1" in
+        build) echo "gcc make libc6-dev libck-dev libjemalloc-dev" ;;
+        test) echo "$(pkgs_for build) g++ libcriterion-dev" ;;
+        clang) echo "clang libclang-rt-14-dev" ;;
+        valgrind) echo "valgrind" ;;
+        cross) echo "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" ;;
+        model) echo "spin" ;;
+        bench) echo "$(pkgs_for test) libtbb-dev libboost-fiber-dev gnuplot-nox" ;;
+        ci) echo "$(pkgs_for bench) $(pkgs_for clang) $(pkgs_for valgrind) $(pkgs_for cross) $(pkgs_for model) pkg-config" ;;
+        *) return 1 ;;
+    esac
+}
+
+PKGS=""
 CHECK_ONLY=
 for arg in "$@"; do
     case "$arg" in
-        --bench) PKGS="$PKGS libtbb-dev libboost-fiber-dev gnuplot-nox" ;;
         --check) CHECK_ONLY=1 ;;
-        *) echo "scripts/deps.sh: unknown option $arg" >&2; exit 2 ;;
+        -h | --help) sed -n '3,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+        --bench) PKGS="$PKGS $(pkgs_for bench)" ;;
+        *)
+            if ! more=$(pkgs_for "$arg"); then
+                echo "scripts/deps.sh: unknown purpose '$arg' (build test clang valgrind cross model bench ci)" >&2
+                exit 2
+            fi
+            PKGS="$PKGS $more"
+            ;;
     esac
 done
+[ -n "$PKGS" ] || PKGS=$(pkgs_for build)
+
+# Not Debian: nothing to ask.  Let the compiler say what is missing.
+if ! command -v dpkg-query >/dev/null 2>&1; then
+    exit 0
+fi
 
 missing=""
 for p in $PKGS; do
+    case " $missing " in *" $p "*) continue ;; esac
     st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
     case "$st" in
         *"install ok installed"*) ;;
