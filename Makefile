@@ -65,7 +65,7 @@ EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-build
 TEST_DEPS := $(BUILD)/.deps-test
 
-.PHONY: all test check-layers check-header-examples test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
+.PHONY: all test check-layers check-header-examples check-headers test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so
 
@@ -109,7 +109,7 @@ $(BUILD)/tests/cexec_tests: $(TEST_OBJ) $(BUILD)/libcexec.a
 # Leaks are checked inside each test body (expect_no_leaks calls
 # __lsan_do_recoverable_leak_check); the exit-time check is off because
 # Criterion's runner keeps a few bytes of its own at exit.
-test: check-layers check-header-examples $(BUILD)/tests/cexec_tests
+test: check-layers check-header-examples check-headers $(BUILD)/tests/cexec_tests
 	ASAN_OPTIONS="leak_check_at_exit=0 $(ASAN_OPTIONS)" $(BUILD)/tests/cexec_tests --jobs 2 $(TEST_ARGS)
 
 test-asan:
@@ -189,6 +189,12 @@ check-layers: $(LIB_OBJ)
 check-header-examples:
 	@scripts/check-header-examples.sh --self-test
 	@scripts/check-header-examples.sh
+
+# Every public header compiles on its own as C17, C++17 and C++20, and
+# the public macros work from C++ (tests/cxx/macros.cpp, g++ and clang++).
+check-headers: $(BUILD)/libcexec.a | $(TEST_DEPS)
+	@scripts/check-headers.sh --self-test
+	@CC="$(CC)" CXX="$(CXX)" SAN="$(SAN)" LIBS="$(LIBS)" scripts/check-headers.sh $(BUILD)
 
 # Warning-free with clang as well (used by CI).
 check-clang: | $(BUILD)/.deps-clang

@@ -16,9 +16,13 @@ extern "C" {
 ex_sender *ex_just_n(const ex_value *v, size_t n);
 
 /* ex_just() and ex_just(a, b, ...) with ex_value arguments. */
+#ifndef __cplusplus
 #define ex_just(...) \
     ex_just_n((const ex_value[]){ ex_none(), __VA_ARGS__ } + 1, \
               sizeof((ex_value[]){ ex_none(), __VA_ARGS__ }) / sizeof(ex_value) - 1)
+#else  /* no compound literals in C++: a list that lives until ex_just_n has copied it */
+#define ex_just(...) exi_cxx_just({ __VA_ARGS__ })
+#endif
 
 /* Completes with set_error(e).  e.msg must be static; e.data is borrowed
  * for as long as the sender lives. */
@@ -37,5 +41,10 @@ ex_sender *ex_read_env(const ex_key *key, ex_type type);
 
 #ifdef __cplusplus
 }
+#endif
+
+#ifdef __cplusplus
+#include <initializer_list>
+static inline ex_sender *exi_cxx_just(std::initializer_list<ex_value> v) { return ex_just_n(v.begin(), v.size()); }
 #endif
 #endif

@@ -94,6 +94,7 @@
 
 #include <cexec/scope.h>
 #include <cexec/types.h>
+#include <cexec/value.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -42,13 +42,22 @@ bool ex_value_equal(const ex_value *a, const ex_value *b);
 
 /* EX_SIG(EX_T_INT, EX_T_DOUBLE) is the signature set_value(int, double);
  * EX_SIG0 is set_value().  EX_SIG_ANY1 is one datum of any type. */
+#ifndef __cplusplus
 #define EX_SIG0 ((ex_sig){ 0, { 0 } })
 #define EX_SIG(...) \
     ((ex_sig){ (uint8_t)(sizeof((uint8_t[]){ __VA_ARGS__ }) / sizeof(uint8_t)), { __VA_ARGS__ } })
+#else  /* C++ has no compound literals: the same values, built by exi_cxx_sig below */
+#define EX_SIG0 (ex_sig{ 0, { 0 } })
+#define EX_SIG(...) exi_cxx_sig(__VA_ARGS__)
+#endif
 #define EX_SIG_ANY1 EX_SIG(EX_T_ANY)
 
 /* An input signature that accepts any arity (the callback checks itself). */
+#ifndef __cplusplus
 #define EX_SIG_VARIADIC ((ex_sig){ 0xff, { 0 } })
+#else
+#define EX_SIG_VARIADIC (ex_sig{ 0xff, { 0 } })
+#endif
 
 /* A signature whose arity is above EX_MAX_ARITY (other than
  * EX_SIG_VARIADIC's) matches no values and is compatible with no other
@@ -81,6 +90,17 @@ int ex_sigs_find(const ex_sigs *s, const ex_value *v, size_t n);
 bool ex_sigs_subset(const ex_sigs *sigs, const ex_sigs *accepts, const char **why);
 
 #ifdef __cplusplus
+}
+#endif
+
+#ifdef __cplusplus
+/* EX_SIG in C++: a constant expression; more than EX_MAX_ARITY types do
+ * not compile, as in C. */
+template <typename... T>
+constexpr ex_sig exi_cxx_sig(T... types) {
+    static_assert(sizeof...(T) <= EX_MAX_ARITY, "EX_SIG: more than EX_MAX_ARITY types");
+    ex_sig s{ static_cast<uint8_t>(sizeof...(T)), { static_cast<uint8_t>(types)... } };
+    return s;
 }
 #endif
 #endif

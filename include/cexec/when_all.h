@@ -26,18 +26,34 @@ extern "C" {
 ex_sender *ex_when_all_n(ex_sender *const *children, size_t n);
 
 /* ex_when_all(a, b, ...) */
+#ifndef __cplusplus
 #define ex_when_all(...) \
     ex_when_all_n((ex_sender *const[]){ __VA_ARGS__ }, sizeof((ex_sender *[]){ __VA_ARGS__ }) / sizeof(ex_sender *))
+#else  /* no compound literals in C++ */
+#define ex_when_all(...) exi_cxx_when_all({ __VA_ARGS__ })
+#endif
 
 /* when_all(into_variant(children)...): each child contributes one EX_T_TUPLE
  * value; children may have several value signatures. */
 ex_sender *ex_when_all_with_variant_n(ex_sender *const *children, size_t n);
 
+#ifndef __cplusplus
 #define ex_when_all_with_variant(...)                                   \
     ex_when_all_with_variant_n((ex_sender *const[]){ __VA_ARGS__ },     \
                                sizeof((ex_sender *[]){ __VA_ARGS__ }) / sizeof(ex_sender *))
+#else
+#define ex_when_all_with_variant(...) exi_cxx_when_all_with_variant({ __VA_ARGS__ })
+#endif
 
 #ifdef __cplusplus
+}
+#endif
+
+#ifdef __cplusplus
+#include <initializer_list>
+static inline ex_sender *exi_cxx_when_all(std::initializer_list<ex_sender *> c) { return ex_when_all_n(c.begin(), c.size()); }
+static inline ex_sender *exi_cxx_when_all_with_variant(std::initializer_list<ex_sender *> c) {
+    return ex_when_all_with_variant_n(c.begin(), c.size());
 }
 #endif
 #endif
