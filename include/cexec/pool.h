@@ -129,7 +129,9 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out);
  * or set_stopped() when the receiver's stop token is stopped at the moment
  * the item runs, or set_error(EX_ESHUTDOWN) when started after shutdown
  * began.  Forward progress: parallel.  post never runs the item inline;
- * dispatch runs it inline when called on a worker of this pool. */
+ * dispatch runs it inline when called on a worker of this pool.  NULL p:
+ * the invalid handle (vt NULL: ex_schedule gives an invalid sender,
+ * ex_post and ex_dispatch EX_EINVAL). */
 ex_scheduler ex_pool_scheduler(ex_pool *p);
 
 unsigned ex_pool_size(const ex_pool *p);

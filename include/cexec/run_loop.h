@@ -56,7 +56,8 @@ bool ex_run_loop_run_one(ex_run_loop *loop);
  * completes with set_stopped if the receiver's stop token has stop
  * requested, else set_value().  Equal schedulers come from the same loop.
  * ex_post queues a work item; ex_dispatch runs it inline when called from
- * the thread inside run(), else queues it. */
+ * the thread inside run(), else queues it.  NULL loop: the invalid handle
+ * (vt NULL). */
 ex_scheduler ex_run_loop_scheduler(ex_run_loop *loop);
 
 size_t ex_run_loop_count(ex_run_loop *loop);

@@ -40,7 +40,9 @@ typedef struct ex_counting_scope { ex_scope_impl impl; } ex_counting_scope;
 typedef struct ex_scope_token { ex_scope_impl *scope; } ex_scope_token;
 
 /* Initialise an open scope with no association.  EX_EAGAIN if a mutex
- * cannot be created. */
+ * cannot be created, EX_EINVAL for NULL.  (Every function below takes a
+ * NULL scope too: a NULL token, an invalid join sender, EX_EINVAL from
+ * destroy, nothing done by close and request_stop.) */
 ex_error ex_simple_counting_scope_init(ex_simple_counting_scope *s);
 ex_error ex_counting_scope_init(ex_counting_scope *s);
 

@@ -28,7 +28,7 @@ ex_error ex_single_thread_context_init(ex_single_thread_context *ctx);
  * began.  ex_post and ex_dispatch from another thread return EX_ESHUTDOWN
  * from then on; ex_dispatch on the context's own thread runs the item
  * inline.  Every accepted submission runs exactly once before destroy
- * returns. */
+ * returns.  NULL ctx: the invalid handle (vt NULL). */
 ex_scheduler ex_single_thread_context_scheduler(ex_single_thread_context *ctx);
 
 pthread_t ex_single_thread_context_thread_id(ex_single_thread_context *ctx);

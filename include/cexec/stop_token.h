@@ -36,7 +36,9 @@ typedef struct ex_stop_callback {
 
 #define EX_STOP_SOURCE_INIT { 0, 0, 0, 0 }
 
-/* Initialises a source with stop not requested. */
+/* Initialises a source with stop not requested.  (Every function here
+ * takes NULL: a NULL source is never stopped and request_stop on it
+ * returns false; a NULL callback or function is neither registered nor run.) */
 void ex_stop_source_init(ex_stop_source *s);
 
 /* The token of s.  stop_possible() is true for it. */

@@ -47,7 +47,8 @@ typedef struct ex_strand ex_strand;
  * operation is aligned beyond max_align_t), EX_ENOMEM, EX_EAGAIN (mutex). */
 ex_error ex_strand_create(ex_scheduler under, const struct ex_allocator *alloc, ex_strand **out);
 
-/* The strand's scheduler handle (valid while the strand lives). */
+/* The strand's scheduler handle (valid while the strand lives); NULL s:
+ * the invalid handle (vt NULL). */
 ex_scheduler ex_strand_scheduler(ex_strand *s);
 
 /* Items the strand took from its queue so far (posted or scheduled ones,

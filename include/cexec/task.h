@@ -200,9 +200,12 @@ typedef struct ex_await_result {
  * (from the task's allocator; EX_ENOMEM as an EX_AWAIT_ERROR), and stay
  * readable until the next ex_await, ex_task_yield or
  * ex_change_coroutine_scheduler (each is an await) — or, when the body
- * returns them, until the task's completion has been delivered.  Strings and pointers are not
+ * returns them, until the task's operation state is destroyed.  Strings and pointers are not
  * copied: they point where the sender put them.  Connect errors come back as
- * EX_AWAIT_ERROR.  Call only from t's own body. */
+ * EX_AWAIT_ERROR.  Call only from t's own body; a NULL t gives
+ * EX_AWAIT_ERROR (EX_EINVAL) and releases s.  (The other functions here
+ * take a NULL task too: EX_EINVAL, the invalid scheduler, the empty env,
+ * the never-stop token, false.) */
 static inline ex_await_result ex_await(ex_task *t, ex_sender *s);
 
 /* ex_await writing into *out (what ex_await does; inline above, so the

@@ -3,6 +3,8 @@
  * The callback runs on the agent where the child completes, with the
  * child's datums borrowed for the call.  It writes `out.arity` results into
  * out[] and returns ex_ok(), or returns an error, which becomes set_error.
+ * Results that do not match `out`, one left unset, or one written past
+ * out.arity are set_error(EX_EINVAL).
  * Other channels pass through unchanged; the completion schedulers are the
  * child's. */
 #ifndef CEXEC_THEN_H

@@ -31,6 +31,10 @@ typedef struct then_op {
 
 static const char *const names[] = { "ex_then", "ex_upon_error", "ex_upon_stopped" };
 
+/* Not a type: marks the slot after the declared results, so a function
+ * that writes one result too many is caught instead of being cut short. */
+#define OUT_GUARD ((ex_type)0x7f)
+
 /* Output slots start untyped and zeroed: a function that leaves a result
  * unset is caught by the output check instead of sending garbage. */
 static void clear_out(ex_value *out, unsigned n) {
@@ -41,6 +45,7 @@ static void clear_out(ex_value *out, unsigned n) {
         __asm__("" : "+r"(v));
         *v = (ex_value){ .type = EX_T_ANY };
     }
+    if (n < EX_MAX_ARITY) out[n].type = OUT_GUARD;
 }
 
 /* Sends fn's results on, or its error.  By address: copying the error
@@ -51,6 +56,8 @@ static void finish_call(then_op *o, const ex_error *fe, ex_value *out) {
         ex_error e = *fe;
         if (!e.msg) e.msg = names[o->kind];
         ex_set_error(o->r, e);
+    } else if (o->out.arity < EX_MAX_ARITY && out[o->out.arity].type != OUT_GUARD) {
+        ex_set_error(o->r, ex_err(EX_EINVAL, "ex_then/upon_*: the function wrote more results than its declared output signature has"));
     } else if (!exi_sig_matches(&o->out, out, o->out.arity)) {
         ex_set_error(o->r, ex_err(EX_EINVAL, "ex_then/upon_*: the function's results do not match its declared output signature"));
     } else {

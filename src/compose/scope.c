@@ -25,17 +25,36 @@ static ex_error scope_init(ex_scope_impl *s, bool stoppable) {
     return ex_ok();
 }
 
-ex_error ex_simple_counting_scope_init(ex_simple_counting_scope *s) { return scope_init(&s->impl, false); }
-ex_error ex_counting_scope_init(ex_counting_scope *s) { return scope_init(&s->impl, true); }
+ex_error ex_simple_counting_scope_init(ex_simple_counting_scope *s) {
+    if (!s) return ex_err(EX_EINVAL, "ex_simple_counting_scope_init: NULL scope");
+    return scope_init(&s->impl, false);
+}
+ex_error ex_counting_scope_init(ex_counting_scope *s) {
+    if (!s) return ex_err(EX_EINVAL, "ex_counting_scope_init: NULL scope");
+    return scope_init(&s->impl, true);
+}
 
-ex_scope_token ex_simple_counting_scope_token(ex_simple_counting_scope *s) { ex_scope_token t = { &s->impl }; return t; }
-ex_scope_token ex_counting_scope_token(ex_counting_scope *s) { ex_scope_token t = { &s->impl }; return t; }
+/* A NULL scope gives the empty token, with which nothing associates. */
+ex_scope_token ex_simple_counting_scope_token(ex_simple_counting_scope *s) {
+    ex_scope_token t = { s ? &s->impl : NULL };
+    return t;
+}
+ex_scope_token ex_counting_scope_token(ex_counting_scope *s) {
+    ex_scope_token t = { s ? &s->impl : NULL };
+    return t;
+}
 
 static void scope_close(ex_scope_impl *s) { (void)exi_fas_or_u64(&s->state, CLOSED); }
-void ex_simple_counting_scope_close(ex_simple_counting_scope *s) { scope_close(&s->impl); }
-void ex_counting_scope_close(ex_counting_scope *s) { scope_close(&s->impl); }
+void ex_simple_counting_scope_close(ex_simple_counting_scope *s) {
+    if (s) scope_close(&s->impl);
+}
+void ex_counting_scope_close(ex_counting_scope *s) {
+    if (s) scope_close(&s->impl);
+}
 
-void ex_counting_scope_request_stop(ex_counting_scope *s) { ex_stop_source_request_stop(&s->impl.stop); }
+void ex_counting_scope_request_stop(ex_counting_scope *s) {
+    if (s) ex_stop_source_request_stop(&s->impl.stop);
+}
 
 bool ex_scope_token_try_associate(ex_scope_token t) {
     if (!t.scope) return false;
@@ -63,6 +82,7 @@ static void join_complete(join_op *o) {
 
 void ex_scope_token_disassociate(ex_scope_token t) {
     ex_scope_impl *s = t.scope;
+    if (!s) return;
     /* The last association of a joining scope closes it in the same atomic
      * step, so no association can slip in before the joins complete. */
     uint64_t old = exi_load_rlx_u64(&s->state), next;
@@ -134,8 +154,14 @@ static ex_sender *scope_join(ex_scope_impl *scope) {
     return s;
 }
 
-ex_sender *ex_simple_counting_scope_join(ex_simple_counting_scope *s) { return scope_join(&s->impl); }
-ex_sender *ex_counting_scope_join(ex_counting_scope *s) { return scope_join(&s->impl); }
+ex_sender *ex_simple_counting_scope_join(ex_simple_counting_scope *s) {
+    if (!s) return ex_invalid_sender(EX_EINVAL, "ex_simple_counting_scope_join: NULL scope");
+    return scope_join(&s->impl);
+}
+ex_sender *ex_counting_scope_join(ex_counting_scope *s) {
+    if (!s) return ex_invalid_sender(EX_EINVAL, "ex_counting_scope_join: NULL scope");
+    return scope_join(&s->impl);
+}
 
 static ex_error scope_destroy(ex_scope_impl *s) {
     pthread_mutex_lock(&s->mu);
@@ -146,8 +172,14 @@ static ex_error scope_destroy(ex_scope_impl *s) {
     return ex_ok();
 }
 
-ex_error ex_simple_counting_scope_destroy(ex_simple_counting_scope *s) { return scope_destroy(&s->impl); }
-ex_error ex_counting_scope_destroy(ex_counting_scope *s) { return scope_destroy(&s->impl); }
+ex_error ex_simple_counting_scope_destroy(ex_simple_counting_scope *s) {
+    if (!s) return ex_err(EX_EINVAL, "ex_simple_counting_scope_destroy: NULL scope");
+    return scope_destroy(&s->impl);
+}
+ex_error ex_counting_scope_destroy(ex_counting_scope *s) {
+    if (!s) return ex_err(EX_EINVAL, "ex_counting_scope_destroy: NULL scope");
+    return scope_destroy(&s->impl);
+}
 
 static void record_error(ex_scope_impl *s, ex_error e) {
     uint32_t expected = 0;

@@ -22,6 +22,7 @@
 enum { STOP = 1u, LOCK = 2u };
 
 void ex_stop_source_init(ex_stop_source *s) {
+    if (!s) return;
     s->state = 0;
     s->head = NULL;
     s->stopping_thread = NULL;
@@ -46,14 +47,14 @@ static void unlock_list(ex_stop_source *s, uint32_t stop_bit) {
 }
 
 bool ex_stop_source_stop_requested(const ex_stop_source *s) {
-    return (exi_load_acq_u32(&s->state) & STOP) != 0;
+    return s && (exi_load_acq_u32(&s->state) & STOP) != 0;
 }
 
 bool ex_stop_token_stop_requested(ex_stop_token t) {
     return t.src && ex_stop_source_stop_requested(t.src);
 }
 
-bool ex_stop_source_request_stop(ex_stop_source *s) { return exi_stop_source_request_stop_counted(s, NULL, NULL); }
+bool ex_stop_source_request_stop(ex_stop_source *s) { return s && exi_stop_source_request_stop_counted(s, NULL, NULL); }
 
 void (*exi_stop_counted_hook)(void);
 
@@ -95,6 +96,7 @@ bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *begun, ui
 }
 
 bool ex_stop_callback_register(ex_stop_callback *cb, ex_stop_token t, ex_stop_fn fn) {
+    if (!cb || !fn) return false;
     cb->fn = fn;
     cb->next = cb->prev = NULL;
     cb->queued = 0;
@@ -129,6 +131,7 @@ static void wait_until_returned(ex_stop_source *s, ex_stop_callback *cb) {
 }
 
 void ex_stop_callback_deregister(ex_stop_callback *cb) {
+    if (!cb) return;
     ex_stop_source *s = cb->src;
     if (!s) return;  /* never in a list, or deregistered for good already */
     uint32_t st = lock_list(s);

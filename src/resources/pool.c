@@ -569,7 +569,7 @@ static const ex_scheduler_vtable pool_vt = {
 };
 
 ex_scheduler ex_pool_scheduler(ex_pool *p) {
-    ex_scheduler s = { &pool_vt, p };
+    ex_scheduler s = { p ? &pool_vt : NULL, p };  /* NULL: the invalid handle */
     return s;
 }
 

@@ -145,6 +145,6 @@ static const ex_scheduler_vtable loop_vt = {
 };
 
 ex_scheduler ex_run_loop_scheduler(ex_run_loop *loop) {
-    ex_scheduler s = { &loop_vt, loop };
+    ex_scheduler s = { loop ? &loop_vt : NULL, loop };  /* NULL: the invalid handle */
     return s;
 }

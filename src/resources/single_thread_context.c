@@ -103,7 +103,7 @@ static const ex_scheduler_vtable ctx_vt = {
 };
 
 ex_scheduler ex_single_thread_context_scheduler(ex_single_thread_context *ctx) {
-    ex_scheduler s = { &ctx_vt, ctx };
+    ex_scheduler s = { ctx ? &ctx_vt : NULL, ctx };  /* NULL: the invalid handle */
     return s;
 }
 

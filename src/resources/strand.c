@@ -251,7 +251,7 @@ ex_error ex_strand_create(ex_scheduler under, const ex_allocator *alloc, ex_stra
 }
 
 ex_scheduler ex_strand_scheduler(ex_strand *s) {
-    ex_scheduler sch = { &strand_vt, s };
+    ex_scheduler sch = { s ? &strand_vt : NULL, s };  /* NULL: the invalid handle */
     return sch;
 }
 

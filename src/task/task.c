@@ -43,17 +43,21 @@ bool exi_task_await_env_query(const ex_env_node *n, const ex_key *key, ex_value 
 }
 
 ex_env ex_task_env(const ex_task *t) {
+    if (!t) return ex_env_empty();
     ex_env e = { &t->env_node, 0 };
     return e;
 }
 
-ex_scheduler ex_task_scheduler(const ex_task *t) { return t->sched; }
+ex_scheduler ex_task_scheduler(const ex_task *t) {
+    if (!t) return (ex_scheduler){ NULL, NULL };
+    return t->sched;
+}
 
 /* The receiver's token itself: every token is an in-place one in C, so the
  * task needs no source of its own and no callback forwarding to it (which
  * P3552's task registers only when the receiver's token type differs). */
-ex_stop_token ex_task_stop_token(const ex_task *t) { return ex_get_stop_token(ex_receiver_env(t->r)); }
-bool ex_task_is_stopped(const ex_task *t) { return t->stopped; }
+ex_stop_token ex_task_stop_token(const ex_task *t) { return t ? ex_get_stop_token(ex_receiver_env(t->r)) : ex_never_stop_token(); }
+bool ex_task_is_stopped(const ex_task *t) { return t && t->stopped; }
 
 /* ------------------------------------------------------------- results */
 

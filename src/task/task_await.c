@@ -469,6 +469,11 @@ static void *await_storage(ex_task *t, size_t size, size_t align) {
 }
 
 void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
+    if (__builtin_expect(!t, 0)) {
+        ex_sender_release(s);
+        await_fail(out, ex_err(EX_EINVAL, "ex_await: NULL task (pass the ex_task * the body was given)"));
+        return;
+    }
     release_await(t);
     if (t->stopped) {
         ex_sender_release(s);

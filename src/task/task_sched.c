@@ -20,6 +20,7 @@ static void yield_execute(ex_work *w) {
 static void yield_cancel(ex_work *w) { exi_task_await_stopped(EXI_CONTAINER_OF(w, ex_task, yield_work)); }
 
 ex_error ex_task_yield(ex_task *t) {
+    if (!t) return ex_err(EX_EINVAL, "ex_task_yield: NULL task");
     if (t->stopped) return ex_err(EX_ECANCELED, "ex_task_yield: the task is stopped");
     ex_scheduler s = t->sched;
     ex_await_result out;
@@ -77,6 +78,7 @@ static void return_to(ex_task *t, ex_scheduler prev) {
 }
 
 ex_scheduler ex_change_coroutine_scheduler(ex_task *t, ex_scheduler sch) {
+    if (!t) return (ex_scheduler){ NULL, NULL };
     ex_scheduler prev = t->sched;
     if (!sch.vt || t->stopped) return prev;  /* a stopped task stays where it is */
     /* The task keeps its hold on prev until it completes (see held_schedulers),

@@ -280,6 +280,32 @@ Test(exec_then, then_any_output_left_unset_is_einval) {
     expect_no_leaks();
 }
 
+/* Declares one result and writes two. */
+static ex_error fn_writes_two(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)in, (void)n;
+    out[0] = ex_int(1);
+    out[1] = ex_int(2);
+    return ex_ok();
+}
+
+static ex_error ue_writes_two(void *ctx, ex_error e, ex_value *out) {
+    (void)ctx, (void)e;
+    out[0] = ex_int(1);
+    out[1] = ex_int(2);
+    return ex_ok();
+}
+
+Test(exec_then, a_result_written_past_the_declared_output_is_einval) {
+    ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_writes_two, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
+    expect_error(&r, EX_EINVAL);
+    cr_assert(strstr(r.error.msg, "more results"), "%s", r.error.msg);
+    ex_result_destroy(&r);
+    expect_sync_error(ex_upon_error(ex_just_error(ex_err(EX_EUSER, "x")), ue_writes_two, NULL, EX_SIG(EX_T_INT)), EX_EINVAL);
+    /* Declared two: both are sent. */
+    expect_sync_values(ex_then(ex_just(ex_int(1)), fn_writes_two, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT, EX_T_INT)), 2);
+    expect_no_leaks();
+}
+
 Test(exec_then, then_output_arity_too_large_is_invalid) {
     seen sn = { 0 };
     ex_sig big = EX_SIG0;

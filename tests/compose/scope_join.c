@@ -246,3 +246,23 @@ SCOPE_TEST(try_associate_fails_when_closed_or_without_a_scope, 0) {
     cr_assert_not(ex_scope_token_try_associate(none));
 }
 
+/* A NULL scope is an error, not a crash, in every scope function. */
+Test(exec_scope, null_scopes_are_errors) {
+    expect_err(ex_counting_scope_init(NULL), EX_EINVAL);
+    expect_err(ex_simple_counting_scope_init(NULL), EX_EINVAL);
+    expect_invalid(ex_counting_scope_join(NULL), EX_EINVAL);
+    expect_invalid(ex_simple_counting_scope_join(NULL), EX_EINVAL);
+    expect_err(ex_counting_scope_destroy(NULL), EX_EINVAL);
+    expect_err(ex_simple_counting_scope_destroy(NULL), EX_EINVAL);
+    ex_counting_scope_close(NULL);
+    ex_simple_counting_scope_close(NULL);
+    ex_counting_scope_request_stop(NULL);
+    ex_scope_token t = ex_counting_scope_token(NULL);
+    cr_assert_null(t.scope);
+    cr_assert_null(ex_simple_counting_scope_token(NULL).scope);
+    cr_assert_not(ex_scope_token_try_associate(t));
+    ex_scope_token_disassociate(t);
+    expect_err(ex_spawn(ex_just(), t), EX_EINVAL);
+    expect_invalid(ex_spawn_future(ex_just(), t), EX_EINVAL);
+    expect_no_leaks();
+}

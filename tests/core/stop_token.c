@@ -255,3 +255,19 @@ Test(stoptoken_inplace, concurrent_requests_exactly_one_wins) {
     for (int i = 0; i < N; i++) ex_stop_callback_deregister(&c[i].cb);
     expect_no_leaks();
 }
+
+/* NULL is never a crash: a NULL source is never stopped, and a NULL
+ * callback or function is neither registered nor run. */
+Test(stoptoken_inplace, null_sources_and_callbacks_are_refused_quietly) {
+    ex_stop_source_init(NULL);
+    cr_assert_not(ex_stop_source_request_stop(NULL));
+    cr_assert_not(ex_stop_source_stop_requested(NULL));
+    ex_stop_source src;
+    ex_stop_source_init(&src);
+    cr_assert_not(ex_stop_callback_register(NULL, ex_stop_source_token(&src), NULL));
+    ex_stop_callback cb;
+    cr_assert_not(ex_stop_callback_register(&cb, ex_stop_source_token(&src), NULL));
+    cr_assert(ex_stop_source_request_stop(&src), "the NULL function was registered and run");
+    ex_stop_callback_deregister(&cb);
+    ex_stop_callback_deregister(NULL);
+}

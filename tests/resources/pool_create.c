@@ -424,3 +424,22 @@ Test(exec_pool, handles_taken_outside_and_dropped_on_a_worker_balance) {
     cr_assert_eq(ex_pool_destroy(p).code, 0);  /* would hang if the counts did not cancel */
     expect_no_leaks();
 }
+
+static void never_runs(ex_work *w) {
+    (void)w;
+    cr_assert_fail("a work item posted to an invalid handle ran");
+}
+
+/* The scheduler of a NULL resource is the invalid handle: its schedule
+ * sender is invalid (it used to report OK and crash when run). */
+Test(exec_pool, schedulers_of_null_resources_are_invalid_handles) {
+    const ex_scheduler handles[] = { ex_pool_scheduler(NULL), ex_strand_scheduler(NULL),
+                                     ex_single_thread_context_scheduler(NULL), ex_run_loop_scheduler(NULL) };
+    for (size_t i = 0; i < sizeof handles / sizeof handles[0]; i++) {
+        cr_assert_null(handles[i].vt, "handle %zu", i);
+        expect_invalid(ex_schedule(handles[i]), EX_EINVAL);
+        ex_work w = { NULL, never_runs, NULL };
+        expect_err(ex_post(handles[i], &w), EX_EINVAL);
+    }
+    expect_no_leaks();
+}

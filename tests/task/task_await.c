@@ -231,6 +231,21 @@ Test(exec_task, await_of_a_connect_error_is_an_await_error) {
     task_test_end(NULL, NULL);
 }
 
+/* A NULL task (called outside the body, or a lost pointer) is an error,
+ * never a crash; the sender is released. */
+Test(exec_task, task_functions_given_a_null_task_refuse) {
+    ex_await_result r = ex_await(NULL, ex_just(ex_int(1)));
+    cr_assert_eq(r.status, EX_AWAIT_ERROR);
+    cr_assert_eq(r.error.code, EX_EINVAL);
+    expect_err(ex_task_yield(NULL), EX_EINVAL);
+    cr_assert_null(ex_task_scheduler(NULL).vt);
+    cr_assert_null(ex_change_coroutine_scheduler(NULL, ex_inline_scheduler()).vt);
+    cr_assert_not(ex_stop_token_stop_possible(ex_task_stop_token(NULL)));
+    cr_assert_not(ex_task_is_stopped(NULL));
+    cr_assert_null(ex_task_env(NULL).node);
+    task_test_end(NULL, NULL);
+}
+
 /* A borrowed tuple stays valid until the next await. */
 static ex_task_result body_tuple(ex_task *t, void *arg) {
     (void)arg;
