@@ -17,8 +17,12 @@ PREFIX  ?= /usr/local
 BUILD   ?= build
 SAN     ?=
 
-VERSION := 0.1.0
-SONAME  := libcexec.so.0
+# The version lives in include/cexec/version.h; the soname's number is the
+# ABI version (docs/abi.md), also the symbol version node in src/libcexec.map.
+VERSION := $(shell sed -n 's/^\#define CEXEC_VERSION_STRING "\(.*\)"/\1/p' include/cexec/version.h)
+ABI     := 0
+SONAME  := libcexec.so.$(ABI)
+SYMBOLS := src/libcexec.map
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes
 CSTD    := -std=c17 -D_GNU_SOURCE
@@ -65,7 +69,7 @@ EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-build
 TEST_DEPS := $(BUILD)/.deps-test
 
-.PHONY: all test check-layers check-header-examples check-headers test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
+.PHONY: all test check-layers check-header-examples check-headers check-symbols test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so
 
@@ -95,8 +99,8 @@ $(BUILD)/libcexec.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libcexec.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDFLAGS_ALL) $(LIBS)
+$(BUILD)/libcexec.so: $(LIB_OBJ) $(SYMBOLS)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(SYMBOLS) -o $@ $(LIB_OBJ) $(LDFLAGS_ALL) $(LIBS)
 
 $(BUILD)/tests/%.o: tests/%.c | $(TEST_DEPS)
 	@mkdir -p $(dir $@)
@@ -109,7 +113,7 @@ $(BUILD)/tests/cexec_tests: $(TEST_OBJ) $(BUILD)/libcexec.a
 # Leaks are checked inside each test body (expect_no_leaks calls
 # __lsan_do_recoverable_leak_check); the exit-time check is off because
 # Criterion's runner keeps a few bytes of its own at exit.
-test: check-layers check-header-examples check-headers $(BUILD)/tests/cexec_tests
+test: check-layers check-header-examples check-headers check-symbols $(BUILD)/tests/cexec_tests
 	ASAN_OPTIONS="leak_check_at_exit=0 $(ASAN_OPTIONS)" $(BUILD)/tests/cexec_tests --jobs 2 $(TEST_ARGS)
 
 test-asan:
@@ -195,6 +199,12 @@ check-header-examples:
 check-headers: $(BUILD)/libcexec.a | $(TEST_DEPS)
 	@scripts/check-headers.sh --self-test
 	@CC="$(CC)" CXX="$(CXX)" SAN="$(SAN)" LIBS="$(LIBS)" scripts/check-headers.sh $(BUILD)
+
+# The shared library exports ex_* and nothing internal, versioned
+# (src/libcexec.map, docs/abi.md).
+check-symbols: $(BUILD)/libcexec.so
+	@scripts/check-symbols.sh --self-test
+	@scripts/check-symbols.sh $(BUILD)/libcexec.so $(ABI)
 
 # Warning-free with clang as well (used by CI).
 check-clang: | $(BUILD)/.deps-clang

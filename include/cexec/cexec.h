@@ -30,9 +30,6 @@
 #include <cexec/algorithms.h>
 #include <cexec/strand.h>
 #include <cexec/task.h>
-
-#define CEXEC_VERSION_MAJOR 0
-#define CEXEC_VERSION_MINOR 1
-#define CEXEC_VERSION_PATCH 0
+#include <cexec/version.h>
 
 #endif

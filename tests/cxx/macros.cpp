@@ -82,6 +82,7 @@ int main() {
     ex_result_destroy(&r);
 
     check(ex_pool_destroy(pool).code == 0, "ex_pool_destroy");
+    check(ex_version_number() == CEXEC_VERSION_NUMBER, "ex_version_number");
     std::printf("cxx: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
