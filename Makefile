@@ -69,7 +69,7 @@ EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-build
 TEST_DEPS := $(BUILD)/.deps-test
 
-.PHONY: all test check-layers check-header-examples check-headers check-symbols test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
+.PHONY: all test check-layers check-header-examples check-headers check-symbols check-install test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so
 
@@ -200,6 +200,11 @@ check-headers: $(BUILD)/libcexec.a | $(TEST_DEPS)
 	@scripts/check-headers.sh --self-test
 	@CC="$(CC)" CXX="$(CXX)" SAN="$(SAN)" LIBS="$(LIBS)" scripts/check-headers.sh $(BUILD)
 
+# make install into a scratch prefix, a program built against it with
+# pkg-config (shared and static), make uninstall (used by CI).
+check-install: all
+	@scripts/check-install.sh
+
 # The shared library exports ex_* and nothing internal, versioned
 # (src/libcexec.map, docs/abi.md).
 check-symbols: $(BUILD)/libcexec.so
@@ -210,8 +215,10 @@ check-symbols: $(BUILD)/libcexec.so
 check-clang: | $(BUILD)/.deps-clang
 	$(MAKE) BUILD=build-clang CC=clang all examples $(BUILD)-clang/tests/cexec_tests
 
-cexec.pc: cexec.pc.in
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $(BUILD)/cexec.pc
+cexec.pc: cexec.pc.in cexec-static.pc.in
+	@mkdir -p $(BUILD)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' cexec.pc.in > $(BUILD)/cexec.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' cexec-static.pc.in > $(BUILD)/cexec-static.pc
 
 install: all cexec.pc
 	install -d $(DESTDIR)$(PREFIX)/include/cexec/detail $(DESTDIR)$(PREFIX)/lib/pkgconfig
@@ -221,7 +228,7 @@ install: all cexec.pc
 	install -m 755 $(BUILD)/libcexec.so $(DESTDIR)$(PREFIX)/lib/libcexec.so.$(VERSION)
 	ln -sf libcexec.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec.so
-	install -m 644 $(BUILD)/cexec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 $(BUILD)/cexec.pc $(BUILD)/cexec-static.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -d $(DESTDIR)$(PREFIX)/share/doc/cexec
 	install -m 644 LICENSE THIRD-PARTY-NOTICES $(DESTDIR)$(PREFIX)/share/doc/cexec/
 
@@ -231,7 +238,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/include/cexec/detail/,$(notdir $(wildcard include/cexec/detail/*.h)))
 	rm -f $(DESTDIR)$(PREFIX)/lib/libcexec.a $(DESTDIR)$(PREFIX)/lib/libcexec.so.$(VERSION)
 	rm -f $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec.so
-	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/cexec.pc
+	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/cexec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/cexec-static.pc
 	rm -f $(DESTDIR)$(PREFIX)/share/doc/cexec/LICENSE $(DESTDIR)$(PREFIX)/share/doc/cexec/THIRD-PARTY-NOTICES
 	-rmdir $(DESTDIR)$(PREFIX)/include/cexec/detail $(DESTDIR)$(PREFIX)/include/cexec $(DESTDIR)$(PREFIX)/share/doc/cexec 2>/dev/null
 

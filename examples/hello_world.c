@@ -1,6 +1,7 @@
 /* hello_world.c - P2300 §1.3.1 in C: schedule on an execution resource,
- * chain two thens, and wait for the result.  (A single_thread_context
- * stands in for the thread pool until the pool lands.) */
+ * chain two thens, and wait for the result.  The resource here is a
+ * single_thread_context, one thread of its own; examples/fib.c and
+ * examples/requests.c use the work-stealing pool. */
 #include <stdio.h>
 
 #include <cexec/cexec.h>
