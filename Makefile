@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cexec - std::execution for C.  See README.md.
 #
 #   make                 static + shared library (build/)
@@ -69,7 +70,7 @@ EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-build
 TEST_DEPS := $(BUILD)/.deps-test
 
-.PHONY: all test check-layers check-header-examples check-headers check-symbols check-install test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
+.PHONY: all test check-layers check-header-examples check-headers check-symbols check-install check-spdx test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so
 
@@ -113,7 +114,7 @@ $(BUILD)/tests/cexec_tests: $(TEST_OBJ) $(BUILD)/libcexec.a
 # Leaks are checked inside each test body (expect_no_leaks calls
 # __lsan_do_recoverable_leak_check); the exit-time check is off because
 # Criterion's runner keeps a few bytes of its own at exit.
-test: check-layers check-header-examples check-headers check-symbols $(BUILD)/tests/cexec_tests
+test: check-spdx check-layers check-header-examples check-headers check-symbols $(BUILD)/tests/cexec_tests
 	ASAN_OPTIONS="leak_check_at_exit=0 $(ASAN_OPTIONS)" $(BUILD)/tests/cexec_tests --jobs 2 $(TEST_ARGS)
 
 test-asan:
@@ -199,6 +200,11 @@ check-header-examples:
 check-headers: $(BUILD)/libcexec.a | $(TEST_DEPS)
 	@scripts/check-headers.sh --self-test
 	@CC="$(CC)" CXX="$(CXX)" SAN="$(SAN)" LIBS="$(LIBS)" scripts/check-headers.sh $(BUILD)
+
+# Every file carries its licence tag (LICENSE: MIT).
+check-spdx:
+	@scripts/check-spdx.sh --self-test
+	@scripts/check-spdx.sh
 
 # make install into a scratch prefix, a program built against it with
 # pkg-config (shared and static), make uninstall (used by CI).

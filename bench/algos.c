@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algos.c - the parallel-algorithm benchmarks: inclusive scan and reduce of
  * doubles from 1e3 to 1e8 elements (cexec, serial C, oneTBB, OpenMP), the
  * machine's memory-copy bandwidth they are measured against, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* baselines.h - the same benchmarks written with oneTBB (C++), OpenMP and
  * plain serial C, measured in the same run as cexec. */
 #ifndef CEXEC_BENCH_BASELINES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // baselines_fiber.cpp - Boost's stackful coroutines, for the task
 // benchmarks' switch cost: boost::context::fiber (the raw context switch,
 // what cexec's fibers are) and Boost.Fiber (fibers with a scheduler: a

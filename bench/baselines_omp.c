@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* baselines_omp.c - OpenMP and serial versions of the benchmarks. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // baselines_tbb.cpp - oneTBB versions of the benchmarks (C++ only here).
 #include "baselines.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench.c - cexec benchmarks against serial C, oneTBB and OpenMP, measured
  * in the same run.  Results: a table on stdout and CSV files in bench/results.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench.h - what the benchmark groups share: the pool under test and the
  * run count. */
 #ifndef CEXEC_BENCH_BENCH_H

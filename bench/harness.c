@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* harness.c - see harness.h. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* harness.h - the benchmark harness: warm-up, repeated runs, median / min /
  * max, ratios against baselines measured in the same run, CSV output. */
 #ifndef CEXEC_BENCH_HARNESS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool.c - the pool benchmarks ("pool" group, issue 19): what the pool costs
  * as a scheduler, against oneTBB (a task_arena of the same thread count with
  * task_group::run + wait, the baseline the issue names) and OpenMP where it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tasks.c - the task benchmarks ("task" group): the cost of a context
  * switch (cexec's fibers against boost::context and Boost.Fiber), of an
  * await that completes inline, of an await that goes through the pool and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algorithms.c - the parallel algorithms of <cexec/algorithms.h> on a pool:
  * an inclusive scan and a reduction of doubles, an exclusive scan of
  * int64 (prefix offsets), a generic scan with a non-commutative operation

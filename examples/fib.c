@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fib.c - recursive fork-join through when_all + let_value on the pool.
  *
  *   F[k] = when_all(starts_on(pool, L[k-1]), L[k-2]) | then(+)

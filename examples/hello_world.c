@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hello_world.c - P2300 §1.3.1 in C: schedule on an execution resource,
  * chain two thens, and wait for the result.  The resource here is a
  * single_thread_context, one thread of its own; examples/fib.c and

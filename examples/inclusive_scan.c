@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* inclusive_scan.c - P2300 §1.3.2, "Asynchronous inclusive scan", in C:
  *
  *   just(partials) | continues_on(sch)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_stats.c - a work-stealing pool at work: a tree of uneven tasks is
  * spawned from one root; idle workers steal the rest.  Prints per-worker
  * counters.  Run with CEXEC_TRACE=trace.json to record a timeline (view it

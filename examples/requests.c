@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* requests.c - a compute service's request path: requests of a few tens of
  * microseconds arrive one at a time, with an idle gap before each, and the
  * serving thread waits for each answer with ex_sync_wait.

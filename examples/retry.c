@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* retry.c - P2300 §1.5.2 in C: a user-written sender adaptor.
  *
  * ex_retry-style adaptor `retry(child, max_attempts)`: every channel passes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* spawn_scope.c - structured "fire and forget": a service loop spawns one
  * operation per incoming request into a counting scope, never waits for any
  * of them individually, and joins the scope at shutdown.  A spawn_future

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* task_hello.c - P3552's hello world in C: a task is a C function on its
  * own stack; sync_wait runs it (on sync_wait's run loop, the task's
  * scheduler) and returns its value. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* task_pipeline.c - a task that
  *   1. moves itself to a thread pool (ex_change_coroutine_scheduler),
  *   2. awaits when_all of two child tasks running on the pool,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_model.c - the parallel-algorithm nodes' inputs and their serial
  * reference results, shared by the harness (which passes the inputs to
  * cexec and checks the outputs) and the reference interpreter (which needs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* build_algo.c - the parallel-algorithm nodes (G_ALGO): their arrays, made
  * before the run and freed after it, the algorithm sender, and the
  * converter that checks the output against the serial model

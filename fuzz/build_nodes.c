@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* build_nodes.c - sg_build: a node's cexec sender, wrapped in its tap.
  * Here the adaptors' functions (then / upon_*, let_*, bulk) and the
  * read_env, write_env and variant nodes; the algorithm, task and scope

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* build_tasks_scopes.c - the scope nodes (a sender of the harness's that
  * spawns its children into a scope of its own, then joins it) and the
  * task nodes (a body that awaits the children, with the node's options). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* graph.h - the sender graph the fuzzer decodes from its input, shared by
  * the decoder (graph_decode.c), the harness (harness.h: builder, runner)
  * and the reference interpreter (ref_interp.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* graph_decode.c - the decoder: any byte string becomes a valid bounded
  * graph (fuzz/README.md, "Input grammar").  Shared by the harness and the
  * seed writer. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* graph_dump.c - a readable form of a decoded graph (GRAPH_VERBOSE=1, the
  * failure reports, the seed writer). */
 #include "graph.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* harness.h - what the parts of the sender-graph harness share (private
  * to fuzz/; the graph is graph.h, the reference ref_interp.h):
  *

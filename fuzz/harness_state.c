@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* harness_state.c - the harness's run state and the pieces every node
  * builder uses: the counting, alternative and guarded-stack allocators,
  * boxed ints, the tap sender that records what each node did, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ref_adaptors.c - the reference's adaptor nodes: then / upon_*, let_*,
  * when_all, bulk, and into_variant and its siblings. */
 #include "ref_private.h"

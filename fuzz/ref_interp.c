@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ref_interp.c - the reference interpreter: the set of outcomes each node of
  * a decoded graph may complete with.
  *

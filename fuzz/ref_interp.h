@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ref_interp.h - a small reference interpreter of the fuzzer's sender
  * graphs: for the whole graph and for every node, the SET of outcomes
  * P2300 (and cexec's documented C choices) allow, given what the harness

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ref_private.h - what the parts of the reference interpreter share
  * (private to fuzz/; the interface is ref_interp.h):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ref_sigs.c - static completion signatures of the graph's nodes (mirrors
  * cexec's documented rules), and which subtrees fail to connect for want
  * of a scheduler. */

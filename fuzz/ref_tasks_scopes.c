@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ref_tasks_scopes.c - the reference's tasks, scope nodes and
  * spawn_future work (started when built, evaluated whether or not the
  * future runs). */

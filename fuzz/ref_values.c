@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ref_values.c - the reference's value model: the then / upon function
  * table (shared with the harness), outcomes and sets of outcomes. */
 #include "ref_private.h"

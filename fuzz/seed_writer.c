@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* seed_writer.c - writes the seed corpus (make fuzz-seeds): every seed's
  * bytes into a file of its name, and the decoded graph to stderr. */
 #include "graph.h"

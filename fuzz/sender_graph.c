@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sender_graph.c - libFuzzer harness: decode the input into a random sender
  * graph, build it with cexec, run it, and compare what happened with the
  * reference interpreter (ref_interp.c).

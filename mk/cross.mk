@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mk/cross.mk - the context switch on both architectures.
 #
 #   make test-aarch64   tests/context/qemu_context.c with src/task/context.c,

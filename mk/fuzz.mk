@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mk/fuzz.mk - the libFuzzer sender-graph harness (fuzz/README.md).
 #
 #   make fuzz-build   $(BUILD)/fuzz/sender_graph (clang, -fsanitize=fuzzer,address,undefined)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mk/model.mk - `make model-check`: the Promela models of the pool
 # (model/*.pml, see model/README.md) checked exhaustively with spin.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mk/soak.mk - the soak test (tests/soak/, docs/RELIABILITY.md).  Not in CI.
 #
 #   make soak          build $(BUILD)/soak/soak and run it for SOAK_SECONDS (60)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mk/valgrind.mk - valgrind memcheck over the examples and a selection of tests.
 #
 #   make valgrind   scripts/valgrind.sh: builds build-vg/ (-O1 -g, jemalloc

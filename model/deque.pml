@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* deque.pml - Promela model of cexec's Chase-Lev work-stealing deque
  * (src/deque.c, src/exi_deque.h): one owner that pushes and takes at the
  * bottom, NTHIEF thieves that steal at the top, array growth with retired

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* inbox.pml - Promela model of cexec's inbox (src/inbox.c, src/exi_inbox.h):
  * Vyukov's intrusive multi-producer node queue with a stub node, consumers
  * serialised by a try-lock, and the exi_inbox_nonempty hint that the pool's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* park.pml - Promela model of the pool's park/wake protocol
  * (src/resources/pool.c, park.c) with the two queues it publishes through,
  * the per-slot Chase-Lev deque (deque.c) and the per-slot inbox (inbox.c),

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # check-commits.sh - commit subjects follow CONTRIBUTING.md: `area: short
 # subject`, at most 72 characters, and a blank line before any body.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # check-header-examples.sh - every code example in a public header is a
 # verbatim excerpt of a program in examples/ (which CI compiles and runs).
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # check-layers.sh - the layers of src/ point down only.
 #
 #   scripts/check-layers.sh [OBJDIR]

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Turns a bench CSV (bench/results/bench-*.csv, written by `make bench`)
 # into PNG plots with gnuplot:
 #   <out>/speedup.png   each implementation's speed relative to oneTBB (TBB time / time)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Renders a cexec pool trace (Chrome trace-event JSON written by
 # CEXEC_TRACE=file.json) as a PNG timeline: one row per worker, green = run,
 # orange = steal, grey = parked.  Needs gnuplot (scripts/deps.sh --bench).

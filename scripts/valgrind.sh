@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # valgrind memcheck over every example of `make run-examples` and a selection
 # of Criterion suites.  Fails (exit 1) on any memcheck error, any definitely
 # or indirectly lost byte, a log without its ERROR SUMMARY, a failing or

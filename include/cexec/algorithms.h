@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/algorithms.h - parallel algorithms as senders: inclusive and
  * exclusive scan, reduce, for_each_index, transform.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/allocator.h - the pluggable frame allocator interface.
  *
  * Every allocation cexec makes goes through an ex_allocator: senders use the

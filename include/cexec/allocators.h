@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/allocators.h - the built-in frame allocators.
  *
  * Each is an ex_allocator (the interface in allocator.h) embedded in a

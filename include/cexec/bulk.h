@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/bulk.h - bulk ([exec.bulk]) and its chunked form.
  *
  * When the child completes with values v..., f runs for every index in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/cexec.h - umbrella header: std::execution for C.
  *
  * See README.md for an overview and docs/design.md for the C model.  Every

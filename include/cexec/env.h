@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/env.h - environments and queries ([exec.queries], [exec.fwd.env]).
  *
  * An environment answers queries by key.  Receivers expose their

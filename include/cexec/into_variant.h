@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/into_variant.h - into_variant ([exec.into.variant]),
  * stopped_as_optional ([exec.stopped.as.optional]) and stopped_as_error
  * ([exec.stopped.as.error]). */

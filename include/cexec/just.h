@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/just.h - the factories just, just_error, just_stopped ([exec.just])
  * and read_env ([exec.read.env]).  All complete inside start, on the thread
  * that starts them, and have no completion scheduler. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/let.h - let_value, let_error, let_stopped ([exec.let]).
  *
  * When the child completes on the matching channel, its datums are copied

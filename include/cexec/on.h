@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/on.h - moving work between execution resources:
  * starts_on ([exec.starts.on]), continues_on ([exec.continues.on]),
  * schedule_from ([exec.schedule.from]) and both forms of on ([exec.on]).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/pool.h - the work-stealing thread pool.
  *
  * N worker threads, each with a Chase-Lev deque (owner LIFO, thieves

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/run_loop.h - the run loop execution resource ([exec.run.loop]).
  *
  * A multi-producer, single-consumer FIFO of intrusive work items.  Scheduling

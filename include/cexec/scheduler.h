@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/scheduler.h - schedulers ([exec.sched], [exec.schedule]) and the
  * inline scheduler.
  *

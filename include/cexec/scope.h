@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/scope.h - counting scopes: structured launching of work whose
  * completion nobody awaits directly (the C++26 simple_counting_scope and
  * counting_scope, with spawn and spawn_future).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/sender.h - senders, connect, operation states ([exec.snd], [exec.connect]).
  *
  * A sender is an immutable, reference-counted recipe for asynchronous work.

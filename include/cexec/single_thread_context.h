@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/single_thread_context.h - a run loop driven by its own thread
  * (P2300 §1.6.2). */
 #ifndef CEXEC_SINGLE_THREAD_CONTEXT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/split.h - split ([exec.split], with the R10 fix).
  *
  * ex_split(child) returns a sender whose every connection (consumer)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/stop_token.h - in-place stop source, token and callback
  * ([stoptoken.inplace], [stopsource.inplace], [stopcallback.inplace]) and
  * the never-stop token ([stoptoken.never]).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/strand.h - a strand: a scheduler adaptor that serialises
  * everything scheduled through it (D4003's strand executor).
  *

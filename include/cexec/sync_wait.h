@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/sync_wait.h - sync_wait and sync_wait_with_variant ([exec.sync.wait]).
  *
  * Blocks the calling thread, running a run_loop on it, until the sender

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/task.h - the coroutine task (P3552 in C): stackful tasks with
  * scheduler affinity.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/then.h - then, upon_error, upon_stopped ([exec.then]).
  *
  * The callback runs on the agent where the child completes, with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/types.h - the plain data types every cexec component shares.
  *
  * Values, errors, completion signatures, scheduler/receiver/environment

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/value.h - building and inspecting values, errors and signatures. */
 #ifndef CEXEC_VALUE_H
 #define CEXEC_VALUE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/when_all.h - when_all and when_all_with_variant ([exec.when.all]).
  *
  * Starts every child and completes when all have completed: with the

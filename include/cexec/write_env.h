@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/write_env.h - write_env: run a sender with an extra key in its
  * receiver's environment (JOIN-ENV(MAKE-ENV(key, value), env)).  This is
  * how a whole chain gets its own allocator (ex_key_get_allocator), stop

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_just.h - what other adaptors may know of a just sender.  Internal.
  *
  * Layer adaptors/: sources, one-child adaptors, sinks.  It may include

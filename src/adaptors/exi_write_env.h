@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_write_env.h - write_env with a value read at connect.  Internal.
  *
  * Layer adaptors/: one-child adaptors (then, let, into_variant,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* into_variant.c - into_variant, stopped_as_optional, stopped_as_error
  * ([exec.into.variant], [exec.stopped.as.optional], [exec.stopped.as.error]).
  * Each is one small operation around its child; none allocates. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* just.c - just, just_error, just_stopped and read_env ([exec.just], [exec.read.env]). */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* let.c - let_value, let_error, let_stopped ([exec.let]).
  *
  * The child's datums are kept in the operation state (tuple contents in a

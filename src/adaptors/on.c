@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* transfer.c - starts_on, continues_on / schedule_from, and on
  * ([exec.starts.on], [exec.continues.on], [exec.schedule.from], [exec.on]).
  *

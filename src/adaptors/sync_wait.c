@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sync_wait.c - [exec.sync.wait]: run a sender to completion on a run_loop
  * driven by the calling thread. */
 #include <sched.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* then.c - then, upon_error, upon_stopped ([exec.then]). */
 #include <string.h>
 

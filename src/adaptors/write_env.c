@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* write_env.c - write_env (JOIN-ENV(MAKE-ENV(key, value), env)), also used
  * by ex_on to capture and re-publish its original scheduler. */
 #include <stdalign.h>

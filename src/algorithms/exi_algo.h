@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_algo.h - argument checks and generic-element helpers shared by the
  * algorithm builders (scan.c, reduce.c, for_each.c). Internal. */
 #ifndef EXI_ALGO_H

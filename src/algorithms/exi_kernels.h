@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_kernels.h - the inner loops of the parallel algorithms. Internal.
  *
  * Every kernel computes one fixed sequence of IEEE operations that depends

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_kernels_impl.h - one copy of the sum and scan kernels, included by
  * kernels.c once per element type and instruction set.  Parameters:
  *   K_T      element type (double or uint64_t)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_tiled.h - the engine under the parallel algorithms. Internal.
  *
  * A tiled sender runs a per-tile function over ceil(n / tile) tiles on a

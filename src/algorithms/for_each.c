@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* for_each.c - for_each_index and transform: independent tiles, no chain;
  * the tile counter balances uneven work. */
 #include "algorithms/exi_algo.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* kernels.c - vectorised sum and scan kernels (see exi_kernels.h for the
  * operation order every copy follows). */
 #include <string.h>

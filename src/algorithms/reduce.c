@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* reduce.c - reductions on double, int64 and generic elements.  Each tile
  * is summed with the vector kernel; the tile sums are folded in index order
  * through the chain, so the result never depends on timing or on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* scan.c - inclusive and exclusive scans on double, int64 and generic
  * elements.  One pass over memory per tile: reduce the tile (it stays in
  * L2), take the running prefix from the previous tile and pass it on, then

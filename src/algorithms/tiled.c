@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tiled.c - the engine under the parallel algorithms: tiles claimed in
  * order by the participants of a bulk, a chain for running prefixes, stop
  * checks between tiles. */

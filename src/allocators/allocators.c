@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* allocators.c - the budget, monotonic and fault-injecting allocators. */
 #include <string.h>
 

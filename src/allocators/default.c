@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* default.c - the built-in default allocator and the process default.
  *
  * Above libc.c and recycling.c: the built-in default is a recycling

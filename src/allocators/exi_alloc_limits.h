@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_alloc_limits.h - which requests the built-in allocators serve.
  * Internal.
  *

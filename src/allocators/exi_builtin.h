@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_builtin.h - the process default allocator without the calls.
  * Internal.
  *

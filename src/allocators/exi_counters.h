@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_counters.h - allocation counters on relaxed atomics. Internal. */
 #ifndef EXI_COUNTERS_H
 #define EXI_COUNTERS_H

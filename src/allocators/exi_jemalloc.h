@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_jemalloc.h - the pool's jemalloc allocators.  Internal. */
 #ifndef EXI_JEMALLOC_H
 #define EXI_JEMALLOC_H

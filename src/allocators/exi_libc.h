@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_libc.h - the libc allocator's fork handlers.  Internal. */
 #ifndef EXI_LIBC_H
 #define EXI_LIBC_H

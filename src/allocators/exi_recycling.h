@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_recycling.h - the recycling allocator's internal entry points.
  * Internal. */
 #ifndef EXI_RECYCLING_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* jemalloc.c - per-worker jemalloc arenas with explicit tcaches.
  *
  * The jemalloc entry points are a private copy linked into cexec

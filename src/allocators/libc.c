@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libc.c - the libc allocator (malloc / aligned_alloc with counters). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>

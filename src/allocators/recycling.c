@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* recycling.c - per-thread recycling pool (see allocators.h).
  *
  * Size classes are powers of two from 32 to EX_RECYCLE_MAX_BLOCK bytes;

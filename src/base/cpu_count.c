@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cpu_count.c - how many threads this process may usefully run: its CPU
  * affinity mask, capped by the cgroup CPU quota. */
 #ifndef _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_atomic.h - the only place cexec touches atomics.
  *
  * Normal builds map to Concurrency Kit's ck_pr.  The ThreadSanitizer build

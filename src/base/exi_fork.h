@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_fork.h - telling whether the process forked since a resource was
  * created.  Internal.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_macros.h - language helpers every layer uses.  Internal.
  *
  * Layer base/: platform and language primitives (atomics, thread

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_poison.h - marking memory a cache keeps for reuse as off-limits, so
  * a use after free of a cached block is reported as such: ASan poisoning in
  * ASan builds; memcheck's NOACCESS / UNDEFINED in the valgrind build (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_test_hooks.h - the points where tests may widen a race window.
  * Internal; every hook is NULL in production and costs one load.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_thread.h - who the calling thread is.  Internal. */
 #ifndef EXI_THREAD_H
 #define EXI_THREAD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_trace.h - per-worker execution trace in the Chrome/Perfetto
  * trace-event JSON format.  Each worker appends to its own buffer; the file
  * is written when the pool is destroyed.  Internal. */

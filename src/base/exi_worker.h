@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_worker.h - what a pool publishes about the calling thread, for the
  * layers below it.  Internal.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fork.c - the fork generation (exi_fork.h). */
 #include <pthread.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* thread.c - the calling thread's identity (exi_thread.h). */
 #include "base/exi_macros.h"
 #include "base/exi_thread.h"

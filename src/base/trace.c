@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* trace.c - Chrome/Perfetto trace-event JSON ("X" complete events, one
  * track per worker). */
 #include <time.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* worker.c - the worker slot the pool publishes (exi_worker.h). */
 #include "base/exi_worker.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bulk.c - [exec.bulk]: the sequential default and the generic side of a
  * resource's parallel bulk (ex_bulk_job). */
 #include <string.h>

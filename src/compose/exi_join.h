@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_join.h - the completion rule ex_when_all and the task fork
  * (task/task_await.c) share: children arrive on a count; the first error, or
  * stopped, wins and asks the others to stop through the join's own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_when_all.h - what the task layer may know of a when_all sender.
  * Internal.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* scope.c - simple_counting_scope, counting_scope, spawn, spawn_future.
  *
  * The scope's state word counts associations (<< 2) and carries JOINING and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* split.c - [exec.split]: one shared run of a sender for many consumers.
  *
  * The shared state holds the child's operation, an in-place stop source,

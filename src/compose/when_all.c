@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* when_all.c - [exec.when.all].
  *
  * One block: the header, one slot per child (its values, borrowed tuple

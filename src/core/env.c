@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* env.c - standard keys, queries and the one/two-key environment node. */
 #include <cexec/cexec.h>
 

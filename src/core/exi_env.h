@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_env.h - environment queries for nodes that change scheduler.
  * Internal. */
 #ifndef EXI_ENV_H

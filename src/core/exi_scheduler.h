@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_scheduler.h - the schedule operation of a queued resource.
  * Internal. */
 #ifndef EXI_SCHEDULER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_sender.h - building, laying out and releasing senders.  Internal. */
 #ifndef EXI_SENDER_H
 #define EXI_SENDER_H

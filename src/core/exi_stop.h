@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_stop.h - a stop request that can be counted.  Internal. */
 #ifndef EXI_STOP_H
 #define EXI_STOP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_value.h - value storage and signatures for sender implementations.
  * Internal.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* scheduler.c - ex_schedule and the inline scheduler. */
 #include <stdalign.h>
 #include <cexec/cexec.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sender.c - sender lifetime, connect, and invalid senders. */
 #include <string.h>
 

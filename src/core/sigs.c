@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sigs.c - completion signatures: building, matching, subsets. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stop_token.c - in-place stop source with the [stoptoken.inplace] rules.
  *
  * The state word holds STOP (stop requested) and LOCK (the callback list is

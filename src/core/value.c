@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* value.c - values and their deep-copy storage (signatures: sigs.c). */
 #include <stdio.h>
 

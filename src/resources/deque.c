@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* deque.c - Chase-Lev deque; orderings follow Le et al. (PPoPP 2013),
  * figure 1, with its C11 fences mapped onto exi_atomic.h. */
 #include <stdalign.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_deque.h - Chase-Lev work-stealing deque (Le, Pop, Cohen, Zappa
  * Nardelli, "Correct and Efficient Work-Stealing for Weak Memory Models",
  * PPoPP 2013) on the project's atomics.  The owner pushes and takes at the

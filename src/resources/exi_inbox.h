@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_inbox.h - the queue for submissions from threads outside the pool.
  *
  * An intrusive multi-producer queue after Vyukov's non-blocking MPSC node

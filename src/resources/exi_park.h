@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_park.h - one event count per worker for parking and wake-one.
  *
  * Normal builds use Concurrency Kit's ck_ec with futex operations supplied

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_pool.h - what the rest of the library needs from the pool. Internal. */
 #ifndef EXI_POOL_H
 #define EXI_POOL_H

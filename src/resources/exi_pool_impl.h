@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_pool_impl.h - the pool's own structures, shared by its files
  * (pool.c: workers, submission, scheduler, life cycle; pool_bulk.c: the
  * bulk hook).  Internal to resources/; the rest of the library uses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* inbox.c - Vyukov-style intrusive MPSC queue with a consumer try-lock. */
 #include <cexec/cexec.h>
 

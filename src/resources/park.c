@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* park.c - event counts on futexes, and the asymmetric barrier. */
 #include <linux/futex.h>
 #include <linux/membarrier.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool.c - the work-stealing thread pool.
  *
  * Each worker owns a Chase-Lev deque (exi_deque.h) and an inbox

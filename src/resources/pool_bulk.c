@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_bulk.c - the pool's bulk hook: chunks of one bulk job shared by
  * the caller and idle workers. */
 #include <stdalign.h>

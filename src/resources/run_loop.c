@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run_loop.c - [exec.run.loop]: mutex + condition variable around an
  * intrusive FIFO; the schedule operation embeds its work item. */
 #include <stdalign.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* single_thread_context.c - P2300 §1.6.2: a run_loop and the thread that
  * runs it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* strand.c - serialising scheduler adaptor (see cexec/strand.h).
  *
  * A FIFO of intrusive work items under a mutex, plus `active`: true while a

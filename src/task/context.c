@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* context.c - the context switch (exi_context.h) as one file-scope asm
  * block per architecture, and the C that lays out a fresh context.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_context.h - machine context switching for stackful tasks. Internal.
  *
  * A context is the saved state of a suspended execution: only its stack

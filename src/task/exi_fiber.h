@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_fiber.h - a context plus what the sanitizers and valgrind must be
  * told about it. Internal.
  *

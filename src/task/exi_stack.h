@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_stack.h - guarded, pooled stacks for fibers. Internal.
  *
  * The stack allocator is an ex_allocator, so a task's stack comes from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_task.h - what the task's files share (internal to task/).
  *
  * The files, lowest first (each calls only the ones before it;

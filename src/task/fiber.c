@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fiber.c - fiber creation, the first entry and the final switch
  * (exi_fiber.h). */
 #include <stdint.h>

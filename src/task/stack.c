@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stack.c - guarded, pooled stacks (exi_stack.h). */
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* task.c - stackful coroutine tasks (see cexec/task.h): the sender, its
  * operation state, the environment inside a task and the body's results.
  * The rest of the task is in task_run.c, task_await.c and task_sched.c

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* task_await.c - ex_await_into, and the fork it runs for a when_all of
  * tasks (see cexec/task.h).  The fork's start stays in this file so that
  * it is inlined into ex_await_into, as it was before task.c was split. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* task_launch.c - ex_task_launch: a task started detached into a counting
  * scope, its completion handed to user handlers (D4003's run_async). */
 #include <stdio.h>

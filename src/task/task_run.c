@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* task_run.c - running a task: its fiber, its first run and each
  * resumption, finish, nesting, the hop back to its scheduler, and the
  * completion side of an await (see cexec/task.h; the files: exi_task.h).

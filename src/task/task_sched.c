@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* task_sched.c - a task and its scheduler: ex_task_yield and
  * ex_change_coroutine_scheduler (see cexec/task.h). */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* callbacks.c - see callbacks.h. */
 #include <stddef.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* callbacks.h - the functions the adaptor tests hand to then / upon_* /
  * let_*: each notes what it was given in a `seen` and returns something
  * the test can recognise. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.continues.on], [exec.schedule.from]: continues_on, schedule_from (suite exec_transfer, declared in on.c). */
 #include <pthread.h>
 #include <stdlib.h>

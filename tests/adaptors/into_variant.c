@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.into.variant], [exec.stopped.as.optional], [exec.stopped.as.error],
  * and sync_wait_with_variant ([exec.sync.wait.var]). */
 #include <stdio.h>

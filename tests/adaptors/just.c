@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.just], [exec.read.env]: just, just_error, just_stopped, read_env. */
 #include <stdio.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.let]: let_value, and what all three let adaptors share (the
  * lifetime of the datums, threads).  Also: let_env.c (the scheduler in the
  * inner environment), let_failures.c (bad input, out of memory),

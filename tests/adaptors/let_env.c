@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.let]: the scheduler and the rest of the inner environment (suite exec_let, declared in let.c). */
 #include "adaptors/callbacks.h"
 

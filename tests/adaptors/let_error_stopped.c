@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.let]: let_error and let_stopped (suite exec_let, declared in let.c). */
 #include "adaptors/callbacks.h"
 

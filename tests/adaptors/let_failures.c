@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.let]: bad input and out of memory (suite exec_let, declared in let.c). */
 #include "adaptors/callbacks.h"
 

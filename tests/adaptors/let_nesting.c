@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.let]: chains, nesting and deep recursion (suite exec_let, declared in let.c). */
 #include <pthread.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.on]: on (both forms), the inline scheduler, and the input checks
  * of every transfer builder.  starts_on.c and continues_on.c test the
  * other transfer adaptors (same suite). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.starts.on]: starts_on (suite exec_transfer, declared in on.c). */
 #include <pthread.h>
 #include <stdlib.h>

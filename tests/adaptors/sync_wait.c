@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.sync.wait]: this_thread::sync_wait and sync_wait_with_variant. */
 #include <pthread.h>
 #include <stdalign.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.then]: then. upon_error and upon_stopped are in their own files
  * (same suite). */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* transfer_fixtures.c - see transfer_fixtures.h. */
 #include <pthread.h>
 #include <sched.h>

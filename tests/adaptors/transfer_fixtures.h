@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* transfer_fixtures.h - what the tests of starts_on, continues_on /
  * schedule_from and on (on.c, starts_on.c, continues_on.c) share:
  * callbacks that note the thread they ran on, single-thread contexts,

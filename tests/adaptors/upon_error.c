@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.then]: upon_error (suite exec_then, declared in then.c). */
 #include "adaptors/callbacks.h"
 

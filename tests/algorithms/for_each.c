@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_loops, for_each_index: ex_for_each_index (cexec/algorithms.h) on
  * every kind of scheduler: every index is visited exactly once, in ranges
  * of the grain; the first error of the function is the result and stops

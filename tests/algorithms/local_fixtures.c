@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* local_fixtures.c - see local_fixtures.h. */
 #include <sched.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* local_fixtures.h - what the test files of tests/algorithms/ (algo_scan,
  * algo_reduce, algo_loops) share beyond common/algo_helpers.h: running a
  * check on one or several kinds of scheduler (TEST_EVERY_SCHEDULER,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_reduce: ex_reduce_f64, ex_reduce_i64 and the generic ex_reduce
  * (cexec/algorithms.h) on every kind of scheduler, at every size around
  * the tile boundaries and a large one.  int64 exact (wrapping), doubles

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_scan, agents: a scan completes on an agent of its scheduler, one
  * tile runs on one agent, several workers reduce tiles at once, and a
  * resource's own bulk hook runs the participants (algo_scan suite, see

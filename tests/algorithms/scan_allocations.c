@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_scan, allocations: the typed forms allocate nothing per run, the
  * generic ones their scratch at connect from the environment's allocator,
  * and every failed allocation gives EX_ENOMEM or the exact result, leaking

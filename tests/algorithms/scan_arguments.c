@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_scan, arguments: bad arguments give EX_EINVAL naming the builder;
  * the completion signatures (algo_scan suite, see scan_typed.c). */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_scan, generic scans: ex_inclusive_scan / ex_exclusive_scan over
  * monoids of 1 to 4096 bytes, at every size around their tile boundaries
  * (128 KiB / element size), on every kind of scheduler, in place, with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_scan, stop and shutdown: stop requested before start or during a
  * scan, a pool shut down before or during one; the senders are
  * multi-shot (algo_scan suite, see scan_typed.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_scan, typed scans: ex_inclusive_scan_f64/_i64 and
  * ex_exclusive_scan_f64/_i64 (cexec/algorithms.h) at every size around the
  * tile boundaries (16384 elements) and a large one, on every kind of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_loops, transform: ex_transform and ex_transform_f64
  * (cexec/algorithms.h) on every kind of scheduler: every element is
  * transformed exactly once; stop before start writes nothing; argument

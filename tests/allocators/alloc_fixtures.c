@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* alloc_fixtures.c - see alloc_fixtures.h. */
 #include <stdio.h>
 #include <stdlib.h>

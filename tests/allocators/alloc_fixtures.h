@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* alloc_fixtures.h - what the allocator tests share: statistics read with
  * an assertion, alignment and a small deterministic generator, errors
  * recorded on other threads and asserted after joining, sender pieces

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The budget allocator: its limit, alone, under threads and as a chain's
  * allocator (suite frame_allocators, declared in libc_default.c). */
 #include <pthread.h>

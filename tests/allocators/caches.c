@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The per-thread caches of the recycling and jemalloc allocators: blocks
  * freed on another thread come back to the thread (or arena) that made
  * them, a cache that overflows hands blocks back without losing count, and

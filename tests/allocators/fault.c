@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fault-injecting allocator: the nth allocation, random failures per
  * seed and rate (suite frame_allocators, declared in libc_default.c). */
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Out-of-memory sweeps driven by ex_fault_allocator, the fault allocator
  * as the default or as the chain's allocator (suite frame_allocators,
  * declared in libc_default.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* How an operation finds its allocator (environment key, else the
  * environment scheduler's default, else the process default), and zero
  * allocations in the steady state of a statically built pipeline (suite

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The jemalloc frame allocator (cexec/allocators.h, "jemalloc"): argument
  * checks, creating and destroying many allocators, alignment / size /
  * pattern / counter checks, round-robin slots of non-worker threads, and

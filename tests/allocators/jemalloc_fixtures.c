@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* jemalloc_fixtures.c - see jemalloc_fixtures.h. */
 #include <sched.h>
 #include <string.h>

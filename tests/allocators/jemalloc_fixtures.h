@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* jemalloc_fixtures.h - what the jemalloc_allocator suite's files share:
  * which build this is (sanitizer builds route the allocator to malloc and
  * link no private jemalloc), asking jemalloc which arena owns a block,

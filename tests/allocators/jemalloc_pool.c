@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pools with per-worker jemalloc arenas (EX_POOL_FRAMES_ARENAS, the
  * default): which arena owns a worker's blocks, worker indexes as slots,
  * the pool's work allocating from its arenas, and an explicit pool

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The jemalloc allocator with many threads handing blocks to each other,
  * and pool blocks freed by plain threads (suite jemalloc_allocator,
  * declared in jemalloc.c). */

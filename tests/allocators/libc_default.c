@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Frame allocators (cexec/allocator.h, cexec/allocators.h): the libc
  * allocator, the statistics call, the process default and the built-in
  * recycling default, and fork() with their locks held.  The other

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The monotonic allocator: bump allocation in a buffer, upstream, reset,
  * threads (suite frame_allocators, declared in libc_default.c). */
 #include <pthread.h>

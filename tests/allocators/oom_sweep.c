@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Out-of-memory sweep: for representative pipelines, fail allocation number
  * k (k = 1, 2, ...) and check that the run either ends with EX_ENOMEM or
  * with exactly the correct result, and leaks nothing; stop at the first k

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The recycling allocator: classes, caches, the depot, failures, blocks
  * freed on other threads, use by a pool (suite frame_allocators, declared
  * in libc_default.c). */

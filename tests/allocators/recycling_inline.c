@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The recycling allocator's inline entry points (ex_recycling_allocate /
  * ex_recycling_deallocate): the same blocks, counters and cross-thread
  * rules as the ex_allocator interface, whichever of the two allocates and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_helpers.c - fixtures shared by the algorithm suites. */
 #include <math.h>
 #include <sched.h>

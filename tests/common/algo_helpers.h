@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_helpers.h - what the algorithm suites (algo_scan, algo_reduce,
  * algo_loops) share: the schedulers every algorithm runs on, running a
  * sender to completion on one of them, seeded random inputs, serial

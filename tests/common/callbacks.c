@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* callbacks.c - then callbacks many tests use (callbacks.h). */
 #include "common/callbacks.h"
 

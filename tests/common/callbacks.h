@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* callbacks.h - then callbacks many tests use. */
 #ifndef CEXEC_TEST_CALLBACKS_H
 #define CEXEC_TEST_CALLBACKS_H

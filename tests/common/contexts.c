@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* contexts.c - see contexts.h. */
 #include "common/contexts.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* contexts.h - run loops and single-thread contexts in a test: each call
  * asserts it worked. */
 #ifndef CEXEC_TEST_CONTEXTS_H

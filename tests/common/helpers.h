@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* helpers.h - every shared test fixture (one header per concept, see
  * README.md): the test allocators, recording receivers, running and
  * checking senders, bounded waits, pools, run loops and controllable

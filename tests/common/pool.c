@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool.c - see pool.h. */
 #include <string.h>
 

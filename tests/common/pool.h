@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool.h - making and destroying thread pools in a test: each call
  * asserts it worked, so a test body can use the pool at once. */
 #ifndef CEXEC_TEST_POOL_H

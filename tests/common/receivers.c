@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* receivers.c - see receivers.h. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* receivers.h - recording receivers: rec (one thread), trec (completes on
  * any thread, publishes `done`), arec (atomic counters, notes the pool
  * worker and thread that completed it). */

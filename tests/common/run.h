@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run.h - running a sender into a recording receiver, waiting for it, and
  * checking how it completed. */
 #ifndef CEXEC_TEST_RUN_H

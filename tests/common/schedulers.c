@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* schedulers.c - see schedulers.h. */
 #include <criterion/criterion.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* schedulers.h - the pieces of a scheduler of your own (ex_scheduler_vtable)
  * that tests keep writing: a schedule operation that completes inline. */
 #ifndef CEXEC_TEST_SCHEDULERS_H

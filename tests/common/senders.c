@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* senders.c - see senders.h. */
 #include <criterion/criterion.h>
 #include <stdalign.h>

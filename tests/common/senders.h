@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* senders.h - test senders: test_sender_new (a sender of yours in one
  * call: its start is a function), and senders whose completion the test
  * controls: test_gate (a manual sender: completes when the test opens it,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sigs.c - see sigs.h. */
 #include <criterion/criterion.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sigs.h - checking a sender's completion signatures. */
 #ifndef CEXEC_TEST_SIGS_H
 #define CEXEC_TEST_SIGS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* task_fixtures.c - see task_fixtures.h. */
 #include "common/task_fixtures.h"
 

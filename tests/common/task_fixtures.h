@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* task_fixtures.h - what the task test files share: the probe task bodies
  * report into (bodies never assert: a Criterion assertion long-jumps,
  * which cannot leave a fiber or another thread), and the older names of

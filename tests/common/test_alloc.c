@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_alloc.c - see test_alloc.h. */
 #include <fcntl.h>
 #include <pthread.h>

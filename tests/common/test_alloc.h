@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_alloc.h - the test allocators: the counting / fault-injecting
  * default every suite installs (test_allocator, with the leak check each
  * test ends with), and cnt_alloc, a counting / failing allocator a test

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* wait.c - see wait.h. */
 #include <sched.h>
 #include <time.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* wait.h - bounded waits on asynchronous work, and the clock they use.
  * A wait gives up after a generous limit so that a lost completion fails
  * its test with a message instead of hanging the suite; the limits are

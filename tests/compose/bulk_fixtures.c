@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bulk_fixtures.c - the bulk part of compose_fixtures.h. */
 #include <sched.h>
 #include <stdint.h>

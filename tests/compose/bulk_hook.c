@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.bulk] through a resource's own bulk hook: the completion
  * scheduler's hook is used, before the environment's scheduler. */
 #include <stdalign.h>

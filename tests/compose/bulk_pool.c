@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.bulk] on a pool: the pool's parallel customisation (dynamic
  * chunks, first error / stop request skip what has not started, helper
  * items beyond EX_BULK_INLINE_HELPERS from the environment's allocator),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.bulk]: ex_bulk, ex_bulk_grain, ex_bulk_chunked - the sequential
  * default of the wording: every index in order on the completing thread,
  * the child's values forwarded, errors and stopped, bad input, signatures. */

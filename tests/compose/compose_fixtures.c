@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* compose_fixtures.c - the generic and the split / when_all parts of
  * compose_fixtures.h. */
 #include <string.h>

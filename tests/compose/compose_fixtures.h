@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* compose_fixtures.h - what the tests of the compose layer share (scope,
  * split, when_all, bulk) beyond tests/common: tests that get a fresh pool
  * or scope, running and checking helpers, and each component's test

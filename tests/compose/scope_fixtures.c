@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* scope_fixtures.c - the scope part of compose_fixtures.h. */
 #include <sched.h>
 #include <string.h>

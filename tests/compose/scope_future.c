@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counting scopes (cexec/scope.h), ex_spawn_future: the future completes
  * with its work's result wherever that completed, a future released or
  * never started stops its work, stop requests of the consumer and of the

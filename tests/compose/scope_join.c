@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counting scopes (cexec/scope.h), joining: join of an empty or busy scope,
  * joins waiting together, spawn while a join waits, closed scopes, destroy,
  * and the association primitives - C++26 simple_counting_scope /

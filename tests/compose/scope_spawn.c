@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counting scopes (cexec/scope.h), spawning: ex_spawn / ex_spawn_env -
  * the results join reports (errors of spawned work are kept and reported by
  * join), the environment's allocator, allocation failures, request_stop

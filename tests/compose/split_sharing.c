@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.split]: one shared run of a sender for many consumers - the child
  * runs once, consumers arriving before, during and after it, errors and
  * stopped reaching every consumer.

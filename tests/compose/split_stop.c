@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.split]: stop tokens - split's own stop source, stop requests of
  * consumers and when the last consumer leaves.
  *

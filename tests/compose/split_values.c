@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.split]: the values kept for consumers (tuples copied deeply), bad
  * input, reference counting, races of consumers, allocation failures.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.when.all]: where it completes (on the agent of the last child)
  * and on a pool.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.when.all]: errors, stopped and stop tokens - the first error or
  * stopped child requests stop of the others, the receiver's stop request
  * reaches every child.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.when.all]: when_all and when_all_with_variant - values in order,
  * signatures, bad input, tuples, allocation failures, multi-shot.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* backtrace_probe.h - where the unwinder stops on a fiber's stack: shared
  * by the Criterion test (tests/task/context.c) and the libc-only program
  * run under qemu (tests/context/qemu_context.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* qemu_context.c - self-checking test of exi_context_switch/init with no
  * library around it: built natively and, for aarch64, cross-compiled
  * static and run under qemu-user (mk/cross.mk, `make test-aarch64`).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* regs_probe.h - exact checks of the callee-saved registers across
  * exi_context_switch, for tests/context/qemu_context.c and
  * tests/exec_context.c.  Include in one file per program.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.queries], [exec.fwd.env], write-env: environments, forwarding and
  * defaults.  Also: env_allocator.c (the allocator a running operation
  * uses), env_completion_scheduler.c, env_chains.c (env pairs, deep chains). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.queries]: the allocator a running operation uses (suite exec_env, declared in env.c). */
 #include "core/env_fixtures.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* env pairs and deep chains of them (suite exec_env, declared in env.c). */
 #include <pthread.h>
 #include <stdlib.h>

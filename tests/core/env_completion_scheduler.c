@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.queries]: get_completion_scheduler (suite exec_env, declared in env.c). */
 #include "core/env_fixtures.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* env_fixtures.c - see env_fixtures.h. */
 #include "core/env_fixtures.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* env_fixtures.h - what the exec_env files (env*.c) share: keys and
  * then functions. */
 #ifndef CEXEC_TEST_ENV_FIXTURES_H

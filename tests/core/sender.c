@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.connect], [exec.snd]: connect and its bad-input contract, receiver
  * acceptance, connect_alloc.  Also: sender_lifetime.c (lifetime, reuse,
  * operation sizes), sender_invalid.c (invalid senders), sender_depth.c

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* authored senders and the depth of sender chains (suite exec_sender, declared in sender.c). */
 #include <stdlib.h>
 

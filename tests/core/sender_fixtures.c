@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sender_fixtures.c - see sender_fixtures.h. */
 #include "core/sender_fixtures.h"
 

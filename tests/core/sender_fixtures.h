@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sender_fixtures.h - what the exec_sender files (sender*.c) share: a
  * counting then, and storage big enough for the operations they connect. */
 #ifndef CEXEC_TEST_SENDER_FIXTURES_H

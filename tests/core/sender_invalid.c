@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.snd]: invalid senders and the bad-input contract of the builders (suite exec_sender, declared in sender.c). */
 #include <stdlib.h>
 

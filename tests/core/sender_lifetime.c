@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.snd]: sender lifetime and reuse, operation sizes (suite exec_sender, declared in sender.c). */
 #include <stdlib.h>
 

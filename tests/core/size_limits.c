@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Size arguments that must not wrap (docs/RELIABILITY.md, "Size
  * arguments"): allocation requests no allocator can meet, task stack sizes,
  * bulk shapes near SIZE_MAX on the pool, value completions with more than

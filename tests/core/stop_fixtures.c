@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stop_fixtures.c - see stop_fixtures.h. */
 #include <sched.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stop_fixtures.h - what the stoptoken_inplace files (stop_token*.c)
  * share: a callback that counts its invocations and notes where it ran. */
 #ifndef CEXEC_TEST_STOP_FIXTURES_H

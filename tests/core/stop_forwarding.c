@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Adaptors that forward a stop request to a stop source they own (when_all,
  * split, spawn_future) while a child completes inside that very request:
  * the completion may free the adaptor's operation or shared state, and with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [stoptoken.inplace], [stopsource.inplace], [stopcallback.inplace],
  * [stoptoken.never] and the stoppable-token rules of [stoptoken.concepts]:
  * the in-place stop source, its tokens and callbacks, and the never-stop

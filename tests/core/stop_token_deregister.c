@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [stopcallback.inplace]: deregistration from inside callbacks and blocking deregistration (suite stoptoken_inplace, declared in stop_token.c). */
 #include <pthread.h>
 #include <sched.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [stoptoken.inplace]: registration, deregistration and requests racing (suite stoptoken_inplace, declared in stop_token.c). */
 #include <pthread.h>
 #include <sched.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hold.c - see hold.h. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hold.h - a work item posted straight to a pool that holds its worker
  * until the test releases it (pool and strand tests). */
 #ifndef CEXEC_TEST_RES_HOLD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lifetimes.c - what keeps an execution resource alive (docs/design.md,
  * "What keeps a resource alive"): a pool destroyed while a task is away
  * from it, a pool shut down from inside its own shutdown, a pool used in a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The work-stealing thread pool (cexec/pool.h): create and destroy, where
  * work runs (workers, names, pinning), the scheduler's queries and owning
  * handles.  The other exec_pool files: pool_submit.c, pool_post_dispatch.c,

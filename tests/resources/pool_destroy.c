@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pool: destroy cancels queued work, refuses new work with
  * EX_ESHUTDOWN, and is EX_EINVAL on its own worker (suite exec_pool,
  * declared in pool_create.c). */

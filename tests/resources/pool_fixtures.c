@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_fixtures.c - see pool_fixtures.h. */
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_fixtures.h - what the exec_pool suite's files share: a named pool,
  * the sum of the workers' statistics, a then() callback that notes where
  * it ran, and a receiver slot (an arec) with its own operation storage.

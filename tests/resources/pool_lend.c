@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pool's lent callers (cexec/pool.h, docs/pool.md "Lent callers"): a
  * thread outside the pool that waits in ex_sync_wait for the pool's work
  * takes a lent slot and runs that work itself; the number of such threads

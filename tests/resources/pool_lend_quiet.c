@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_lend_quiet.c - the lent caller's quiet first item: it wakes nobody,
  * and a wait nested in the operation's start wakes a worker for it. */
 #include <stdatomic.h>

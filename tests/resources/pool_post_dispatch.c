@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pool: stop tokens, post and dispatch, sync_wait on a worker (suite
  * exec_pool, declared in pool_create.c). */
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pool: per-worker statistics, parking, and the Chrome trace it
  * writes (suite exec_pool, declared in pool_create.c). */
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pool: many items from main, from outside threads and from workers
  * (nested trees, fan-out), a pool at a recycled address, sync_wait across
  * pools (suite exec_pool, declared in pool_create.c). */

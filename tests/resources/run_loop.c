@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.run.loop]: run_loop itself.  The other exec_run_loop files:
  * run_loop_scheduler.c (its scheduler and sender, many producers) and
  * single_thread_context.c (P2300 §1.6.2); the suite is declared here. */

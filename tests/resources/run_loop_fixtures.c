@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run_loop_fixtures.c - see run_loop_fixtures.h. */
 #include <sched.h>
 #include <string.h>

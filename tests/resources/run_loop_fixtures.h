@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run_loop_fixtures.h - what the exec_run_loop suite's files share: a nap,
  * work items that log their ids and act on their loop, rl_env (a loop, its
  * schedule sender, a log and items) most tests start from, a thread that

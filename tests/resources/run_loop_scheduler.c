@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.run.loop]: the run-loop scheduler and its schedule sender, and many
  * producers feeding one loop (suite exec_run_loop, declared in run_loop.c). */
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* single_thread_context (P2300 §1.6.2): work on its thread, its scheduler,
  * destroy (drains, joins, refuses new work) (suite exec_run_loop, declared
  * in run_loop.c). */

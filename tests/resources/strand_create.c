@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The strand (cexec/strand.h): create and destroy (argument errors, OOM,
  * EX_EBUSY while busy), the scheduler's properties (equality, forward
  * progress, completion scheduler, executed count) and the allocator it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* strand_fixtures.c - see strand_fixtures.h. */
 #include <sched.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* strand_fixtures.h - what the exec_strand suite's files share: strands
  * made and destroyed with assertions, the box that checks mutual
  * exclusion and order, work items and schedule operations that record

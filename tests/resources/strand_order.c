@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The strand: mutual exclusion and FIFO under load, completions on the
  * underlying pool's workers, stop tokens, and the fairness turn of 64
  * items (suite exec_strand, declared in strand_create.c). */

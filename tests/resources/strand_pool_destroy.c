@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The strand when its underlying pool is destroyed or shut down with strand
  * items queued (suite exec_strand, declared in strand_create.c). */
 #include <pthread.h>

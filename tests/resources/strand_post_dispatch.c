@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The strand: post never runs an item inline, dispatch runs it inline only
  * inside the strand (suite exec_strand, declared in strand_create.c). */
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The strand over the inline scheduler, a run loop, another strand and
  * schedulers without post, and running work through a strand without
  * allocating (suite exec_strand, declared in strand_create.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* churn.c - execution resources created and destroyed under running tasks
  * (issue 17: what keeps a resource alive; docs/RELIABILITY.md).
  *

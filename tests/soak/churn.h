@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* churn.h - what the two halves of the churn share (churn.c: cycles,
  * launching, destroying; churn_task.c: the tasks' bodies and completions).
  * See churn.c for what the churn does and the rules it keeps. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* churn_task.c - the churn's tasks (see churn.c): the steps a task body
  * takes between the cycle's resources, the checks of where it resumed,
  * and what its completion must be. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* graph.c - the soak's random graphs: generation from the operation's
  * seed, and how a node becomes a sender.  Every function a node runs
  * counts its calls (at most once per operation) and checks its inputs;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ref.c - the reference: the set of outcomes a graph may complete with.
  *
  * Written from the public headers.  Without a stop request and without an

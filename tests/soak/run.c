@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run.c - operation slots, the six ways the soak runs a graph, the drivers
  * that keep the slots busy, the stopper thread, and the checks made when
  * a slot is reaped.

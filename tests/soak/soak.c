@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* soak.c - the soak test's main: configuration, the allocators and
  * execution resources it owns, rounds, memory baselines, progress, the
  * watchdog and the final summary.  See soak.h and docs/RELIABILITY.md.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* soak.h - the soak test's shared declarations (make soak; docs/RELIABILITY.md).
  *
  * The soak runs, for a configurable time, a bounded random mix of sender

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* algo_stress.c - the parallel algorithms (cexec/algorithms.h) on one
  * 4-worker pool, submitted concurrently from 3 external threads: int64
  * inclusive / exclusive scans, reductions and for_each_index of random

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* alloc_stress.c - the frame allocators under concurrency: threads pass
  * blocks to each other through a ring (so most frees happen on another
  * thread) through recycling(budget(libc)) (through the ex_allocator

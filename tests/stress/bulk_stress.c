@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bulk_stress.c - parallel bulk on a pool (child = ex_schedule of the pool):
  * with success every index runs exactly once; with an error injected at a
  * random index no index runs twice and the result is that error; with a

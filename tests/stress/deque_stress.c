@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* deque_stress.c - Chase-Lev deque: every item pushed by the owner is taken
  * or stolen exactly once, with the owner pushing and taking against several
  * thieves while the array grows from 2 slots. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fiber_stress.c - fibers that ping-pong and migrate between threads.
  *
  * Work is a pair of fibers (A, B) on guarded stacks.  A worker thread takes

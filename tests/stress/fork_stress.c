@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fork_stress.c - recursions of forks (ex_await of a when_all of tasks)
  * with errors, stop waits and a stop request from outside.
  *

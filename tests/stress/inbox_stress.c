@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* inbox_stress.c - the pool's inbox (Vyukov-style MPSC queue with a
  * consumer try-lock), producers against consumers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lend_stress.c - lent callers (cexec/pool.h, docs/pool.md "Lent callers")
  * under contention: more threads wait in ex_sync_wait on one pool than it
  * has lent slots, so some lend themselves and some fall back to a worker's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lifetime_stress.c - pools destroyed while their tasks are away (issue 17,
  * items 1 and 2): each round launches tasks on a fresh pool that move to a
  * single-thread context and back, await work there and return tuples,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_stress.c - every item posted to the pool runs exactly once: many
  * external submitting threads, and items that submit more items from inside
  * the workers (nested submission). */

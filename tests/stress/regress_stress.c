@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* regress_stress.c - races the soak test found, kept as regressions under
  * ThreadSanitizer (make test-tsan runs every program here).
  *

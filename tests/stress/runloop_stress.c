@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runloop_stress.c - the run loop and the single-thread context at their
  * ends (issue 17), under ThreadSanitizer.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* scope_stress.c - counting_scope: several threads spawn pool work while
  * the main thread requests stop on the scope, closes it (or, in some
  * rounds, leaves it open) and joins it; another thread spawns futures and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* shutdown_stress.c - ex_pool_shutdown racing external submissions: every
  * accepted item is either run or cancelled exactly once before shutdown
  * returns; refused items (EX_ESHUTDOWN) are never touched. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* split_stress.c - one split of a pool-scheduled child, K consumers
  * started from different threads: before the child completes, racing its
  * completion, and after it; one consumer's stop token is stopped at a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stoptoken_stress.c - in-place stop source under ThreadSanitizer.
  *
  * 1. Callbacks registered and deregistered on several threads race one

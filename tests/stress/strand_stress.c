@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* strand_stress.c - several strands over one 4-worker pool; several
  * submitting threads post, dispatch (from outside: queued) and start
  * schedule operations on random strands, with random stop requests on the

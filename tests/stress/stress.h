@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stress.h - tiny harness for the standalone stress programs (run under
  * ThreadSanitizer by `make test-tsan`; Criterion cannot run under TSan).
  * Definitions in stress_util.c, which every stress program links. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stress_util.c - see stress_util.h and stress.h. */
 #include <sched.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stress_util.h - what the stress programs share: a counting allocator
  * (library allocations must return to where they started), a per-thread
  * xorshift, short busy waits, bounded flag waits, "agents" (threads that

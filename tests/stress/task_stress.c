@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* task_stress.c - tasks migrating between the workers of two pools.
  *
  * Two pools of 2 workers.  Each round starts TASKS tasks (on pool 0); each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* when_all_stress.c - when_all of pool-scheduled children, some of which
  * fail or complete stopped, while another thread requests stop on the
  * receiver's stop token at a random moment.  Every when_all completes

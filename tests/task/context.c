@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The foundation of stackful tasks: the context switch (exi_context.h),
  * fibers with the sanitizer annotations (exi_fiber.h) and the guarded,
  * pooled stack allocator (exi_stack.h).  The aarch64 switch runs the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [task] fork scheduling: a queued child is stolen, a child that saw its
  * token stopped forks no child, a queued resumption is never run as a new
  * start, and children held back by lazy splitting start when a sibling

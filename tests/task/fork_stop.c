@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [task] fork stop: the first error (or stopped) of a fork's children
  * wins and requests stop on the fork's own source, which the siblings see;
  * a stop request on the awaiting task's token is forwarded; stop requested

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [task] fork values: ex_await of an ex_when_all whose children are all
  * affine tasks runs as a "fork" (src/task/task_await.c, "a when_all of tasks"): the
  * children's control blocks go into the awaiting task's await area, all

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* local_fixtures.h - what the test files of tests/task/ share: the exec_task
  * suite (task_*.c), exec_task_fork (fork_*.c) and exec_task_nesting; cexec/task.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [task] nesting: a task about to suspend in an await runs the child
  * tasks its awaited operation queued on its worker (and no thief took) on
  * its own stack, as calls, instead of on stacks of their own (src/task/task_run.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [task] scheduler affinity: where a task resumes after an await,
  * change_coroutine_scheduler and ex_task_yield (exec_task suite, see
  * task_results.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [task] awaiting: ex_await of senders and of other tasks, where the
  * awaited operation lives and what awaited values point to (exec_task
  * suite, see task_results.c). */

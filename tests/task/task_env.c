@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [task] environment: what a task's environment answers and forwards
  * (exec_task suite, see task_results.c). */
 #include <limits.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [task] many tasks in a scope and ex_task_launch: detached tasks and
  * their handlers (exec_task suite, see task_results.c). */
 #include <limits.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [task] lifetime: a receiver may free the task inside its completion
  * (also inside a stop request), and a running task holds its scheduler
  * (exec_task suite, see task_results.c). */

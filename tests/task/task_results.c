@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [task] results: what a task completes with (values, errors, stopped),
  * creation errors, laziness and single-shot connects (cexec/task.h).
  * The exec_task suite spans the task_*.c files of this folder; its

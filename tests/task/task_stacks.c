@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [task] stacks: awaits do not grow the stack, recursion, the guard page,
  * the stack allocator option, and out-of-memory sweeps (exec_task suite,
  * see task_results.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [task] stop: a stopped await stops the task (also through nested
  * tasks), and the task's stop token is linked to its receiver's
  * (exec_task suite, see task_results.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cexec/detail/recycling_inline.h - NOT AN INTERFACE.
  *
  * The inline bodies of ex_recycling_allocate and ex_recycling_deallocate
