@@ -1,10 +1,12 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# check-install.sh - make install into a scratch prefix, then build
-# examples/hello_world.c against it the way a user would: with
-# pkg-config cexec (the shared library, found through its soname) and
-# with pkg-config cexec-static (no libcexec.so needed at run time); the
-# flags carry no build-only define; make uninstall leaves nothing behind.
+# check-install.sh - make install and install-flavours into a scratch
+# prefix, then build examples against it the way a user would: with
+# pkg-config cexec (the shared library, found through its soname), with
+# pkg-config cexec-static (no libcexec.so needed at run time), and with the
+# flavours cexec-asan, cexec-tsan and cexec-valgrind (the programs must run
+# clean under their tool); the flags carry no build-only define; make uninstall leaves
+# nothing behind.
 #
 #   scripts/check-install.sh
 set -eu
@@ -16,8 +18,11 @@ prefix=$tmp/prefix
 
 fail() { echo "check-install: $*" >&2; exit 1; }
 
-make -C "$root" -s install PREFIX="$prefix" > "$tmp/install.log" 2>&1 || { cat "$tmp/install.log" >&2; fail "make install failed"; }
+make -C "$root" -s install install-flavours PREFIX="$prefix" > "$tmp/install.log" 2>&1 ||
+    { cat "$tmp/install.log" >&2; fail "make install install-flavours failed"; }
 for f in include/cexec/cexec.h lib/libcexec.a lib/libcexec.so lib/pkgconfig/cexec.pc lib/pkgconfig/cexec-static.pc \
+         lib/libcexec-asan.a lib/libcexec-tsan.a lib/libcexec-valgrind.a \
+         lib/pkgconfig/cexec-asan.pc lib/pkgconfig/cexec-tsan.pc lib/pkgconfig/cexec-valgrind.pc \
          share/doc/cexec/LICENSE share/doc/cexec/THIRD-PARTY-NOTICES; do
     [ -e "$prefix/$f" ] || fail "make install did not install $f"
 done
@@ -39,7 +44,34 @@ LD_LIBRARY_PATH="$prefix/lib" ldd "$tmp/hello-cexec" | grep -q 'libcexec\.so\.[0
 "$tmp/hello-cexec-static" > /dev/null || fail "the program linked with cexec-static.pc failed"
 if ldd "$tmp/hello-cexec-static" | grep -q libcexec; then fail "cexec-static.pc linked libcexec.so"; fi
 
+# The flavours: a program with a pool, tasks and a scope, instrumented
+# like the library; any sanitizer report fails it.
+for pc in cexec-asan:$CC cexec-tsan:clang; do
+    name=${pc%%:*}
+    cc=${pc#*:}
+    command -v "$cc" > /dev/null 2>&1 || fail "$cc not found for $name"
+    for ex in spawn_scope task_pipeline; do
+        # shellcheck disable=SC2046 # the flags are words
+        $cc -std=c17 -Wall -Wextra -Werror -o "$tmp/$ex-$name" "$root/examples/$ex.c" $(pkg-config --cflags --libs "$name") ||
+            fail "could not build $ex with pkg-config $name"
+        ASAN_OPTIONS=abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1 TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
+            "$tmp/$ex-$name" > "$tmp/$ex-$name.log" 2>&1 || { cat "$tmp/$ex-$name.log" >&2; fail "$ex failed under $name"; }
+        if grep -q -E 'Sanitizer|runtime error' "$tmp/$ex-$name.log"; then
+            cat "$tmp/$ex-$name.log" >&2
+            fail "$ex reported under $name"
+        fi
+    done
+done
+
+# valgrind: memcheck errors and leaks fail it (--error-exitcode).
+command -v valgrind > /dev/null 2>&1 || fail "valgrind not found for cexec-valgrind"
+# shellcheck disable=SC2046 # the flags are words
+$CC -std=c17 -Wall -Wextra -Werror -g -o "$tmp/spawn-vg" "$root/examples/spawn_scope.c" $(pkg-config --cflags --libs cexec-valgrind) ||
+    fail "could not build with pkg-config cexec-valgrind"
+valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --fair-sched=yes \
+    "$tmp/spawn-vg" > "$tmp/spawn-vg.log" 2>&1 || { cat "$tmp/spawn-vg.log" >&2; fail "spawn_scope failed under valgrind"; }
+
 make -C "$root" -s uninstall PREFIX="$prefix" > "$tmp/uninstall.log" 2>&1 || { cat "$tmp/uninstall.log" >&2; fail "make uninstall failed"; }
 left=$(find "$prefix" \( -type f -o -type l \) | sed "s|^$prefix/||")
 [ -z "$left" ] || fail "make uninstall left: $left"
-echo "check-install: installed, built and ran with cexec.pc (shared) and cexec-static.pc (static); uninstall left nothing"
+echo "check-install: installed, built and ran with cexec.pc (shared), cexec-static.pc (static), cexec-asan.pc, cexec-tsan.pc and cexec-valgrind.pc (clean under their tools); uninstall left nothing"
