@@ -39,7 +39,7 @@ typedef struct bulk_op {
     ex_error err;
 } bulk_op;
 
-static ex_error run_range(bulk_op *o, size_t begin, size_t end, const ex_value *v, size_t n) {
+static inline __attribute__((always_inline)) ex_error run_range(bulk_op *o, size_t begin, size_t end, const ex_value *v, size_t n) {
     if (o->chunked) return o->fn.chunk(o->ctx, begin, end, v, n);
     for (size_t i = begin; i < end; i++) {
         ex_error e = o->fn.one(o->ctx, i, v, n);
