@@ -24,10 +24,10 @@ typedef struct ex_run_loop {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     ex_work *head, *tail;
-    size_t count;
+    uint64_t count;       /* written under mu, read without it (an empty loop costs no lock) */
     ex_run_loop_state state;
     const void *runner;   /* thread inside run(), for dispatch */
-    bool in_run;          /* run() has not returned: destroy is EX_EBUSY */
+    uint32_t in_run;      /* run() has not returned: destroy is EX_EBUSY */
 } ex_run_loop;
 
 /* Initialises an empty loop in the starting state.  EX_EAGAIN if the

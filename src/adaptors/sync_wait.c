@@ -13,17 +13,42 @@
 #include "base/exi_worker.h"
 #include "resources/exi_pool.h"
 
+/* sync_state.flags */
+#define SYNC_DONE 1u     /* the operation completed (the result is written) */
+#define SYNC_RUNNING 2u  /* the waiter runs the loop until it is finished */
+
 typedef struct sync_state {
     ex_run_loop loop;
-    ex_env_pair env;  /* get_scheduler and get_delegation_scheduler: the loop */
+    ex_env_pair env;    /* get_scheduler and get_delegation_scheduler: the loop */
     ex_result *res;
-    uint32_t done;    /* set after the loop was finished: st may go away */
+    uint32_t flags;     /* SYNC_DONE | SYNC_RUNNING, each set once */
+    uint32_t finished;  /* SYNC_RUNNING only: set after the loop was finished */
 } sync_state;
 
-/* Wakes the waiting thread; the last access to st by the completing side. */
+/* Tells the waiting thread.  The loop needs finishing (its mutex and
+ * condition variable) only when the waiter runs it, about to sleep: a wait
+ * that sees SYNC_DONE first costs no lock.  The last access to st by the
+ * completing side: the read-modify-write, or the store of `finished`. */
 static void complete(sync_state *st) {
+    if (!(exi_faa_u32(&st->flags, SYNC_DONE) & SYNC_RUNNING)) return;
     ex_run_loop_finish(&st->loop);
-    exi_store_rel_u32(&st->done, 1);
+    exi_store_rel_u32(&st->finished, 1);
+}
+
+static bool completed(sync_state *st) { return exi_load_acq_u32(&st->flags) & SYNC_DONE; }
+
+/* The waiter, once the operation completed or it is about to sleep: runs
+ * the loop's items until it is finished (and empty), as run() does. */
+static void run_loop_to_end(sync_state *st) {
+    uint32_t f = exi_load_acq_u32(&st->flags);
+    if (!(f & SYNC_DONE)) f = exi_faa_u32(&st->flags, SYNC_RUNNING);
+    if (f & SYNC_DONE) {
+        /* complete() will not touch the loop: what it holds runs here. */
+        while (ex_run_loop_run_one(&st->loop)) {}
+        return;
+    }
+    (void)ex_run_loop_run(&st->loop);
+    while (!exi_load_acq_u32(&st->finished)) exi_pause();
 }
 
 static void sync_set_value(void *self, const ex_value *v, size_t n) {
@@ -76,7 +101,7 @@ static ex_result error_result(ex_error e) {
 #define SYNC_WAIT_SPIN 2000
 #define SYNC_WAIT_PAUSE 64
 
-/* Starts op and waits for st->done.
+/* Starts op and waits for it to complete.
  *
  * Outside every pool the thread offers itself to the pool its operation
  * submits to (exi_pool.h, lending): if it gets a lent slot it runs its own
@@ -93,7 +118,7 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
         exi_lend_state outer;
         exi_lend_open(&outer);
         ex_start(op);
-        for (unsigned spin = 0; spin < SYNC_WAIT_SPIN && !exi_load_acq_u32(&st->done); spin++) {
+        for (unsigned spin = 0; spin < SYNC_WAIT_SPIN && !completed(st); spin++) {
             if (exi_lend_run_one() || ex_run_loop_run_one(&st->loop)) spin = 0;
             else if (spin < SYNC_WAIT_PAUSE) exi_pause();
             else sched_yield();  /* cores may all be busy with the work we wait for: let it run */
@@ -101,13 +126,12 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
         /* Nothing is left in the slot that only this thread would run:
          * close hands what remains to a worker before this thread sleeps. */
         exi_lend_close(&outer);
-        (void)ex_run_loop_run(&st->loop);
-        while (!exi_load_acq_u32(&st->done)) exi_pause();
+        run_loop_to_end(st);
         return;
     }
     ex_start(op);
     unsigned idle = 0;
-    while (!exi_load_acq_u32(&st->done)) {
+    while (!completed(st)) {
         if (ex_run_loop_run_one(&st->loop) || exi_worker_help_one()) {
             idle = 0;
         } else if (++idle < 64) {
@@ -132,7 +156,8 @@ ex_result ex_sync_wait(ex_sender *s) {
     memset(&res, 0, sizeof res);
     sync_state st;
     st.res = &res;
-    st.done = 0;
+    st.flags = 0;
+    st.finished = 0;
     ex_error e = ex_run_loop_init(&st.loop);
     if (e.code) {
         ex_sender_release(s);

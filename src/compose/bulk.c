@@ -31,7 +31,6 @@ typedef struct bulk_op {
     void *ctx;
     size_t shape, grain;
     ex_scheduler sched;      /* resource with a bulk hook, or vt == NULL */
-    const ex_allocator *alloc;
     /* parallel execution */
     ex_bulk_job job;
     exi_store values;
@@ -41,7 +40,7 @@ typedef struct bulk_op {
     ex_error err;
 } bulk_op;
 
-static ex_error run_range(bulk_op *o, size_t begin, size_t end, const ex_value *v, size_t n) {
+static inline __attribute__((always_inline)) ex_error run_range(bulk_op *o, size_t begin, size_t end, const ex_value *v, size_t n) {
     if (o->chunked) return o->fn.chunk(o->ctx, begin, end, v, n);
     for (size_t i = begin; i < end; i++) {
         ex_error e = o->fn.one(o->ctx, i, v, n);
@@ -57,7 +56,7 @@ static bulk_op *op_of(ex_bulk_job *job) { return EXI_CONTAINER_OF(job, bulk_op, 
 static bool job_run(ex_bulk_job *job, size_t begin, size_t end) {
     bulk_op *o = op_of(job);
     if (exi_load_acq_u32(&o->failed)) return false;
-    if (ex_stop_token_stop_requested(o->token)) {
+    if (ex_stop_token_stop_possible(o->token) && ex_stop_token_stop_requested(o->token)) {
         exi_store_rel_u32(&o->skipped, 1);
         return false;
     }
@@ -80,11 +79,25 @@ static void job_done(ex_bulk_job *job) {
     else ex_set_value(o->r, o->values.v, o->values.n);
 }
 
+/* Asked for only when needed (few launches need it): a query per launch
+ * was a tenth of a short bulk's cost. */
+static const ex_allocator *op_allocator(const bulk_op *o) { return ex_get_allocator(ex_receiver_env(o->r)); }
+
 static const ex_allocator *job_allocator(const ex_bulk_job *job) {
-    return EXI_CONTAINER_OF(job, const bulk_op, job)->alloc;
+    return op_allocator(EXI_CONTAINER_OF(job, const bulk_op, job));
 }
 
 static const ex_bulk_job_vtable job_vt = { job_run, job_done, job_allocator };
+
+/* The job for a resource: its helper items are the resource's to fill. */
+static void job_init(bulk_op *o) {
+    o->job.vt = &job_vt;
+    o->job.shape = o->shape;
+    o->job.grain = o->grain;
+    memset(o->job.scratch, 0, sizeof o->job.scratch);
+    o->job.extra = NULL;
+    o->job.extra_size = 0;
+}
 
 /* --------------------------------------------------------------- receiver */
 
@@ -101,7 +114,8 @@ static void b_set_value(void *self, const ex_value *v, size_t n) {
         }
         return;
     }
-    ex_error e = exi_store_set(&o->values, v, n, o->alloc);
+    /* Flat values are copied as they are: the allocator is for tuples. */
+    ex_error e = exi_store_set(&o->values, v, n, exi_values_flat(v, n) ? NULL : op_allocator(o));
     if (e.code) {
         ex_set_error(o->r, e);
         return;
@@ -110,10 +124,7 @@ static void b_set_value(void *self, const ex_value *v, size_t n) {
     o->skipped = 0;
     o->err = ex_ok();
     o->token = ex_get_stop_token(ex_receiver_env(o->r));
-    memset(&o->job, 0, sizeof o->job);
-    o->job.vt = &job_vt;
-    o->job.shape = o->shape;
-    o->job.grain = o->grain;
+    job_init(o);
     o->sched.vt->bulk(o->sched.self, &o->job);
 }
 
@@ -156,7 +167,6 @@ static ex_error b_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->shape = bs->shape;
     o->grain = bs->grain;
     o->sched = bulk_resource(bs->child, env);
-    o->alloc = ex_get_allocator(env);
     exi_store_init(&o->values);
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(bulk_op), bs->child));
     ex_receiver cr = { &b_rcvr_vt, o };

@@ -18,27 +18,42 @@
  * inside, [2] chunk count, [3] chunk size. */
 enum { BJ_NEXT, BJ_INSIDE, BJ_CHUNKS, BJ_GRAIN };
 
-/* Drops `count` participants; the last one out completes the job. */
-static void bulk_leave_n(ex_bulk_job *job, uint64_t count) {
-    if (exi_faa_u64(&job->scratch[BJ_INSIDE], (uint64_t)0 - count) != count) return;
+/* By the last participant out. */
+static void bulk_complete(ex_bulk_job *job) {
     if (job->extra) ex_deallocate(ex_bulk_job_allocator(job), job->extra, job->extra_size, alignof(ex_bulk_helper));
     job->extra = NULL;
     ex_bulk_job_done(job);
 }
 
+/* Drops `count` participants; the last one out completes the job. */
+static void bulk_leave_n(ex_bulk_job *job, uint64_t count) {
+    if (exi_faa_u64(&job->scratch[BJ_INSIDE], (uint64_t)0 - count) != count) return;
+    bulk_complete(job);
+}
+
 static void bulk_leave(ex_bulk_job *job) { bulk_leave_n(job, 1); }
 
-/* Claims and runs the next chunk; false when none is left (or the job
- * stopped: then nobody starts another). */
-static bool run_next_chunk(ex_bulk_job *job) {
+/* Runs chunk c, just claimed; false when there is no such chunk (or the
+ * job stopped: then nobody starts another). */
+static bool run_chunk(ex_bulk_job *job, uint64_t c) {
     uint64_t chunks = job->scratch[BJ_CHUNKS], grain = job->scratch[BJ_GRAIN];
-    uint64_t c = exi_faa_u64(&job->scratch[BJ_NEXT], 1);
     if (c >= chunks) return false;
     size_t begin = (size_t)(c * grain);  /* < shape: c < chunks */
     size_t end = job->shape - begin > grain ? begin + (size_t)grain : job->shape;  /* no wrap near SIZE_MAX */
     if (ex_bulk_job_run(job, begin, end)) return true;
     exi_store_rlx_u64(&job->scratch[BJ_NEXT], chunks);
     return false;
+}
+
+/* Claims and runs the next chunk; false when none is left. */
+static bool run_next_chunk(ex_bulk_job *job) { return run_chunk(job, exi_faa_u64(&job->scratch[BJ_NEXT], 1)); }
+
+/* The same while the caller is alone with the job (no helper queued: the
+ * queueing publishes the count): no locked instruction. */
+static bool run_next_chunk_alone(ex_bulk_job *job) {
+    uint64_t c = exi_load_rlx_u64(&job->scratch[BJ_NEXT]);
+    exi_store_rlx_u64(&job->scratch[BJ_NEXT], c + 1);
+    return run_chunk(job, c);
 }
 
 static void bulk_participate(ex_bulk_job *job) {
@@ -54,45 +69,25 @@ static void bulk_helper_cancel(ex_work *w) { bulk_leave(((ex_bulk_helper *)(void
 
 /* Below this much remaining work a parked worker is not worth waking: the
  * caller's futex wake and the worker's way back to a CPU cost a few
- * microseconds, so the caller finishes the chunks sooner alone.  Measured
- * in time-stamp counter ticks on x86 (a read costs a third of
+ * microseconds, so the caller finishes the chunks sooner alone.  Below
+ * SHARE_WORTH even an awake worker is not worth a helper item: stealing it
+ * and finding the chunks costs it cache misses the caller would then wait
+ * for, and a worker kept busy that way does not go back to sleep.
+ * Measured in time-stamp counter ticks on x86 (a read costs a third of
  * clock_gettime's, which was a tenth of a small bulk); the counter runs at
- * 1 to 4 GHz, so the bound is 2.5 to 10 us: a rough one is enough. */
+ * 1 to 4 GHz, so the bounds are 2.5 to 10 us and 0.5 to 2 us: rough ones
+ * are enough. */
 #if defined(__x86_64__) || defined(__i386__)
 #define WAKE_WORTH 10000u
+#define SHARE_WORTH 2000u
 static uint64_t ticks(void) { return __builtin_ia32_rdtsc(); }
 #else
 #define WAKE_WORTH 4000u
+#define SHARE_WORTH 800u
 static uint64_t ticks(void) { return exi_now_ns(); }
 #endif
 
 #define EAGER_SHAPE ((uint64_t)1 << 16)
-
-/* The caller's share when its helpers were pushed quietly: it runs chunks
- * and, once the chunks it has run say the rest is worth it, wakes as many
- * parked workers as there are chunks left for them (at most its helpers).
- * An awake worker steals a helper without being woken.  `eager`: wake
- * before the first chunk (each chunk is a participant's whole share). */
-static void run_lazily(ex_pool *p, ex_bulk_job *job, unsigned helpers, bool eager) {
-    if (eager) {
-        /* Workers awake and looking steal the helpers without a wake-up
-         * (a futex call on the caller's path); busy ones take them later. */
-        unsigned awake = exi_pool_awake_others(p);
-        if (awake < helpers) exi_pool_wake(p, helpers - awake);
-        while (run_next_chunk(job)) {}
-        return;
-    }
-    uint64_t t0 = ticks();
-    for (uint64_t done = 1; run_next_chunk(job); done++) {
-        uint64_t next = exi_load_rlx_u64(&job->scratch[BJ_NEXT]), chunks = job->scratch[BJ_CHUNKS];
-        if (next >= chunks) continue;  /* nothing left to share */
-        uint64_t left = chunks - next, spent = ticks() - t0;
-        if (spent / done * left < WAKE_WORTH) continue;
-        exi_pool_wake(p, left < helpers ? (unsigned)left : helpers);
-        while (run_next_chunk(job)) {}
-        return;
-    }
-}
 
 static bool is_helper_of(ex_work *w, void *job) {
     return w->execute == bulk_helper_run && ((ex_bulk_helper *)(void *)w)->job == job;
@@ -107,10 +102,12 @@ static void leave_with_helpers(ex_bulk_job *job) {
     bulk_leave_n(job, count);
 }
 
-/* Queues the helpers; returns whether all went quietly onto the caller's
- * deque (false: the caller is not an agent of p, and each was submitted
- * with a wake-up as usual). */
+/* Queues the helpers, counting them in first (one may run and leave at
+ * once); returns whether all went quietly onto the caller's deque (false:
+ * the caller is not an agent of p, and each was submitted with a wake-up
+ * as usual). */
 static bool publish(ex_pool *p, ex_bulk_job *job, ex_bulk_helper *h, uint64_t helpers) {
+    (void)exi_faa_u64(&job->scratch[BJ_INSIDE], helpers);
     bool quiet = true;
     for (uint64_t i = 0; i < helpers; i++) {
         h[i].job = job;
@@ -124,42 +121,107 @@ static bool publish(ex_pool *p, ex_bulk_job *job, ex_bulk_helper *h, uint64_t he
     return quiet;
 }
 
+/* The helper items for `*helpers` helpers: the job's own, or allocated
+ * (fewer when that fails: slower, never wrong). */
+static ex_bulk_helper *helper_items(ex_bulk_job *job, uint64_t *helpers) {
+    if (*helpers <= EX_BULK_INLINE_HELPERS) return job->helpers;
+    size_t bytes = (size_t)*helpers * sizeof(ex_bulk_helper);
+    ex_bulk_helper *h = ex_allocate(ex_bulk_job_allocator(job), bytes, alignof(ex_bulk_helper));
+    if (!h) {
+        *helpers = EX_BULK_INLINE_HELPERS;
+        return job->helpers;
+    }
+    job->extra = h;
+    job->extra_size = bytes;
+    return h;
+}
+
+/* Queues up to *helpers helpers (fewer when their items cannot be
+ * allocated); returns whether all went quietly (publish). */
+static bool share(ex_pool *p, ex_bulk_job *job, uint64_t *helpers) {
+    ex_bulk_helper *h = helper_items(job, helpers);
+    return publish(p, job, h, *helpers);
+}
+
+/* The caller's share when its helpers are (`shared`) or would be pushed
+ * quietly: it runs chunks and, once the chunks it has run say the rest is
+ * worth it, wakes as many parked workers as there are chunks left for them
+ * (at most its helpers); an awake worker steals a helper without being
+ * woken.  Not `shared` yet: the caller starts alone, and queues the helpers
+ * only once the rest is worth an awake worker's time; a short bulk so costs
+ * its chunks and two counter reads (no queue operation, no lock, no
+ * wake-up). */
+static void run_lazily(ex_pool *p, ex_bulk_job *job, uint64_t helpers, bool shared) {
+    uint64_t t0 = ticks();
+    for (uint64_t done = 1; shared ? run_next_chunk(job) : run_next_chunk_alone(job); done++) {
+        uint64_t next = exi_load_rlx_u64(&job->scratch[BJ_NEXT]), chunks = job->scratch[BJ_CHUNKS];
+        if (next >= chunks) continue;  /* nothing left to share */
+        uint64_t left = chunks - next, worth = (ticks() - t0) / done * left;
+        if (left < helpers) helpers = left;
+        if (!shared) {
+            if (worth < SHARE_WORTH) continue;
+            shared = true;
+            if (!share(p, job, &helpers)) {  /* submitted with wake-ups: nothing to take back */
+                bulk_participate(job);
+                return;
+            }
+        }
+        if (worth < WAKE_WORTH) continue;
+        exi_pool_wake(p, (unsigned)helpers);
+        while (run_next_chunk(job)) {}
+        break;
+    }
+    if (shared) leave_with_helpers(job);
+    else bulk_complete(job);  /* alone all along */
+}
+
 void exi_pool_bulk(void *self, ex_bulk_job *job) {
     ex_pool *p = self;
     uint64_t shape = job->shape;
     /* Rounded-up divisions written so that a shape near SIZE_MAX cannot
-     * wrap (it once made 0 chunks: a silent no-op). */
+     * wrap (it once made 0 chunks: a silent no-op).  A shape within the
+     * parts is one index a chunk, without the divisions. */
     uint64_t parts = 8ull * p->n;
-    uint64_t grain = job->grain ? job->grain : shape / parts + (shape % parts != 0);
+    uint64_t grain = job->grain ? job->grain : shape <= parts ? 1 : shape / parts + (shape % parts != 0);
     if (grain == 0) grain = 1;
-    uint64_t chunks = shape / grain + (shape % grain != 0);
+    uint64_t chunks = grain == 1 ? shape : shape / grain + (shape % grain != 0);
     uint64_t helpers = chunks > 1 ? chunks - 1 : 0;
     if (helpers > p->n - 1) helpers = p->n - 1;
-    ex_bulk_helper *h = job->helpers;
-    if (helpers > EX_BULK_INLINE_HELPERS) {
-        size_t bytes = (size_t)helpers * sizeof(ex_bulk_helper);
-        if ((h = ex_allocate(ex_bulk_job_allocator(job), bytes, alignof(ex_bulk_helper)))) {
-            job->extra = h;
-            job->extra_size = bytes;
-        } else {
-            h = job->helpers;  /* fewer helpers: slower, never wrong */
-            helpers = EX_BULK_INLINE_HELPERS;
-        }
-    }
     job->scratch[BJ_NEXT] = 0;
-    job->scratch[BJ_INSIDE] = helpers + 1;
+    job->scratch[BJ_INSIDE] = 1;  /* the caller; publish counts the helpers */
     job->scratch[BJ_CHUNKS] = chunks;
     job->scratch[BJ_GRAIN] = grain;
-    if (!helpers || !publish(p, job, h, helpers)) {
-        bulk_participate(job);
+    if (!helpers) {  /* one chunk, or one worker: the caller alone */
+        while (run_next_chunk_alone(job)) {}
+        bulk_complete(job);
         return;
     }
-    /* Woken at once: for an explicit grain (the caller sized the chunks to
-     * be shared; the algorithms give one chunk per participant, and waking
+    /* Eager: for an explicit grain (the caller sized the chunks to be
+     * shared; the algorithms give one chunk per participant, and waking
      * after the caller's first chunk would come after its whole share), and
      * for a shape so large that even an empty body (a nanosecond an index)
      * pays for the wake-ups. */
     bool eager = job->grain || shape >= EAGER_SHAPE;
-    run_lazily(p, job, (unsigned)helpers, eager);
+    /* At most an index per worker, on an agent of p: the caller starts
+     * alone (a launch of that size is mostly overhead).  Larger shapes queue
+     * their helpers first, for awake workers to take part from the start
+     * (an index may wait for another one to run). */
+    if (!eager && shape <= p->n && ex_pool_current_worker(p) >= 0) {
+        run_lazily(p, job, helpers, false);
+        return;
+    }
+    if (!share(p, job, &helpers)) {
+        bulk_participate(job);
+        return;
+    }
+    if (!eager) {
+        run_lazily(p, job, helpers, true);
+        return;
+    }
+    /* Workers awake and looking steal the helpers without a wake-up (a
+     * futex call on the caller's path); busy ones take them later. */
+    unsigned awake = exi_pool_awake_others(p);
+    if (awake < helpers) exi_pool_wake(p, (unsigned)helpers - awake);
+    while (run_next_chunk(job)) {}
     leave_with_helpers(job);
 }

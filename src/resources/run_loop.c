@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* run_loop.c - [exec.run.loop]: mutex + condition variable around an
- * intrusive FIFO; the schedule operation embeds its work item. */
+ * intrusive FIFO; the schedule operation embeds its work item.
+ *
+ * The item count, the running flag and the runner are also read without
+ * the mutex: run_one on an empty loop, count, dispatch and destroy take no
+ * lock (sync_wait calls them on every wait, and usually nothing is ever
+ * posted to its loop). */
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
+#include "base/exi_atomic.h"
 #include "base/exi_thread.h"
 #include "core/exi_scheduler.h"
 
@@ -17,7 +23,7 @@ ex_error ex_run_loop_init(ex_run_loop *loop) {
     loop->count = 0;
     loop->state = EX_RUN_LOOP_STARTING;
     loop->runner = NULL;
-    loop->in_run = false;
+    loop->in_run = 0;
     return ex_ok();
 }
 
@@ -27,7 +33,7 @@ void ex_run_loop_push(ex_run_loop *loop, ex_work *w) {
     if (loop->tail) loop->tail->next = w;
     else loop->head = w;
     loop->tail = w;
-    loop->count++;
+    exi_store_rel_u64(&loop->count, exi_load_rlx_u64(&loop->count) + 1);
     pthread_cond_signal(&loop->cv);
     pthread_mutex_unlock(&loop->mu);
 }
@@ -37,7 +43,7 @@ static ex_work *take_front(ex_run_loop *loop) {
     ex_work *w = loop->head;
     loop->head = w->next;
     if (!loop->head) loop->tail = NULL;
-    loop->count--;
+    exi_store_rlx_u64(&loop->count, exi_load_rlx_u64(&loop->count) - 1);
     return w;
 }
 
@@ -51,26 +57,23 @@ static ex_work *pop_front(ex_run_loop *loop) {
 }
 
 ex_error ex_run_loop_run(ex_run_loop *loop) {
+    uint32_t idle = 0;
+    if (!exi_cas_u32(&loop->in_run, &idle, 1)) return ex_err(EX_EINVAL, "ex_run_loop_run: the loop is already running");
     pthread_mutex_lock(&loop->mu);
-    if (loop->in_run) {
-        pthread_mutex_unlock(&loop->mu);
-        return ex_err(EX_EINVAL, "ex_run_loop_run: the loop is already running");
-    }
     if (loop->state == EX_RUN_LOOP_STARTING) loop->state = EX_RUN_LOOP_RUNNING;
-    loop->runner = exi_thread_id();
-    loop->in_run = true;
     pthread_mutex_unlock(&loop->mu);
+    exi_store_rlx_ptr((void **)&loop->runner, (void *)(uintptr_t)exi_thread_id());
     for (ex_work *w; (w = pop_front(loop));) w->execute(w);
-    /* The last touch of the loop: once in_run is false and the mutex is
-     * released, destroy may succeed and the storage may go away. */
-    pthread_mutex_lock(&loop->mu);
-    loop->runner = NULL;
-    loop->in_run = false;
-    pthread_mutex_unlock(&loop->mu);
+    exi_store_rlx_ptr((void **)&loop->runner, NULL);
+    /* The last touch of the loop (the mutex was released before): once
+     * in_run is false, destroy may succeed and the storage may go away. */
+    exi_store_rel_u32(&loop->in_run, 0);
     return ex_ok();
 }
 
 bool ex_run_loop_run_one(ex_run_loop *loop) {
+    /* An item pushed just now may be missed, as if this call came first. */
+    if (!exi_load_acq_u64(&loop->count)) return false;
     pthread_mutex_lock(&loop->mu);
     ex_work *w = loop->head ? take_front(loop) : NULL;
     pthread_mutex_unlock(&loop->mu);
@@ -85,19 +88,13 @@ void ex_run_loop_finish(ex_run_loop *loop) {
     pthread_mutex_unlock(&loop->mu);
 }
 
-size_t ex_run_loop_count(ex_run_loop *loop) {
-    pthread_mutex_lock(&loop->mu);
-    size_t n = loop->count;
-    pthread_mutex_unlock(&loop->mu);
-    return n;
-}
+size_t ex_run_loop_count(ex_run_loop *loop) { return (size_t)exi_load_acq_u64(&loop->count); }
 
 ex_error ex_run_loop_destroy(ex_run_loop *loop) {
-    pthread_mutex_lock(&loop->mu);
     /* in_run, not state: after finish() the state says finishing while
-     * run() may still execute an item and then lock the mutex. */
-    bool busy = loop->count != 0 || loop->in_run;
-    pthread_mutex_unlock(&loop->mu);
+     * run() may still execute an item and then lock the mutex.  Its
+     * release store is run()'s last touch of the loop. */
+    bool busy = exi_load_acq_u64(&loop->count) != 0 || exi_load_acq_u32(&loop->in_run);
     if (busy) return ex_err(EX_EBUSY, "ex_run_loop_destroy: work is queued or the loop is running");
     pthread_cond_destroy(&loop->cv);
     pthread_mutex_destroy(&loop->mu);
@@ -125,9 +122,8 @@ static ex_error loop_post(void *self, ex_work *w) {
 
 static ex_error loop_dispatch(void *self, ex_work *w) {
     ex_run_loop *loop = self;
-    pthread_mutex_lock(&loop->mu);
-    bool inside = loop->runner == exi_thread_id();
-    pthread_mutex_unlock(&loop->mu);
+    /* Only this thread stores its own id there: a stale read is never it. */
+    bool inside = exi_load_rlx_ptr((void *const *)&loop->runner) == (const void *)exi_thread_id();
     if (inside) w->execute(w);
     else ex_run_loop_push(loop, w);
     return ex_ok();
