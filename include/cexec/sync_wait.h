@@ -46,7 +46,10 @@ typedef struct ex_result {
 /* Runs s (taking ownership) to completion.  The sender must have at most
  * one value signature (use ex_sync_wait_with_variant otherwise): a sender
  * with more, a NULL sender or a failed connect gives an EX_DISP_ERROR result
- * with EX_EINVAL.  Failing to copy tuple values gives EX_ENOMEM. */
+ * with EX_EINVAL.  Failing to copy tuple values gives EX_ENOMEM.  Called on
+ * a single_thread_context's own thread (inside its work), which alone runs
+ * that context's work and would wait for ever, it starts nothing and gives
+ * EX_EDEADLK.  (On a pool worker it runs pool work while it waits.) */
 ex_result ex_sync_wait(ex_sender *s);
 
 /* ex_sync_wait(ex_into_variant(s)): accepts several value signatures; a

@@ -29,6 +29,7 @@ extern "C" {
 #define EX_EAGAIN    EAGAIN     /* a system resource (a thread) could not be created */
 #define EX_ECANCELED ECANCELED  /* stopped_as_error's default error */
 #define EX_ETOODEEP  ELOOP      /* a sender would nest deeper than EX_SENDER_MAX_DEPTH (sender.h) */
+#define EX_EDEADLK   EDEADLK    /* the call would wait for work only the calling thread can run */
 #define EX_EUSER     1000
 
 /* An error is a value, never an exception: a code, a static message that

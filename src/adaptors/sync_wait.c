@@ -12,6 +12,7 @@
 #include "core/exi_value.h"
 #include "base/exi_worker.h"
 #include "resources/exi_pool.h"
+#include "resources/exi_single_thread_context.h"
 
 /* sync_state.flags */
 #define SYNC_DONE 1u     /* the operation completed (the result is written) */
@@ -148,6 +149,13 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
 
 ex_result ex_sync_wait(ex_sender *s) {
     if (!s) return error_result(ex_err(EX_EINVAL, "ex_sync_wait: NULL sender"));
+    if (exi_single_thread_context_here()) {
+        /* Its work runs only on this thread, which would be blocked. */
+        ex_sender_release(s);
+        return error_result(ex_err(EX_EDEADLK, "ex_sync_wait: called on a single_thread_context's own thread, which "
+                                               "alone runs that context's work; start the sender and complete "
+                                               "asynchronously instead"));
+    }
     if (s->sigs.nvalues > 1) {
         ex_sender_release(s);
         return error_result(ex_err(EX_EINVAL, "ex_sync_wait: the sender has more than one value signature; use ex_sync_wait_with_variant"));

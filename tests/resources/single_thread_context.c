@@ -145,6 +145,38 @@ Test(exec_run_loop, single_thread_context_destroy_from_its_own_thread_is_einval)
     expect_no_leaks();
 }
 
+/* Inside the context's work: a sync_wait of work bound for the context
+ * would wait for ever (it used to hang, silently); it is refused before
+ * anything starts. */
+static ex_error rl_one(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)in, (void)n;
+    out[0] = ex_int(1);
+    return ex_ok();
+}
+
+static ex_error rl_sync_wait_inside(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n;
+    ex_single_thread_context *c = ctx;
+    ex_result r = ex_sync_wait(ex_then(ex_schedule(ex_single_thread_context_scheduler(c)), rl_one, NULL, EX_SIG0,
+                                       EX_SIG(EX_T_INT)));
+    out[0] = ex_int(r.disposition == EX_DISP_ERROR ? r.error.code : -1);
+    ex_result_destroy(&r);
+    return ex_ok();
+}
+
+Test(exec_run_loop, sync_wait_on_a_single_thread_contexts_own_thread_is_edeadlk) {
+    ex_single_thread_context ctx;
+    test_stc_init(&ctx);
+    ex_result r = ex_sync_wait(ex_then(ex_schedule(ex_single_thread_context_scheduler(&ctx)), rl_sync_wait_inside, &ctx,
+                                       EX_SIG0, EX_SIG(EX_T_INT)));
+    expect_value_int(&r, EX_EDEADLK);
+    ex_result_destroy(&r);
+    /* Elsewhere, sync_wait of the context's work goes on as before. */
+    record_thread_on(&ctx);
+    test_stc_destroy(&ctx);
+    expect_no_leaks();
+}
+
 /* --------------------------- single_thread_context shutdown (issue 17, 8) */
 
 /* A posted item that counts its runs; optionally posts a follow-up to its
