@@ -299,8 +299,9 @@ ex_task_result ex_task_stopped(void);
 /* ------------------------------------------------------------ launching */
 
 /* What happens to the result of a launched task.  Each handler may be
- * NULL; an error without an on_error handler is reported on stderr (a
- * detached task's error is never dropped silently).  Handlers run on the
+ * NULL; an error without an on_error handler goes to the scope: its join
+ * completes with the first such error (a detached task's error is never
+ * dropped silently, and the library prints nothing).  Handlers run on the
  * task's scheduler, after the task's stack is gone. */
 typedef struct ex_task_handlers {
     void (*on_value)(void *ctx, const ex_value *v, size_t n);
@@ -314,7 +315,7 @@ typedef struct ex_task_handlers {
  * `scope`, with sch as its scheduler (what its receiver's get_scheduler
  * answers: the task starts and resumes there) and the scope's stop token.
  * The scope's join waits for it.  h may be NULL (results dropped, errors
- * reported).  Errors (the task is not started and is released): those of
+ * to the scope's join).  Errors (the task is not started and is released): those of
  * ex_spawn (EX_ESHUTDOWN: scope closed; EX_ENOMEM; EX_EINVAL: invalid
  * task or scheduler). */
 ex_error ex_task_launch(ex_scope_token scope, ex_scheduler sch, ex_sender *task, const ex_task_handlers *h);

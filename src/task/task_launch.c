@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* task_launch.c - ex_task_launch: a task started detached into a counting
  * scope, its completion handed to user handlers (D4003's run_async). */
-#include <stdio.h>
-
 #include <string.h>
 
 #include <stdalign.h>
@@ -29,11 +27,15 @@ static void h_value(void *self, const ex_value *v, size_t n) {
     ex_set_value(o->r, NULL, 0);
 }
 
+/* Handled, the error is the handler's; unhandled, it is the scope's (its
+ * join completes with the first one): never dropped, never printed. */
 static void h_error(void *self, ex_error e) {
     handled_op *o = self;
-    if (o->h.on_error) o->h.on_error(o->h.ctx, e);
-    else fprintf(stderr, "cexec: a task launched with ex_task_launch failed: %s (error %d)\n", e.msg ? e.msg : "",
-                 e.code);
+    if (!o->h.on_error) {
+        ex_set_error(o->r, e);
+        return;
+    }
+    o->h.on_error(o->h.ctx, e);
     ex_set_value(o->r, NULL, 0);
 }
 
