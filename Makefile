@@ -49,10 +49,22 @@ OBJ      := $(SRC:src/%.c=$(BUILD)/obj/%.o)
 # exi_je_*): linking cexec never replaces the application's malloc.
 # Sanitizer builds, and CEXEC_JEMALLOC=malloc, route it to malloc/free
 # instead (ASan and valgrind cannot see jemalloc's mallocx).
+#
+# The copy reads its options from CEXEC_MCONF and /etc/cexec.mconf, never
+# the application's MALLOC_CONF or /etc/malloc.conf (the two strings are
+# patched in the object).  libcexec.a holds it; libcexec.so cannot (its
+# initial-exec TLS would make the library impossible to dlopen), so there
+# the copy is libcexec-jemalloc.so, which the shared library finds at first
+# use and pkg-config cexec links (src/allocators/jemalloc.c).
+JE_SONAME := libcexec-jemalloc.so.$(ABI)
 ifeq ($(SAN)$(CEXEC_JEMALLOC),)
 JE_OBJ   := $(BUILD)/obj/jemalloc_private.o
+JE_SO    := $(BUILD)/libcexec-jemalloc.so
+SO_OBJ   := $(filter-out $(BUILD)/obj/allocators/jemalloc.o,$(OBJ)) $(BUILD)/obj/allocators/jemalloc_dyn.o
 else
 JE_OBJ   :=
+JE_SO    :=
+SO_OBJ   := $(OBJ)
 JE_DEFS  := -DCEXEC_JEMALLOC_VIA_MALLOC
 endif
 LIB_OBJ  := $(OBJ) $(JE_OBJ)
@@ -72,7 +84,7 @@ TEST_DEPS := $(BUILD)/.deps-test
 
 .PHONY: all test check-layers check-header-examples check-headers check-symbols check-install check-spdx test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
 
-all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so
+all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so $(JE_SO)
 
 $(BUILD)/.deps-%: scripts/deps.sh
 	@mkdir -p $(BUILD)
@@ -94,14 +106,29 @@ $(BUILD)/obj/jemalloc_private.o: | $(DEPS_OK)
 	ld -r -o $(BUILD)/je/all.o $$(ls $(BUILD)/je/*.pic.o | grep -v jemalloc_cpp)
 	objcopy --redefine-sym mallocx=exi_je_mallocx --redefine-sym sdallocx=exi_je_sdallocx \
 	    --redefine-sym mallctl=exi_je_mallctl --keep-global-symbol=exi_je_mallocx \
-	    --keep-global-symbol=exi_je_sdallocx --keep-global-symbol=exi_je_mallctl $(BUILD)/je/all.o $@
+	    --keep-global-symbol=exi_je_sdallocx --keep-global-symbol=exi_je_mallctl $(BUILD)/je/all.o $(BUILD)/je/renamed.o
+	perl -0777 -pe 's/\0MALLOC_CONF\0/\0CEXEC_MCONF\0/g; s/\0\/etc\/malloc\.conf\0/\0\/etc\/cexec.mconf\0/g' \
+	    $(BUILD)/je/renamed.o > $(BUILD)/je/patched.o
+	@for s in CEXEC_MCONF /etc/cexec.mconf; do strings -a $(BUILD)/je/patched.o | grep -qx "$$s" || \
+	    { echo "jemalloc_private.o: the configuration string $$s was not patched in" >&2; exit 1; }; done
+	@if strings -a $(BUILD)/je/patched.o | grep -qx -e MALLOC_CONF -e /etc/malloc.conf; then \
+	    echo "jemalloc_private.o: it still reads the application's configuration" >&2; exit 1; fi
+	mv $(BUILD)/je/patched.o $@
+
+$(BUILD)/obj/allocators/jemalloc_dyn.o: src/allocators/jemalloc.c | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DCEXEC_JEMALLOC_DYNAMIC -DCEXEC_JEMALLOC_SONAME='"$(JE_SONAME)"' -MMD -MP -c $< -o $@
 
 $(BUILD)/libcexec.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libcexec.so: $(LIB_OBJ) $(SYMBOLS)
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(SYMBOLS) -o $@ $(LIB_OBJ) $(LDFLAGS_ALL) $(LIBS)
+$(BUILD)/libcexec.so: $(SO_OBJ) $(SYMBOLS)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(SYMBOLS) -o $@ $(SO_OBJ) $(LDFLAGS_ALL) $(LIBS)
+
+# The private jemalloc as a library of its own: only exi_je_* exported.
+$(BUILD)/libcexec-jemalloc.so: $(JE_OBJ) src/libcexec-jemalloc.map
+	$(CC) -shared -Wl,-soname,$(JE_SONAME) -Wl,--version-script=src/libcexec-jemalloc.map -o $@ $(JE_OBJ) -pthread -lm -ldl
 
 $(BUILD)/tests/%.o: tests/%.c | $(TEST_DEPS)
 	@mkdir -p $(dir $@)
@@ -234,6 +261,9 @@ install: all cexec.pc
 	install -m 755 $(BUILD)/libcexec.so $(DESTDIR)$(PREFIX)/lib/libcexec.so.$(VERSION)
 	ln -sf libcexec.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec.so
+	install -m 755 $(BUILD)/libcexec-jemalloc.so $(DESTDIR)$(PREFIX)/lib/libcexec-jemalloc.so.$(VERSION)
+	ln -sf libcexec-jemalloc.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(JE_SONAME)
+	ln -sf $(JE_SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec-jemalloc.so
 	install -m 644 $(BUILD)/cexec.pc $(BUILD)/cexec-static.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -d $(DESTDIR)$(PREFIX)/share/doc/cexec
 	install -m 644 LICENSE THIRD-PARTY-NOTICES $(DESTDIR)$(PREFIX)/share/doc/cexec/
@@ -244,6 +274,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/include/cexec/detail/,$(notdir $(wildcard include/cexec/detail/*.h)))
 	rm -f $(DESTDIR)$(PREFIX)/lib/libcexec.a $(DESTDIR)$(PREFIX)/lib/libcexec.so.$(VERSION)
 	rm -f $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec.so
+	rm -f $(DESTDIR)$(PREFIX)/lib/libcexec-jemalloc.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(JE_SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec-jemalloc.so
 	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/cexec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/cexec-static.pc
 	rm -f $(DESTDIR)$(PREFIX)/share/doc/cexec/LICENSE $(DESTDIR)$(PREFIX)/share/doc/cexec/THIRD-PARTY-NOTICES
 	-rmdir $(DESTDIR)$(PREFIX)/include/cexec/detail $(DESTDIR)$(PREFIX)/include/cexec $(DESTDIR)$(PREFIX)/share/doc/cexec 2>/dev/null
@@ -251,7 +282,7 @@ uninstall:
 clean:
 	rm -rf build build-asan build-clang build-tsan
 
--include $(OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)
+-include $(OBJ:.o=.d) $(BUILD)/obj/allocators/jemalloc_dyn.d $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)
 
 # Reliability targets (model check, fuzzing, valgrind, soak): one fragment each.
 include $(wildcard mk/*.mk)

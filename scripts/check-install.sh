@@ -5,8 +5,12 @@
 # pkg-config cexec (the shared library, found through its soname), with
 # pkg-config cexec-static (no libcexec.so needed at run time), and with the
 # flavours cexec-asan, cexec-tsan and cexec-valgrind (the programs must run
-# clean under their tool); the flags carry no build-only define; make uninstall leaves
-# nothing behind.
+# clean under their tool); the flags carry no build-only define; make
+# uninstall leaves nothing behind.  Also: Python's ctypes loads libcexec.so
+# with dlopen and runs a scan (tests/install/scan.py); a program linked with
+# cexec.pc or cexec-static.pc has its jemalloc arenas (tests/install/
+# arenas.c); and the embedded jemalloc ignores the application's
+# MALLOC_CONF, reading CEXEC_MCONF instead.
 #
 #   scripts/check-install.sh
 set -eu
@@ -20,7 +24,7 @@ fail() { echo "check-install: $*" >&2; exit 1; }
 
 make -C "$root" -s install install-flavours PREFIX="$prefix" > "$tmp/install.log" 2>&1 ||
     { cat "$tmp/install.log" >&2; fail "make install install-flavours failed"; }
-for f in include/cexec/cexec.h lib/libcexec.a lib/libcexec.so lib/pkgconfig/cexec.pc lib/pkgconfig/cexec-static.pc \
+for f in include/cexec/cexec.h lib/libcexec.a lib/libcexec.so lib/libcexec-jemalloc.so lib/pkgconfig/cexec.pc lib/pkgconfig/cexec-static.pc \
          lib/libcexec-asan.a lib/libcexec-tsan.a lib/libcexec-valgrind.a \
          lib/pkgconfig/cexec-asan.pc lib/pkgconfig/cexec-tsan.pc lib/pkgconfig/cexec-valgrind.pc \
          share/doc/cexec/LICENSE share/doc/cexec/THIRD-PARTY-NOTICES; do
@@ -43,6 +47,29 @@ LD_LIBRARY_PATH="$prefix/lib" ldd "$tmp/hello-cexec" | grep -q 'libcexec\.so\.[0
     fail "cexec.pc did not link libcexec.so by its soname"
 "$tmp/hello-cexec-static" > /dev/null || fail "the program linked with cexec-static.pc failed"
 if ldd "$tmp/hello-cexec-static" | grep -q libcexec; then fail "cexec-static.pc linked libcexec.so"; fi
+
+# dlopen: the shared library loads into a process that did not link it.
+command -v python3 > /dev/null 2>&1 || fail "python3 not found (scripts/deps.sh ci installs it)"
+python3 "$root/tests/install/scan.py" "$prefix/lib/libcexec.so" || fail "libcexec.so could not be used through dlopen"
+# Where the process has static TLS to spare, the dlopened library finds its
+# jemalloc arenas too.
+got=$(GLIBC_TUNABLES=glibc.rtld.optional_static_tls=8192 LD_LIBRARY_PATH="$prefix/lib" \
+      python3 "$root/tests/install/scan.py" "$prefix/lib/libcexec.so") || fail "dlopen with static TLS to spare failed"
+case "$got" in *"jemalloc arenas"*) ;; *) fail "dlopened with static TLS to spare, no jemalloc arenas: $got" ;; esac
+
+# Linked at start-up, shared or static, the jemalloc allocator has arenas.
+for pc in cexec cexec-static; do
+    # shellcheck disable=SC2046 # the flags are words
+    $CC -std=c17 -Wall -Wextra -Werror -o "$tmp/arenas-$pc" "$root/tests/install/arenas.c" $(pkg-config --cflags --libs "$pc") ||
+        fail "could not build arenas.c with pkg-config $pc"
+    got=$(LD_LIBRARY_PATH="$prefix/lib" "$tmp/arenas-$pc") || fail "arenas.c failed with pkg-config $pc"
+    [ "$got" = arenas ] || fail "linked with pkg-config $pc, the jemalloc allocator fell back to malloc"
+    # The application's jemalloc options are not the library's.
+    err=$(MALLOC_CONF=bogus:1 LD_LIBRARY_PATH="$prefix/lib" "$tmp/arenas-$pc" 2>&1 > /dev/null) || fail "arenas.c failed with MALLOC_CONF set"
+    [ -z "$err" ] || fail "the embedded jemalloc read MALLOC_CONF ($pc): $err"
+    err=$(CEXEC_MCONF=bogus:1 LD_LIBRARY_PATH="$prefix/lib" "$tmp/arenas-$pc" 2>&1 > /dev/null) || true
+    case "$err" in *jemalloc*) ;; *) fail "the embedded jemalloc did not read CEXEC_MCONF ($pc)" ;; esac
+done
 
 # The flavours: a program with a pool, tasks and a scope, instrumented
 # like the library; any sanitizer report fails it.
@@ -74,4 +101,4 @@ valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=defini
 make -C "$root" -s uninstall PREFIX="$prefix" > "$tmp/uninstall.log" 2>&1 || { cat "$tmp/uninstall.log" >&2; fail "make uninstall failed"; }
 left=$(find "$prefix" \( -type f -o -type l \) | sed "s|^$prefix/||")
 [ -z "$left" ] || fail "make uninstall left: $left"
-echo "check-install: installed, built and ran with cexec.pc (shared), cexec-static.pc (static), cexec-asan.pc, cexec-tsan.pc and cexec-valgrind.pc (clean under their tools); uninstall left nothing"
+echo "check-install: installed; dlopen from Python ran a scan; built and ran with cexec.pc (shared) and cexec-static.pc (static), both with jemalloc arenas and deaf to MALLOC_CONF; cexec-asan.pc, cexec-tsan.pc and cexec-valgrind.pc clean under their tools; uninstall left nothing"

@@ -17,7 +17,7 @@
 #   cross      make test-aarch64: the aarch64 cross compiler and qemu-user
 #   model      make model-check: spin
 #   bench      make bench / demo: test + oneTBB, Boost.Fiber, gnuplot
-#   ci         every purpose above (.ci/run)
+#   ci         every purpose above, and python3 for the dlopen check (.ci/run)
 #   --bench    the same as bench (older spelling)
 #   --check    exit 1, printing what is missing, without installing
 #   --help     this text
@@ -32,7 +32,7 @@ pkgs_for() {
         cross) echo "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" ;;
         model) echo "spin" ;;
         bench) echo "$(pkgs_for test) libtbb-dev libboost-fiber-dev gnuplot-nox" ;;
-        ci) echo "$(pkgs_for bench) $(pkgs_for clang) $(pkgs_for valgrind) $(pkgs_for cross) $(pkgs_for model) pkg-config" ;;
+        ci) echo "$(pkgs_for bench) $(pkgs_for clang) $(pkgs_for valgrind) $(pkgs_for cross) $(pkgs_for model) pkg-config python3" ;;
         *) return 1 ;;
     esac
 }

@@ -168,7 +168,10 @@ typedef struct ex_jemalloc_allocator ex_jemalloc_allocator;
  * or tcache, or no thread key is left), EX_EINVAL. */
 ex_error ex_jemalloc_allocator_create(unsigned arenas, ex_jemalloc_allocator **out);
 const ex_allocator *ex_jemalloc_allocator_get(ex_jemalloc_allocator *j);
-/* True when this build routes the jemalloc allocator to malloc/free. */
+/* True when the jemalloc allocator runs on malloc/free: in sanitizer and
+ * valgrind builds, and in a libcexec.so that could not reach its private
+ * jemalloc (dlopened without static TLS to spare; docs/allocators.md).
+ * Decided once per process, at the first use. */
 bool ex_jemalloc_is_malloc(void);
 /* Destroys the arenas.  No block may be in use, no thread may use the
  * allocator any more, and no thread that used it may be exiting at the same

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* jemalloc.c - per-worker jemalloc arenas with explicit tcaches.
  *
- * The jemalloc entry points are a private copy linked into cexec
- * (exi_je_*, see the Makefile): the application's malloc stays whatever it
- * is.  CEXEC_JEMALLOC_VIA_MALLOC (sanitizer / valgrind builds) replaces the
- * three calls with malloc-based equivalents. */
+ * The jemalloc entry points are a private copy (exi_je_*, see the
+ * Makefile): the application's malloc stays whatever it is.  Linked into
+ * libcexec.a.  libcexec.so cannot hold it (its 2.7 KB of initial-exec TLS
+ * would make the library impossible to dlopen), so there it lives in
+ * libcexec-jemalloc.so, found at first use (CEXEC_JEMALLOC_DYNAMIC): in the
+ * process if the program linked it, else by dlopen, else not at all, and
+ * then the allocator is malloc-based.  CEXEC_JEMALLOC_VIA_MALLOC
+ * (sanitizer / valgrind builds) always uses the malloc-based equivalents. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,16 +31,26 @@
 #define NO_TCACHE 0xffffffffu   /* jemalloc refused a tcache: use none */
 #define NO_SLOT 0xffffffffu     /* a thread that has only freed: every block is another arena's */
 
+/* The malloc-based equivalents: arenas are numbers, tcaches nothing. */
+static int m_arena_create(unsigned *out) {
+    static unsigned n;
+    *out = exi_faa_u32(&n, 1);
+    return 0;
+}
+static void *m_alloc(size_t size, size_t align) {
+    void *p = NULL;
+    return posix_memalign(&p, align, size) ? NULL : p;
+}
+
 #ifdef CEXEC_JEMALLOC_VIA_MALLOC
-static int je_arena_create(unsigned *out) { static unsigned n; *out = n++; return 0; }
+static int je_arena_create(unsigned *out) { return m_arena_create(out); }
 static int je_tcache_create(unsigned *out) { *out = 0; return 0; }
 static void je_tcache_destroy(unsigned tc) { (void)tc; }
 static void je_arena_destroy(unsigned a) { (void)a; }
 static void je_arena_purge(unsigned a) { (void)a; }
 static void *je_alloc(size_t size, size_t align, unsigned arena, unsigned tc) {
     (void)arena, (void)tc;
-    void *p = NULL;
-    return posix_memalign(&p, align, size) ? NULL : p;
+    return m_alloc(size, align);
 }
 static void je_free(void *p, size_t size, size_t align, unsigned arena, unsigned tc) {
     (void)size, (void)align, (void)arena, (void)tc;
@@ -44,24 +58,78 @@ static void je_free(void *p, size_t size, size_t align, unsigned arena, unsigned
 }
 bool ex_jemalloc_is_malloc(void) { return true; }
 #else
+#ifdef CEXEC_JEMALLOC_DYNAMIC
+#include <dlfcn.h>
+
+#ifndef CEXEC_JEMALLOC_SONAME  /* the Makefile's JE_SONAME */
+#define CEXEC_JEMALLOC_SONAME "libcexec-jemalloc.so.0"
+#endif
+
+/* libcexec-jemalloc.so's three entry points, or NULL: found once, before
+ * the first arena exists, so a process uses one kind of block throughout. */
+static struct {
+    void *(*mallocx)(size_t size, int flags);
+    void (*sdallocx)(void *p, size_t size, int flags);
+    int (*mallctl)(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+} je_dyn;
+static pthread_once_t je_once = PTHREAD_ONCE_INIT;
+
+static void je_find(void) {
+    /* Linked by the program (pkg-config cexec): already in the global
+     * scope.  Else a dlopen, which fails where the static TLS it needs is
+     * not left (a process that dlopened cexec itself): then malloc. */
+    void *h = RTLD_DEFAULT;  /* (NULL in glibc) */
+    if (!dlsym(h, "exi_je_mallctl") && !(h = dlopen(CEXEC_JEMALLOC_SONAME, RTLD_NOW | RTLD_LOCAL))) {
+        (void)dlerror();
+        return;
+    }
+    void *x = dlsym(h, "exi_je_mallocx"), *d = dlsym(h, "exi_je_sdallocx"), *c = dlsym(h, "exi_je_mallctl");
+    if (!x || !d || !c) return;
+    /* (POSIX: a data pointer from dlsym converts to a function pointer) */
+    memcpy(&je_dyn.mallocx, &x, sizeof x);
+    memcpy(&je_dyn.sdallocx, &d, sizeof d);
+    memcpy(&je_dyn.mallctl, &c, sizeof c);
+}
+
+static bool je_found(void) {
+    pthread_once(&je_once, je_find);
+    return je_dyn.mallctl != NULL;
+}
+
+static void *exi_je_mallocx(size_t size, int flags) { return je_dyn.mallocx(size, flags); }
+static void exi_je_sdallocx(void *p, size_t size, int flags) { je_dyn.sdallocx(p, size, flags); }
+static int exi_je_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) {
+    return je_dyn.mallctl(name, oldp, oldlenp, newp, newlen);
+}
+#else
 void *exi_je_mallocx(size_t size, int flags);
 void exi_je_sdallocx(void *p, size_t size, int flags);
 int exi_je_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+static bool je_found(void) { return true; }
+#endif
 
 #define MALLOCX_LG_ALIGN(la) ((int)(la))
 #define MALLOCX_TCACHE(tc) ((int)(((tc) + 2) << 8))
 #define MALLOCX_ARENA(a) ((((int)(a)) + 1) << 20)
 
 static int je_arena_create(unsigned *out) {
+    if (!je_found()) return m_arena_create(out);
     size_t sz = sizeof *out;
     return exi_je_mallctl("arenas.create", out, &sz, NULL, 0);
 }
 static int je_tcache_create(unsigned *out) {
+    if (!je_found()) {
+        *out = 0;
+        return 0;
+    }
     size_t sz = sizeof *out;
     return exi_je_mallctl("tcache.create", out, &sz, NULL, 0);
 }
-static void je_tcache_destroy(unsigned tc) { (void)exi_je_mallctl("tcache.destroy", NULL, NULL, &tc, sizeof tc); }
+static void je_tcache_destroy(unsigned tc) {
+    if (je_found()) (void)exi_je_mallctl("tcache.destroy", NULL, NULL, &tc, sizeof tc);
+}
 static void je_arena_destroy(unsigned a) {
+    if (!je_found()) return;
     char name[64];
     snprintf(name, sizeof name, "arena.%u.destroy", a);
     (void)exi_je_mallctl(name, NULL, NULL, NULL, 0);
@@ -69,6 +137,7 @@ static void je_arena_destroy(unsigned a) {
 /* Gives the arena's unused dirty pages back to the system now; its
  * allocations stay valid. */
 static void je_arena_purge(unsigned a) {
+    if (!je_found()) return;
     char name[64];
     snprintf(name, sizeof name, "arena.%u.purge", a);
     (void)exi_je_mallctl(name, NULL, NULL, NULL, 0);
@@ -80,13 +149,19 @@ static int flags_of(size_t align, unsigned arena, unsigned tc) {
     int f = MALLOCX_ARENA(arena) | (tc == NO_TCACHE ? MALLOCX_TCACHE(-1) : MALLOCX_TCACHE(tc));
     return align > 16 ? f | MALLOCX_LG_ALIGN(__builtin_ctzll(align)) : f;
 }
+/* (je_found is a constant true when jemalloc is linked in: no branch.) */
 static void *je_alloc(size_t size, size_t align, unsigned arena, unsigned tc) {
+    if (!je_found()) return m_alloc(size, align);
     return exi_je_mallocx(size, flags_of(align, arena, tc));
 }
 static void je_free(void *p, size_t size, size_t align, unsigned arena, unsigned tc) {
+    if (!je_found()) {
+        free(p);
+        return;
+    }
     exi_je_sdallocx(p, size, flags_of(align, arena, tc));
 }
-bool ex_jemalloc_is_malloc(void) { return false; }
+bool ex_jemalloc_is_malloc(void) { return !je_found(); }
 #endif
 
 /* Blocks of up to CLASS_MAX bytes (header included, alignment <= HEADER)
