@@ -82,7 +82,7 @@ EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-build
 TEST_DEPS := $(BUILD)/.deps-test
 
-.PHONY: all test check-layers check-header-examples check-headers check-symbols check-install check-spdx test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
+.PHONY: all test check-layers check-header-examples check-headers check-symbols check-install check-spdx man test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so $(JE_SO)
 
@@ -141,7 +141,7 @@ $(BUILD)/tests/cexec_tests: $(TEST_OBJ) $(BUILD)/libcexec.a
 # Leaks are checked inside each test body (expect_no_leaks calls
 # __lsan_do_recoverable_leak_check); the exit-time check is off because
 # Criterion's runner keeps a few bytes of its own at exit.
-test: check-spdx check-layers check-header-examples check-headers check-symbols $(BUILD)/tests/cexec_tests
+test: check-spdx check-layers check-header-examples check-headers check-symbols man $(BUILD)/tests/cexec_tests
 	ASAN_OPTIONS="leak_check_at_exit=0 $(ASAN_OPTIONS)" $(BUILD)/tests/cexec_tests --jobs 2 $(TEST_ARGS)
 
 test-asan:
@@ -228,6 +228,12 @@ check-headers: $(BUILD)/libcexec.a | $(TEST_DEPS)
 	@scripts/check-headers.sh --self-test
 	@CC="$(CC)" CXX="$(CXX)" SAN="$(SAN)" LIBS="$(LIBS)" scripts/check-headers.sh $(BUILD)
 
+# The API reference: man pages (section 3) generated from the public
+# headers' comments; an undocumented public function fails it.
+man:
+	@scripts/gen-man.sh --self-test
+	@scripts/gen-man.sh $(BUILD)/man $(VERSION)
+
 # Every file carries its licence tag (LICENSE: MIT).
 check-spdx:
 	@scripts/check-spdx.sh --self-test
@@ -253,7 +259,7 @@ cexec.pc: cexec.pc.in cexec-static.pc.in
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' cexec.pc.in > $(BUILD)/cexec.pc
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' cexec-static.pc.in > $(BUILD)/cexec-static.pc
 
-install: all cexec.pc
+install: all cexec.pc man
 	install -d $(DESTDIR)$(PREFIX)/include/cexec/detail $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/cexec/*.h $(DESTDIR)$(PREFIX)/include/cexec/
 	install -m 644 include/cexec/detail/*.h $(DESTDIR)$(PREFIX)/include/cexec/detail/
@@ -265,7 +271,8 @@ install: all cexec.pc
 	ln -sf libcexec-jemalloc.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(JE_SONAME)
 	ln -sf $(JE_SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec-jemalloc.so
 	install -m 644 $(BUILD)/cexec.pc $(BUILD)/cexec-static.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
-	install -d $(DESTDIR)$(PREFIX)/share/doc/cexec
+	install -d $(DESTDIR)$(PREFIX)/share/doc/cexec $(DESTDIR)$(PREFIX)/share/man/man3
+	install -m 644 $(BUILD)/man/man3/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 	install -m 644 LICENSE THIRD-PARTY-NOTICES $(DESTDIR)$(PREFIX)/share/doc/cexec/
 
 # Removes what install put in place (and the directories it made, if empty).
@@ -277,6 +284,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libcexec-jemalloc.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(JE_SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec-jemalloc.so
 	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/cexec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/cexec-static.pc
 	rm -f $(DESTDIR)$(PREFIX)/share/doc/cexec/LICENSE $(DESTDIR)$(PREFIX)/share/doc/cexec/THIRD-PARTY-NOTICES
+	rm -f $(DESTDIR)$(PREFIX)/share/man/man3/cexec.3 $(DESTDIR)$(PREFIX)/share/man/man3/cexec_*.3 $(DESTDIR)$(PREFIX)/share/man/man3/ex_*.3
 	-rmdir $(DESTDIR)$(PREFIX)/include/cexec/detail $(DESTDIR)$(PREFIX)/include/cexec $(DESTDIR)$(PREFIX)/share/doc/cexec 2>/dev/null
 
 clean:

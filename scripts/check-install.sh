@@ -27,7 +27,7 @@ make -C "$root" -s install install-flavours PREFIX="$prefix" > "$tmp/install.log
 for f in include/cexec/cexec.h lib/libcexec.a lib/libcexec.so lib/libcexec-jemalloc.so lib/pkgconfig/cexec.pc lib/pkgconfig/cexec-static.pc \
          lib/libcexec-asan.a lib/libcexec-tsan.a lib/libcexec-valgrind.a \
          lib/pkgconfig/cexec-asan.pc lib/pkgconfig/cexec-tsan.pc lib/pkgconfig/cexec-valgrind.pc \
-         share/doc/cexec/LICENSE share/doc/cexec/THIRD-PARTY-NOTICES; do
+         share/doc/cexec/LICENSE share/doc/cexec/THIRD-PARTY-NOTICES share/man/man3/cexec.3 share/man/man3/ex_pool_create.3; do
     [ -e "$prefix/$f" ] || fail "make install did not install $f"
 done
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"

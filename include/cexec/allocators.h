@@ -55,7 +55,11 @@ typedef struct ex_monotonic_allocator {
     ex_alloc_counters c;
 } ex_monotonic_allocator;
 
+/* Initialises m over buf[0, size) (the caller's; it must outlive every
+ * block given from it), with upstream for what does not fit (NULL: such
+ * allocations fail). */
 void ex_monotonic_allocator_init(ex_monotonic_allocator *m, void *buf, size_t size, const ex_allocator *upstream);
+/* The ex_allocator to hand out (valid while m is). */
 static inline const ex_allocator *ex_monotonic_allocator_get(ex_monotonic_allocator *m) { return &m->base; }
 /* Makes the whole buffer available again.  Only when no block from it is
  * in use. */
@@ -75,7 +79,10 @@ typedef struct ex_fault_allocator {
     ex_alloc_counters c;
 } ex_fault_allocator;
 
+/* Initialises f over under (NULL: the default allocator at the time of
+ * the call), failing nothing until told to. */
 void ex_fault_allocator_init(ex_fault_allocator *f, const ex_allocator *under);
+/* The ex_allocator to hand out (valid while f is). */
 static inline const ex_allocator *ex_fault_allocator_get(ex_fault_allocator *f) { return &f->base; }
 /* Fail allocation number n (1-based) counted from now; 0 turns it off. */
 void ex_fault_allocator_fail_nth(ex_fault_allocator *f, uint64_t n);

@@ -52,12 +52,18 @@ typedef ex_error (*ex_bulk_fn)(void *ctx, size_t i, const ex_value *v, size_t n)
  * their inner loop tight (vectorised, no call per index). */
 typedef ex_error (*ex_bulk_chunk_fn)(void *ctx, size_t begin, size_t end, const ex_value *v, size_t n);
 
+/* bulk(child, shape, fn): fn(ctx, i, values...) for every i in [0, shape)
+ * once child sent its values, then those values (see above for where and
+ * how it runs).  Takes child; NULL child or fn: an invalid sender. */
 ex_sender *ex_bulk(ex_sender *child, size_t shape, ex_bulk_fn fn, void *ctx);
 
 /* With a chunk size (grain, >= 1) for parallel execution; 0 lets the
  * resource choose (about 8 chunks per worker on a pool). */
 ex_sender *ex_bulk_grain(ex_sender *child, size_t shape, size_t grain, ex_bulk_fn fn, void *ctx);
 
+/* bulk_chunked: fn(ctx, begin, end, values...) over chunks that cover
+ * [0, shape) once, grain as for ex_bulk_grain (0: the resource's choice;
+ * the sequential loop makes one chunk). */
 ex_sender *ex_bulk_chunked(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx);
 
 #ifdef __cplusplus

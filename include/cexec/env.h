@@ -84,9 +84,13 @@ typedef struct ex_env_pair {
     ex_env base;
 } ex_env_pair;
 
+/* Initialises p to answer key with value, and everything else as parent
+ * does (value is stored as given: a tuple is not copied). */
 void ex_env_pair_init(ex_env_pair *p, const ex_key *key, ex_value value, ex_env parent);
+/* The same with two keys. */
 void ex_env_pair_init2(ex_env_pair *p, const ex_key *key, ex_value value, const ex_key *key2, ex_value value2,
                        ex_env parent);
+/* The environment p answers (valid while p and its parent chain are). */
 static inline ex_env ex_env_of_pair(const ex_env_pair *p) { ex_env e = { &p->node, 0 }; return e; }
 
 #ifdef __cplusplus

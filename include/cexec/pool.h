@@ -135,6 +135,7 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out);
  * ex_post and ex_dispatch EX_EINVAL). */
 ex_scheduler ex_pool_scheduler(ex_pool *p);
 
+/* The number of worker threads (lent slots not counted). */
 unsigned ex_pool_size(const ex_pool *p);
 
 /* The number of lent slots (ex_pool_config.lend_slots as resolved). */

@@ -61,6 +61,7 @@ bool ex_run_loop_run_one(ex_run_loop *loop);
  * (vt NULL). */
 ex_scheduler ex_run_loop_scheduler(ex_run_loop *loop);
 
+/* Items queued and not yet run (a snapshot; no lock taken). */
 size_t ex_run_loop_count(ex_run_loop *loop);
 
 /* Destroys the loop.  EX_EBUSY (and nothing is destroyed) when items are

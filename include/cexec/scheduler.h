@@ -121,6 +121,9 @@ typedef struct ex_scheduler_vtable {
  * An invalid handle (vt == NULL) gives an invalid sender (EX_EINVAL). */
 ex_sender *ex_schedule(ex_scheduler sch);
 
+/* Whether a and b schedule onto the same execution resource (P2300's
+ * scheduler equality): the same vtable and resource, or what the
+ * vtable's equal hook says. */
 bool ex_scheduler_equal(ex_scheduler a, ex_scheduler b);
 
 /* Owning handles: ex_scheduler_retain takes a hold on sch's resource and

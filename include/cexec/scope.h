@@ -47,6 +47,8 @@ typedef struct ex_scope_token { ex_scope_impl *scope; } ex_scope_token;
 ex_error ex_simple_counting_scope_init(ex_simple_counting_scope *s);
 ex_error ex_counting_scope_init(ex_counting_scope *s);
 
+/* The token that spawns into s (valid while s is): ex_spawn,
+ * ex_spawn_future, ex_task_launch take it. */
 ex_scope_token ex_simple_counting_scope_token(ex_simple_counting_scope *s);
 ex_scope_token ex_counting_scope_token(ex_counting_scope *s);
 

@@ -80,8 +80,12 @@ struct ex_sender {
 
 /* ------------------------------------------------------------- using senders */
 
-ex_sender *ex_sender_retain(ex_sender *s);   /* returns s; NULL-safe */
-void ex_sender_release(ex_sender *s);        /* NULL-safe */
+/* Takes another reference to s (for a second consumer: every builder
+ * takes one); returns s.  NULL-safe. */
+ex_sender *ex_sender_retain(ex_sender *s);
+/* Drops a reference; the last one frees s and releases its children.
+ * NULL-safe. */
+void ex_sender_release(ex_sender *s);
 
 /* EX_OK for a well-formed sender; otherwise the error it will complete with. */
 ex_error ex_sender_status(const ex_sender *s);

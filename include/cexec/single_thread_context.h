@@ -32,6 +32,7 @@ ex_error ex_single_thread_context_init(ex_single_thread_context *ctx);
  * returns.  NULL ctx: the invalid handle (vt NULL). */
 ex_scheduler ex_single_thread_context_scheduler(ex_single_thread_context *ctx);
 
+/* The context's own thread, which runs all its work. */
 pthread_t ex_single_thread_context_thread_id(ex_single_thread_context *ctx);
 
 /* Refuses new work (EX_ESHUTDOWN, see above), waits for submissions

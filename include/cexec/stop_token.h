@@ -54,8 +54,12 @@ static inline ex_stop_token ex_never_stop_token(void) { ex_stop_token t = { 0 };
 bool ex_stop_source_request_stop(ex_stop_source *s);
 bool ex_stop_source_stop_requested(const ex_stop_source *s);
 
+/* Whether stop was requested on t's source (false for the never-stop
+ * token). */
 bool ex_stop_token_stop_requested(ex_stop_token t);
+/* Whether t can ever be stopped (false only for the never-stop token). */
 static inline bool ex_stop_token_stop_possible(ex_stop_token t) { return t.src != 0; }
+/* Whether a and b are tokens of the same source. */
 static inline bool ex_stop_token_equal(ex_stop_token a, ex_stop_token b) { return a.src == b.src; }
 
 /* Registers cb on t.  If stop was already requested, fn(cb) runs now on the

@@ -38,6 +38,7 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n);
  * value; children may have several value signatures. */
 ex_sender *ex_when_all_with_variant_n(ex_sender *const *children, size_t n);
 
+/* ex_when_all_with_variant(a, b, ...) */
 #ifndef __cplusplus
 #define ex_when_all_with_variant(...)                                   \
     ex_when_all_with_variant_n((ex_sender *const[]){ __VA_ARGS__ },     \

@@ -12,6 +12,8 @@
 extern "C" {
 #endif
 
+/* child, run with key answering value in its receiver's environment.
+ * Takes child; NULL child or key: an invalid sender. */
 ex_sender *ex_write_env(ex_sender *child, const ex_key *key, ex_value value);
 
 #ifdef __cplusplus
