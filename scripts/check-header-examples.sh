@@ -37,8 +37,29 @@ extract() {
     ' "$@"
 }
 
-check() {  # $1: the include folder, $2: the repository root (examples/)
-    extract "$1"/*.h "$1"/*/*.h 2>/dev/null | awk -F '\t' -v root="$2" '
+# The same records for a Markdown guide: a fenced block whose opening
+# fence follows a line ending in "(examples/NAME.c):" (blank lines
+# between allowed) is an excerpt; blank lines inside it separate excerpts.
+extract_md() {
+    awk '
+        match($0, /\(examples\/[A-Za-z0-9_]+\.c\):[ \t]*$/) {
+            ex = substr($0, RSTART + 1, RLENGTH - 1); sub(/\):.*/, "", ex); next
+        }
+        /^```/ {
+            if (inblock) { inblock = 0; ex = ""; next }
+            if (ex != "") inblock = 1
+            next
+        }
+        inblock { if ($0 !~ /^[ \t]*$/) printf "%s:%d\t%s\t%s\n", FILENAME, FNR, ex, $0; next }
+        /^[ \t]*$/ { next }
+        { ex = "" }
+    ' "$@"
+}
+
+check() {  # $1: the include folder, $2: the repository root (examples/), $3...: Markdown guides
+    inc=$1 rt=$2
+    shift 2
+    { extract "$inc"/*.h "$inc"/*/*.h 2>/dev/null; [ $# -eq 0 ] || extract_md "$@"; } | awk -F '\t' -v root="$rt" '
         function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]+$/, "", s); return s }
         function load(f,   line, n) {
             if (f in loaded) return loaded[f]
@@ -81,7 +102,13 @@ if [ "${1:-}" = "--self-test" ]; then
     if check "$t/include" "$t" >/dev/null; then echo "check-header-examples: self-test: a wrong excerpt passed"; exit 1; fi
     printf '/* Use it so:\n *\n *     f(1, 2);\n */\n' > "$t/include/a.h"
     if check "$t/include" "$t" >/dev/null; then echo "check-header-examples: self-test: an unannounced example passed"; exit 1; fi
+    printf '/* none */\n' > "$t/include/a.h"
+    printf 'See (examples/ok.c):\n\n```c\nint f(void) {\n    return 1;\n}\n```\n' > "$t/guide.md"
+    check "$t/include" "$t" "$t/guide.md" >/dev/null || { echo "check-header-examples: self-test: a true guide excerpt failed"; exit 1; }
+    printf 'See (examples/ok.c):\n\n```c\nint f(void) {\n    return 3;\n}\n```\n' > "$t/guide.md"
+    if check "$t/include" "$t" "$t/guide.md" >/dev/null; then echo "check-header-examples: self-test: a wrong guide excerpt passed"; exit 1; fi
     echo "check-header-examples: self-test passed"
     exit 0
 fi
-check "$root/include/cexec" "$root" && echo "check-header-examples: every header example is an excerpt of examples/"
+check "$root/include/cexec" "$root" "$root/docs/guide.md" &&
+    echo "check-header-examples: every example in a header or docs/guide.md is an excerpt of examples/"
