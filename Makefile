@@ -261,7 +261,7 @@ cexec.pc: cexec.pc.in cexec-static.pc.in
 
 install: all cexec.pc man
 	install -d $(DESTDIR)$(PREFIX)/include/cexec/detail $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 include/cexec/*.h $(DESTDIR)$(PREFIX)/include/cexec/
+	install -m 644 include/cexec/*.h include/cexec/*.hpp $(DESTDIR)$(PREFIX)/include/cexec/
 	install -m 644 include/cexec/detail/*.h $(DESTDIR)$(PREFIX)/include/cexec/detail/
 	install -m 644 $(BUILD)/libcexec.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libcexec.so $(DESTDIR)$(PREFIX)/lib/libcexec.so.$(VERSION)
@@ -277,7 +277,7 @@ install: all cexec.pc man
 
 # Removes what install put in place (and the directories it made, if empty).
 uninstall:
-	rm -f $(addprefix $(DESTDIR)$(PREFIX)/include/cexec/,$(notdir $(wildcard include/cexec/*.h)))
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/include/cexec/,$(notdir $(wildcard include/cexec/*.h include/cexec/*.hpp)))
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/include/cexec/detail/,$(notdir $(wildcard include/cexec/detail/*.h)))
 	rm -f $(DESTDIR)$(PREFIX)/lib/libcexec.a $(DESTDIR)$(PREFIX)/lib/libcexec.so.$(VERSION)
 	rm -f $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec.so

@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: MIT
 # check-headers.sh - every public header compiles on its own, as C17 and
 # as C++17 and C++20, without a warning (-Wall -Wextra -pedantic -Werror);
-# then tests/cxx/macros.cpp (the public macros used from C++) is built
-# against the library with each C++ compiler found and run.
+# then tests/cxx/macros.cpp (the public macros used from C++) and
+# tests/cxx/hpp.cpp (the optional C++ handles of cexec/cexec.hpp, which
+# must compile on its own too) are built against the library with each C++
+# compiler found and run.
 #
 #   scripts/check-headers.sh [--self-test] BUILD_DIR
 #
@@ -60,10 +62,15 @@ echo "check-headers: $n public headers compile on their own as C17, C++17 and C+
 for cxx in "$CXX" "$CXX2"; do
     command -v "$cxx" > /dev/null 2>&1 || { echo "check-headers: $cxx not found, skipped"; continue; }
     for std in c++17 c++20; do
-        out="$tmp/macros-$(basename "$cxx")-$std"
-        $cxx -std=$std $STRICT $SAN -pthread -I"$root/include" -o "$out" "$root/tests/cxx/macros.cpp" \
-            "$build/libcexec.a" $SAN -pthread $LIBS
-        printf '%s -std=%s: ' "$(basename "$cxx")" "$std"
-        "$out"
+        printf '#include <cexec/cexec.hpp>\n' > "$tmp/hpp_alone.cpp"
+        $cxx -std=$std $STRICT -fsyntax-only -I"$root/include" "$tmp/hpp_alone.cpp" ||
+            { echo "check-headers: cexec/cexec.hpp does not compile on its own as $std ($cxx)" >&2; exit 1; }
+        for prog in macros hpp; do
+            out="$tmp/$prog-$(basename "$cxx")-$std"
+            $cxx -std=$std $STRICT $SAN -pthread -I"$root/include" -o "$out" "$root/tests/cxx/$prog.cpp" \
+                "$build/libcexec.a" $SAN -pthread $LIBS
+            printf '%s -std=%s: ' "$(basename "$cxx")" "$std"
+            "$out"
+        done
     done
 done
