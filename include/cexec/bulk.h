@@ -33,9 +33,16 @@
  * woken only once the chunks it has run show that the rest is worth a
  * wake-up (a few microseconds), as many as there are chunks left: a small
  * bulk costs no wake-up at all, but one whose first index is slow runs that
- * index alone while every worker is parked.  An explicit grain, or a
- * larger shape, wakes parked workers (up to one per chunk beyond the
- * caller's) at the start. */
+ * index alone while every worker is parked.  A bulk of at most one index
+ * per worker started on an agent of the pool queues no helper at all until
+ * its indices show that sharing pays (about a microsecond of work left).
+ * An explicit grain, or a larger shape, wakes parked workers (up to one
+ * per chunk beyond the caller's) at the start.
+ *
+ * Forward progress between indices is parallel, not concurrent (P2300):
+ * indices may run one after another on one agent, so an index must never
+ * wait for another index to run (a barrier between indices may wait for
+ * ever). */
 #ifndef CEXEC_BULK_H
 #define CEXEC_BULK_H
 
