@@ -7,21 +7,10 @@
 
 #include <cstdio>
 
-static int passed, failed;
+#include "cxx_check.hpp"
 
-static void check(bool ok, const char *what) {
-    if (ok) {
-        passed++;
-    } else {
-        failed++;
-        std::fprintf(stderr, "hpp: FAILED: %s\n", what);
-    }
-}
-
-static ex_error add(void *, const ex_value *in, size_t, ex_value *out) {
-    out[0] = ex_int(in[0].as.i + in[1].as.i);
-    return ex_ok();
-}
+using cxx_check::add;
+using cxx_check::check;
 
 static ex_error fail(void *, const ex_value *, size_t, ex_value *) { return ex_err(EX_EUSER + 5, "hpp: failed on purpose"); }
 
@@ -73,6 +62,5 @@ int main() {
         }
         check(refused, "a bad pool config throws EX_EINVAL");
     }  // scope joined, pool destroyed here
-    std::printf("hpp: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return cxx_check::finish("hpp");
 }

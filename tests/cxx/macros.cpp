@@ -7,23 +7,12 @@
 #include <cexec/cexec.h>
 
 #include <cstdio>
+
+#include "cxx_check.hpp"
 #include <cstdlib>
 
-static int passed, failed;
-
-static void check(bool ok, const char *what) {
-    if (ok) {
-        passed++;
-    } else {
-        failed++;
-        std::fprintf(stderr, "cxx: FAILED: %s\n", what);
-    }
-}
-
-static ex_error add(void *, const ex_value *in, size_t, ex_value *out) {
-    out[0] = ex_int(in[0].as.i + in[1].as.i);
-    return ex_ok();
-}
+using cxx_check::add;
+using cxx_check::check;
 
 static ex_error count(void *, const ex_value *, size_t n, ex_value *out) {
     out[0] = ex_int(static_cast<int64_t>(n));
@@ -83,6 +72,5 @@ int main() {
 
     check(ex_pool_destroy(pool).code == 0, "ex_pool_destroy");
     check(ex_version_number() == CEXEC_VERSION_NUMBER, "ex_version_number");
-    std::printf("cxx: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return cxx_check::finish("cxx");
 }
