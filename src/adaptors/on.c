@@ -8,11 +8,13 @@
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
+#include "adaptors/exi_on.h"
 #include "adaptors/exi_write_env.h"
 #include "base/exi_macros.h"
 #include "core/exi_env.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
+#include "resources/exi_pool.h"
 
 static const ex_key exi_key_on_orig = { "cexec.on.original_scheduler", true };
 
@@ -49,6 +51,13 @@ static ex_env so_child_env(void *self) { return ex_env_of_pair(&((starts_on_op *
 static const ex_receiver_vtable so_child_vt = { so_child_value, so_set_error, so_set_stopped, so_child_env, NULL };
 
 static void so_start(ex_operation *op) { ex_start(((starts_on_op *)op)->sched_op); }
+
+ex_work *exi_starts_on_start_lazy(ex_operation *op) {
+    ex_operation *sched_op = ((starts_on_op *)op)->sched_op;
+    ex_work *held = exi_pool_hold_started(sched_op);
+    if (!held) ex_start(sched_op);
+    return held;
+}
 static void so_destroy_op(ex_operation *op) {
     starts_on_op *o = (starts_on_op *)op;
     ex_operation_destroy(o->sched_op);
@@ -86,13 +95,13 @@ static void so_destroy(ex_sender *s) { ex_sender_release(((starts_on_sender *)s)
  * (default get-attrs of a single-child sender). */
 static ex_env so_attrs(const ex_sender *s) { return ex_env_forward(ex_sender_attrs(((const starts_on_sender *)s)->child)); }
 
-static const ex_sender_vtable starts_on_vt = { "ex_starts_on", so_connect, so_attrs, so_destroy };
+const ex_sender_vtable exi_starts_on_vt = { "ex_starts_on", so_connect, so_attrs, so_destroy };
 
 ex_sender *ex_starts_on(ex_scheduler sch, ex_sender *child) {
     ex_error e = ex_check_input(child, "ex_starts_on: NULL input sender");
     if (e.code) return exi_reject1(e.code, e.msg, child);
     if (!sch.vt || !sch.vt->connect_schedule) return exi_reject1(EX_EINVAL, "ex_starts_on: invalid scheduler handle", child);
-    ex_sender *s = ex_sender_alloc(&starts_on_vt, sizeof(starts_on_sender));
+    ex_sender *s = ex_sender_alloc(&exi_starts_on_vt, sizeof(starts_on_sender));
     if (!s) return exi_reject1(EX_ENOMEM, NULL, child);
     starts_on_sender *ss = (starts_on_sender *)s;
     ss->child = child;

@@ -8,6 +8,7 @@
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
+#include "adaptors/exi_on.h"
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
 #include "compose/exi_join.h"
@@ -15,6 +16,7 @@
 #include "core/exi_env.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
+#include "resources/exi_pool.h"
 
 struct when_all_op;
 
@@ -23,6 +25,7 @@ typedef struct wa_slot {
     ex_operation *child;
     uint8_t cap;          /* values this child may send (EX_MAX_ARITY if dynamic) */
     uint8_t n;            /* values it sent */
+    bool hop;             /* the child is a starts_on (exi_on.h) */
     ex_value *v;          /* cap values, inside the block */
     void *nested;         /* tuple contents, from the env's allocator */
     size_t nested_size;
@@ -37,6 +40,8 @@ typedef struct when_all_op {
     ex_stop_token token;       /* the receiver's, read at connect with the allocator */
     ex_env_pair child_env;
     const ex_allocator *alloc;
+    size_t size;               /* of the whole block (the sender's op_size) */
+    size_t hops;               /* children that queue an item when started */
     wa_slot slots[];
 } when_all_op;
 
@@ -117,6 +122,23 @@ static ex_env wa_env(void *self) { return ex_env_of_pair(&((wa_slot *)self)->op-
 
 static const ex_receiver_vtable wa_rcvr_vt = { wa_set_value, wa_set_error, wa_set_stopped, wa_env, NULL };
 
+/* A fork-join on the pool, as the task fork does it (task/task_await.c):
+ * children that hop onto the pool (starts_on(pool, x)) started by one of
+ * its agents are run by that agent itself, nested in this start, once the
+ * other children are started, unless a thief took them meanwhile:
+ *  - lazy: while the agent's deque already holds work for thieves, the
+ *    first such child is not queued at all but held back
+ *    (exi_pool_hold_started; queued should the agent wait for something);
+ *  - take-back: a child queued and not stolen is the newest item of the
+ *    agent's deque, which it would run next anyway once this start
+ *    returns: taken back, it runs here without the worker loop.  Only
+ *    the items' addresses are compared with the block's: the operation
+ *    may have completed and be gone. */
+static void run_taken_back(uintptr_t lo, uintptr_t hi, size_t hops) {
+    ex_work *w;
+    for (; hops && (w = exi_pool_take_own_within(lo, hi)); hops--) w->execute(w);
+}
+
 static void wa_start(ex_operation *op) {
     when_all_op *o = (when_all_op *)op;
     if (ex_stop_callback_register(&o->on_stop, o->token, request_stop_cb)) {
@@ -128,7 +150,18 @@ static void wa_start(ex_operation *op) {
      * from it after starting the last child. */
     size_t n = o->n;
     wa_slot *slots = o->slots;
-    for (size_t i = 0; i < n; i++) ex_start(slots[i].child);
+    uintptr_t lo = (uintptr_t)o, hi = lo + o->size;
+    size_t hops = o->hops;
+    ex_work *held = NULL;  /* while set, the operation cannot complete */
+    for (size_t i = 0; i < n; i++) {
+        if (!held && slots[i].hop) held = exi_starts_on_start_lazy(slots[i].child);  /* (started, if not held) */
+        else ex_start(slots[i].child);
+    }
+    if (held && exi_pool_unhold(held)) {
+        hops--;
+        held->execute(held);
+    }
+    run_taken_back(lo, hi, hops);
 }
 
 static void wa_destroy_op(ex_operation *op) {
@@ -149,6 +182,8 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->base.vt = &wa_op_vt;
     o->r = r;
     o->n = ws->n;
+    o->size = s->op_size;
+    o->hops = ws->hops;
     exi_join_init(&o->join, (uint32_t)ws->n);
     ex_env env = ex_receiver_env(r);
     o->alloc = ex_get_allocator(env);
@@ -163,6 +198,7 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
         wa_slot *sl = &o->slots[i];
         sl->op = o;
         sl->cap = exi_value_cap(&c->sigs);
+        sl->hop = exi_is_starts_on(c);
         sl->n = 0;
         sl->v = values;
         values += sl->cap;
@@ -239,12 +275,15 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     off += nvalues * sizeof(ex_value);
     ws->ops_off = off;
     size_t align = alignof(when_all_op);
+    size_t hops = 0;
     for (size_t i = 0; i < n; i++) {  /* (wa_connect walks the same layout) */
         ex_sender *c = children[i];
         ws->children[i] = c;
+        hops += exi_is_starts_on(c);
         off = ex_size_add(ex_align_up(off, c->op_align), c->op_size);
         align = ex_max_size(align, c->op_align);
     }
+    ws->hops = hops;
     s->op_size = off;
     s->op_align = align;
     s->depth = depth + 1;

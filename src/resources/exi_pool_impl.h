@@ -31,6 +31,7 @@ typedef struct exi_worker {
     pthread_t thread;
     bool started;
     uint64_t rng;
+    ex_work *held_back;       /* items held back by the owner (exi_pool_hold_started), newest first */
     ex_pool_worker_stats stats;  /* written by the owner (relaxed), read by anyone */
     uint64_t holds;              /* scheduler handles taken minus dropped on this worker: its
                                     own (relaxed) writes, summed by destroy after the join */

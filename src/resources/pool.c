@@ -455,11 +455,32 @@ void exi_lend_close(const exi_lend_state *outer) {
 
 /* ------------------------------------------------------ sync_wait helping */
 
+/* Queues the items me holds back (exi_pool_hold_started), oldest first,
+ * before it waits: whoever waits for one of them can then run it (this
+ * agent while helping, or a thief).  A pool shutting down cancels them. */
+static void queue_held(exi_worker *me) {
+    ex_work *newest = me->held_back, *oldest_first = NULL;
+    me->held_back = NULL;
+    while (newest) {
+        ex_work *next = newest->next;
+        newest->next = oldest_first;
+        oldest_first = newest;
+        newest = next;
+    }
+    while (oldest_first) {
+        ex_work *w = oldest_first;
+        oldest_first = w->next;
+        w->next = NULL;
+        if (push_own(me->pool, me, w, true, false).code) cancel_item(w);
+    }
+}
+
 /* The worker slot's help_one (base/exi_worker.h): sync_wait on a worker
  * runs its pool's work instead of blocking. */
 static bool help_one(void) {
     exi_worker *me = tls_worker;
     if (!me) return false;
+    if (me->held_back) queue_held(me);
     ex_work *w = find_work(me);
     if (!w) return false;
     run_item(me, w);
@@ -484,6 +505,16 @@ ex_work *exi_pool_take_own_if(bool (*accept)(ex_work *w, void *ctx), void *ctx) 
     return NULL;
 }
 
+ex_work *exi_pool_take_own_within(uintptr_t lo, uintptr_t hi) {
+    exi_worker *me = tls_worker;
+    if (!me) return NULL;
+    uintptr_t a = (uintptr_t)exi_deque_peek(&me->deque);
+    if (a < lo || a >= hi) return NULL;
+    ex_work *w = exi_deque_take(&me->deque);  /* that item, or NULL: a thief took it */
+    if (w) exi_owner_add_u64(&me->stats.executed, 1);
+    return w;
+}
+
 /* -------------------------------------------------------------- scheduler */
 
 static void pool_start(ex_operation *op) {
@@ -497,6 +528,27 @@ static const ex_operation_vtable pool_op_vt = { pool_start, NULL };
 static ex_error pool_connect(void *self, ex_receiver r, void *storage) {
     exi_queued_op_init(storage, &pool_op_vt, self, r);
     return ex_ok();
+}
+
+ex_work *exi_pool_hold_started(ex_operation *op) {
+    exi_worker *me = tls_worker;
+    if (!me || op->vt != &pool_op_vt) return NULL;
+    exi_queued_op *o = (exi_queued_op *)op;
+    if (o->resource != me->pool || stopping(me->pool)) return NULL;  /* (shutting down: start refuses) */
+    int64_t backlog = (int64_t)exi_load_rlx_u64(&me->deque.bottom) - (int64_t)exi_load_rlx_u64(&me->deque.top);
+    if (backlog < EXI_POOL_HOLD_BACKLOG) return NULL;
+    o->work.next = me->held_back;
+    me->held_back = &o->work;
+    return &o->work;
+}
+
+bool exi_pool_unhold(ex_work *w) {
+    exi_worker *me = tls_worker;
+    if (!me || me->held_back != w) return false;
+    me->held_back = w->next;
+    w->next = NULL;
+    exi_owner_add_u64(&me->stats.executed, 1);
+    return true;
 }
 
 static ex_error pool_post(void *self, ex_work *w) { return submit(self, w, false); }
