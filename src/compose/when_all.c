@@ -47,6 +47,21 @@ typedef struct when_all_op {
 
 typedef exi_when_all_sender when_all_sender;  /* exi_when_all.h */
 
+/* What connect needs of each child, laid out once when the sender is
+ * built: in the sender's block, after the children. */
+typedef struct wa_child {
+    size_t op_off;         /* its operation, in the when_all's */
+    size_t v_off;          /* its value array, in the when_all's */
+    uint8_t cap;           /* values it may send */
+    bool hop;              /* a starts_on (exi_on.h) */
+} wa_child;
+
+_Static_assert(alignof(wa_child) <= alignof(ex_sender *), "the layout follows the children's pointers");
+
+static const wa_child *child_layout(const when_all_sender *ws) {
+    return (const wa_child *)(const void *)(ws->children + ws->n);
+}
+
 static void arrive(when_all_op *o);
 
 /* The receiver asked for stop: forward it to the children (exi_join.h). */
@@ -189,23 +204,19 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->alloc = ex_get_allocator(env);
     o->token = ex_get_stop_token(env);
     exi_env_pair_init_token_alloc(&o->child_env, ex_stop_source_token(&o->join.stop), o->alloc, ex_env_forward(env));
-    /* The layout ex_when_all_n sized: value arrays, then the children's
+    /* The layout ex_when_all_n made: value arrays, then the children's
      * operations at their alignments. */
-    ex_value *values = (ex_value *)(void *)((char *)storage + ws->values_off);
-    size_t off = ws->ops_off;
+    const wa_child *layout = child_layout(ws);
     for (size_t i = 0; i < ws->n; i++) {
-        const ex_sender *c = ws->children[i];
+        const wa_child *lc = &layout[i];
         wa_slot *sl = &o->slots[i];
         sl->op = o;
-        sl->cap = exi_value_cap(&c->sigs);
-        sl->hop = exi_is_starts_on(c);
+        sl->cap = lc->cap;
+        sl->hop = lc->hop;
         sl->n = 0;
-        sl->v = values;
-        values += sl->cap;
+        sl->v = (ex_value *)(void *)((char *)storage + lc->v_off);
         sl->nested = NULL;
-        off = ex_align_up(off, c->op_align);
-        sl->child = (ex_operation *)(void *)((char *)storage + off);
-        off = ex_size_add(off, c->op_size);
+        sl->child = (ex_operation *)(void *)((char *)storage + lc->op_off);
         ex_receiver cr = { &wa_rcvr_vt, sl };
         ex_error e = ex_connect_child(ws->children[i], cr, sl->child);
         if (e.code) {
@@ -266,21 +277,32 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     bool one_sig = can_value && !dynamic;
     if (can_value && dynamic) flags |= EX_SIGS_DYNAMIC;
 
-    ex_sender *s = exi_sender_alloc_bare(&exi_when_all_vt, sizeof(when_all_sender) + n * sizeof(ex_sender *));
+    if (n > (SIZE_MAX - sizeof(when_all_sender)) / (sizeof(ex_sender *) + sizeof(wa_child)))
+        return ex_reject(EX_EINVAL, "ex_when_all: too many children", n, children);
+    ex_sender *s = exi_sender_alloc_bare(&exi_when_all_vt, sizeof(when_all_sender) + n * (sizeof(ex_sender *) + sizeof(wa_child)));
     if (!s) return ex_reject(EX_ENOMEM, NULL, n, children);
     when_all_sender *ws = (when_all_sender *)s;
     ws->n = n;
+    wa_child *layout = (wa_child *)(void *)(ws->children + n);
     size_t off = ex_align_up(sizeof(when_all_op) + n * sizeof(wa_slot), alignof(ex_value));
     ws->values_off = off;
+    size_t v_off = off;
     off += nvalues * sizeof(ex_value);
     ws->ops_off = off;
     size_t align = alignof(when_all_op);
     size_t hops = 0;
-    for (size_t i = 0; i < n; i++) {  /* (wa_connect walks the same layout) */
+    for (size_t i = 0; i < n; i++) {
         ex_sender *c = children[i];
+        wa_child *lc = &layout[i];
         ws->children[i] = c;
-        hops += exi_is_starts_on(c);
-        off = ex_size_add(ex_align_up(off, c->op_align), c->op_size);
+        lc->cap = exi_value_cap(&c->sigs);
+        lc->hop = exi_is_starts_on(c);
+        lc->v_off = v_off;
+        v_off += lc->cap * sizeof(ex_value);
+        hops += lc->hop;
+        off = ex_align_up(off, c->op_align);
+        lc->op_off = off;
+        off = ex_size_add(off, c->op_size);
         align = ex_max_size(align, c->op_align);
     }
     ws->hops = hops;
