@@ -27,8 +27,10 @@ ex_work *exi_pool_take_own_within(uintptr_t lo, uintptr_t hi);
  * back on the agent instead of queued: returned, for the caller to run
  * once it has started its other children (exi_pool_unhold).  Should the
  * agent wait for something meanwhile (ex_sync_wait helping on it), its
- * held items are queued first: a sibling may wait for a held child.
- * NULL, with nothing done, otherwise (the caller starts op). */
+ * held items are queued first: a sibling may wait for a held child.  A
+ * hold left when the pool item that made it returns (its stack switched
+ * away: a task's) is queued then.  NULL, with nothing done, otherwise
+ * (the caller starts op). */
 #define EXI_POOL_HOLD_BACKLOG 2
 ex_work *exi_pool_hold_started(ex_operation *op);
 

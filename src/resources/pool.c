@@ -295,17 +295,22 @@ static bool work_visible(ex_pool *p) {
 }
 
 static void trace_lent(exi_worker *me, uint64_t t0, uint64_t t1);
+static void queue_held(exi_worker *me);
 
 static void run_item(exi_worker *me, ex_work *w) {
     exi_owner_add_u64(&me->stats.executed, 1);
     if (!me->trace.events) {
         w->execute(w);
-        return;
+    } else {
+        uint64_t t0 = exi_now_ns();
+        w->execute(w);
+        if (me->lent) trace_lent(me, t0, exi_now_ns());
+        else exi_trace_add(&me->trace, EXI_TRACE_RUN, t0, exi_now_ns());
     }
-    uint64_t t0 = exi_now_ns();
-    w->execute(w);
-    if (me->lent) trace_lent(me, t0, exi_now_ns());
-    else exi_trace_add(&me->trace, EXI_TRACE_RUN, t0, exi_now_ns());
+    /* A hold is undone before the start that made it returns; one left
+     * here was made on a stack that switched away (a task's) and may go
+     * on elsewhere: queue it rather than leave it where nobody looks. */
+    if (me->held_back) queue_held(me);
 }
 
 static void park(exi_worker *me) {
