@@ -14,7 +14,6 @@
 #include "core/exi_env.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
-#include "resources/exi_pool.h"
 
 static const ex_key exi_key_on_orig = { "cexec.on.original_scheduler", true };
 
@@ -30,9 +29,7 @@ typedef struct starts_on_sender {
 } starts_on_sender;
 
 typedef struct starts_on_op {
-    ex_operation base;
-    ex_receiver r;
-    ex_operation *sched_op;
+    exi_starts_on_head h;   /* base, r, sched_op (exi_on.h) */
     ex_operation *child;
     ex_env_pair child_env;  /* JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)) */
 } starts_on_op;
@@ -41,26 +38,20 @@ static void so_sched_value(void *self, const ex_value *v, size_t n) {
     (void)v, (void)n;
     ex_start(((starts_on_op *)self)->child);
 }
-static void so_set_error(void *self, ex_error e) { ex_set_error(((starts_on_op *)self)->r, e); }
-static void so_set_stopped(void *self) { ex_set_stopped(((starts_on_op *)self)->r); }
-static ex_env so_sched_env(void *self) { return ex_env_forward(ex_receiver_env(((starts_on_op *)self)->r)); }
+static void so_set_error(void *self, ex_error e) { ex_set_error(((starts_on_op *)self)->h.r, e); }
+static void so_set_stopped(void *self) { ex_set_stopped(((starts_on_op *)self)->h.r); }
+static ex_env so_sched_env(void *self) { return ex_env_forward(ex_receiver_env(((starts_on_op *)self)->h.r)); }
 static const ex_receiver_vtable so_sched_vt = { so_sched_value, so_set_error, so_set_stopped, so_sched_env, NULL };
 
-static void so_child_value(void *self, const ex_value *v, size_t n) { ex_set_value(((starts_on_op *)self)->r, v, n); }
+static void so_child_value(void *self, const ex_value *v, size_t n) { ex_set_value(((starts_on_op *)self)->h.r, v, n); }
 static ex_env so_child_env(void *self) { return ex_env_of_pair(&((starts_on_op *)self)->child_env); }
 static const ex_receiver_vtable so_child_vt = { so_child_value, so_set_error, so_set_stopped, so_child_env, NULL };
 
-static void so_start(ex_operation *op) { ex_start(((starts_on_op *)op)->sched_op); }
+static void so_start(ex_operation *op) { ex_start(((starts_on_op *)op)->h.sched_op); }
 
-ex_work *exi_starts_on_start_lazy(ex_operation *op) {
-    ex_operation *sched_op = ((starts_on_op *)op)->sched_op;
-    ex_work *held = exi_pool_hold_started(sched_op);
-    if (!held) ex_start(sched_op);
-    return held;
-}
 static void so_destroy_op(ex_operation *op) {
     starts_on_op *o = (starts_on_op *)op;
-    ex_operation_destroy(o->sched_op);
+    ex_operation_destroy(o->h.sched_op);
     ex_operation_destroy(o->child);
 }
 static const ex_operation_vtable so_op_vt = { so_start, so_destroy_op };
@@ -68,14 +59,14 @@ static const ex_operation_vtable so_op_vt = { so_start, so_destroy_op };
 static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
     const starts_on_sender *ss = (const starts_on_sender *)s;
     starts_on_op *o = storage;
-    o->base.vt = &so_op_vt;
-    o->r = r;
-    o->sched_op = (ex_operation *)(void *)((char *)storage + ss->sched_off);
+    o->h.base.vt = &so_op_vt;
+    o->h.r = r;
+    o->h.sched_op = (ex_operation *)(void *)((char *)storage + ss->sched_off);
     o->child = (ex_operation *)(void *)((char *)storage + ss->child_off);
     ex_env env = ex_receiver_env(r);
     exi_env_pair_init_sched_alloc(&o->child_env, ss->sch, exi_allocator_under(env, &ss->sch), ex_env_forward(env));
     ex_receiver sr = { &so_sched_vt, o };
-    ex_error e = ss->sch.vt->connect_schedule(ss->sch.self, sr, o->sched_op);
+    ex_error e = ss->sch.vt->connect_schedule(ss->sch.self, sr, o->h.sched_op);
     if (e.code) return e;
     ex_receiver cr = { &so_child_vt, o };
     /* Its own variable, and ex_ok() on success: copying the error the
@@ -83,7 +74,7 @@ static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
      * on the way. */
     ex_error ce = ex_connect_child(ss->child, cr, o->child);
     if (ce.code) {
-        ex_operation_destroy(o->sched_op);
+        ex_operation_destroy(o->h.sched_op);
         return ce;
     }
     return ex_ok();
