@@ -16,14 +16,18 @@ ex_work *exi_pool_take_own_if(bool (*accept)(ex_work *w, void *ctx), void *ctx);
  * the newest item of its own deque if it lies in [lo, hi) (an operation
  * block whose queued children its owner will run nested: only the item's
  * address is looked at, before it is taken), for the caller to run
- * (counted as executed).  NULL, with nothing done, otherwise. */
+ * (counted as executed).  NULL, with nothing done, otherwise, and when
+ * the caller runs on another stack than its thread's own (a task's) or
+ * has used half of it: items run nested go as deep as the recursion
+ * that makes them. */
 ex_work *exi_pool_take_own_within(uintptr_t lo, uintptr_t hi);
 
 /* Lazy splitting for a parent that starts children and then runs them
  * itself unless they were taken (when_all, compose/).  op: a schedule
  * operation, connected, not started.  When it is the pool's, the caller is
  * one of that pool's agents, and its own deque already holds at least
- * EXI_POOL_HOLD_BACKLOG items for thieves, the operation's item is held
+ * EXI_POOL_HOLD_BACKLOG items for thieves (and it has room on its stack,
+ * as for exi_pool_take_own_within), the operation's item is held
  * back on the agent instead of queued: returned, for the caller to run
  * once it has started its other children (exi_pool_unhold).  Should the
  * agent wait for something meanwhile (ex_sync_wait helping on it), its

@@ -152,3 +152,52 @@ Test(exec_when_all_pool_fork, a_held_back_child_is_queued_when_its_agent_waits) 
     test_pool_free(p);
     expect_no_leaks();
 }
+
+/* ------------------------------------------- deep recursion through hops */
+
+/* R = let_value(just(), fn) with fn returning F = when_all(starts_on(pool,
+ * R), just()) while levels remain, then just(): a recursion only through
+ * hops, which the worker loop ran one at a time on a shallow stack.  Run
+ * nested, every level would stay on the stack. */
+typedef struct deep_ctx {
+    int left;
+    ex_sender *f;
+    ex_sender *leaf;
+} deep_ctx;
+
+static ex_sender *deep_next(void *ctx, const ex_value *in, size_t n) {
+    deep_ctx *d = ctx;
+    (void)in, (void)n;
+    return d->left-- > 0 ? d->f : d->leaf;
+}
+
+/* Deep enough to overflow a worker's 8 MiB stack nested.  The completions
+ * go back up as tail calls (-O2); sanitizer builds, which keep the frames,
+ * go less deep. */
+#if defined(__SANITIZE_ADDRESS__)
+#define DEEP_LEVELS 2000
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DEEP_LEVELS 2000
+#endif
+#endif
+#ifndef DEEP_LEVELS
+#define DEEP_LEVELS 200000
+#endif
+
+Test(exec_when_all_pool_fork, a_recursion_through_hops_does_not_nest_without_bound) {
+    ex_pool *p = lone_worker_pool();
+    ex_scheduler sch = ex_pool_scheduler(p);
+    deep_ctx d = { DEEP_LEVELS, NULL, ex_just() };
+    ex_sender *r = ex_let_value_borrowed(ex_just(), deep_next, &d, EX_SIG0);
+    d.f = ex_when_all(ex_starts_on(sch, ex_sender_retain(r)), ex_just());
+    ex_result res = ex_sync_wait(ex_starts_on(sch, ex_sender_retain(r)));
+    cr_assert_eq(res.disposition, EX_DISP_VALUE, "%s", res.error.msg ? res.error.msg : "");
+    cr_assert_eq(d.left, -1);
+    ex_result_destroy(&res);
+    ex_sender_release(d.f);  /* (it holds r) */
+    ex_sender_release(r);
+    ex_sender_release(d.leaf);
+    test_pool_free(p);
+    expect_no_leaks();
+}
