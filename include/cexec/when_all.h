@@ -9,7 +9,18 @@
  * the result is set_stopped.  The parent completes on the agent of the last
  * child to complete.  Nothing allocates unless a child's values hold tuples
  * (copied with the environment's allocator, EX_ENOMEM on failure).  No
- * completion scheduler. */
+ * completion scheduler.
+ *
+ * Fork-join on a pool: started on an agent of a pool, a when_all runs a
+ * child that hops onto that pool (ex_starts_on(pool, x)) on that agent
+ * itself, within its start, once the other children are started, unless
+ * another agent took it first (the item is the newest of the agent's
+ * deque, which it would run next anyway).  While the agent's deque
+ * already holds work for thieves, such a child is not even queued (held
+ * back, as the task fork does); it is queued as soon as the agent waits
+ * for something (an ex_sync_wait on it helps run the pool's items), since
+ * a sibling may be waiting for it.  Code that follows the when_all's start
+ * on that agent runs after such a child ran. */
 #ifndef CEXEC_WHEN_ALL_H
 #define CEXEC_WHEN_ALL_H
 

@@ -54,11 +54,12 @@ static void just_destroy(ex_sender *s) {
     ex_deallocate(s->alloc, js->nested, js->nested_size, alignof(ex_value));
 }
 
-static const ex_sender_vtable just_vt = { "ex_just", just_connect, NULL, just_destroy };
+const ex_sender_vtable exi_just_vt = { "ex_just", just_connect, NULL, just_destroy };
 
-bool exi_just_flat_values(const ex_sender *s, const ex_value **v, size_t *n) {
+/* (s is a just: exi_just_flat_values checked) */
+bool exi_just_flat_values_of(const ex_sender *s, const ex_value **v, size_t *n) {
     const just_sender *js = (const just_sender *)(const void *)s;
-    if (s->vt != &just_vt || js->nested) return false;
+    if (js->nested) return false;
     *v = js->v;
     *n = js->n;
     return true;
@@ -67,7 +68,7 @@ bool exi_just_flat_values(const ex_sender *s, const ex_value **v, size_t *n) {
 ex_sender *ex_just_n(const ex_value *v, size_t n) {
     if (n > EX_MAX_ARITY) return ex_invalid_sender(EX_EINVAL, "ex_just: more than EX_MAX_ARITY values");
     if (n && !v) return ex_invalid_sender(EX_EINVAL, "ex_just: NULL value array");
-    ex_sender *s = ex_sender_alloc(&just_vt, sizeof(just_sender));
+    ex_sender *s = ex_sender_alloc(&exi_just_vt, sizeof(just_sender));
     if (!s) return exi_oom_sender();
     just_sender *js = (just_sender *)s;
     if (exi_values_copy(js->v, v, n, s->alloc, &js->nested, &js->nested_size).code) {

@@ -29,6 +29,7 @@ typedef struct let_sender {
     /* let_value over a just without tuples (the lazy idiom
      * let_value(just(), fn)): its values, inside the child */
     bool just_child;
+    bool just_matches;       /* its values match `in` (checked once, here) */
     size_t just_n;
     const ex_value *just_v;
     let_fn fn;
@@ -46,6 +47,7 @@ typedef struct let_op {
     let_kind kind;
     bool borrowed;
     bool just_child;         /* the child's values are in args already: no child operation */
+    bool just_matches;       /* ... and match `in` (the sender checked them once) */
     bool has_sched;
     let_fn fn;
     void *ctx;
@@ -220,7 +222,7 @@ static void let_start(ex_operation *op) {
         ex_start(o->child);
         return;
     }
-    if (values_match(o, o->args.v, o->args.n)) run_inner(o, o->fn.value(o->ctx, o->args.v, o->args.n));
+    if (o->just_matches || values_match(o, o->args.v, o->args.n)) run_inner(o, o->fn.value(o->ctx, o->args.v, o->args.n));
 }
 
 static void let_op_destroy(ex_operation *op) {
@@ -274,6 +276,7 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->has_sched = ls->child->vt->attrs && join_completion_scheduler(o, ls);
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(let_op), ls->child));
     o->just_child = ls->just_child;
+    o->just_matches = ls->just_matches;
     if (ls->just_child) return exi_store_set(&o->args, ls->just_v, ls->just_n, NULL);  /* flat: no allocation */
     ex_receiver cr = { &let_rcvr_vt, o };
     return ex_connect_child(ls->child, cr, o->child);
@@ -326,6 +329,7 @@ static ex_sender *make_let(let_kind kind, bool borrowed, ex_sender *child, let_f
     ls->kind = kind;
     ls->borrowed = borrowed;
     ls->just_child = kind == LET_VALUE && exi_just_flat_values(child, &ls->just_v, &ls->just_n);
+    ls->just_matches = ls->just_child && exi_sig_matches(&in, ls->just_v, ls->just_n);
     ls->fn = fn;
     ls->ctx = ctx;
     ls->in = in;

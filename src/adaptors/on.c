@@ -9,6 +9,7 @@
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
+#include "adaptors/exi_on.h"
 #include "adaptors/exi_write_env.h"
 #include "base/exi_macros.h"
 #include "core/exi_env.h"
@@ -29,9 +30,7 @@ typedef struct starts_on_sender {
 } starts_on_sender;
 
 typedef struct starts_on_op {
-    ex_operation base;
-    ex_receiver r;
-    ex_operation *sched_op;
+    exi_starts_on_head h;   /* base, r, sched_op (exi_on.h) */
     ex_operation *child;
     ex_env_pair child_env;  /* JOIN-ENV(SCHED-ENV(sch), FWD-ENV(env)) */
 } starts_on_op;
@@ -40,19 +39,20 @@ static void so_sched_value(void *self, const ex_value *v, size_t n) {
     (void)v, (void)n;
     ex_start(((starts_on_op *)self)->child);
 }
-static void so_set_error(void *self, ex_error e) { ex_set_error(((starts_on_op *)self)->r, e); }
-static void so_set_stopped(void *self) { ex_set_stopped(((starts_on_op *)self)->r); }
-static ex_env so_sched_env(void *self) { return ex_env_forward(ex_receiver_env(((starts_on_op *)self)->r)); }
+static void so_set_error(void *self, ex_error e) { ex_set_error(((starts_on_op *)self)->h.r, e); }
+static void so_set_stopped(void *self) { ex_set_stopped(((starts_on_op *)self)->h.r); }
+static ex_env so_sched_env(void *self) { return ex_env_forward(ex_receiver_env(((starts_on_op *)self)->h.r)); }
 static const ex_receiver_vtable so_sched_vt = { so_sched_value, so_set_error, so_set_stopped, so_sched_env, NULL };
 
-static void so_child_value(void *self, const ex_value *v, size_t n) { ex_set_value(((starts_on_op *)self)->r, v, n); }
+static void so_child_value(void *self, const ex_value *v, size_t n) { ex_set_value(((starts_on_op *)self)->h.r, v, n); }
 static ex_env so_child_env(void *self) { return ex_env_of_pair(&((starts_on_op *)self)->child_env); }
 static const ex_receiver_vtable so_child_vt = { so_child_value, so_set_error, so_set_stopped, so_child_env, NULL };
 
-static void so_start(ex_operation *op) { ex_start(((starts_on_op *)op)->sched_op); }
+static void so_start(ex_operation *op) { ex_start(((starts_on_op *)op)->h.sched_op); }
+
 static void so_destroy_op(ex_operation *op) {
     starts_on_op *o = (starts_on_op *)op;
-    ex_operation_destroy(o->sched_op);
+    ex_operation_destroy(o->h.sched_op);
     ex_operation_destroy(o->child);
 }
 static const ex_operation_vtable so_op_vt = { so_start, so_destroy_op };
@@ -60,14 +60,14 @@ static const ex_operation_vtable so_op_vt = { so_start, so_destroy_op };
 static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
     const starts_on_sender *ss = (const starts_on_sender *)s;
     starts_on_op *o = storage;
-    o->base.vt = &so_op_vt;
-    o->r = r;
-    o->sched_op = (ex_operation *)(void *)((char *)storage + ss->sched_off);
+    o->h.base.vt = &so_op_vt;
+    o->h.r = r;
+    o->h.sched_op = (ex_operation *)(void *)((char *)storage + ss->sched_off);
     o->child = (ex_operation *)(void *)((char *)storage + ss->child_off);
     ex_env env = ex_receiver_env(r);
     exi_env_pair_init_sched_alloc(&o->child_env, ss->sch, exi_allocator_under(env, &ss->sch), ex_env_forward(env));
     ex_receiver sr = { &so_sched_vt, o };
-    ex_error e = ss->sch.vt->connect_schedule(ss->sch.self, sr, o->sched_op);
+    ex_error e = ss->sch.vt->connect_schedule(ss->sch.self, sr, o->h.sched_op);
     if (e.code) return e;
     ex_receiver cr = { &so_child_vt, o };
     /* Its own variable, and ex_ok() on success: copying the error the
@@ -75,7 +75,7 @@ static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
      * on the way. */
     ex_error ce = ex_connect_child(ss->child, cr, o->child);
     if (ce.code) {
-        ex_operation_destroy(o->sched_op);
+        ex_operation_destroy(o->h.sched_op);
         return ce;
     }
     return ex_ok();
@@ -87,13 +87,13 @@ static void so_destroy(ex_sender *s) { ex_sender_release(((starts_on_sender *)s)
  * (default get-attrs of a single-child sender). */
 static ex_env so_attrs(const ex_sender *s) { return ex_env_forward(ex_sender_attrs(((const starts_on_sender *)s)->child)); }
 
-static const ex_sender_vtable starts_on_vt = { "ex_starts_on", so_connect, so_attrs, so_destroy };
+const ex_sender_vtable exi_starts_on_vt = { "ex_starts_on", so_connect, so_attrs, so_destroy };
 
 ex_sender *ex_starts_on(ex_scheduler sch, ex_sender *child) {
     ex_error e = ex_check_input(child, "ex_starts_on: NULL input sender");
     if (e.code) return exi_reject1(e.code, e.msg, child);
     if (!sch.vt || !sch.vt->connect_schedule) return exi_reject1(EX_EINVAL, "ex_starts_on: invalid scheduler handle", child);
-    ex_sender *s = ex_sender_alloc(&starts_on_vt, sizeof(starts_on_sender));
+    ex_sender *s = ex_sender_alloc(&exi_starts_on_vt, sizeof(starts_on_sender));
     if (!s) return exi_reject1(EX_ENOMEM, NULL, child);
     starts_on_sender *ss = (starts_on_sender *)s;
     ss->child = child;

@@ -24,6 +24,7 @@ static inline bool exi_is_when_all(const ex_sender *s) { return s->vt == &exi_wh
 typedef struct exi_when_all_sender {
     ex_sender base;
     size_t n;
+    size_t hops;           /* children that start by queueing an item (starts_on) */
     size_t values_off;     /* in the operation: the value arrays ... */
     size_t ops_off;        /* ... then the children's operations (aligned each) */
     ex_sender *children[];

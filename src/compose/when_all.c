@@ -9,6 +9,7 @@
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
+#include "adaptors/exi_on.h"
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
 #include "compose/exi_join.h"
@@ -16,6 +17,7 @@
 #include "core/exi_env.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
+#include "resources/exi_pool.h"
 
 struct when_all_op;
 
@@ -24,6 +26,7 @@ typedef struct wa_slot {
     ex_operation *child;
     uint8_t cap;          /* values this child may send (EX_MAX_ARITY if dynamic) */
     uint8_t n;            /* values it sent */
+    bool hop;             /* the child is a starts_on (exi_on.h) */
     ex_value *v;          /* cap values, inside the block */
     void *nested;         /* tuple contents, from the env's allocator */
     size_t nested_size;
@@ -38,10 +41,27 @@ typedef struct when_all_op {
     ex_stop_token token;       /* the receiver's, read at connect with the allocator */
     ex_env_pair child_env;
     const ex_allocator *alloc;
+    size_t size;               /* of the whole block (the sender's op_size) */
+    size_t hops;               /* children that queue an item when started */
     wa_slot slots[];
 } when_all_op;
 
 typedef exi_when_all_sender when_all_sender;  /* exi_when_all.h */
+
+/* What connect needs of each child, laid out once when the sender is
+ * built: in the sender's block, after the children. */
+typedef struct wa_child {
+    size_t op_off;         /* its operation, in the when_all's */
+    size_t v_off;          /* its value array, in the when_all's */
+    uint8_t cap;           /* values it may send */
+    bool hop;              /* a starts_on (exi_on.h) */
+} wa_child;
+
+_Static_assert(alignof(wa_child) <= alignof(ex_sender *), "the layout follows the children's pointers");
+
+static const wa_child *child_layout(const when_all_sender *ws) {
+    return (const wa_child *)(const void *)(ws->children + ws->n);
+}
 
 static void arrive(when_all_op *o);
 
@@ -118,6 +138,23 @@ static ex_env wa_env(void *self) { return ex_env_of_pair(&((wa_slot *)self)->op-
 
 static const ex_receiver_vtable wa_rcvr_vt = { wa_set_value, wa_set_error, wa_set_stopped, wa_env, NULL };
 
+/* A fork-join on the pool, as the task fork does it (task/task_await.c):
+ * children that hop onto the pool (starts_on(pool, x)) started by one of
+ * its agents are run by that agent itself, nested in this start, once the
+ * other children are started, unless a thief took them meanwhile:
+ *  - lazy: while the agent's deque already holds work for thieves, the
+ *    first such child is not queued at all but held back
+ *    (exi_pool_hold_started; queued should the agent wait for something);
+ *  - take-back: a child queued and not stolen is the newest item of the
+ *    agent's deque, which it would run next anyway once this start
+ *    returns: taken back, it runs here without the worker loop.  Only
+ *    the items' addresses are compared with the block's: the operation
+ *    may have completed and be gone. */
+static void run_taken_back(uintptr_t lo, uintptr_t hi, size_t hops) {
+    ex_work *w;
+    for (; hops && (w = exi_pool_take_own_within(lo, hi)); hops--) w->execute(w);
+}
+
 static void wa_start(ex_operation *op) {
     when_all_op *o = (when_all_op *)op;
     if (ex_stop_callback_register(&o->on_stop, o->token, request_stop_cb)) {
@@ -129,7 +166,18 @@ static void wa_start(ex_operation *op) {
      * from it after starting the last child. */
     size_t n = o->n;
     wa_slot *slots = o->slots;
-    for (size_t i = 0; i < n; i++) ex_start(slots[i].child);
+    uintptr_t lo = (uintptr_t)o, hi = lo + o->size;
+    size_t hops = o->hops;
+    ex_work *held = NULL;  /* while set, the operation cannot complete */
+    for (size_t i = 0; i < n; i++) {
+        if (!held && slots[i].hop) held = exi_starts_on_start_lazy(slots[i].child);  /* (started, if not held) */
+        else ex_start(slots[i].child);
+    }
+    if (held && exi_pool_unhold(held)) {
+        hops--;
+        held->execute(held);
+    }
+    run_taken_back(lo, hi, hops);
 }
 
 static void wa_destroy_op(ex_operation *op) {
@@ -150,27 +198,26 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->base.vt = &wa_op_vt;
     o->r = r;
     o->n = ws->n;
+    o->size = s->op_size;
+    o->hops = ws->hops;
     exi_join_init(&o->join, (uint32_t)ws->n);
     ex_env env = ex_receiver_env(r);
     o->alloc = ex_get_allocator(env);
     o->token = ex_get_stop_token(env);
     exi_env_pair_init_token_alloc(&o->child_env, ex_stop_source_token(&o->join.stop), o->alloc, ex_env_forward(env));
-    /* The layout ex_when_all_n sized: value arrays, then the children's
+    /* The layout ex_when_all_n made: value arrays, then the children's
      * operations at their alignments. */
-    ex_value *values = (ex_value *)(void *)((char *)storage + ws->values_off);
-    size_t off = ws->ops_off;
+    const wa_child *layout = child_layout(ws);
     for (size_t i = 0; i < ws->n; i++) {
-        const ex_sender *c = ws->children[i];
+        const wa_child *lc = &layout[i];
         wa_slot *sl = &o->slots[i];
         sl->op = o;
-        sl->cap = exi_value_cap(&c->sigs);
+        sl->cap = lc->cap;
+        sl->hop = lc->hop;
         sl->n = 0;
-        sl->v = values;
-        values += sl->cap;
+        sl->v = (ex_value *)(void *)((char *)storage + lc->v_off);
         sl->nested = NULL;
-        off = ex_align_up(off, c->op_align);
-        sl->child = (ex_operation *)(void *)((char *)storage + off);
-        off = ex_size_add(off, c->op_size);
+        sl->child = (ex_operation *)(void *)((char *)storage + lc->op_off);
         ex_receiver cr = { &wa_rcvr_vt, sl };
         ex_error e = ex_connect_child(ws->children[i], cr, sl->child);
         if (e.code) {
@@ -231,21 +278,35 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     bool one_sig = can_value && !dynamic;
     if (can_value && dynamic) flags |= EX_SIGS_DYNAMIC;
 
-    ex_sender *s = exi_sender_alloc_bare(&exi_when_all_vt, sizeof(when_all_sender) + n * sizeof(ex_sender *));
+    if (n > (SIZE_MAX - sizeof(when_all_sender)) / (sizeof(ex_sender *) + sizeof(wa_child)))
+        return ex_reject(EX_EINVAL, "ex_when_all: too many children", n, children);
+    ex_sender *s = exi_sender_alloc_bare(&exi_when_all_vt, sizeof(when_all_sender) + n * (sizeof(ex_sender *) + sizeof(wa_child)));
     if (!s) return ex_reject(EX_ENOMEM, NULL, n, children);
     when_all_sender *ws = (when_all_sender *)s;
     ws->n = n;
+    wa_child *layout = (wa_child *)(void *)(ws->children + n);
     size_t off = ex_align_up(sizeof(when_all_op) + n * sizeof(wa_slot), alignof(ex_value));
     ws->values_off = off;
+    size_t v_off = off;
     off += nvalues * sizeof(ex_value);
     ws->ops_off = off;
     size_t align = alignof(when_all_op);
-    for (size_t i = 0; i < n; i++) {  /* (wa_connect walks the same layout) */
+    size_t hops = 0;
+    for (size_t i = 0; i < n; i++) {
         ex_sender *c = children[i];
+        wa_child *lc = &layout[i];
         ws->children[i] = c;
-        off = ex_size_add(ex_align_up(off, c->op_align), c->op_size);
+        lc->cap = exi_value_cap(&c->sigs);
+        lc->hop = exi_is_starts_on(c);
+        lc->v_off = v_off;
+        v_off += lc->cap * sizeof(ex_value);
+        hops += lc->hop;
+        off = ex_align_up(off, c->op_align);
+        lc->op_off = off;
+        off = ex_size_add(off, c->op_size);
         align = ex_max_size(align, c->op_align);
     }
+    ws->hops = hops;
     s->op_size = off;
     s->op_align = align;
     s->depth = depth + 1;

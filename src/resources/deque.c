@@ -98,6 +98,13 @@ ex_work *exi_deque_take(exi_deque *d) {
     return w;
 }
 
+ex_work *exi_deque_peek(exi_deque *d) {
+    int64_t b = (int64_t)exi_load_rlx_u64(&d->bottom) - 1;
+    int64_t t = (int64_t)exi_load_acq_u64(&d->top);
+    if (t > b) return NULL;
+    return slot_load(exi_load_rlx_ptr(&d->array), b);
+}
+
 exi_steal_result exi_deque_steal(exi_deque *d, ex_work **out) {
     int64_t t = (int64_t)exi_load_acq_u64(&d->top);
     exi_fence_full();

@@ -35,6 +35,11 @@ bool exi_deque_push(exi_deque *d, ex_work *w);
 /* Owner only: the most recently pushed item, or NULL. */
 ex_work *exi_deque_take(exi_deque *d);
 
+/* Owner only: the most recently pushed item, left in place, or NULL.  A
+ * thief may be taking it meanwhile: only its address may be used, and the
+ * take that follows (nothing pushed in between) returns it or NULL. */
+ex_work *exi_deque_peek(exi_deque *d);
+
 typedef enum exi_steal_result { EXI_STEAL_EMPTY, EXI_STEAL_ABORT, EXI_STEAL_OK } exi_steal_result;
 
 /* Any thread: the oldest item.  ABORT means another thread won the race

@@ -13,6 +13,38 @@
  * Used by a task about to suspend to run its own children nested. */
 ex_work *exi_pool_take_own_if(bool (*accept)(ex_work *w, void *ctx), void *ctx);
 
+/* On a pool agent (a worker, or a lent caller running a pool item): takes
+ * the newest item of its own deque if it lies in [lo, hi) (an operation
+ * block whose queued children its owner will run nested: only the item's
+ * address is looked at, before it is taken), for the caller to run
+ * (counted as executed).  NULL, with nothing done, otherwise, and when
+ * the caller runs on another stack than its thread's own (a task's) or
+ * has used half of it: items run nested go as deep as the recursion
+ * that makes them. */
+ex_work *exi_pool_take_own_within(uintptr_t lo, uintptr_t hi);
+
+/* Lazy splitting for a parent that starts children and then runs them
+ * itself unless they were taken (when_all, compose/).  op: a schedule
+ * operation, connected, not started.  When it is the pool's, the caller is
+ * one of that pool's agents, and its own deque already holds at least
+ * EXI_POOL_HOLD_BACKLOG items for thieves (and it has room on its stack,
+ * as for exi_pool_take_own_within), the operation's item is held
+ * back on the agent instead of queued: returned, for the caller to run
+ * once it has started its other children (exi_pool_unhold).  Should the
+ * agent wait for something meanwhile (ex_sync_wait helping on it), its
+ * held items are queued first: a sibling may wait for a held child.  A
+ * hold left when the pool item that made it returns (its stack switched
+ * away: a task's) is queued then.  NULL, with nothing done, otherwise
+ * (the caller starts op). */
+#define EXI_POOL_HOLD_BACKLOG 2
+ex_work *exi_pool_hold_started(ex_operation *op);
+
+/* True when w, held by exi_pool_hold_started, still is: no longer held,
+ * it is the caller's to run now (counted as executed).  False once a wait
+ * queued it (a thief may have it; exi_pool_take_own_within may get it
+ * back).  Holds are undone newest first, by the agent that made them. */
+bool exi_pool_unhold(ex_work *w);
+
 /* On a worker of the pool behind sch: queues w on its own deque, as
  * ex_post would, and returns true.  False, with nothing done, anywhere
  * else or once the pool is shutting down (ex_post then gives the error). */

@@ -32,6 +32,8 @@ typedef struct exi_worker {
     pthread_t thread;
     bool started;
     uint64_t rng;
+    ex_work *held_back;       /* items held back by the owner (exi_pool_hold_started), newest first */
+    uintptr_t stack_lo, stack_size;  /* the owner thread's stack (pool.c, room_to_nest); 0: unknown */
     ex_pool_worker_stats stats;  /* written by the owner (relaxed), read by anyone */
     uint64_t holds;              /* scheduler handles taken minus dropped on this worker: its
                                     own (relaxed) writes, summed by destroy after the join */

@@ -59,6 +59,22 @@ static EXI_TLS exi_lend_state tls_lend;
 
 static bool help_one(void);
 
+/* The calling thread's stack, read once per thread ({0, 1}: unknown). */
+static EXI_TLS struct { uintptr_t lo, size; } tls_stack;
+
+static void read_stack_bounds(void) {
+    if (tls_stack.size) return;
+    pthread_attr_t attr;
+    void *lo = NULL;
+    size_t size = 0;
+    if (!pthread_getattr_np(pthread_self(), &attr)) {
+        if (pthread_attr_getstack(&attr, &lo, &size)) size = 0;
+        pthread_attr_destroy(&attr);
+    }
+    tls_stack.lo = (uintptr_t)lo;
+    tls_stack.size = size ? size : 1;
+}
+
 /* Inbox choice of a submitting thread that is not a worker, for the pool
  * with this id (an address can be reused by a later pool). */
 static EXI_TLS struct { uint64_t pool_id; unsigned home; } tls_home;
@@ -209,6 +225,9 @@ static exi_worker *claim_lent_slot(ex_pool *p) {
         uint32_t free_ = 0;
         if (exi_load_rlx_u32(&s->held) || !exi_cas_u32(&s->held, &free_, 1)) continue;
         exi_faa_u32(&p->holders, 1);
+        read_stack_bounds();
+        s->stack_lo = tls_stack.lo;  /* (its holder's, for room_to_nest) */
+        s->stack_size = tls_stack.size;
         tls_lend.slot = s;
         return s;
     }
@@ -296,17 +315,22 @@ static bool work_visible(ex_pool *p) {
 }
 
 static void trace_lent(exi_worker *me, uint64_t t0, uint64_t t1);
+static void queue_held(exi_worker *me);
 
 static void run_item(exi_worker *me, ex_work *w) {
     exi_owner_add_u64(&me->stats.executed, 1);
     if (!me->trace.events) {
         w->execute(w);
-        return;
+    } else {
+        uint64_t t0 = exi_now_ns();
+        w->execute(w);
+        if (me->lent) trace_lent(me, t0, exi_now_ns());
+        else exi_trace_add(&me->trace, EXI_TRACE_RUN, t0, exi_now_ns());
     }
-    uint64_t t0 = exi_now_ns();
-    w->execute(w);
-    if (me->lent) trace_lent(me, t0, exi_now_ns());
-    else exi_trace_add(&me->trace, EXI_TRACE_RUN, t0, exi_now_ns());
+    /* A hold is undone before the start that made it returns; one left
+     * here was made on a stack that switched away (a task's) and may go
+     * on elsewhere: queue it rather than leave it where nobody looks. */
+    if (me->held_back) queue_held(me);
 }
 
 static void park(exi_worker *me) {
@@ -372,6 +396,9 @@ static void *worker_main(void *arg) {
     ex_pool *p = me->pool;
     set_slot(me);
     name_and_pin(me);
+    read_stack_bounds();
+    me->stack_lo = tls_stack.lo;
+    me->stack_size = tls_stack.size;
     while (!stopping(p)) {
         ex_work *w = find_work(me);
         for (unsigned r = 0; !w && r < p->spin_rounds && !stopping(p); r++) {
@@ -456,11 +483,32 @@ void exi_lend_close(const exi_lend_state *outer) {
 
 /* ------------------------------------------------------ sync_wait helping */
 
+/* Queues the items me holds back (exi_pool_hold_started), oldest first,
+ * before it waits: whoever waits for one of them can then run it (this
+ * agent while helping, or a thief).  A pool shutting down cancels them. */
+static void queue_held(exi_worker *me) {
+    ex_work *newest = me->held_back, *oldest_first = NULL;
+    me->held_back = NULL;
+    while (newest) {
+        ex_work *next = newest->next;
+        newest->next = oldest_first;
+        oldest_first = newest;
+        newest = next;
+    }
+    while (oldest_first) {
+        ex_work *w = oldest_first;
+        oldest_first = w->next;
+        w->next = NULL;
+        if (push_own(me->pool, me, w, true, false).code) cancel_item(w);
+    }
+}
+
 /* The worker slot's help_one (base/exi_worker.h): sync_wait on a worker
  * runs its pool's work instead of blocking. */
 static bool help_one(void) {
     exi_worker *me = tls_worker;
     if (!me) return false;
+    if (me->held_back) queue_held(me);
     ex_work *w = find_work(me);
     if (!w) return false;
     run_item(me, w);
@@ -485,6 +533,28 @@ ex_work *exi_pool_take_own_if(bool (*accept)(ex_work *w, void *ctx), void *ctx) 
     return NULL;
 }
 
+/* Whether slot me's owner, calling, may run an item nested here: it runs
+ * on its thread's own stack (not a task's, whose room is not known here)
+ * and at least half of it is left.  Nested runs (take-back, held-back
+ * hops) go as deep as the recursion that makes them; the worker loop ran
+ * each of them on a shallow stack.  Past half, the item is queued and the
+ * loop runs it. */
+static inline bool room_to_nest(const exi_worker *me) {
+    char here;
+    uintptr_t room = (uintptr_t)&here - me->stack_lo;  /* the stack grows down */
+    return room < me->stack_size && room >= me->stack_size / 2;
+}
+
+ex_work *exi_pool_take_own_within(uintptr_t lo, uintptr_t hi) {
+    exi_worker *me = tls_worker;
+    if (!me || !room_to_nest(me)) return NULL;
+    uintptr_t a = (uintptr_t)exi_deque_peek(&me->deque);
+    if (a < lo || a >= hi) return NULL;
+    ex_work *w = exi_deque_take(&me->deque);  /* that item, or NULL: a thief took it */
+    if (w) exi_owner_add_u64(&me->stats.executed, 1);
+    return w;
+}
+
 /* -------------------------------------------------------------- scheduler */
 
 static void pool_start(ex_operation *op) {
@@ -498,6 +568,27 @@ static const ex_operation_vtable pool_op_vt = { pool_start, NULL };
 static ex_error pool_connect(void *self, ex_receiver r, void *storage) {
     exi_queued_op_init(storage, &pool_op_vt, self, r);
     return ex_ok();
+}
+
+ex_work *exi_pool_hold_started(ex_operation *op) {
+    exi_worker *me = tls_worker;
+    if (!me || op->vt != &pool_op_vt) return NULL;
+    exi_queued_op *o = (exi_queued_op *)op;
+    if (o->resource != me->pool || stopping(me->pool)) return NULL;  /* (shutting down: start refuses) */
+    int64_t backlog = (int64_t)exi_load_rlx_u64(&me->deque.bottom) - (int64_t)exi_load_rlx_u64(&me->deque.top);
+    if (backlog < EXI_POOL_HOLD_BACKLOG || !room_to_nest(me)) return NULL;
+    o->work.next = me->held_back;
+    me->held_back = &o->work;
+    return &o->work;
+}
+
+bool exi_pool_unhold(ex_work *w) {
+    exi_worker *me = tls_worker;
+    if (!me || me->held_back != w) return false;
+    me->held_back = w->next;
+    w->next = NULL;
+    exi_owner_add_u64(&me->stats.executed, 1);
+    return true;
 }
 
 static ex_error pool_post(void *self, ex_work *w) { return submit(self, w, false); }
