@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* exi_on.h - what other layers may know of a starts_on sender.  Internal.
  *
  * Layer adaptors/: sources, one-child adaptors, sinks.  It may include

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* [exec.when.all] on a pool agent, run as a fork-join (compose/when_all.c):
  * a child that hops onto the pool (starts_on) is taken back, or held back,
  * by the agent that started the when_all, and run nested in that start

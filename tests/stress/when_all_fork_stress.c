@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* when_all_fork_stress.c - the fork-join of when_all on a pool
  * (compose/when_all.c): fib(k) through when_all(starts_on(pool, L[k-1]),
  * L[k-2]) and let_value, as examples/fib.c builds it, on three workers
