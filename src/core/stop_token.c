@@ -97,13 +97,13 @@ bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *begun, ui
 }
 
 bool ex_stop_callback_register(ex_stop_callback *cb, ex_stop_token t, ex_stop_fn fn) {
-    if (!cb || !fn) return false;
+    if (!cb) return false;
     cb->fn = fn;
     cb->next = cb->prev = NULL;
     cb->queued = 0;
-    cb->src = NULL;
+    cb->src = NULL;  /* deregister of a callback never registered: nothing */
     ex_stop_source *s = t.src;
-    if (!s) return false;
+    if (!s || !fn) return false;
     if (ex_stop_source_stop_requested(s)) {
         fn(cb);
         return true;
