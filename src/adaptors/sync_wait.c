@@ -13,6 +13,7 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_thread.h"
+#include "core/exi_env.h"
 #include "core/exi_scheduler.h"
 #include "core/exi_value.h"
 #include "base/exi_worker.h"
@@ -305,8 +306,7 @@ ex_result ex_sync_wait(ex_sender *s) {
     st.flags = 0;
     st.finished = 0;
     st.res = &res;
-    ex_value loop = ex_sched_value((ex_scheduler){ &sloop_vt, &st });
-    ex_env_pair_init2(&st.env, &ex_key_get_scheduler, loop, &ex_key_get_delegation_scheduler, loop, ex_env_empty());
+    exi_env_pair_init_root_scheds(&st.env, (ex_scheduler){ &sloop_vt, &st });
 
     _Alignas(max_align_t) unsigned char stack_op[SYNC_WAIT_STACK_OP];
     void *storage = stack_op;
@@ -318,7 +318,16 @@ ex_result ex_sync_wait(ex_sender *s) {
     }
     ex_receiver r = { &sync_rcvr_vt, &st };
     ex_operation *op;
-    ex_error e = ex_connect(s, r, storage, heap ? s->op_size : sizeof stack_op, &op);
+    ex_error e;
+    if (!heap && !(s->op_align & (s->op_align - 1))) {
+        /* What ex_connect checks holds: a valid receiver, storage sized
+         * and aligned for a valid alignment, a receiver accepting all
+         * (its checks were a twentieth of a short wait). */
+        e = ex_connect_child(s, r, storage);
+        op = storage;
+    } else {
+        e = ex_connect(s, r, storage, heap ? s->op_size : sizeof stack_op, &op);
+    }
     if (e.code) {
         res = error_result(e);
     } else {

@@ -205,6 +205,20 @@ void exi_env_pair_init_token_alloc(ex_env_pair *p, ex_stop_token token, const ex
     pair_init_alloc(p, &ex_key_get_stop_token, alloc, parent);
 }
 
+void exi_env_pair_init_root_scheds(ex_env_pair *p, ex_scheduler sch) {
+    p->node.query = pair_query;
+    p->key = &ex_key_get_scheduler;
+    p->value.type = EX_T_SCHED;
+    p->value.as.sched = sch;
+    p->key2 = &ex_key_get_delegation_scheduler;
+    p->value2.type = EX_T_SCHED;
+    p->value2.as.sched = sch;
+    /* pair_link with no parent */
+    p->up = ex_env_empty();
+    p->above = 0;
+    p->base = ex_env_empty();
+}
+
 void ex_env_pair_init(ex_env_pair *p, const ex_key *key, ex_value value, ex_env parent) {
     ex_env_pair_init2(p, key, value, NULL, ex_none(), parent);
 }
