@@ -114,7 +114,9 @@ static bool completed(sync_state *st) { return exi_load_acq_u32(&st->flags) & SY
 /* The waiter, once the operation completed: runs what is still posted and
  * waits for the posters (and, if it slept, the completing side) to be
  * done with st. */
-static void loop_end(sync_state *st, bool slept) {
+static inline __attribute__((always_inline)) void loop_end(sync_state *st, bool slept) {
+    /* Mostly nothing was ever posted: three loads. */
+    if (!slept && !st->ready && exi_load_acq_u32(&st->flags) < SYNC_PIN && !exi_load_acq_ptr(&st->posted)) return;
     for (;;) {
         while (loop_run_one(st)) {}
         if (exi_load_acq_u32(&st->flags) < SYNC_PIN && !exi_load_acq_ptr(&st->posted)) break;
@@ -192,8 +194,10 @@ static void sync_set_value(void *self, const ex_value *v, size_t n) {
         r->disposition = EX_DISP_ERROR;
         r->error = ex_err(EX_EINVAL, "ex_sync_wait: more than EX_MAX_ARITY values");
     } else {
-        r->nested_alloc = ex_default_allocator();
-        ex_error e = exi_values_copy(r->values, v, n, r->nested_alloc, &r->nested, &r->nested_size);
+        /* The allocator is for tuple contents only (flat values are copied as they are). */
+        const ex_allocator *a = exi_values_flat(v, n) ? NULL : ex_default_allocator();
+        r->nested_alloc = a;
+        ex_error e = exi_values_copy(r->values, v, n, a, &r->nested, &r->nested_size);
         if (e.code) {
             r->disposition = EX_DISP_ERROR;
             r->error = e;
@@ -310,8 +314,8 @@ ex_result ex_sync_wait(ex_sender *s) {
 
     _Alignas(max_align_t) unsigned char stack_op[SYNC_WAIT_STACK_OP];
     void *storage = stack_op;
-    const ex_allocator *a = ex_default_allocator();
     bool heap = s->op_size > sizeof stack_op || s->op_align > alignof(max_align_t);
+    const ex_allocator *a = heap ? ex_default_allocator() : NULL;
     if (heap && !(storage = ex_allocate(a, s->op_size, s->op_align))) {
         ex_sender_release(s);
         return error_result(ex_err(EX_ENOMEM, "ex_sync_wait: out of memory for the operation state"));
