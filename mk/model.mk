@@ -56,6 +56,7 @@ MODEL_CHECKS := \
     broken-lend-late-gate:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_LATE_LENT_GATE \
     broken-lend-no-stopping:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_LEND_NO_STOPPING \
     broken-lend-visible-workers:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_VISIBLE_WORKERS \
+    broken-lend-next-undrained:park:fail:safety:-DNW=1,-DLEND,-DNO_PARENT,-DNO_WAIT,-DBROKEN_NEXT_UNDRAINED \
     broken-deque-take-store:deque:fail:safety:-DBROKEN_TAKE_STORE \
     broken-deque-grow-order:deque:fail:safety:-DBROKEN_GROW_ORDER \
     broken-inbox-tail-only:inbox:fail:safety:-DBROKEN_TAIL_ONLY

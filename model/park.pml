@@ -209,6 +209,7 @@ byte ev[NW];                      /* the workers' ck_ec32 values (park.c) */
 bit stopping;                     /* exi_pool_impl.h:49 */
 #ifdef LEND
 bit held;                         /* exi_pool_impl.h:30, of the lent slot */
+byte nxt;                         /* exi_pool_impl.h:31 `next`, the lent slot's claiming item */
 byte holders;                     /* exi_pool_impl.h:55 */
 #endif
 
@@ -581,13 +582,27 @@ inline work_visible() {
     :: i < NVIS && !vis ->
         deque_nonempty(me, i);
         if :: !vis -> inbox_nonempty(me, i) :: else fi;
+#ifdef LEND
+        if :: !vis && i == LS -> vis = (nxt != 0) :: else fi;   /* pool.c work_visible: w->next */
+#endif
         i++
     :: else -> i = 0; break
     od
 }
 
-/* pool.c:232-246, one victim v */
+/* pool.c:232-246, one victim v; a lent victim's `next` first (take_next:
+ * a load, then the xchg when it is set: one step, the load adds no
+ * outcome) */
 inline steal_from(v) {
+#ifdef LEND
+    if
+    :: v == LS -> atomic { FLUSH(me); w = nxt; nxt = 0 }
+    :: else
+    fi;
+    if
+    :: w != 0 -> skip                     /* stolen: run it */
+    :: else ->
+#endif
     do                                    /* 236 retry while ABORT */
     :: deque_steal(me, v);
        if :: r != 1 -> break :: else fi
@@ -608,6 +623,9 @@ inline steal_from(v) {
         :: else
         fi
     fi
+#ifdef LEND
+    fi
+#endif
 }
 
 /* pool.c:226-249 steal over every slot but its own (p->slots: the lent
@@ -819,6 +837,22 @@ inline submit_lent(item, wake) {
     fi
 }
 
+/* pool.c push_next: the claiming (quiet) item goes to the slot's `next`,
+ * under the gate with the stopping check, and wakes nobody */
+inline submit_next(item) {
+    gate[LS]++;                           /* faa */
+    if
+#ifndef BROKEN_LEND_NO_STOPPING
+    :: stopping -> atomic { gate[LS]--; complete(item, 3) }   /* EX_ESHUTDOWN */
+    :: else ->
+#else
+    :: true ->
+#endif
+        atomic { LATE_PUSH(item); nxt = item };   /* store rel (SC: an outside thread) */
+        gate[LS]--                        /* faa */
+    fi
+}
+
 /* pool.c:374-376: LROOT, run on the lent slot, submits LCHILD there
  * (submit 205-206: tls_worker is the lent slot), with notify, and waits */
 inline lent_run_item() {
@@ -835,7 +869,8 @@ inline lent_run_item() {
 
 /* pool.c:368-378 exi_lend_run_one; ok = 1 if it ran an item */
 inline lend_run_one() {
-    deque_take();                         /* 371 */
+    atomic { w = nxt; nxt = 0; if :: w != 0 -> assert(!drained) :: else fi }   /* take_next */
+    if :: w == 0 -> deque_take() :: else fi;   /* 371 */
     if :: w != 0 -> assert(!late_) :: else fi;
     late_ = 0;
     if :: w == 0 -> inbox_pop(LT, LS) :: else fi;   /* 372 */
@@ -861,6 +896,8 @@ inline hand_over() {
 /* pool.c:388-406 exi_lend_close */
 inline lend_close() {
 #ifndef BROKEN_CLOSE_DROPS
+    atomic { w = nxt; nxt = 0; if :: w != 0 -> assert(!drained) :: else fi };   /* take_next */
+    if :: w != 0 -> hand_over() :: else fi;
     do                                    /* 394 */
     :: true ->
         deque_take();
@@ -896,7 +933,7 @@ proctype lent() {
         created[LROOT] = 1; held == 0 -> held = 1;
         holders++                         /* 195 faa (read by destroy only) */
     }
-    submit_lent(LROOT, 0);                /* 216: no wake-up */
+    submit_next(LROOT);                   /* 216: to `next`, no wake-up */
     do                                    /* 94-98 */
     :: LENT_DONE -> break                 /* 94 st->done load acq */
     :: !LENT_DONE -> lend_run_one(); ok = 0   /* 95-97 */
@@ -925,6 +962,12 @@ inline drain() {
         i = 0;
         do
         :: i < NS ->
+#if defined(LEND) && !defined(BROKEN_NEXT_UNDRAINED)
+            if                            /* a lent slot's `next` (take_next) */
+            :: i == LS -> atomic { w = nxt; nxt = 0; if :: w != 0 -> any = 1; complete(w, 2); w = 0 :: else fi }
+            :: else
+            fi;
+#endif
             do                            /* 614-619 */
             :: deque_steal(MAIN, i);
                if

@@ -10,7 +10,7 @@
  * The waiting caller works: a thread outside the pool that blocks in
  * ex_sync_wait on work it submits to the pool lends itself to the pool for
  * the wait.  It takes one of the pool's lent slots (ex_pool_config's
- * lend_slots), its items go to that slot's deque with no wake-up, and it
+ * lend_slots), its items go to that slot with no wake-up, and it
  * runs them itself while workers may steal them.  While lent it is an
  * agent of the pool: ex_pool_current_worker gives its slot index (from
  * ex_pool_size(p) on).  docs/pool.md, "Lent callers", has the model.

@@ -31,7 +31,8 @@ typedef enum ex_disposition {
     EX_DISP_STOPPED
 } ex_disposition;
 
-/* The async result.  values[] are deep copies owned by the result. */
+/* The async result.  values[0..n) are deep copies owned by the result;
+ * the entries after them are unspecified (not cleared). */
 typedef struct ex_result {
     ex_disposition disposition;
     size_t n;                       /* number of values (EX_DISP_VALUE) */

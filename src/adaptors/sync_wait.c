@@ -1,56 +1,192 @@
 /* SPDX-License-Identifier: MIT */
-/* sync_wait.c - [exec.sync.wait]: run a sender to completion on a run_loop
- * driven by the calling thread. */
+/* sync_wait.c - [exec.sync.wait]: run a sender to completion on a run
+ * loop driven by the calling thread (its own, below: cheaper than an
+ * ex_run_loop when nothing is posted to it, which is most waits). */
 #include <sched.h>
 
-#include <string.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
 #include "base/exi_atomic.h"
+#include "base/exi_thread.h"
+#include "core/exi_env.h"
+#include "core/exi_scheduler.h"
 #include "core/exi_value.h"
 #include "base/exi_worker.h"
 #include "resources/exi_pool.h"
 #include "resources/exi_single_thread_context.h"
 
-/* sync_state.flags */
-#define SYNC_DONE 1u     /* the operation completed (the result is written) */
-#define SYNC_RUNNING 2u  /* the waiter runs the loop until it is finished */
+/* The loop: sync_wait's own run loop ([exec.run.loop] semantics: FIFO,
+ * items run on the waiting thread), built for the common case where
+ * nothing is ever posted to it.  It needs no initialisation beyond a few
+ * stores and nothing to destroy: posts go on a lock-free stack that only
+ * the waiter takes from, and the waiter sleeps on a futex word (flags),
+ * not on a mutex and condition variable.
+ *
+ * sync_state.flags, the futex word: */
+#define SYNC_DONE 1u      /* the operation completed (the result is written) */
+#define SYNC_SLEEPING 2u  /* the waiter may sleep on the word: wake it (set once) */
+#define SYNC_PIN 4u       /* a poster inside loop_post: counted from this bit up */
 
 typedef struct sync_state {
-    ex_run_loop loop;
-    ex_env_pair env;    /* get_scheduler and get_delegation_scheduler: the loop */
+    void *posted;         /* ex_work *: items posted, newest first (pushed by anyone) */
+    ex_work *ready;       /* the waiter's: items taken from posted, oldest first */
+    const void *runner;   /* the waiter's thread id while it runs a loop item, else NULL */
+    uint32_t flags;       /* SYNC_DONE | SYNC_SLEEPING | posters * SYNC_PIN */
+    uint32_t finished;    /* set by a completion that saw SYNC_SLEEPING, after its wake-up */
+    ex_env_pair env;      /* get_scheduler and get_delegation_scheduler: the loop */
     ex_result *res;
-    uint32_t flags;     /* SYNC_DONE | SYNC_RUNNING, each set once */
-    uint32_t finished;  /* SYNC_RUNNING only: set after the loop was finished */
 } sync_state;
 
-/* Tells the waiting thread.  The loop needs finishing (its mutex and
- * condition variable) only when the waiter runs it, about to sleep: a wait
- * that sees SYNC_DONE first costs no lock.  The last access to st by the
- * completing side: the read-modify-write, or the store of `finished`. */
+static void futex_wake(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
+
+static void futex_wait(uint32_t *word, uint32_t seen) {
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+
+/* From any thread while the wait lasts.  The pin keeps the waiter from
+ * returning (and st from going away) until the poster is done with st.
+ * The unpin reads SYNC_SLEEPING after the push, as the waiter looks for
+ * items after setting it (read-modify-writes on both sides): one of the
+ * two sees the other.  The wake-up comes after the unpin, so that a waiter
+ * about to sleep sees the word change; st may be gone by then, and a
+ * futex wake-up at a stale address is a system call that touches no
+ * memory (and wakes nobody not ready for a spurious wake-up). */
+static void loop_post(sync_state *st, ex_work *w) {
+    (void)exi_faa_u32(&st->flags, SYNC_PIN);
+    void *head = exi_load_rlx_ptr(&st->posted);
+    do w->next = head;
+    while (!exi_cas_ptr(&st->posted, &head, w));
+    if (exi_faa_u32(&st->flags, (uint32_t)0 - SYNC_PIN) & SYNC_SLEEPING) futex_wake(&st->flags);
+}
+
+/* The waiter: moves what was posted to `ready` (empty), oldest first;
+ * whether there was anything. */
+static bool loop_refill(sync_state *st) {
+    ex_work *w = NULL;
+    for (ex_work *newest = exi_fas_ptr(&st->posted, NULL); newest;) {
+        ex_work *older = newest->next;
+        newest->next = w;
+        w = newest;
+        newest = older;
+    }
+    st->ready = w;
+    return w != NULL;
+}
+
+/* The waiter: the oldest item, or NULL.  `ready` holds what an earlier
+ * refill found; anything posted since is newer. */
+static ex_work *loop_take(sync_state *st) {
+    ex_work *w = st->ready;
+    if (!w) {
+        if (!exi_load_rlx_ptr(&st->posted) || !loop_refill(st)) return NULL;
+        w = st->ready;
+    }
+    st->ready = w->next;
+    return w;
+}
+
+/* The waiter: runs the oldest item; false when there is none. */
+static bool loop_run_one(sync_state *st) {
+    ex_work *w = loop_take(st);
+    if (!w) return false;
+    const void *outer = st->runner;  /* an item may wait in this loop again */
+    exi_store_rlx_ptr((void **)&st->runner, (void *)(uintptr_t)exi_thread_id());
+    w->execute(w);
+    exi_store_rlx_ptr((void **)&st->runner, (void *)(uintptr_t)outer);
+    return true;
+}
+
+/* Tells the waiting thread.  The last access to st by the completing side:
+ * the read-modify-write, or the store of `finished` when the waiter may be
+ * asleep (it waits for that store before it returns). */
 static void complete(sync_state *st) {
-    if (!(exi_faa_u32(&st->flags, SYNC_DONE) & SYNC_RUNNING)) return;
-    ex_run_loop_finish(&st->loop);
+    if (!(exi_faa_u32(&st->flags, SYNC_DONE) & SYNC_SLEEPING)) return;
+    futex_wake(&st->flags);
     exi_store_rel_u32(&st->finished, 1);
 }
 
 static bool completed(sync_state *st) { return exi_load_acq_u32(&st->flags) & SYNC_DONE; }
 
-/* The waiter, once the operation completed or it is about to sleep: runs
- * the loop's items until it is finished (and empty), as run() does. */
+/* The waiter, once the operation completed: runs what is still posted and
+ * waits for the posters (and, if it slept, the completing side) to be
+ * done with st. */
+static inline __attribute__((always_inline)) void loop_end(sync_state *st, bool slept) {
+    /* Mostly nothing was ever posted: three loads. */
+    if (!slept && !st->ready && exi_load_acq_u32(&st->flags) < SYNC_PIN && !exi_load_acq_ptr(&st->posted)) return;
+    for (;;) {
+        while (loop_run_one(st)) {}
+        if (exi_load_acq_u32(&st->flags) < SYNC_PIN && !exi_load_acq_ptr(&st->posted)) break;
+        exi_pause();
+    }
+    if (slept)
+        while (!exi_load_acq_u32(&st->finished)) exi_pause();
+}
+
+/* The waiter, with nothing else to do: runs the loop's items, sleeping on
+ * the futex word while there are none, until the operation completed.
+ * Each sleep compares the word as it was before the last look for items:
+ * a post since then changed it (its pin), a completion too. */
 static void run_loop_to_end(sync_state *st) {
     uint32_t f = exi_load_acq_u32(&st->flags);
-    if (!(f & SYNC_DONE)) f = exi_faa_u32(&st->flags, SYNC_RUNNING);
-    if (f & SYNC_DONE) {
-        /* complete() will not touch the loop: what it holds runs here. */
-        while (ex_run_loop_run_one(&st->loop)) {}
-        return;
+    bool slept = false;
+    if (!(f & SYNC_DONE)) {
+        f = exi_fas_or_u32(&st->flags, SYNC_SLEEPING) | SYNC_SLEEPING;
+        slept = !(f & SYNC_DONE);  /* then complete() sees SYNC_SLEEPING: it stores `finished` */
     }
-    (void)ex_run_loop_run(&st->loop);
-    while (!exi_load_acq_u32(&st->finished)) exi_pause();
+    while (!(f & SYNC_DONE)) {
+        if (loop_refill(st)) while (loop_run_one(st)) {}
+        else futex_wait(&st->flags, f);
+        f = exi_load_acq_u32(&st->flags);
+    }
+    loop_end(st, slept);
 }
+
+/* ------------------------------------------------------- the loop's scheduler */
+
+static void sloop_start(ex_operation *op) {
+    exi_queued_op *o = (exi_queued_op *)op;
+    loop_post(o->resource, &o->work);
+}
+
+static const ex_operation_vtable sloop_op_vt = { sloop_start, NULL };
+
+static ex_error sloop_connect(void *self, ex_receiver r, void *storage) {
+    exi_queued_op_init(storage, &sloop_op_vt, self, r);
+    return ex_ok();
+}
+
+static ex_error sloop_post(void *self, ex_work *w) {
+    loop_post(self, w);
+    return ex_ok();
+}
+
+static ex_error sloop_dispatch(void *self, ex_work *w) {
+    sync_state *st = self;
+    /* Only the waiter stores its own id there: a stale read is never it. */
+    if (exi_load_rlx_ptr((void *const *)&st->runner) == (const void *)exi_thread_id()) w->execute(w);
+    else loop_post(st, w);
+    return ex_ok();
+}
+
+/* Named as ex_run_loop's: it is sync_wait's run loop. */
+static const ex_scheduler_vtable sloop_vt = {
+    .name = "run_loop",
+    .schedule_op_size = sizeof(exi_queued_op),
+    .schedule_op_align = alignof(exi_queued_op),
+    .schedule_flags = EX_SIGS_STOPPED,
+    .connect_schedule = sloop_connect,
+    .progress = EX_PROGRESS_WEAKLY_PARALLEL,
+    .equal = NULL,
+    .post = sloop_post,
+    .dispatch = sloop_dispatch,
+};
+
+/* ---------------------------------------------------------------- receiver */
 
 static void sync_set_value(void *self, const ex_value *v, size_t n) {
     sync_state *st = self;
@@ -59,8 +195,10 @@ static void sync_set_value(void *self, const ex_value *v, size_t n) {
         r->disposition = EX_DISP_ERROR;
         r->error = ex_err(EX_EINVAL, "ex_sync_wait: more than EX_MAX_ARITY values");
     } else {
-        r->nested_alloc = ex_default_allocator();
-        ex_error e = exi_values_copy(r->values, v, n, r->nested_alloc, &r->nested, &r->nested_size);
+        /* The allocator is for tuple contents only (flat values are copied as they are). */
+        const ex_allocator *a = exi_values_flat(v, n) ? NULL : ex_default_allocator();
+        r->nested_alloc = a;
+        ex_error e = exi_values_copy(r->values, v, n, a, &r->nested, &r->nested_size);
         if (e.code) {
             r->disposition = EX_DISP_ERROR;
             r->error = e;
@@ -89,9 +227,21 @@ static ex_env sync_env(void *self) { return ex_env_of_pair(&((sync_state *)self)
 
 static const ex_receiver_vtable sync_rcvr_vt = { sync_set_value, sync_set_error, sync_set_stopped, sync_env, NULL };
 
+/* A result with no outcome yet.  Only what a reader may look at: values
+ * beyond n are left as they are (clearing them all was a twentieth of a
+ * short wait's cost). */
+static void result_clear(ex_result *r) {
+    r->disposition = (ex_disposition)0;
+    r->n = 0;
+    r->error = ex_ok();
+    r->nested = NULL;
+    r->nested_size = 0;
+    r->nested_alloc = NULL;
+}
+
 static ex_result error_result(ex_error e) {
     ex_result r;
-    memset(&r, 0, sizeof r);
+    result_clear(&r);
     r.disposition = EX_DISP_ERROR;
     r.error = e;
     return r;
@@ -108,8 +258,7 @@ static ex_result error_result(ex_error e) {
  * submits to (exi_pool.h, lending): if it gets a lent slot it runs its own
  * items there, with no wake-up in between.  Short operations finish within
  * microseconds: it spins briefly before giving the slot back and sleeping
- * on the loop's condition variable, to save the cost of a wake-up round
- * trip.
+ * on the loop's futex word, to save the cost of a wake-up round trip.
  *
  * On a pool agent it keeps running the loop's items and the pool's work
  * instead of blocking, so a task that waits for work on its own pool
@@ -120,7 +269,7 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
         exi_lend_open(&outer);
         ex_start(op);
         for (unsigned spin = 0; spin < SYNC_WAIT_SPIN && !completed(st); spin++) {
-            if (exi_lend_run_one() || ex_run_loop_run_one(&st->loop)) spin = 0;
+            if (exi_lend_run_one() || loop_run_one(st)) spin = 0;
             else if (spin < SYNC_WAIT_PAUSE) exi_pause();
             else sched_yield();  /* cores may all be busy with the work we wait for: let it run */
         }
@@ -133,7 +282,7 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
     ex_start(op);
     unsigned idle = 0;
     while (!completed(st)) {
-        if (ex_run_loop_run_one(&st->loop) || exi_worker_help_one()) {
+        if (loop_run_one(st) || exi_worker_help_one()) {
             idle = 0;
         } else if (++idle < 64) {
             exi_pause();
@@ -141,7 +290,7 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
             sched_yield();
         }
     }
-    while (ex_run_loop_run_one(&st->loop)) {}
+    loop_end(st, false);
 }
 
 /* Operation states up to this size live on the caller's stack. */
@@ -161,32 +310,36 @@ ex_result ex_sync_wait(ex_sender *s) {
         return error_result(ex_err(EX_EINVAL, "ex_sync_wait: the sender has more than one value signature; use ex_sync_wait_with_variant"));
     }
     ex_result res;
-    memset(&res, 0, sizeof res);
+    result_clear(&res);
     sync_state st;
-    st.res = &res;
+    st.posted = NULL;
+    st.ready = NULL;
+    st.runner = NULL;
     st.flags = 0;
     st.finished = 0;
-    ex_error e = ex_run_loop_init(&st.loop);
-    if (e.code) {
-        ex_sender_release(s);
-        return error_result(e);
-    }
-    ex_scheduler sch = ex_run_loop_scheduler(&st.loop);
-    ex_env_pair_init2(&st.env, &ex_key_get_scheduler, ex_sched_value(sch), &ex_key_get_delegation_scheduler,
-                      ex_sched_value(sch), ex_env_empty());
+    st.res = &res;
+    exi_env_pair_init_root_scheds(&st.env, (ex_scheduler){ &sloop_vt, &st });
 
     _Alignas(max_align_t) unsigned char stack_op[SYNC_WAIT_STACK_OP];
     void *storage = stack_op;
-    const ex_allocator *a = ex_default_allocator();
     bool heap = s->op_size > sizeof stack_op || s->op_align > alignof(max_align_t);
+    const ex_allocator *a = heap ? ex_default_allocator() : NULL;
     if (heap && !(storage = ex_allocate(a, s->op_size, s->op_align))) {
         ex_sender_release(s);
-        (void)ex_run_loop_destroy(&st.loop);
         return error_result(ex_err(EX_ENOMEM, "ex_sync_wait: out of memory for the operation state"));
     }
     ex_receiver r = { &sync_rcvr_vt, &st };
     ex_operation *op;
-    e = ex_connect(s, r, storage, heap ? s->op_size : sizeof stack_op, &op);
+    ex_error e;
+    if (!heap && !(s->op_align & (s->op_align - 1))) {
+        /* What ex_connect checks holds: a valid receiver, storage sized
+         * and aligned for a valid alignment, a receiver accepting all
+         * (its checks were a twentieth of a short wait). */
+        e = ex_connect_child(s, r, storage);
+        op = storage;
+    } else {
+        e = ex_connect(s, r, storage, heap ? s->op_size : sizeof stack_op, &op);
+    }
     if (e.code) {
         res = error_result(e);
     } else {
@@ -195,7 +348,6 @@ ex_result ex_sync_wait(ex_sender *s) {
     }
     if (heap) ex_deallocate(a, storage, s->op_size, s->op_align);
     ex_sender_release(s);
-    (void)ex_run_loop_destroy(&st.loop);
     return res;
 }
 

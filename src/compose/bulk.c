@@ -20,6 +20,7 @@ typedef struct bulk_sender {
     bool chunked;
     bulk_fn fn;
     void *ctx;
+    ex_scheduler child_sched;  /* the child's value completion scheduler if it customises bulk, else vt == NULL */
 } bulk_sender;
 
 typedef struct bulk_op {
@@ -144,12 +145,24 @@ static void b_destroy_op(ex_operation *op) {
 
 static const ex_operation_vtable b_op_vt = { b_start, b_destroy_op };
 
-/* The resource that runs the bulk: the child's value completion scheduler,
- * else the environment's scheduler, if it customises bulk. */
-static ex_scheduler bulk_resource(const ex_sender *child, ex_env env) {
+/* The child's value completion scheduler if it customises bulk, else the
+ * invalid handle.  Asked once, when the sender is made: a sender's
+ * attributes are part of the immutable recipe (a query per connect was a
+ * twentieth of a short bulk's launch). */
+static ex_scheduler child_bulk_scheduler(const ex_sender *child) {
     ex_scheduler s;
     if (ex_get_completion_scheduler(child, &ex_key_completion_scheduler_value, &s) && s.vt && s.vt->bulk) return s;
-    if (ex_get_scheduler(env, &s) && s.vt && s.vt->bulk) return s;
+    s.vt = NULL;
+    s.self = NULL;
+    return s;
+}
+
+/* The resource that runs the bulk: the child's value completion scheduler,
+ * else the environment's scheduler, if it customises bulk. */
+static ex_scheduler bulk_resource(const bulk_sender *bs, ex_receiver r) {
+    if (bs->child_sched.vt) return bs->child_sched;
+    ex_scheduler s;
+    if (ex_get_scheduler(ex_receiver_env(r), &s) && s.vt && s.vt->bulk) return s;
     s.vt = NULL;
     s.self = NULL;
     return s;
@@ -158,7 +171,6 @@ static ex_scheduler bulk_resource(const ex_sender *child, ex_env env) {
 static ex_error b_connect(const ex_sender *s, ex_receiver r, void *storage) {
     const bulk_sender *bs = (const bulk_sender *)s;
     bulk_op *o = storage;
-    ex_env env = ex_receiver_env(r);
     o->base.vt = &b_op_vt;
     o->r = r;
     o->chunked = bs->chunked;
@@ -166,7 +178,7 @@ static ex_error b_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->ctx = bs->ctx;
     o->shape = bs->shape;
     o->grain = bs->grain;
-    o->sched = bulk_resource(bs->child, env);
+    o->sched = bulk_resource(bs, r);
     exi_store_init(&o->values);
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(bulk_op), bs->child));
     ex_receiver cr = { &b_rcvr_vt, o };
@@ -192,6 +204,7 @@ static ex_sender *make_bulk(ex_sender *child, size_t shape, size_t grain, bool c
     bs->chunked = chunked;
     memcpy(&bs->fn, &fn, sizeof fn);
     bs->ctx = ctx;
+    bs->child_sched = child_bulk_scheduler(child);
     s->sigs = child->sigs;
     if (child->sigs.nvalues || (child->sigs.flags & EX_SIGS_DYNAMIC))
         s->sigs.flags |= EX_SIGS_ERROR | EX_SIGS_STOPPED;  /* f may fail; a parallel run may stop */

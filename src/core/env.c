@@ -47,6 +47,7 @@ bool ex_get_delegation_scheduler(ex_env e, ex_scheduler *out) {
 }
 
 static const ex_env_pair *as_pair(const ex_env_node *n);
+static inline __attribute__((always_inline)) uint64_t key_bit(const ex_key *key);
 
 /* The value a pair holds for key itself (not above it), or NULL. */
 static inline const ex_value *pair_own(const ex_env_pair *p, const ex_key *key) {
@@ -57,8 +58,12 @@ ex_stop_token ex_get_stop_token(ex_env e) {
     /* Read in place when the first node holds the key (a when_all's
      * children: their schedule operations ask at every completion); the
      * key is a forwarding one, which a FWD-ENV filter does not hide. */
-    const ex_value *own = pair_own(as_pair(e.node), &ex_key_get_stop_token);
+    const ex_env_pair *p = as_pair(e.node);
+    const ex_value *own = pair_own(p, &ex_key_get_stop_token);
     if (own) return own->type == EX_T_TOKEN ? own->as.token : ex_never_stop_token();
+    /* Nothing above it answers and nothing is under it (sync_wait's
+     * node): no token, without the walk. */
+    if (p && !(p->above & key_bit(&ex_key_get_stop_token)) && !p->base.node) return ex_never_stop_token();
     ex_value v;
     if (!query_typed(e, &ex_key_get_stop_token, EX_T_TOKEN, &v)) return ex_never_stop_token();
     return v.as.token;
@@ -198,6 +203,20 @@ void exi_env_pair_init_token_alloc(ex_env_pair *p, ex_stop_token token, const ex
     p->value.type = EX_T_TOKEN;
     p->value.as.token = token;
     pair_init_alloc(p, &ex_key_get_stop_token, alloc, parent);
+}
+
+void exi_env_pair_init_root_scheds(ex_env_pair *p, ex_scheduler sch) {
+    p->node.query = pair_query;
+    p->key = &ex_key_get_scheduler;
+    p->value.type = EX_T_SCHED;
+    p->value.as.sched = sch;
+    p->key2 = &ex_key_get_delegation_scheduler;
+    p->value2.type = EX_T_SCHED;
+    p->value2.as.sched = sch;
+    /* pair_link with no parent */
+    p->up = ex_env_empty();
+    p->above = 0;
+    p->base = ex_env_empty();
 }
 
 void ex_env_pair_init(ex_env_pair *p, const ex_key *key, ex_value value, ex_env parent) {

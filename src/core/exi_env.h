@@ -21,4 +21,9 @@ const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch);
 void exi_env_pair_init_sched_alloc(ex_env_pair *p, ex_scheduler sch, const ex_allocator *alloc, ex_env parent);
 void exi_env_pair_init_token_alloc(ex_env_pair *p, ex_stop_token token, const ex_allocator *alloc, ex_env parent);
 
+/* ex_env_pair_init2(p, get_scheduler, sched(sch), get_delegation_scheduler,
+ * sched(sch), ex_env_empty()), written field by field: sync_wait's node,
+ * built at every wait. */
+void exi_env_pair_init_root_scheds(ex_env_pair *p, ex_scheduler sch);
+
 #endif

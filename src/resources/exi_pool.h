@@ -69,7 +69,8 @@ unsigned exi_pool_size_of(ex_scheduler sch);
  * before it starts the operation.  While the offer is open, the thread's
  * first submission to a pool with a free lent slot takes that slot: the
  * thread becomes an agent of the pool, and the item goes to the slot's
- * deque without waking anyone (its holder runs it next).  The holder then
+ * `next` (before its deque) without waking anyone (its holder runs it
+ * next; a thief may take it too).  The holder then
  * runs its slot's items (exi_lend_run_one) until it stops waiting, and
  * closes: the slot is given back, with any items still in it handed to a
  * worker (or cancelled, once the pool is shutting down).  A holder must not

@@ -29,6 +29,8 @@ typedef struct exi_worker {
     unsigned index;
     bool lent;                /* a lent slot, not a worker */
     uint32_t held;            /* lent: 1 while a thread holds it (claimed by CAS, released by a store) */
+    void *next;               /* lent: ex_work *, the claiming (quiet) item, which the holder runs
+                                 next; taken by exchange (the holder, a thief, the drain, close) */
     pthread_t thread;
     bool started;
     uint64_t rng;

@@ -207,6 +207,26 @@ static ex_error push_own(ex_pool *p, exi_worker *me, ex_work *w, bool wake, bool
     return ex_ok();
 }
 
+/* The claiming item of a lent slot: it waits in the slot's `next`, not in
+ * its deque (a store instead of a deque push and take: the commonest lent
+ * item, a short wait's only one).  Under the gate like the slot's other
+ * pushes, with the same stopping check.  The slot was just claimed: `next`
+ * is empty (close and the drain empty it). */
+static ex_error push_next(ex_pool *p, exi_worker *me, ex_work *w) {
+    exi_faa_u32(&me->inbox.gate, 1);
+    bool refuse = stopping(p);
+    if (!refuse) exi_store_rel_ptr(&me->next, w);
+    exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
+    return refuse ? refused(p) : ex_ok();
+}
+
+/* Takes lent slot s's claiming item, if it is still there: the holder
+ * (first), a thief, the drain or close; the exchange gives it to one. */
+static ex_work *take_next(exi_worker *s) {
+    if (!exi_load_rlx_ptr(&s->next)) return NULL;
+    return exi_fas_ptr(&s->next, NULL);
+}
+
 static void set_slot(exi_worker *me) {
     tls_worker = me;
     exi_this_worker = me ? (exi_worker_slot){.index = (int)me->index, .help_one = help_one}
@@ -247,7 +267,7 @@ static ex_error submit(ex_pool *p, ex_work *w, bool quiet_ok) {
         exi_worker *held = tls_lend.slot;
         if (held && held->pool == p) return push_own(p, held, w, true, false);
         /* The first item of a lending wakes nobody: its holder runs it next. */
-        if (!held && (held = claim_lent_slot(p))) return push_own(p, held, w, !quiet_ok, false);
+        if (!held && (held = claim_lent_slot(p))) return quiet_ok ? push_next(p, held, w) : push_own(p, held, w, true, false);
     }
     return submit_outside(p, w);
 }
@@ -281,7 +301,11 @@ static ex_work *steal(exi_worker *me) {
     for (unsigned k = 0; k < n; k++) {
         exi_worker *v = &p->workers[(start + k) % n];
         if (v == me) continue;
-        ex_work *w = NULL;
+        ex_work *w = v->lent ? take_next(v) : NULL;
+        if (w) {
+            exi_owner_add_u64(&me->stats.stolen, 1);
+            return w;
+        }
         exi_steal_result r;
         while ((r = exi_deque_steal(&v->deque, &w)) == EXI_STEAL_ABORT) exi_pause();
         if (r == EXI_STEAL_OK) {
@@ -309,8 +333,11 @@ static ex_work *find_work(exi_worker *me) {
 }
 
 static bool work_visible(ex_pool *p) {
-    for (unsigned i = 0; i < p->slots; i++)
-        if (exi_deque_nonempty(&p->workers[i].deque) || exi_inbox_nonempty(&p->workers[i].inbox)) return true;
+    for (unsigned i = 0; i < p->slots; i++) {
+        exi_worker *w = &p->workers[i];
+        if (exi_deque_nonempty(&w->deque) || exi_inbox_nonempty(&w->inbox)) return true;
+        if (w->lent && exi_load_rlx_ptr(&w->next)) return true;
+    }
     return false;
 }
 
@@ -430,7 +457,8 @@ void exi_lend_open(exi_lend_state *outer) {
     /* A wait nested in the holder's own loop work may block this thread for
      * long: the quiet first item of its slot must not wait for it. */
     exi_worker *held = outer->slot;
-    if (held && (exi_deque_nonempty(&held->deque) || exi_inbox_nonempty(&held->inbox))) notify(held->pool);
+    if (held && (exi_load_rlx_ptr(&held->next) || exi_deque_nonempty(&held->deque) || exi_inbox_nonempty(&held->inbox)))
+        notify(held->pool);
     tls_lend = (exi_lend_state){.open = true, .slot = NULL, .outer = outer};
 }
 
@@ -445,7 +473,8 @@ static bool holds_lent_slot_of(const ex_pool *p) {
 bool exi_lend_run_one(void) {
     exi_worker *me = tls_lend.slot;
     if (!me) return false;
-    ex_work *w = exi_deque_take(&me->deque);
+    ex_work *w = take_next(me);
+    if (!w) w = exi_deque_take(&me->deque);
     if (!w) w = exi_inbox_pop(&me->inbox);
     if (!w) return false;
     set_slot(me);
@@ -466,8 +495,11 @@ void exi_lend_close(const exi_lend_state *outer) {
     tls_lend = *outer;
     if (!me) return;
     ex_pool *p = me->pool;
-    ex_work *w;
-    while ((w = exi_deque_take(&me->deque))) hand_over(p, w);
+    ex_work *w = take_next(me);
+    if (w) hand_over(p, w);
+    /* Only the holder adds to its deque: seen empty, it is (thieves only
+     * take), and the take's fence is not needed. */
+    while (exi_deque_nonempty(&me->deque) && (w = exi_deque_take(&me->deque))) hand_over(p, w);
     /* Only the holder pushes here; a thief holding the consumer lock makes
      * pop fail for a moment, and takes the item itself. */
     while (exi_inbox_nonempty(&me->inbox))
@@ -747,6 +779,10 @@ static void drain(ex_pool *p) {
         for (unsigned i = 0; i < p->slots; i++) {
             exi_worker *w = &p->workers[i];
             ex_work *item;
+            if (w->lent && (item = take_next(w))) {
+                any = true;
+                cancel_item(item);
+            }
             exi_steal_result r;
             while ((r = exi_deque_steal(&w->deque, &item)) != EXI_STEAL_EMPTY) {
                 if (r != EXI_STEAL_OK) continue;

@@ -293,6 +293,61 @@ Test(exec_sync_wait, the_loop_is_driven_by_the_calling_thread) {
     expect_no_leaks();
 }
 
+/* Items posted to the loop run in the order they were posted, on the
+ * waiting thread; a dispatch from one of them runs inline (its thread runs
+ * the loop), one from outside an item is queued. */
+typedef struct sw_fifo sw_fifo;
+typedef struct sw_fifo_item {
+    ex_work work;  /* first: the item is its work */
+    sw_fifo *f;
+    int id;
+} sw_fifo_item;
+
+struct sw_fifo {
+    sw_fifo_item items[5];  /* [4]: dispatched from inside items[1] */
+    ex_scheduler loop;
+    int order[8];
+    int ran;
+    const void *thread;
+    bool off_thread;
+};
+
+static void sw_fifo_run(ex_work *w) {
+    sw_fifo_item *it = (sw_fifo_item *)(void *)w;
+    sw_fifo *f = it->f;
+    if (f->thread != test_thread_id()) f->off_thread = true;
+    if (f->ran < 8) f->order[f->ran] = it->id;
+    f->ran++;
+    if (it->id == 1) cr_assert_eq(ex_dispatch(f->loop, &f->items[4].work).code, EX_OK);  /* inline: 4 right after 1 */
+}
+
+static ex_sender *sw_fifo_post(void *ctx, const ex_value *in, size_t n) {
+    sw_fifo *f = ctx;
+    cr_assert_eq(n, 1);
+    f->loop = in[0].as.sched;
+    for (int i = 0; i < 5; i++) f->items[i] = (sw_fifo_item){ .work.execute = sw_fifo_run, .f = f, .id = i };
+    for (int i = 0; i < 4; i++) {
+        /* Not inside an item: dispatch queues like post. */
+        ex_work *w = &f->items[i].work;
+        cr_assert_eq((i % 2 ? ex_dispatch(f->loop, w) : ex_post(f->loop, w)).code, EX_OK);
+    }
+    return ex_schedule(f->loop);  /* after the four */
+}
+
+Test(exec_sync_wait, loop_items_run_in_post_order_on_the_waiting_thread) {
+    sw_fifo f;
+    memset(&f, 0, sizeof f);
+    f.thread = test_thread_id();
+    ex_result r = ex_sync_wait(ex_let_value(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED), sw_fifo_post, &f, EX_SIG(EX_T_SCHED)));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    cr_assert_eq(f.ran, 5);
+    int want[5] = { 0, 1, 4, 2, 3 };
+    for (int i = 0; i < 5; i++) cr_assert_eq(f.order[i], want[i], "item %d: ran %d, expected %d", i, f.order[i], want[i]);
+    cr_assert_not(f.off_thread);
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
+
 /* sync_wait inside sync_wait (inside a callback): each has its own loop. */
 static ex_error sw_nested_wait(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)ctx, (void)n;

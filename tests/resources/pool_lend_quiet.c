@@ -68,3 +68,45 @@ Test(exec_pool_lend, the_first_item_of_a_lent_caller_wakes_nobody) {
     test_pool_free(p);
     expect_no_leaks();
 }
+
+/* The wait ends before the caller ran its quiet item: an operation spawned
+ * from inline work in start took main's lent slot (the item waits in the
+ * slot's `next`), and sync_wait's own operation was done at once.  Close
+ * hands the item to a worker (the workers are parked: nobody would steal
+ * it), and the next lending of the slot starts empty. */
+typedef struct spawn_arg {
+    ex_pool *pool;
+    ex_counting_scope scope;
+    atomic_int ran;
+    int spawn_code;
+} spawn_arg;
+
+static ex_error count_ran(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    atomic_fetch_add(&((spawn_arg *)ctx)->ran, 1);
+    return ex_ok();
+}
+
+static ex_error spawn_on_pool(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    spawn_arg *a = ctx;
+    ex_sender *s = ex_then(ex_schedule(ex_pool_scheduler(a->pool)), count_ran, a, EX_SIG0, EX_SIG0);
+    a->spawn_code = ex_spawn(s, ex_counting_scope_token(&a->scope)).code;
+    return ex_ok();
+}
+
+Test(exec_pool_lend, a_quiet_item_left_when_the_wait_ends_goes_to_a_worker) {
+    spawn_arg a = { .pool = test_pool_parked(2, 0) };
+    cr_assert_eq(ex_counting_scope_init(&a.scope).code, EX_OK);
+    for (int round = 1; round <= 3; round++) {
+        ex_result r = ex_sync_wait(ex_then(ex_just(), spawn_on_pool, &a, EX_SIG0, EX_SIG0));
+        cr_assert_eq(r.disposition, EX_DISP_VALUE);
+        cr_assert_eq(a.spawn_code, EX_OK);
+        cr_assert(wait_int_equals(&a.ran, round), "round %d: the spawned item left in the lent slot never ran", round);
+    }
+    ex_result j = ex_sync_wait(ex_counting_scope_join(&a.scope));
+    cr_assert_eq(j.disposition, EX_DISP_VALUE);
+    cr_assert_eq(ex_counting_scope_destroy(&a.scope).code, EX_OK);
+    test_pool_free(a.pool);
+    expect_no_leaks();
+}
