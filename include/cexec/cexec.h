@@ -32,5 +32,6 @@
 #include <cexec/strand.h>
 #include <cexec/task.h>
 #include <cexec/version.h>
+#include <cexec/debug.h>
 
 #endif

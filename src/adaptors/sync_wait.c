@@ -13,6 +13,7 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_thread.h"
+#include "core/exi_debug.h"
 #include "core/exi_env.h"
 #include "core/exi_scheduler.h"
 #include "core/exi_value.h"
@@ -298,6 +299,7 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
 
 ex_result ex_sync_wait(ex_sender *s) {
     if (!s) return error_result(ex_err(EX_EINVAL, "ex_sync_wait: NULL sender"));
+    if (exi_sender_dead(s)) exi_debug_dead_sender(s, "ex_sync_wait");
     if (exi_single_thread_context_here()) {
         /* Its work runs only on this thread, which would be blocked. */
         ex_sender_release(s);

@@ -11,6 +11,7 @@
 #include "allocators/exi_builtin.h"
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
+#include "core/exi_debug.h"
 
 /* The header fields every sender needs set (not sigs and status). */
 static inline void exi_sender_header(ex_sender *s, const ex_sender_vtable *vt, size_t size, const ex_allocator *a) {
@@ -30,11 +31,13 @@ static inline void exi_sender_release(ex_sender *s) {
     /* Acquire: a release that left ours the last reference happened before. */
     uint32_t refs = exi_load_acq_u32(&s->refs);
     if (!refs) return;  /* a static sender */
+    if (__builtin_expect(refs == EXI_SENDER_DEAD, 0)) exi_debug_dead_sender(s, "ex_sender_release");
     /* The last reference, ours: nobody else can retain or release it, so
      * no read-modify-write (most senders are released by their only user). */
     if (refs != 1 && exi_faa_u32(&s->refs, (uint32_t)-1) != 1) return;
     if (s->vt->destroy) s->vt->destroy(s);
-    exi_block_free(s->alloc, s, s->size);
+    if (__builtin_expect(exi_debug(), 0)) exi_debug_bury(s);  /* kept, to catch a later use */
+    else exi_block_free(s->alloc, s, s->size);
 }
 
 /* ex_sender_alloc without zeroing the block past the ex_sender header

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* sender.c - sender lifetime, connect, and invalid senders. */
+#include <stdio.h>
 #include <string.h>
 
 #include <stdalign.h>
@@ -76,6 +77,13 @@ ex_sender *ex_reject(int code, const char *msg, size_t n, ex_sender *const *inpu
 
 ex_error ex_check_input(const ex_sender *s, const char *null_msg) {
     if (!s) return ex_err(EX_EINVAL, null_msg);
+    if (exi_sender_dead(s)) {
+        /* The builder's name: null_msg begins with it ("ex_then: ..."). */
+        char call[64];
+        size_t n = strcspn(null_msg ? null_msg : "", ":");
+        snprintf(call, sizeof call, "%.*s", (int)(n < sizeof call ? n : sizeof call - 1), null_msg ? null_msg : "");
+        exi_debug_dead_sender(s, call);
+    }
     if (s->status.code) return s->status;
     if (s->depth >= EX_SENDER_MAX_DEPTH)
         return ex_err(EX_ETOODEEP, "cexec: the input sender is EX_SENDER_MAX_DEPTH deep; nesting it deeper could "
@@ -98,6 +106,7 @@ ex_sender *ex_sender_alloc(const ex_sender_vtable *vt, size_t size) {
 }
 
 ex_sender *ex_sender_retain(ex_sender *s) {
+    if (s && exi_sender_dead(s)) exi_debug_dead_sender(s, "ex_sender_retain");
     if (s && exi_load_rlx_u32(&s->refs)) exi_faa_u32(&s->refs, 1);  /* refs 0: a static sender */
     return s;
 }
@@ -147,6 +156,7 @@ ex_error ex_connect(const ex_sender *s, ex_receiver r, void *storage, size_t siz
     if (!op) return ex_err(EX_EINVAL, "ex_connect: op out-parameter is NULL");
     *op = NULL;
     if (!s) return ex_err(EX_EINVAL, "ex_connect: NULL sender");
+    if (exi_sender_dead(s)) exi_debug_dead_sender(s, "ex_connect");
     if (!receiver_valid(r)) return ex_err(EX_EINVAL, "ex_connect: receiver vtable is NULL or lacks a completion");
     if (!storage || size < s->op_size)
         return ex_err(EX_EINVAL, "ex_connect: storage is smaller than ex_sender_op_size()");
@@ -156,6 +166,7 @@ ex_error ex_connect(const ex_sender *s, ex_receiver r, void *storage, size_t siz
         return ex_err(EX_EINVAL, "ex_connect: storage is not aligned to ex_sender_op_align()");
     ex_error e = exi_check_accepts(s, r, "ex_connect");
     if (e.code) return e;
+    if (__builtin_expect(exi_debug(), 0)) return exi_debug_connect(s, r, storage, op);
     e = s->vt->connect(s, r, storage);
     if (!e.code) *op = storage;
     return e;
@@ -171,6 +182,7 @@ ex_error ex_connect_alloc(const ex_sender *s, ex_receiver r, ex_operation **op) 
     if (!op) return ex_err(EX_EINVAL, "ex_connect_alloc: op out-parameter is NULL");
     *op = NULL;
     if (!s) return ex_err(EX_EINVAL, "ex_connect_alloc: NULL sender");
+    if (exi_sender_dead(s)) exi_debug_dead_sender(s, "ex_connect_alloc");
     if (!receiver_valid(r)) return ex_err(EX_EINVAL, "ex_connect_alloc: receiver vtable is NULL or lacks a completion");
     if (!op_align_valid(s->op_align))
         return ex_err(EX_EINVAL, "ex_connect_alloc: the sender's op_align is not a power of two");
@@ -194,7 +206,8 @@ ex_error ex_connect_alloc(const ex_sender *s, ex_receiver r, ex_operation **op) 
 
 void ex_operation_free(ex_operation *op) {
     if (!op) return;
+    ex_operation *inner = exi_debug_inner(op);  /* the block is the real operation's */
     ex_operation_destroy(op);
-    alloc_header *h = (alloc_header *)(void *)((char *)op - sizeof(alloc_header));
+    alloc_header *h = (alloc_header *)(void *)((char *)inner - sizeof(alloc_header));
     ex_deallocate(h->alloc, h->block, h->size, h->align);
 }
