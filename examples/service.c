@@ -3,8 +3,9 @@
  * fans out to shards on the pool and collects their answers; a failing
  * shard stops its siblings and the request falls back; a request whose
  * caller gave up is cancelled through a stop token; audit records go to a
- * counting scope that is joined at shutdown; and the same request written
- * as a task.  docs/guide.md walks through it.
+ * counting scope that is joined at shutdown; the same request written as a
+ * task; and a request that owns its context.  docs/guide.md walks through
+ * it.
  *
  *   build/examples/service */
 #include <stdio.h>
@@ -137,6 +138,14 @@ int main(void) {
     fill(args, 5);
     r = ex_sync_wait(ex_starts_on(sch, ex_task_create(request_task, args, NULL)));
     bad |= check("the request as a task", &r, expected(5) + 1);
+
+    /* 6. A request that owns its context: the shard arguments are freed
+     * when the sender and its operation are gone. */
+    shard_arg *owned = malloc(SHARDS * sizeof *owned);
+    if (!owned) return 1;
+    fill(owned, 9);
+    r = ex_sync_wait(ex_owning_ctx(request(sch, owned), owned, free));
+    bad |= check("a request that owns its context", &r, expected(9));
 
     ex_result joined = ex_sync_wait(ex_counting_scope_join(&scope));
     bad |= joined.disposition != EX_DISP_VALUE || __atomic_load_n(&audited, __ATOMIC_RELAXED) != 100;

@@ -33,5 +33,6 @@
 #include <cexec/task.h>
 #include <cexec/version.h>
 #include <cexec/debug.h>
+#include <cexec/owning.h>
 
 #endif
