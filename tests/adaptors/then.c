@@ -307,6 +307,21 @@ Test(exec_then, a_result_written_past_the_declared_output_is_einval) {
     expect_no_leaks();
 }
 
+/* Signature errors name the types on both sides. */
+Test(exec_then, signature_errors_name_the_types) {
+    seen sn = { 0 };
+    ex_sender *s = ex_then(ex_just(ex_int(1), ex_str("x")), fn_add, &sn, EX_SIG(EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT));
+    ex_error e = ex_sender_status(s);
+    cr_assert_eq(e.code, EX_EINVAL);
+    cr_assert_str_eq(e.msg, "ex_then: the input sender sends (int, str); the function takes (int, int)");
+    ex_sender_release(s);
+    ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_wrong_type, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
+    expect_error(&r, EX_EINVAL);
+    cr_assert(strstr(r.error.msg, "do not match its declared output (int)"), "%s", r.error.msg);
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
+
 Test(exec_then, then_output_arity_too_large_is_invalid) {
     seen sn = { 0 };
     ex_sig big = EX_SIG0;
