@@ -28,14 +28,16 @@
  * helper from the starting agent's deque in about a microsecond, a parked
  * one needs a wake-up (a futex call on the starter's path, several
  * microseconds before it runs).  A 128 KB tile takes about 1.3 us to
- * reduce, 4.5 us to scan.  The reduction takes 2 tiles a participant (1e5
- * doubles, 7 tiles, gets two, as OpenMP's does: one core's cache bandwidth
- * is the limit there); the scan and the loops keep 4: a scan of 7 tiles
- * measured faster on one participant than on two (its prefix chain
- * serialises part of each tile).  docs/algorithms.md, "How a run
- * proceeds". */
+ * reduce, 4.5 us to scan.  The reductions and scans take 2 tiles a
+ * participant (1e5 doubles, 7 tiles, gets two, as OpenMP's does: one
+ * core's cache bandwidth is the limit there); the loops keep 4.  The scan
+ * used 4 while a participant's arrival cost a wake-up or a queue round
+ * trip; once the waiting caller runs its own share and the second joins
+ * from a lent slot, two participants scan 7 tiles faster (docs/
+ * algorithms.md, "How a run proceeds"). */
 #define EXI_TILES_PER_PART 4
 #define EXI_REDUCE_TILES_PER_PART 2
+#define EXI_SCAN_TILES_PER_PART 2
 
 typedef struct exi_tiled_sender exi_tiled_sender;
 typedef struct exi_tiled_op exi_tiled_op;

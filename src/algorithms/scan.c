@@ -113,7 +113,7 @@ static size_t scan_finish(exi_tiled_op *o, ex_value *out) {
     return 0;
 }
 
-static const exi_tiled_kind scan_kind = { true, scan_tile, scan_finish, EXI_TILES_PER_PART };
+static const exi_tiled_kind scan_kind = { true, scan_tile, scan_finish, EXI_SCAN_TILES_PER_PART };
 static const ex_sender_vtable inclusive_vt = { "ex_inclusive_scan", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
 static const ex_sender_vtable exclusive_vt = { "ex_exclusive_scan", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
 
