@@ -55,13 +55,18 @@ Test(cexec_debug, a_released_sender_given_to_sync_wait_aborts, .signal = SIGABRT
     (void)ex_sync_wait(s);
 }
 
+/* s connected to rr (initialised here) with ex_connect_alloc. */
+static ex_operation *connected(ex_sender *s, rec *rr) {
+    rec_init(rr);
+    ex_operation *op = NULL;
+    cr_assert_eq(ex_connect_alloc(s, rec_receiver(rr), &op).code, 0);
+    return op;
+}
+
 Test(cexec_debug, an_operation_started_twice_aborts, .signal = SIGABRT) {
     ex_debug_set(true);
-    ex_sender *s = ex_just(ex_int(1));
     rec rr;
-    rec_init(&rr);
-    ex_operation *op = NULL;
-    cr_assert_eq(ex_connect_alloc(s, rec_receiver(&rr), &op).code, 0);
+    ex_operation *op = connected(ex_just(ex_int(1)), &rr);
     ex_start(op);
     ex_start(op);
 }
@@ -70,11 +75,8 @@ Test(cexec_debug, destroying_a_running_operation_aborts, .signal = SIGABRT) {
     ex_debug_set(true);
     ex_run_loop loop;
     cr_assert_eq(ex_run_loop_init(&loop).code, 0);
-    ex_sender *s = ex_schedule(ex_run_loop_scheduler(&loop));
     rec rr;
-    rec_init(&rr);
-    ex_operation *op = NULL;
-    cr_assert_eq(ex_connect_alloc(s, rec_receiver(&rr), &op).code, 0);
+    ex_operation *op = connected(ex_schedule(ex_run_loop_scheduler(&loop)), &rr);
     ex_start(op);          /* queued on the loop: running, not completed */
     ex_operation_free(op);
 }
@@ -123,10 +125,8 @@ Test(cexec_debug, correct_use_runs_and_nothing_is_left_afterwards) {
     cr_assert_eq(r.values[0].as.i + r.values[1].as.i, 84);
     ex_result_destroy(&r);
     rec rr;
-    rec_init(&rr);
-    ex_operation *op = NULL;
     ex_sender *j = ex_just(ex_int(7));
-    cr_assert_eq(ex_connect_alloc(j, rec_receiver(&rr), &op).code, 0);
+    ex_operation *op = connected(j, &rr);
     ex_start(op);
     rec_expect_value_int(&rr, 7);
     ex_operation_free(op);  /* completed: fine */
