@@ -21,8 +21,8 @@
  * Cost while on: released senders' memory stays allocated (up to 65536
  * blocks), and each connected operation has a small wrapper from malloc
  * (an operation ex_connect gives is then that wrapper, not `storage`:
- * use the op pointer, as the API says).  Off, one comparison when a sender
- * is released.  Operations connected while debug mode is off are not
+ * use the op pointer, as the API says).  Off: a comparison when a sender
+ * is released, and a flag read when its last reference goes.  Operations connected while debug mode is off are not
  * checked. */
 #ifndef CEXEC_DEBUG_H
 #define CEXEC_DEBUG_H

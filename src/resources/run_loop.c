@@ -4,8 +4,7 @@
  *
  * The item count, the running flag and the runner are also read without
  * the mutex: run_one on an empty loop, count, dispatch and destroy take no
- * lock (sync_wait calls them on every wait, and usually nothing is ever
- * posted to its loop). */
+ * lock (a loop polled for work that rarely comes pays no lock per poll). */
 #include <stdalign.h>
 #include <cexec/cexec.h>
 

@@ -23,14 +23,11 @@
 
 #define CLOSED 0x80000000u
 
-/* Set for the life of a context's thread. */
-static EXI_TLS bool tls_context_thread;
-
-bool exi_single_thread_context_here(void) { return tls_context_thread; }
+EXI_TLS bool exi_tls_context_thread;
 
 static void *context_main(void *arg) {
     ex_single_thread_context *ctx = arg;
-    tls_context_thread = true;
+    exi_tls_context_thread = true;
     (void)ex_run_loop_run(&ctx->loop);
     return NULL;
 }
