@@ -24,7 +24,8 @@ typedef struct shard_arg {
 static ex_error lookup(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)in, (void)n;
     const shard_arg *a = ctx;
-    if (a->id == 13 && a->shard == 3) return ex_err(EX_EUSER + 1, "shard 3 is down");
+    if (a->id == 13 && a->shard == 3)
+        return ex_error_format(EX_EUSER + 1, "request %lld: shard %lld is down", (long long)a->id, (long long)a->shard);
     out[0] = ex_int(a->id * 100 + a->shard);
     return ex_ok();
 }
@@ -40,7 +41,8 @@ static ex_error combine(void *ctx, const ex_value *in, size_t n, ex_value *out) 
 
 /* A failed request answers -1, a cancelled one -2. */
 static ex_error fallback(void *ctx, ex_error e, ex_value *out) {
-    (void)ctx, (void)e;
+    (void)ctx;
+    ex_error_release(e);  /* given to us: answered, so released */
     out[0] = ex_int(-1);
     return ex_ok();
 }

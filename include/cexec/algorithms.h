@@ -107,8 +107,9 @@ ex_sender *ex_reduce(ex_scheduler sch, const ex_monoid *m, const void *in, size_
 /* ----------------------------------------------------- loops over indices */
 
 /* Called with disjoint ranges [begin, end) that together cover [0, n), from
- * several threads at once.  Return ex_ok(), or an error: the first error
- * becomes the result and no further range starts. */
+ * several threads at once.  Return ex_ok(), or an error (handed over,
+ * cexec/error.h): the first error becomes the result and no further range
+ * starts; later ones are released. */
 typedef ex_error (*ex_index_range_fn)(void *ctx, size_t begin, size_t end);
 
 /* Runs fn over [0, n) in ranges of `grain` indices (0: about 16 ranges per

@@ -4,7 +4,8 @@
  * When the child completes with values v..., f runs for every index in
  * [0, shape) with the same values (borrowed), then the bulk sender completes
  * with those values.  The first error returned by f becomes the result and
- * stops the indices not yet started.
+ * stops the indices not yet started; later ones are released (an error f
+ * returns is handed over, cexec/error.h).
  *
  * Where it runs: if the child's value completion scheduler, or else the
  * receiver environment's scheduler, customises bulk (an ex_pool does), the

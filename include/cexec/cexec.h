@@ -34,5 +34,6 @@
 #include <cexec/version.h>
 #include <cexec/debug.h>
 #include <cexec/owning.h>
+#include <cexec/error.h>
 
 #endif

@@ -65,7 +65,7 @@ private:
 class result {
 public:
     explicit result(ex_result r) noexcept : r_(r) {}
-    result(result &&o) noexcept : r_(o.r_) { o.r_.nested = nullptr; o.r_.n = 0; }
+    result(result &&o) noexcept : r_(o.r_) { o.r_.nested = nullptr; o.r_.n = 0; o.r_.error = ex_ok(); }
     result(const result &) = delete;
     result &operator=(const result &) = delete;
     ~result() { ex_result_destroy(&r_); }

@@ -24,7 +24,9 @@ ex_sender *ex_into_variant(ex_sender *child);
  * one datum (single-sender-value-type non-void), else EX_EINVAL. */
 ex_sender *ex_stopped_as_optional(ex_sender *child);
 
-/* set_stopped() -> set_error(err).  Never completes stopped. */
+/* set_stopped() -> set_error(err).  Never completes stopped.  Takes err's
+ * reference, as ex_just_error does (released with the sender, or at once
+ * when the sender is refused). */
 ex_sender *ex_stopped_as_error(ex_sender *child, ex_error err);
 
 #ifdef __cplusplus

@@ -25,8 +25,12 @@ ex_sender *ex_just_n(const ex_value *v, size_t n);
 #define ex_just(...) exi_cxx_just({ __VA_ARGS__ })
 #endif
 
-/* Completes with set_error(e).  e.msg must be static; e.data is borrowed
- * for as long as the sender lives. */
+/* Completes with set_error(e), once per run (the sender is multi-shot).
+ * Takes e's reference (cexec/error.h): an owned error lives as long as the
+ * sender and the operations that deliver it; each run's receiver is given
+ * a reference of its own.  An error that owns nothing is copied as it is:
+ * its static message and borrowed data must outlive the sender.  e.code
+ * EX_OK gives an EX_EINVAL error instead. */
 ex_sender *ex_just_error(ex_error e);
 
 /* Completes with set_stopped(). */

@@ -14,6 +14,9 @@
  * at run time (EX_SIGS_DYNAMIC) and are checked when the new sender is
  * connected.
  *
+ * let_error's fn is given the child's error (cexec/error.h): it passes it
+ * on (`return ex_just_error(err)`) or releases it.
+ *
  * Recursion: fn may return a sender holding the next let_value, to any
  * depth.  A level costs the same however deep it is: the let reads its
  * receiver's environment once, at connect, and environment lookups skip

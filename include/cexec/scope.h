@@ -11,8 +11,10 @@
  *
  * C has no compile-time check that a spawned sender cannot fail, so an
  * error of spawned work is not lost: the scope keeps the first one and its
- * join completes with it (set_error) instead of set_value.  Values of
- * spawned work are discarded. */
+ * join completes with it (set_error) instead of set_value; later errors
+ * are released (cexec/error.h).  The scope holds the first error until it
+ * is destroyed, and each join's receiver is given a reference of its own.
+ * Values of spawned work are discarded. */
 #ifndef CEXEC_SCOPE_H
 #define CEXEC_SCOPE_H
 

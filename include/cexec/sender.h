@@ -170,7 +170,9 @@ static inline ex_error ex_connect_child(const ex_sender *child, ex_receiver r, v
     return child->vt->connect(child, r, storage);
 }
 
-/* Completion helpers. */
+/* Completion helpers.  ex_set_error hands e's reference to the receiver
+ * (cexec/error.h): a receiver that keeps or drops an error it was given
+ * releases it then. */
 static inline void ex_set_value(ex_receiver r, const ex_value *v, size_t n) { r.vt->set_value(r.self, v, n); }
 static inline void ex_set_error(ex_receiver r, ex_error e) { r.vt->set_error(r.self, e); }
 static inline void ex_set_stopped(ex_receiver r) { r.vt->set_stopped(r.self); }

@@ -4,7 +4,8 @@
  * ex_split(child) returns a sender whose every connection (consumer)
  * shares one run of child.  The first consumer started starts child; every
  * consumer completes with child's result (values deep-copied once into the
- * shared state and lent to each consumer), on the agent where child
+ * shared state and lent to each consumer; an error given to each consumer
+ * as a reference of its own, cexec/error.h), on the agent where child
  * completed, or at once, inside start, for a consumer started after child
  * completed.  A stop request on any consumer's stop token requests stop on
  * the shared work.  The shared state is reference counted by the sender

@@ -32,7 +32,10 @@ typedef enum ex_disposition {
 } ex_disposition;
 
 /* The async result.  values[0..n) are deep copies owned by the result;
- * the entries after them are unspecified (not cleared). */
+ * the entries after them are unspecified (not cleared).  The result owns
+ * its error's reference too (an error that owns a message or payload,
+ * cexec/error.h): ex_result_destroy releases it; to keep the error
+ * longer, ex_error_retain it first. */
 typedef struct ex_result {
     ex_disposition disposition;
     size_t n;                       /* number of values (EX_DISP_VALUE) */
@@ -57,7 +60,8 @@ ex_result ex_sync_wait(ex_sender *s);
  * value result is one EX_T_TUPLE datum. */
 ex_result ex_sync_wait_with_variant(ex_sender *s);
 
-/* Frees what a result holds (tuple storage).  Safe on every result. */
+/* Frees what a result holds (tuple storage, the error's reference).  Safe
+ * on every result, and more than once. */
 void ex_result_destroy(ex_result *r);
 
 #ifdef __cplusplus

@@ -189,7 +189,8 @@ typedef struct ex_await_result {
     ex_await_status status;
     uint8_t n;                  /* values (EX_AWAIT_VALUE) */
     ex_value v[EX_MAX_ARITY];
-    ex_error error;             /* EX_AWAIT_ERROR */
+    ex_error error;             /* EX_AWAIT_ERROR: the body's (cexec/error.h): return it with
+                                   ex_task_with_error, or ex_error_release it */
 } ex_await_result;
 
 /* Suspends t until s completes (consumes s) and returns its completion, on
@@ -291,7 +292,9 @@ static inline ex_task_result ex_task_i64(int64_t i) {
     r.error = ex_ok();
     return r;
 }
-/* set_error(e): P3552's `co_yield with_error{e}` */
+/* set_error(e): P3552's `co_yield with_error{e}`.  Takes e's reference:
+ * `return ex_task_with_error(r.error)` passes an await's error on; if the
+ * task ends stopped instead, the error is released. */
 ex_task_result ex_task_with_error(ex_error e);
 /* set_stopped() */
 ex_task_result ex_task_stopped(void);
@@ -303,6 +306,7 @@ ex_task_result ex_task_stopped(void);
  * completes with the first such error (a detached task's error is never
  * dropped silently, and the library prints nothing).  Handlers run on the
  * task's scheduler, after the task's stack is gone. */
+/* on_error is given the error's reference (cexec/error.h): it releases it. */
 typedef struct ex_task_handlers {
     void (*on_value)(void *ctx, const ex_value *v, size_t n);
     void (*on_error)(void *ctx, ex_error e);

@@ -6,6 +6,10 @@
  * out[] and returns ex_ok(), or returns an error, which becomes set_error.
  * Results that do not match `out`, one left unset, or one written past
  * out.arity are set_error(EX_EINVAL).
+ * Errors follow cexec/error.h: an error the callback returns is handed
+ * over (return ex_error_format(...) leaks nothing); upon_error's callback
+ * is given the child's error, and returns it (passing it on) or releases
+ * it.
  * Other channels pass through unchanged; the completion schedulers are the
  * child's. */
 #ifndef CEXEC_THEN_H

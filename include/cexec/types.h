@@ -32,13 +32,24 @@ extern "C" {
 #define EX_EDEADLK   EDEADLK    /* the call would wait for work only the calling thread can run */
 #define EX_EUSER     1000
 
-/* An error is a value, never an exception: a code, a static message that
- * names the failing call and why, and an optional payload borrowed for the
- * duration of the completion that carries it.  code == EX_OK means success. */
+/* An error is a value, never an exception: a code, a message that names
+ * the failing call and why, and an optional payload.  code == EX_OK means
+ * success.
+ *
+ * Most errors own nothing: ex_err() and ex_err_data() make an error whose
+ * message is static and whose payload is borrowed, and every error cexec
+ * itself makes is such an error.  An error made by ex_error_format() or
+ * ex_error_with_payload() (cexec/error.h) owns its message and payload
+ * through a counted box, and is passed like a sender: whoever is given one
+ * owns it and passes it on or releases it (ex_error_release; cexec/error.h
+ * states the rule in full).  Releasing an error that owns nothing does
+ * nothing, so code that follows the rule works with every error. */
+struct ex_error_box;
 typedef struct ex_error {
     int code;
-    const char *msg;   /* static storage; never NULL when code != EX_OK */
-    const void *data;  /* optional, borrowed */
+    const char *msg;           /* never NULL when code != EX_OK; static unless box owns it */
+    const void *data;          /* optional payload; borrowed unless box owns it */
+    struct ex_error_box *box;  /* NULL, or the counted owner of msg and data */
 } ex_error;
 
 /* ------------------------------------------------------------------ values */

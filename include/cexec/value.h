@@ -23,9 +23,14 @@ static inline ex_value ex_alloc_value(const struct ex_allocator *a) { ex_value v
 static inline ex_value ex_tuple_value(const ex_tuple *t) { ex_value v; v.type = EX_T_TUPLE; v.as.sched.vt = 0; v.as.tuple = t; return v; }
 
 /* Error constructors. */
-static inline ex_error ex_ok(void) { ex_error e = { EX_OK, 0, 0 }; return e; }
-static inline ex_error ex_err(int code, const char *msg) { ex_error e = { code, msg, 0 }; return e; }
-static inline ex_error ex_err_data(int code, const char *msg, const void *data) { ex_error e = { code, msg, data }; return e; }
+/* ex_err: an error with a static message (a string literal: it must
+ * outlive every copy of the error).  ex_err_data: the same with a payload
+ * borrowed from the caller, which must outlive the error's consumers.
+ * Neither owns anything; for an owned message or payload see
+ * ex_error_format and ex_error_with_payload (cexec/error.h). */
+static inline ex_error ex_ok(void) { ex_error e = { EX_OK, 0, 0, 0 }; return e; }
+static inline ex_error ex_err(int code, const char *msg) { ex_error e = { code, msg, 0, 0 }; return e; }
+static inline ex_error ex_err_data(int code, const char *msg, const void *data) { ex_error e = { code, msg, data, 0 }; return e; }
 static inline bool ex_is_ok(ex_error e) { return e.code == EX_OK; }
 
 /* Name of a type ("int", "double", ...), for messages. */

@@ -5,6 +5,7 @@
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
+#include "core/exi_error.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -60,7 +61,9 @@ static void v_set_stopped(void *self) {
         ex_value none = ex_none();
         ex_set_value(o->r, &none, 1);
     } else if (o->kind == STOPPED_AS_ERROR) {
-        ex_set_error(o->r, o->err);
+        ex_error e = o->err;
+        o->err = ex_ok();  /* the operation's reference goes to the receiver */
+        ex_set_error(o->r, e);
     } else {
         ex_set_stopped(o->r);
     }
@@ -71,7 +74,11 @@ static ex_env v_env(void *self) { return ex_env_forward(ex_receiver_env(((varian
 static const ex_receiver_vtable v_rcvr_vt = { v_set_value, v_set_error, v_set_stopped, v_env, NULL };
 
 static void v_start(ex_operation *op) { ex_start(((variant_op *)op)->child); }
-static void v_op_destroy(ex_operation *op) { ex_operation_destroy(((variant_op *)op)->child); }
+static void v_op_destroy(ex_operation *op) {
+    variant_op *o = (variant_op *)op;
+    ex_operation_destroy(o->child);
+    exi_error_drop(o->err);  /* stopped_as_error that did not complete stopped */
+}
 static const ex_operation_vtable v_op_vt = { v_start, v_op_destroy };
 
 static ex_error v_connect(const ex_sender *s, ex_receiver r, void *storage) {
@@ -80,7 +87,7 @@ static ex_error v_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->base.vt = &v_op_vt;
     o->r = r;
     o->kind = vs->kind;
-    o->err = vs->err;
+    o->err = exi_error_copy(vs->err);
     o->child_sigs = vs->child->sigs;
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(variant_op), vs->child));
     ex_receiver cr = { &v_rcvr_vt, o };
@@ -94,7 +101,10 @@ static ex_env v_attrs(const ex_sender *s) {
     return ex_env_forward(ex_sender_attrs(vs->child));
 }
 
-static void v_destroy(ex_sender *s) { ex_sender_release(((variant_sender *)s)->child); }
+static void v_destroy(ex_sender *s) {
+    ex_sender_release(((variant_sender *)s)->child);
+    exi_error_drop(((variant_sender *)s)->err);
+}
 
 static const ex_sender_vtable v_vts[] = {
     { "ex_into_variant", v_connect, v_attrs, v_destroy },
@@ -147,6 +157,10 @@ ex_sender *ex_stopped_as_optional(ex_sender *child) {
     return make_variant(STOPPED_AS_OPTIONAL, child, ex_ok(), "ex_stopped_as_optional: NULL input sender");
 }
 
+/* Takes err's reference (cexec/error.h), released with the sender, or at
+ * once when the sender is refused. */
 ex_sender *ex_stopped_as_error(ex_sender *child, ex_error err) {
-    return make_variant(STOPPED_AS_ERROR, child, err, "ex_stopped_as_error: NULL input sender");
+    ex_sender *s = make_variant(STOPPED_AS_ERROR, child, err, "ex_stopped_as_error: NULL input sender");
+    if (s->status.code) exi_error_drop(err);
+    return s;
 }

@@ -6,6 +6,7 @@
 #include <cexec/cexec.h>
 
 #include "adaptors/exi_just.h"
+#include "core/exi_error.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -85,12 +86,19 @@ ex_sender *ex_just_n(const ex_value *v, size_t n) {
 
 /* -------------------------------------------------------------- just_error */
 
-static const ex_sender_vtable just_error_vt = { "ex_just_error", exi_error_connect, NULL, NULL };
+static const ex_sender_vtable just_error_vt = { "ex_just_error", exi_error_connect, NULL, exi_error_sender_destroy };
 
+/* Takes e's reference (cexec/error.h): the sender holds it, each operation
+ * takes one of its own, and the sender's last release drops it. */
 ex_sender *ex_just_error(ex_error e) {
-    if (e.code == EX_OK) e = ex_err(EX_EINVAL, "ex_just_error: error code is EX_OK");
+    if (e.code == EX_OK) {
+        exi_error_drop(e);
+        e = ex_err(EX_EINVAL, "ex_just_error: error code is EX_OK");
+    }
     if (!e.msg) e.msg = "ex_just_error";
-    return exi_error_sender_new(&just_error_vt, e, false);
+    ex_sender *s = exi_error_sender_new(&just_error_vt, e, false);
+    if (s->status.code) exi_error_drop(e);  /* refused (no memory): nothing holds it */
+    return s;
 }
 
 /* ------------------------------------------------------------ just_stopped */

@@ -13,6 +13,7 @@
 #include "adaptors/exi_write_env.h"
 #include "base/exi_macros.h"
 #include "core/exi_env.h"
+#include "core/exi_error.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -143,7 +144,12 @@ static void co_replay(void *self, const ex_value *v, size_t n) {
     continues_op *o = self;
     switch (o->disp) {
     case DISP_VALUE: ex_set_value(o->r, o->result.v, o->result.n); break;
-    case DISP_ERROR: ex_set_error(o->r, o->err); break;
+    case DISP_ERROR: {
+        ex_error e = o->err;
+        o->err = ex_ok();  /* the child's reference goes on to the receiver */
+        ex_set_error(o->r, e);
+        break;
+    }
     default: ex_set_stopped(o->r); break;
     }
 }
@@ -198,6 +204,7 @@ static void co_destroy_op(ex_operation *op) {
     ex_operation_destroy(o->child);
     co_release_sched(o);
     exi_store_clear(&o->result);
+    exi_error_drop(o->err);  /* a child's error the hop did not deliver (it failed or stopped) */
 }
 static const ex_operation_vtable co_op_vt = { co_start, co_destroy_op };
 

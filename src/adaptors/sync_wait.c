@@ -15,6 +15,7 @@
 #include "base/exi_thread.h"
 #include "core/exi_debug.h"
 #include "core/exi_env.h"
+#include "core/exi_error.h"
 #include "core/exi_scheduler.h"
 #include "core/exi_value.h"
 #include "base/exi_worker.h"
@@ -363,4 +364,6 @@ void ex_result_destroy(ex_result *r) {
     if (r->nested) ex_deallocate(r->nested_alloc, r->nested, r->nested_size, alignof(ex_value));
     r->nested = NULL;
     r->nested_size = 0;
+    if (r->disposition == EX_DISP_ERROR) exi_error_drop(r->error);  /* the result held its reference */
+    r->error = ex_ok();
 }

@@ -9,6 +9,7 @@
 
 #include "algorithms/exi_tiled.h"
 #include "base/exi_atomic.h"
+#include "core/exi_error.h"
 #include "core/exi_value.h"
 #include "resources/exi_pool.h"
 
@@ -68,7 +69,8 @@ static void participate(exi_tiled_op *o, unsigned part) {
         ex_error e = s->kind->tile(o, part, (size_t)k, begin, end, nb, ne);
         if (e.code) {
             uint32_t expected = 0;
-            if (exi_cas_u32(&o->failed, &expected, 1)) o->err = e;
+            if (exi_cas_u32(&o->failed, &expected, 1)) o->err = e;  /* the first error is the result */
+            else exi_error_drop(e);
         } else {
             exi_faa_u64(&o->done_tiles, 1);
         }

@@ -8,6 +8,7 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
+#include "core/exi_error.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -67,7 +68,8 @@ static bool job_run(ex_bulk_job *job, size_t begin, size_t end) {
     if (e.code) {
         uint32_t expected = 0;
         if (!e.msg) e.msg = "ex_bulk: the function failed";
-        if (exi_cas_u32(&o->failed, &expected, 1)) o->err = e;
+        if (exi_cas_u32(&o->failed, &expected, 1)) o->err = e;  /* the first error is the result */
+        else exi_error_drop(e);
         return false;
     }
     return true;

@@ -12,6 +12,7 @@
 #include <cexec/cexec.h>
 
 #include "base/exi_atomic.h"
+#include "core/exi_error.h"
 #include "core/exi_stop.h"
 
 enum { EXI_JOIN_VALUE, EXI_JOIN_ERROR, EXI_JOIN_STOPPED };
@@ -36,11 +37,15 @@ static inline void exi_join_request_stop(exi_join *j, uint64_t *begun, uint64_t 
     (void)exi_stop_source_request_stop_counted(&j->stop, begun, done);
 }
 
-/* A child's error: the first one is the result and stops the others. */
+/* A child's error: the first one is the result (the join takes the
+ * child's reference, cexec/error.h) and stops the others; a later one is
+ * released. */
 static inline void exi_join_fail(exi_join *j, ex_error e, uint64_t *begun, uint64_t *done) {
     if (exi_fas_u32(&j->disposition, EXI_JOIN_ERROR) != EXI_JOIN_ERROR) {
         j->err = e;
         exi_join_request_stop(j, begun, done);
+    } else {
+        exi_error_drop(e);
     }
 }
 

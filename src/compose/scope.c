@@ -10,6 +10,7 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
+#include "core/exi_error.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -77,7 +78,7 @@ typedef struct join_op {
 
 static void join_complete(join_op *o) {
     ex_scope_impl *s = o->scope;
-    if (exi_load_acq_u32(&s->failed)) ex_set_error(o->r, s->first_error);
+    if (exi_load_acq_u32(&s->failed)) ex_set_error(o->r, exi_error_copy(s->first_error));  /* a reference per join */
     else ex_set_value(o->r, NULL, 0);
 }
 
@@ -170,6 +171,8 @@ static ex_error scope_destroy(ex_scope_impl *s) {
     pthread_mutex_unlock(&s->mu);
     if (busy) return ex_err(EX_EBUSY, "ex_counting_scope_destroy: work is still associated or a join is waiting");
     pthread_mutex_destroy(&s->mu);
+    exi_error_drop(s->first_error);
+    s->first_error = ex_ok();
     return ex_ok();
 }
 
@@ -184,7 +187,8 @@ ex_error ex_counting_scope_destroy(ex_counting_scope *s) {
 
 static void record_error(ex_scope_impl *s, ex_error e) {
     uint32_t expected = 0;
-    if (exi_cas_u32(&s->failed, &expected, 1)) s->first_error = e;
+    if (exi_cas_u32(&s->failed, &expected, 1)) s->first_error = e;  /* kept until the scope is destroyed */
+    else exi_error_drop(e);
 }
 
 /* ----------------------------------------------------------------- spawn */
@@ -301,6 +305,7 @@ static void future_release(future_state *st) {
     if (exi_faa_u32(&st->refs, (uint32_t)-1) != 1) return;
     ex_operation_destroy(st->op);
     exi_store_clear(&st->values);
+    exi_error_drop(st->err);
     ex_deallocate(st->alloc, st, st->size, st->align);
 }
 
@@ -309,7 +314,7 @@ static void future_notify(future_op *o) {
     ex_stop_callback_deregister(&o->on_stop);
     switch (exi_load_acq_u32(&st->disposition)) {
     case F_VALUE: ex_set_value(o->r, st->values.v, st->values.n); break;
-    case F_ERROR: ex_set_error(o->r, st->err); break;
+    case F_ERROR: ex_set_error(o->r, exi_error_copy(st->err)); break;
     default: ex_set_stopped(o->r); break;
     }
 }

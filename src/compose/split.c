@@ -11,6 +11,7 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
+#include "core/exi_error.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -54,6 +55,7 @@ static void state_release(split_state *st) {
     ex_operation_destroy(st->child_op);
     ex_sender_release(st->child);
     exi_store_clear(&st->values);
+    exi_error_drop(st->err);
     ex_deallocate(st->alloc, st, st->size, st->align);
 }
 
@@ -63,7 +65,7 @@ static void notify(split_op *o) {
     ex_stop_callback_deregister(&o->on_stop);
     switch (exi_load_acq_u32(&st->disposition)) {
     case DISP_VALUE: ex_set_value(o->r, st->values.v, st->values.n); break;
-    case DISP_ERROR: ex_set_error(o->r, st->err); break;
+    case DISP_ERROR: ex_set_error(o->r, exi_error_copy(st->err)); break;  /* a reference per consumer */
     default: ex_set_stopped(o->r); break;
     }
 }

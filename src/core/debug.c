@@ -25,43 +25,58 @@ __attribute__((constructor)) static void debug_from_environment(void) {
 
 #define QUARANTINE 65536u
 
+/* A ring of released objects not yet freed: senders and error boxes.
+ * Evicted (the oldest) or emptied entries are freed then. */
+typedef struct kept {
+    void *p;
+    void (*free_fn)(void *p);
+} kept;
+
 static pthread_mutex_t quarantine_mu = PTHREAD_MUTEX_INITIALIZER;
-static ex_sender **quarantine;       /* a ring of QUARANTINE, allocated at first use */
+static kept *quarantine;             /* QUARANTINE entries, allocated at first use */
 static size_t quarantine_next, quarantine_count;
 
-static void free_sender(ex_sender *s) { exi_block_free(s->alloc, s, s->size); }
+void exi_debug_keep(void *p, void (*free_fn)(void *p)) {
+    kept evicted = { NULL, NULL };
+    pthread_mutex_lock(&quarantine_mu);
+    if (!quarantine) quarantine = calloc(QUARANTINE, sizeof *quarantine);
+    if (!quarantine) {
+        pthread_mutex_unlock(&quarantine_mu);
+        free_fn(p);  /* no room to keep it: checked less, never wrong */
+        return;
+    }
+    evicted = quarantine[quarantine_next];
+    quarantine[quarantine_next].p = p;
+    quarantine[quarantine_next].free_fn = free_fn;
+    quarantine_next = (quarantine_next + 1) % QUARANTINE;
+    if (quarantine_count < QUARANTINE) quarantine_count++;
+    pthread_mutex_unlock(&quarantine_mu);
+    if (evicted.p) evicted.free_fn(evicted.p);
+}
+
+static void free_sender(void *p) {
+    ex_sender *s = p;
+    exi_block_free(s->alloc, s, s->size);
+}
 
 void exi_debug_bury(ex_sender *s) {
     /* Builders look at the status first: a dead sender takes them to
      * ex_check_input, which recognises it. */
     s->status = ex_err(EX_EINVAL, "cexec debug: a released sender");
     exi_store_rlx_u32(&s->refs, EXI_SENDER_DEAD);
-    ex_sender *evicted = NULL;
-    pthread_mutex_lock(&quarantine_mu);
-    if (!quarantine) quarantine = calloc(QUARANTINE, sizeof *quarantine);
-    if (!quarantine) {
-        pthread_mutex_unlock(&quarantine_mu);
-        free_sender(s);  /* no room to keep it: checked less, never wrong */
-        return;
-    }
-    evicted = quarantine[quarantine_next];
-    quarantine[quarantine_next] = s;
-    quarantine_next = (quarantine_next + 1) % QUARANTINE;
-    if (quarantine_count < QUARANTINE) quarantine_count++;
-    pthread_mutex_unlock(&quarantine_mu);
-    if (evicted) free_sender(evicted);
+    exi_debug_keep(s, free_sender);
 }
 
-/* Frees every kept sender (debug mode turned off). */
+/* Frees every kept object (debug mode turned off). */
 static void quarantine_empty(void) {
     pthread_mutex_lock(&quarantine_mu);
-    ex_sender **q = quarantine;
+    kept *q = quarantine;
     quarantine = NULL;
     quarantine_next = quarantine_count = 0;
     pthread_mutex_unlock(&quarantine_mu);
     if (!q) return;
     for (size_t i = 0; i < QUARANTINE; i++)
-        if (q[i]) free_sender(q[i]);
+        if (q[i].p) q[i].free_fn(q[i].p);
     free(q);
 }
 

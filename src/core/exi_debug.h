@@ -18,6 +18,11 @@ extern uint32_t exi_debug_on;
 
 static inline bool exi_debug(void) { return exi_load_rlx_u32(&exi_debug_on) != 0; }
 
+/* Keeps p, released for good, in the quarantine instead of freeing it, so
+ * that a later use is recognised; free_fn(p) frees it when it is evicted or
+ * debug mode is turned off. */
+void exi_debug_keep(void *p, void (*free_fn)(void *p));
+
 /* Keeps s, whose last reference went and whose children are released,
  * instead of freeing it: a later use of it is then caught. */
 void exi_debug_bury(ex_sender *s);

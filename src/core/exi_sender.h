@@ -83,6 +83,8 @@ static inline ex_sender *exi_reject1(int code, const char *msg, ex_sender *in) {
  * Out of memory: the shared out-of-memory invalid sender. */
 ex_sender *exi_error_sender_new(const ex_sender_vtable *vt, ex_error e, bool invalid);
 ex_error exi_error_connect(const ex_sender *s, ex_receiver r, void *storage);
+/* The destroy of such a sender that owns its error (ex_just_error): releases it. */
+void exi_error_sender_destroy(ex_sender *s);
 
 /* Starts an allocated block where the allocation-free path has none. */
 ex_sender *exi_oom_sender(void);

@@ -8,6 +8,7 @@
 
 #include "allocators/exi_builtin.h"
 #include "base/exi_atomic.h"
+#include "core/exi_error.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -21,10 +22,17 @@ typedef struct error_op {
 
 static void error_start(ex_operation *op) {
     error_op *o = (error_op *)op;
-    ex_set_error(o->r, o->e);
+    ex_error e = o->e;
+    o->e = ex_ok();  /* the operation's reference goes to the receiver */
+    ex_set_error(o->r, e);
 }
 
+static void error_op_destroy(ex_operation *op) { exi_error_drop(((error_op *)op)->e); }
+
 static const ex_operation_vtable error_op_vt = { error_start, NULL };
+/* An owned error (ex_just_error of one): the operation holds a reference
+ * from connect to start, or to its destroy if it never starts. */
+static const ex_operation_vtable owned_error_op_vt = { error_start, error_op_destroy };
 
 typedef struct error_sender {
     ex_sender base;
@@ -33,11 +41,13 @@ typedef struct error_sender {
 
 ex_error exi_error_connect(const ex_sender *s, ex_receiver r, void *storage) {
     error_op *o = storage;
-    o->base.vt = &error_op_vt;
     o->r = r;
-    o->e = s->status.code ? s->status : ((const error_sender *)s)->e;
+    o->e = s->status.code ? s->status : exi_error_copy(((const error_sender *)s)->e);
+    o->base.vt = o->e.box ? &owned_error_op_vt : &error_op_vt;
     return ex_ok();
 }
+
+void exi_error_sender_destroy(ex_sender *s) { exi_error_drop(((error_sender *)s)->e); }
 
 static const ex_sender_vtable invalid_vt = { "ex_invalid_sender", exi_error_connect, NULL, NULL };
 
@@ -47,7 +57,7 @@ static ex_sender oom_sender = {
     .op_align = alignof(error_op),
     .depth = 1,
     .sigs = { 0, EX_SIGS_ERROR, { { 0, { 0 } } } },
-    .status = { EX_ENOMEM, "cexec: out of memory building a sender", NULL },
+    .status = { EX_ENOMEM, "cexec: out of memory building a sender", NULL, NULL },
     .refs = 0,  /* static */
 };
 

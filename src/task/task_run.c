@@ -35,6 +35,7 @@
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
 #include "base/exi_thread.h"
+#include "core/exi_error.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 #include "task/exi_task.h"
@@ -116,6 +117,7 @@ static void finish(ex_task *t) {
     const ex_task_result *res = t->result;
     ex_task_result_kind kind = t->stopped ? EX_TASK_STOPPED : res->kind;
     ex_error error = kind == EX_TASK_ERROR ? res->error : ex_ok();
+    if (t->stopped && res->kind == EX_TASK_ERROR) exi_error_drop(res->error);  /* stopped wins: nobody sees it */
     size_t n = kind == EX_TASK_VALUE ? res->n : 0;
     if (kind == EX_TASK_VALUE && t->check_sig && !ex_sig_matches(&t->value_sig, res->v, n)) {
         /* The sender promised its receiver only the declared signature. */
@@ -284,6 +286,9 @@ void exi_task_hop_failed(ex_task *t, ex_error e, bool stopped) {
         return;
     }
     ex_await_result *out = t->await_out;
+    /* The hop's outcome replaces the await's, which was written just
+     * before the hop: an error there is the task's to release. */
+    if (out->status == EX_AWAIT_ERROR) exi_error_drop(out->error);
     out->status = stopped ? EX_AWAIT_STOPPED : EX_AWAIT_ERROR;
     out->n = 0;
     out->error = stopped ? ex_ok() : e;

@@ -11,6 +11,7 @@
 
 #include "common/callbacks.h"
 #include "common/contexts.h"
+#include "common/owned_errors.h"
 #include "common/pool.h"
 #include "common/receivers.h"
 #include "common/run.h"

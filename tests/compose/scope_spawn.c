@@ -67,7 +67,7 @@ SCOPE_TEST(failing_spawned_work_makes_join_complete_with_the_first_error, 0) {
 }
 
 SCOPE_TEST(failing_work_on_the_pool_is_reported_by_join, 2) {
-    static const ex_error boom = { EX_EUSER + 3, "boom on a worker", NULL };
+    static const ex_error boom = { EX_EUSER + 3, "boom on a worker", NULL, NULL };
     atomic_int counter = 0;
     for (int i = 0; i < 200; i++) {
         ex_sender *w = i == 100 ? ex_then(ex_schedule(ex_pool_scheduler(p)), fail_fn, (void *)&boom, EX_SIG0, EX_SIG0)

@@ -29,7 +29,7 @@ static size_t err_index;  /* SHAPE: no error */
 static ex_error one(size_t i) {
     __atomic_fetch_add(&counts[i], 1, __ATOMIC_RELAXED);
     for (volatile int k = 0; k < 20; k++) { }
-    if (i == err_index) return ex_err(EX_EUSER + 7, "bulk_stress: injected error");
+    if (i == err_index) return ex_error_format(EX_EUSER + 7, "bulk_stress: injected error at %zu", i);
     return ex_ok();
 }
 

@@ -185,7 +185,7 @@ static ex_task_result node_body(ex_task *t, void *arg) {
         return ex_task_i64(nd->value);
     case N_ERROR:
         nd->exits++;
-        return ex_task_with_error(ex_err(EX_EUSER + id, "leaf error"));
+        return ex_task_with_error(ex_error_format(EX_EUSER + id, "leaf error %d", id));
     case N_WAIT: {
         __atomic_fetch_add(&waiting, 1, __ATOMIC_RELAXED);
         ex_await_result r = ex_await(t, until_stopped());
@@ -200,8 +200,10 @@ static ex_task_result node_body(ex_task *t, void *arg) {
             /* Resumed by the stop request on its token (maybe inside it, on
              * the requesting worker): the fork below must start no kid. */
             __atomic_fetch_add(&waiting, 1, __ATOMIC_RELAXED);
-            ex_await_result w = ex_await(t, ex_stopped_as_error(until_stopped(), ex_err(EX_EUSER - 1, "stopped")));
+            ex_await_result w =
+                ex_await(t, ex_stopped_as_error(until_stopped(), ex_error_format(EX_EUSER - 1, "stopped %d", id)));
             nd->pre = (int)w.status;
+            if (w.status == EX_AWAIT_ERROR) ex_error_release(w.error);  /* the body's: noted, dropped */
             if (!ex_stop_token_stop_requested(ex_task_stop_token(t))) nd->bad++;
         }
         ex_sender *kids[3];

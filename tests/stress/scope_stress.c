@@ -52,7 +52,7 @@ static ex_error work_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) 
     slot *s = ctx;
     if (s->fail) __atomic_fetch_add(&failed_runs, 1, __ATOMIC_RELAXED);
     count_completion(&s->completed);
-    return s->fail ? ex_err(EX_EUSER + 5, "scope_stress: injected error") : ex_ok();
+    return s->fail ? ex_error_format(EX_EUSER + 5, "scope_stress: injected error %p", (void *)s) : ex_ok();
 }
 
 static ex_error work_stopped_fn(void *ctx, ex_value *out) {
@@ -170,7 +170,7 @@ static ex_error sw_value_fn(void *ctx, const ex_value *in, size_t n, ex_value *o
 }
 static ex_error sw_error_fn(void *ctx, ex_error e, ex_value *out) {
     (void)ctx;
-    sw_rec.err = e;
+    srec_keep_error(&sw_rec, e);
     srec_complete(&sw_rec, D_ERROR);
     out[0] = ex_int(e.code);
     return ex_ok();

@@ -26,7 +26,7 @@ static ex_error child_fn(void *ctx, const ex_value *in, size_t n, ex_value *out)
     (void)in, (void)n;
     child_ctx *c = ctx;
     __atomic_fetch_add(&c->value_runs, 1, __ATOMIC_RELAXED);
-    if (c->fail) return ex_err(EX_EUSER + 3, "split_stress: injected error");
+    if (c->fail) return ex_error_format(EX_EUSER + 3, "split_stress: injected error %lld", (long long)c->value);
     out[0] = ex_int(c->value);
     return ex_ok();
 }

@@ -154,9 +154,19 @@ static void srec_value(void *self, const ex_value *v, size_t n) {
     srec_complete(r, D_VALUE);
 }
 
+void srec_keep_error(srec *r, ex_error e) {
+    r->err = e;
+    if (!ex_error_is_owned(e)) return;
+    snprintf(r->err_text, sizeof r->err_text, "%s", e.msg);
+    r->err.msg = r->err_text;
+    r->err.data = NULL;
+    r->err.box = NULL;
+    ex_error_release(e);
+}
+
 static void srec_error(void *self, ex_error e) {
     srec *r = self;
-    r->err = e;
+    srec_keep_error(r, e);
     srec_complete(r, D_ERROR);
 }
 

@@ -86,7 +86,8 @@ typedef struct srec {
     int worker;              /* ex_pool_current_worker(pool) at completion */
     size_t n;
     ex_value v[EX_MAX_ARITY];
-    ex_error err;
+    ex_error err;            /* an owned error's text copied to err_text, the error released */
+    char err_text[96];
 } srec;
 
 void srec_init(srec *r);
@@ -97,6 +98,10 @@ ex_receiver srec_receiver(srec *r);
 ex_operation *srec_connect(srec *r, ex_sender *s, int round, int *checks);
 /* Completes r as its receiver would with disp (the fields set first). */
 void srec_complete(srec *r, int disp);
+/* Records e in r->err as a receiver that is given it must (cexec/error.h):
+ * an owned error's text is copied into r->err_text and the error released,
+ * so the round's allocation check sees it freed. */
+void srec_keep_error(srec *r, ex_error e);
 /* v[0] as an int, -2 unless the completion was set_value(int). */
 int64_t srec_int(const srec *r);
 

@@ -40,7 +40,7 @@ static ex_error err_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)in, (void)n, (void)out;
     child_ctx *c = ctx;
     __atomic_fetch_add(&c->runs, 1, __ATOMIC_RELAXED);
-    return ex_err(c->code, "when_all_stress: injected error");
+    return ex_error_format(c->code, "when_all_stress: injected error %d", c->code);
 }
 
 static ex_sender *stopped_fn(void *ctx, const ex_value *in, size_t n) {
