@@ -118,7 +118,10 @@ static void slot_done(void *self, bool ok) {
 }
 
 static void slot_value(void *self, const ex_value *v, size_t n) { (void)v, (void)n; slot_done(self, true); }
-static void slot_error(void *self, ex_error e) { (void)e; slot_done(self, false); }
+static void slot_error(void *self, ex_error e) {
+    ex_error_release(e);
+    slot_done(self, false);
+}
 static void slot_stopped(void *self) { slot_done(self, false); }
 static ex_env slot_env(void *self) { return ex_receiver_env(((batch_slot *)self)->batch->out); }
 

@@ -46,6 +46,7 @@ static void rr_set_error(void *self, ex_error e) {
         ex_set_error(o->r, e);  /* give up: the last error goes on */
         return;
     }
+    ex_error_release(e);  /* this attempt's error is dropped: ours to release (cexec/error.h) */
     /* The child completed, so its operation may be destroyed and rebuilt. */
     void *storage = o->child;
     ex_operation_destroy(o->child);
