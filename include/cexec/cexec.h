@@ -35,5 +35,6 @@
 #include <cexec/debug.h>
 #include <cexec/owning.h>
 #include <cexec/error.h>
+#include <cexec/timer.h>
 
 #endif

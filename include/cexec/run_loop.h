@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <cexec/types.h>
+#include <cexec/detail/timer_heap.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,6 +29,8 @@ typedef struct ex_run_loop {
     ex_run_loop_state state;
     const void *runner;   /* thread inside run(), for dispatch */
     uint32_t in_run;      /* run() has not returned: destroy is EX_EBUSY */
+    exi_timer_heap timers;  /* armed timers (cexec/timer.h), under mu */
+    uint64_t armed;       /* timers.count, also read without mu */
 } ex_run_loop;
 
 /* Initialises an empty loop in the starting state.  EX_EAGAIN if the

@@ -77,6 +77,14 @@ void ex_bulk_job_done(ex_bulk_job *job);
  * more helper items than the job carries. */
 const struct ex_allocator *ex_bulk_job_allocator(const ex_bulk_job *job);
 
+/* When a timed schedule operation completes (cexec/timer.h): at ns on
+ * CLOCK_MONOTONIC (ex_now()), or, when relative, ns after the operation
+ * starts. */
+typedef struct ex_timer_when {
+    int64_t ns;
+    bool relative;
+} ex_timer_when;
+
 typedef struct ex_scheduler_vtable {
     const char *name;
     /* The schedule operation: completes the receiver with set_value() on an
@@ -114,6 +122,17 @@ typedef struct ex_scheduler_vtable {
      * guarantee (run loops, the inline scheduler). */
     void (*retain)(void *self);
     void (*release)(void *self);
+    /* Timed scheduling (cexec/timer.h).  NULL: the resource has no clock,
+     * and ex_schedule_at / ex_schedule_after give an invalid sender with
+     * EX_ENOTSUP.  Constructs, into storage of timer_op_size bytes aligned
+     * to timer_op_align, an operation that completes with set_value() on
+     * an agent of this resource once the deadline `when` names has passed.
+     * A stop request before then removes the timer and completes with
+     * set_stopped at once, on the requesting thread.  The completion
+     * signatures are those of schedule (schedule_flags). */
+    size_t timer_op_size;
+    size_t timer_op_align;
+    ex_error (*connect_schedule_at)(void *self, ex_timer_when when, ex_receiver r, void *storage);
 } ex_scheduler_vtable;
 
 /* A sender that completes on sch's resource ([exec.schedule]).  Its

@@ -19,6 +19,7 @@
 #include "base/exi_fork.h"
 #include "base/exi_macros.h"
 #include "core/exi_scheduler.h"
+#include "resources/exi_run_loop.h"
 #include "resources/exi_single_thread_context.h"
 
 #define CLOSED 0x80000000u
@@ -88,6 +89,28 @@ static ex_error ctx_dispatch(void *self, ex_work *w) {
     return ex_ok();
 }
 
+/* Timers go to the loop's heap through the same gate as items: none is
+ * armed once destroy began, and those armed before are dropped (stopped)
+ * by run() when destroy finishes the loop. */
+static enum exi_timer_arm ctx_arm(void *self, exi_timer_op *op) {
+    ex_single_thread_context *ctx = self;
+    if (ctx->fork_gen != exi_fork_generation() || !admit(ctx)) return EXI_TIMER_REFUSED_SHUTDOWN;
+    enum exi_timer_arm a = exi_run_loop_arm(&ctx->loop, op);
+    leave(ctx);
+    return a;
+}
+
+static bool ctx_cancel(void *self, exi_timer_op *op) {
+    return exi_run_loop_cancel(&((ex_single_thread_context *)self)->loop, op);
+}
+
+static const exi_timer_service_vtable ctx_timers = { ctx_arm, ctx_cancel };
+
+static ex_error ctx_connect_at(void *self, ex_timer_when when, ex_receiver r, void *storage) {
+    exi_timer_op_init(storage, &ctx_timers, self, when, r);
+    return ex_ok();
+}
+
 /* Holders (a task on the context, or one that left it, holds it until it
  * completes): destroy waits for the last one, so a hold's release is the
  * last touch of the context by anyone. */
@@ -106,6 +129,9 @@ static const ex_scheduler_vtable ctx_vt = {
     .dispatch = ctx_dispatch,
     .retain = ctx_retain,
     .release = ctx_release,
+    .timer_op_size = sizeof(exi_timer_op),
+    .timer_op_align = alignof(exi_timer_op),
+    .connect_schedule_at = ctx_connect_at,
 };
 
 ex_scheduler ex_single_thread_context_scheduler(ex_single_thread_context *ctx) {

@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT */
+/* Timed scheduling (cexec/timer.h) on run loops and single-thread
+ * contexts: order of many timers, equal deadlines, deadlines already past,
+ * stop before and while armed, stop racing expiry, 100,000 timers at
+ * once, timers pending when the resource finishes, bad input.  Times are
+ * only checked from below (a timer never fires early): the machines are
+ * shared, so nothing asserts how late. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "common/helpers.h"
+
+TEST_SUITE(timers, 60);
+
+/* Runs due items and timers of loop until *done reaches want (bounded). */
+static void drive_until(ex_run_loop *loop, const int *done, int want) {
+    double limit = test_now_s() + TEST_WAIT_LIMIT_S;
+    while (*done < want) {
+        cr_assert_lt(test_now_s(), limit, "timed out: %d of %d timers completed", *done, want);
+        if (!ex_run_loop_run_one(loop)) test_nap_us(50);
+    }
+}
+
+/* ------------------------------------------------------------ recording */
+
+enum { MANY = 400 };
+
+static int fired_order[MANY];
+static int fired_count;
+static int64_t fired_at[MANY];
+static rec recs[MANY];
+
+static void note_completion(rec *r) {
+    int i = (int)(r - recs);
+    fired_at[i] = ex_now();
+    fired_order[fired_count++] = i;
+}
+
+static void recs_init(int n) {
+    fired_count = 0;
+    for (int i = 0; i < n; i++) {
+        rec_init(&recs[i]);
+        recs[i].after = note_completion;
+    }
+}
+
+/* ------------------------------------------------------------- ordering */
+
+Test(timers, many_timers_fire_in_deadline_order_never_early) {
+    ex_run_loop loop;
+    ex_scheduler sch = test_loop_init(&loop);
+    recs_init(MANY);
+    static int64_t deadline[MANY];
+    static ex_operation *ops[MANY];
+    int64_t base = ex_now() + 2 * EX_NS_PER_MS;
+    srand(7);
+    for (int i = 0; i < MANY; i++) {
+        deadline[i] = base + (rand() % 20000) * EX_NS_PER_US / 4;  /* within 5 ms */
+        ops[i] = run_start_released(ex_schedule_at(sch, deadline[i]), &recs[i]);
+    }
+    drive_until(&loop, &fired_count, MANY);
+    for (int k = 0; k < MANY; k++) {
+        int i = fired_order[k];
+        cr_assert_eq(recs[i].values, 1, "timer %d: %d values, %d stops", i, recs[i].values, recs[i].stops);
+        cr_assert_geq(fired_at[i], deadline[i], "timer %d fired %lld ns early", i, (long long)(deadline[i] - fired_at[i]));
+        if (k) cr_assert_leq(deadline[fired_order[k - 1]], deadline[i], "timer %d fired before an earlier one", i);
+    }
+    for (int i = 0; i < MANY; i++) run_destroy(ops[i]);
+    test_loop_destroy(&loop);
+    expect_no_leaks();
+}
+
+Test(timers, equal_deadlines_fire_in_the_order_they_were_started) {
+    ex_run_loop loop;
+    ex_scheduler sch = test_loop_init(&loop);
+    recs_init(64);
+    int64_t when = ex_now() + EX_NS_PER_MS;
+    ex_operation *ops[64];
+    for (int i = 0; i < 64; i++) ops[i] = run_start_released(ex_schedule_at(sch, when), &recs[i]);
+    drive_until(&loop, &fired_count, 64);
+    for (int k = 0; k < 64; k++) cr_assert_eq(fired_order[k], k, "position %d: timer %d", k, fired_order[k]);
+    for (int i = 0; i < 64; i++) run_destroy(ops[i]);
+    test_loop_destroy(&loop);
+    expect_no_leaks();
+}
+
+Test(timers, a_deadline_already_past_fires_at_the_next_turn_of_the_loop) {
+    ex_run_loop loop;
+    ex_scheduler sch = test_loop_init(&loop);
+    rec r;
+    rec_init(&r);
+    ex_operation *op = run_start_released(ex_schedule_at(sch, 0), &r);
+    cr_assert_eq(rec_total(&r), 0, "completed in start, off the loop");
+    cr_assert(ex_run_loop_run_one(&loop), "the loop had nothing to run");
+    cr_assert_eq(r.values, 1);
+    run_destroy(op);
+    rec_init(&r);
+    op = run_start_released(ex_schedule_after(sch, 0), &r);
+    cr_assert(ex_run_loop_run_one(&loop));
+    cr_assert_eq(r.values, 1);
+    run_destroy(op);
+    test_loop_destroy(&loop);
+    expect_no_leaks();
+}
+
+Test(timers, a_sender_runs_once_per_operation) {
+    ex_single_thread_context c;
+    ex_scheduler sch = test_stc_init(&c);
+    ex_sender *s = ex_schedule_after(sch, 100 * EX_NS_PER_US);
+    for (int i = 0; i < 3; i++) {
+        int64_t t0 = ex_now();
+        ex_result r = ex_sync_wait(ex_sender_retain(s));
+        cr_assert_eq(r.disposition, EX_DISP_VALUE);
+        cr_assert_geq(ex_now() - t0, 100 * EX_NS_PER_US, "run %d completed early", i);
+        ex_result_destroy(&r);
+    }
+    ex_sender_release(s);
+    test_stc_destroy(&c);
+    expect_no_leaks();
+}
+
+static ex_error note_thread(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    *(pthread_t *)ctx = pthread_self();
+    return ex_ok();
+}
+
+Test(timers, a_context_completes_its_timers_on_its_thread) {
+    ex_single_thread_context c;
+    ex_scheduler sch = test_stc_init(&c);
+    pthread_t on;
+    ex_result r = ex_sync_wait(ex_then(ex_schedule_after(sch, EX_NS_PER_MS), note_thread, &on, EX_SIG0, EX_SIG0));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    cr_assert(pthread_equal(on, ex_single_thread_context_thread_id(&c)), "completed off the context's thread");
+    ex_result_destroy(&r);
+    test_stc_destroy(&c);
+    expect_no_leaks();
+}
+
+/* ----------------------------------------------------------------- stop */
+
+Test(timers, stop_requested_before_start_completes_stopped_unarmed) {
+    ex_run_loop loop;
+    ex_scheduler sch = test_loop_init(&loop);
+    rec r;
+    rec_init_stop_requested(&r);
+    ex_operation *op = run_start_released(ex_schedule_after(sch, 3600 * EX_NS_PER_S), &r);
+    cr_assert_eq(r.stops, 1);
+    cr_assert_eq(rec_total(&r), 1);
+    run_destroy(op);
+    test_loop_destroy(&loop);  /* asserts EX_OK: nothing left armed */
+    expect_no_leaks();
+}
+
+Test(timers, stop_while_armed_completes_stopped_at_once_on_the_stopping_thread) {
+    ex_run_loop loop;
+    ex_scheduler sch = test_loop_init(&loop);
+    rec r;
+    rec_init(&r);
+    rec_with_stop(&r);
+    ex_operation *op = run_start_released(ex_schedule_after(sch, 3600 * EX_NS_PER_S), &r);
+    cr_assert_eq(rec_total(&r), 0);
+    cr_assert_eq(ex_run_loop_destroy(&loop).code, EX_EBUSY, "destroyed with a timer armed");
+    ex_stop_source_request_stop(&r.stop);
+    cr_assert_eq(r.stops, 1, "not stopped inside the request");
+    cr_assert_eq(r.thread, test_thread_id());
+    cr_assert_eq(rec_total(&r), 1);
+    run_destroy(op);
+    test_loop_destroy(&loop);
+    expect_no_leaks();
+}
+
+typedef struct race {
+    ex_stop_source *src;
+    atomic_int go;
+} race;
+
+static void *stop_when_told(void *arg) {
+    race *rc = arg;
+    while (!atomic_load(&rc->go)) {
+    }
+    ex_stop_source_request_stop(rc->src);
+    return NULL;
+}
+
+Test(timers, a_stop_racing_expiry_gives_exactly_one_completion) {
+    ex_single_thread_context c;
+    ex_scheduler sch = test_stc_init(&c);
+    int stopped = 0, values = 0;
+    for (int round = 0; round < 300; round++) {
+        trec t;
+        trec_init(&t);
+        rec_with_stop(&t.r);
+        race rc = { &t.r.stop, 0 };
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, stop_when_told, &rc), 0);
+        ex_sender *s = ex_schedule_after(sch, (round % 5) * 20 * EX_NS_PER_US);
+        ex_operation *op = trec_run_start(s, &t);
+        ex_sender_release(s);
+        atomic_store(&rc.go, 1);
+        pthread_join(th, NULL);
+        trec_wait_done(&t);  /* asserts exactly one completion */
+        stopped += t.r.stops;
+        values += t.r.values;
+        test_nap_us(200);  /* a second completion would come now */
+        cr_assert_eq(rec_total(&t.r), 1, "round %d: completed twice", round);
+        ex_operation_free(op);
+    }
+    cr_assert_eq(stopped + values, 300);
+    test_stc_destroy(&c);
+    expect_no_leaks();
+}
+
+/* ------------------------------------------------------------- many, end */
+
+typedef struct counting_rcv {
+    int *values, *stops;
+} counting_rcv;
+
+static void cr_value(void *self, const ex_value *v, size_t n) {
+    (void)v, (void)n;
+    ++*((counting_rcv *)self)->values;
+}
+static void cr_error(void *self, ex_error e) {
+    (void)self, (void)e;
+    cr_assert_fail("a timer completed with an error");
+}
+static void cr_stopped(void *self) { ++*((counting_rcv *)self)->stops; }
+static ex_env cr_env(void *self) {
+    (void)self;
+    return ex_env_empty();
+}
+static const ex_receiver_vtable counting_vt = { cr_value, cr_error, cr_stopped, cr_env, NULL };
+
+Test(timers, a_hundred_thousand_timers_at_once) {
+    enum { N = 100000 };
+    ex_run_loop loop;
+    ex_scheduler sch = test_loop_init(&loop);
+    ex_sender *s = ex_schedule_after(sch, 20 * EX_NS_PER_MS);
+    size_t size = ex_sender_op_size(s);
+    size_t stride = (size + 63) / 64 * 64;
+    char *storage = aligned_alloc(64, stride * N);
+    cr_assert_not_null(storage);
+    int values = 0, stops = 0;
+    counting_rcv cnt = { &values, &stops };
+    ex_receiver r = { &counting_vt, &cnt };
+    long allocs = test_alloc_count();
+    for (int i = 0; i < N; i++) {
+        ex_operation *op;
+        cr_assert_eq(ex_connect(s, r, storage + (size_t)i * stride, size, &op).code, EX_OK);
+        ex_start(op);
+    }
+    cr_assert_eq(test_alloc_count(), allocs, "arming allocated");
+    drive_until(&loop, &values, N);
+    cr_assert_eq(stops, 0);
+    ex_sender_release(s);
+    free(storage);
+    test_loop_destroy(&loop);
+    expect_no_leaks();
+}
+
+Test(timers, a_finished_loop_fires_due_timers_and_drops_the_others) {
+    ex_run_loop loop;
+    ex_scheduler sch = test_loop_init(&loop);
+    rec due, later;
+    rec_init(&due);
+    rec_init(&later);
+    ex_operation *a = run_start_released(ex_schedule_at(sch, 0), &due);
+    ex_operation *b = run_start_released(ex_schedule_after(sch, 3600 * EX_NS_PER_S), &later);
+    test_loop_drain(&loop);  /* finish and run */
+    cr_assert_eq(due.values, 1);
+    cr_assert_eq(later.stops, 1);
+    rec after;
+    rec_init(&after);
+    ex_operation *c = run_start_released(ex_schedule_after(sch, 0), &after);
+    cr_assert_eq(after.stops, 1, "a finished loop armed a timer");
+    run_destroy(a);
+    run_destroy(b);
+    run_destroy(c);
+    test_loop_destroy(&loop);
+    expect_no_leaks();
+}
+
+Test(timers, destroying_a_context_stops_its_pending_timers) {
+    ex_single_thread_context c;
+    ex_scheduler sch = test_stc_init(&c);
+    trec t[4];
+    ex_operation *ops[4];
+    for (int i = 0; i < 4; i++) {
+        trec_init(&t[i]);
+        ex_sender *s = ex_schedule_after(sch, 3600 * EX_NS_PER_S);
+        ops[i] = trec_run_start(s, &t[i]);
+        ex_sender_release(s);
+    }
+    test_stc_destroy(&c);
+    for (int i = 0; i < 4; i++) {
+        trec_wait_done(&t[i]);
+        cr_assert_eq(t[i].r.stops, 1);
+        ex_operation_free(ops[i]);
+    }
+    /* After destroy, a timer is refused. */
+    ex_result r = ex_sync_wait(ex_schedule_after(sch, 0));
+    expect_error(&r, EX_ESHUTDOWN);
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
+
+/* ------------------------------------------------------------ bad input */
+
+Test(timers, bad_input_gives_invalid_senders) {
+    ex_run_loop loop;
+    ex_scheduler sch = test_loop_init(&loop);
+    ex_scheduler none = { NULL, NULL };
+    struct {
+        ex_sender *s;
+        int code;
+    } cases[] = {
+        { ex_schedule_at(none, 0), EX_EINVAL },
+        { ex_schedule_after(none, 0), EX_EINVAL },
+        { ex_schedule_at(sch, -1), EX_EINVAL },
+        { ex_schedule_after(sch, -1), EX_EINVAL },
+        { ex_schedule_after(sch, INT64_MAX), EX_EINVAL },
+        { ex_schedule_after(ex_inline_scheduler(), 0), EX_ENOTSUP },
+        { ex_schedule_at(ex_inline_scheduler(), 0), EX_ENOTSUP },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ex_error e = ex_sender_status(cases[i].s);
+        cr_assert_eq(e.code, cases[i].code, "case %zu: %d (%s)", i, e.code, e.msg ? e.msg : "");
+        cr_assert_not_null(e.msg);
+        ex_sender_release(cases[i].s);
+    }
+    test_loop_destroy(&loop);
+    expect_no_leaks();
+}
+
+Test(timers, no_memory_for_the_sender_gives_enomem) {
+    ex_run_loop loop;
+    ex_scheduler sch = test_loop_init(&loop);
+    test_alloc_fail_at(1);
+    ex_sender *s = ex_schedule_after(sch, 0);
+    cr_assert_eq(ex_sender_status(s).code, EX_ENOMEM);
+    ex_sender_release(s);
+    test_loop_destroy(&loop);
+    expect_no_leaks();
+}
