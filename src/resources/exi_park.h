@@ -23,6 +23,9 @@ void exi_event_init(exi_event *e);
 uint32_t exi_event_value(exi_event *e);
 /* Blocks while the value is still `seen` (may return early). */
 void exi_event_wait(exi_event *e, uint32_t seen);
+/* Blocks while the value is still `seen`, at most until CLOCK_MONOTONIC
+ * reaches deadline_ns (may return early). */
+void exi_event_wait_until(exi_event *e, uint32_t seen, int64_t deadline_ns);
 /* Increments the value and wakes the waiter (release). */
 void exi_event_inc(exi_event *e);
 

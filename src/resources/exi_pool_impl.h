@@ -14,6 +14,7 @@
 #include "resources/exi_deque.h"
 #include "resources/exi_inbox.h"
 #include "resources/exi_park.h"
+#include "resources/exi_timer_op.h"
 
 #define EXI_POOL_NAME_MAX 16
 
@@ -69,7 +70,40 @@ struct ex_pool {
     char *trace_path;
     uint64_t trace_origin;
     const ex_allocator *alloc;
+    /* Timers (pool_timers.c).  next_deadline and keeper are read by every
+     * worker between items and before it parks: a line of their own. */
+    pthread_mutex_t timers_mu;
+    exi_timer_heap timers;    /* under timers_mu */
+    _Alignas(64) uint64_t next_deadline;  /* the earliest armed deadline (int64 ns), EXI_NO_DEADLINE if none */
+    uint32_t keeper;          /* 1 + index of the worker parked until next_deadline, or 0 */
 };
+
+#define EXI_NO_DEADLINE ((uint64_t)INT64_MAX)
+
+/* ------------------------------------------------ timers (pool_timers.c) */
+
+/* Whether a timer is due: one load while none is armed. */
+static inline bool exi_pool_timer_due(ex_pool *p) {
+    uint64_t nd = exi_load_rlx_u64(&p->next_deadline);
+    return nd != EXI_NO_DEADLINE && (int64_t)nd <= ex_now();
+}
+
+/* Fires due timers on the calling worker. */
+void exi_pool_fire_due(ex_pool *p);
+
+/* For a worker about to park (idle bit set): the deadline to wait until
+ * as the pool's timekeeper (EXI_NO_DEADLINE: wait until woken; some other
+ * worker keeps time, or nothing is armed), or a deadline already past
+ * (do not wait: fire).  Takes the keeper's role when it returns a
+ * deadline; exi_pool_keeper_leave gives it back after the wait. */
+uint64_t exi_pool_keeper_deadline(exi_worker *me);
+void exi_pool_keeper_leave(exi_worker *me, bool claimed_for_work);
+
+/* Completes every armed timer stopped (shutdown, after the workers left). */
+void exi_pool_drop_timers(ex_pool *p);
+
+/* The pool's connect_schedule_at. */
+ex_error exi_pool_connect_at(void *self, ex_timer_when when, ex_receiver r, void *storage);
 
 /* Whether w records steal and park events.  A lent slot records only its
  * items' runs, under its gate (pool.c, trace_lent): its holder may run

@@ -26,6 +26,18 @@ void exi_event_wait(exi_event *e, uint32_t seen) {
     while (exi_load_acq_u32(&e->value) == seen) futex(&e->value, FUTEX_WAIT_PRIVATE, seen, NULL, 0);
 }
 
+static struct timespec timespec_of(int64_t ns) {
+    struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+    return ts;
+}
+
+void exi_event_wait_until(exi_event *e, uint32_t seen, int64_t deadline_ns) {
+    struct timespec ts = timespec_of(deadline_ns);
+    /* Absolute CLOCK_MONOTONIC deadline (FUTEX_WAIT_BITSET). */
+    if (exi_load_acq_u32(&e->value) == seen)
+        futex(&e->value, FUTEX_WAIT_BITSET_PRIVATE, seen, &ts, FUTEX_BITSET_MATCH_ANY);
+}
+
 void exi_event_inc(exi_event *e) {
     exi_faa_u32(&e->value, 1);
     futex(&e->value, FUTEX_WAKE_PRIVATE, 1, NULL, 0);
@@ -72,6 +84,22 @@ static const struct ck_ec_mode ec_mode = { .ops = &ec_ops, .single_producer = fa
 void exi_event_init(exi_event *e) { ck_ec32_init(&e->ec, 0); }
 uint32_t exi_event_value(exi_event *e) { return ck_ec32_value(&e->ec); }
 void exi_event_wait(exi_event *e, uint32_t seen) { (void)ck_ec32_wait(&e->ec, &ec_mode, seen, NULL); }
+/* ck_ec's timed wait sleeps in backoff steps that overshoot a deadline by
+ * up to its next step (5 ms became 16): the predicate clamps each step's
+ * deadline to ours. */
+static int clamp_to_deadline(const struct ck_ec_wait_state *st, struct timespec *iteration_deadline) {
+    const struct timespec *ours = st->data;
+    if (iteration_deadline->tv_sec > ours->tv_sec ||
+        (iteration_deadline->tv_sec == ours->tv_sec && iteration_deadline->tv_nsec > ours->tv_nsec))
+        *iteration_deadline = *ours;
+    return 0;
+}
+
+void exi_event_wait_until(exi_event *e, uint32_t seen, int64_t deadline_ns) {
+    struct timespec ts = { (time_t)(deadline_ns / 1000000000), (long)(deadline_ns % 1000000000) };
+    /* An absolute CLOCK_MONOTONIC deadline (ec_gettime). */
+    (void)ck_ec32_wait_pred(&e->ec, &ec_mode, seen, clamp_to_deadline, &ts, &ts);
+}
 void exi_event_inc(exi_event *e) { ck_ec32_inc(&e->ec, &ec_mode); }
 
 #endif

@@ -369,12 +369,23 @@ static void park(exi_worker *me) {
         idle_clear(p, me->index);
         return;
     }
+    /* With timers armed, one parked worker keeps time: it parks only
+     * until the earliest deadline (pool_timers.c). */
+    uint64_t until = exi_pool_keeper_deadline(me);
+    if (until != EXI_NO_DEADLINE && (int64_t)until <= ex_now()) {
+        exi_pool_keeper_leave(me, false);
+        idle_clear(p, me->index);
+        return;  /* due: fired at the top of the loop */
+    }
     exi_owner_add_u64(&me->stats.parked, 1);
     uint64_t t0 = tracing(me) ? exi_now_ns() : 0;
-    exi_event_wait(&me->event, seen);
+    if (until == EXI_NO_DEADLINE) exi_event_wait(&me->event, seen);
+    else exi_event_wait_until(&me->event, seen, (int64_t)until);
     if (tracing(me)) exi_trace_add(&me->trace, EXI_TRACE_PARK, t0, exi_now_ns());
     /* Bit already cleared: a publisher claimed this worker for its item. */
-    if (!idle_clear(p, me->index)) exi_owner_add_u64(&me->stats.woken, 1);
+    bool claimed = !idle_clear(p, me->index);
+    if (claimed) exi_owner_add_u64(&me->stats.woken, 1);
+    if (until != EXI_NO_DEADLINE) exi_pool_keeper_leave(me, claimed);
 }
 
 static void name_and_pin(exi_worker *me) {
@@ -413,6 +424,7 @@ static ex_work *linger(exi_worker *me) {
         sched_yield();
         ex_work *w = find_work(me);
         if (w) return w;
+        if (exi_pool_timer_due(p)) return NULL;  /* park returns at once; the loop fires it */
         if (!forever && (r % 8) == 0 && exi_now_ns() >= deadline) return NULL;
     }
     return NULL;
@@ -427,6 +439,7 @@ static void *worker_main(void *arg) {
     me->stack_lo = tls_stack.lo;
     me->stack_size = tls_stack.size;
     while (!stopping(p)) {
+        if (exi_pool_timer_due(p)) exi_pool_fire_due(p);
         ex_work *w = find_work(me);
         for (unsigned r = 0; !w && r < p->spin_rounds && !stopping(p); r++) {
             for (int k = 0; k < 16; k++) exi_pause();
@@ -690,6 +703,9 @@ static const ex_scheduler_vtable pool_vt = {
     .allocator = pool_allocator,
     .retain = pool_retain,
     .release = pool_release,
+    .timer_op_size = sizeof(exi_timer_op),
+    .timer_op_align = alignof(exi_timer_op),
+    .connect_schedule_at = exi_pool_connect_at,
 };
 
 ex_scheduler ex_pool_scheduler(ex_pool *p) {
@@ -752,6 +768,7 @@ static void free_pool(ex_pool *p) {
     if (p->idle) ex_deallocate(a, p->idle, p->idle_words * sizeof(uint64_t), alignof(uint64_t));
     if (p->trace_path) ex_deallocate(a, p->trace_path, strlen(p->trace_path) + 1, 1);
     pthread_mutex_destroy(&p->shutdown_mu);
+    pthread_mutex_destroy(&p->timers_mu);
     exi_jemalloc_park(p->arenas);
     ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
 }
@@ -887,6 +904,13 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
         ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
         return ex_err(EX_EAGAIN, "ex_pool_create: pthread_mutex_init failed");
     }
+    if (pthread_mutex_init(&p->timers_mu, NULL)) {
+        pthread_mutex_destroy(&p->shutdown_mu);
+        ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
+        return ex_err(EX_EAGAIN, "ex_pool_create: pthread_mutex_init failed");
+    }
+    exi_timer_heap_init(&p->timers);
+    p->next_deadline = EXI_NO_DEADLINE;
     p->alloc = a;
     p->frame_alloc = c.allocator;
     if (!c.allocator && c.frames == EX_POOL_FRAMES_ARENAS) {
@@ -894,6 +918,7 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
         ex_error e = exi_jemalloc_acquire(n < 1024 ? n : 1024, &p->arenas);
         if (e.code) {
             pthread_mutex_destroy(&p->shutdown_mu);
+            pthread_mutex_destroy(&p->timers_mu);
             ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
             return e;
         }
@@ -977,6 +1002,7 @@ ex_error ex_pool_shutdown(ex_pool *p) {
         exi_store_rlx_ptr((void **)&p->shutting_thread, (void *)(uintptr_t)exi_thread_id());
         stop_workers(p);
         drain(p);
+        exi_pool_drop_timers(p);
         write_trace(p);
         p->shut = true;
         exi_store_rlx_ptr((void **)&p->shutting_thread, NULL);

@@ -343,3 +343,196 @@ Test(timers, no_memory_for_the_sender_gives_enomem) {
     test_loop_destroy(&loop);
     expect_no_leaks();
 }
+
+/* ------------------------------------------------------------------ pool */
+
+static ex_error note_worker(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n, (void)out;
+    ex_pool *p = ctx;
+    return ex_pool_current_worker(p) >= 0 ? ex_ok() : ex_err(EX_EUSER, "a pool timer completed off the pool");
+}
+
+Test(timers, a_pool_fires_timers_on_its_workers_never_early) {
+    ex_pool *p = test_pool_new(2);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    for (int i = 0; i < 50; i++) {
+        int64_t d = (i % 10) * 100 * EX_NS_PER_US;
+        int64_t t0 = ex_now();
+        ex_result r = ex_sync_wait(ex_then(ex_schedule_after(sch, d), note_worker, p, EX_SIG0, EX_SIG0));
+        cr_assert_eq(r.disposition, EX_DISP_VALUE, "round %d: %s", i, r.disposition == EX_DISP_ERROR ? r.error.msg : "stopped");
+        cr_assert_geq(ex_now() - t0, d, "round %d fired early", i);
+        ex_result_destroy(&r);
+    }
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
+/* An idle pool: every worker parked when the timer is armed.  Its keeper
+ * must wake for it (nobody else will). */
+Test(timers, an_idle_pool_wakes_for_a_timer) {
+    ex_pool_config cfg = test_pool_config(2, "idle");
+    cfg.wait_policy = EX_POOL_WAIT_PASSIVE;  /* park at once */
+    ex_pool *p = test_pool_new_cfg(&cfg);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    for (int i = 0; i < 20; i++) {
+        test_sleep_ms(2);  /* the workers park */
+        trec t;
+        trec_init(&t);
+        ex_sender *s = ex_schedule_after(sch, 300 * EX_NS_PER_US);
+        ex_operation *op = trec_run_start(s, &t);
+        ex_sender_release(s);
+        trec_wait_done(&t);
+        cr_assert_eq(t.r.values, 1);
+        ex_operation_free(op);
+    }
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
+/* A later timer armed first, then an earlier one: the keeper, asleep until
+ * the later deadline, must wake for the earlier (checked: the earlier one
+ * completes before the later one's deadline). */
+Test(timers, an_earlier_timer_wakes_the_keeper) {
+    ex_pool_config cfg = test_pool_config(2, "keep");
+    cfg.wait_policy = EX_POOL_WAIT_PASSIVE;
+    ex_pool *p = test_pool_new_cfg(&cfg);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    trec later, sooner;
+    trec_init(&later);
+    trec_init(&sooner);
+    rec_with_stop(&later.r);
+    ex_sender *s1 = ex_schedule_after(sch, 3600 * EX_NS_PER_S);
+    ex_operation *op1 = trec_run_start(s1, &later);
+    test_sleep_ms(5);  /* a worker now keeps time until an hour from now */
+    ex_sender *s2 = ex_schedule_after(sch, EX_NS_PER_MS);
+    ex_operation *op2 = trec_run_start(s2, &sooner);
+    trec_wait_done(&sooner);  /* within the wait limit: not an hour */
+    cr_assert_eq(sooner.r.values, 1);
+    cr_assert_eq(rec_total(&later.r), 0);
+    ex_stop_source_request_stop(&later.r.stop);
+    trec_wait_done(&later);
+    cr_assert_eq(later.r.stops, 1);
+    ex_operation_free(op1);
+    ex_operation_free(op2);
+    ex_sender_release(s1);
+    ex_sender_release(s2);
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
+static ex_error busy_1ms(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)in, (void)n, (void)out;
+    int64_t until = ex_now() + EX_NS_PER_MS;
+    while (ex_now() < until) {
+    }
+    return ex_ok();
+}
+
+Test(timers, timers_fire_while_the_workers_are_busy) {
+    ex_pool *p = test_pool_new(2);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    ex_simple_counting_scope sc;
+    cr_assert_eq(ex_simple_counting_scope_init(&sc).code, EX_OK);
+    for (int i = 0; i < 40; i++)
+        cr_assert_eq(ex_spawn(ex_then(ex_schedule(sch), busy_1ms, NULL, EX_SIG0, EX_SIG0),
+                              ex_simple_counting_scope_token(&sc)).code,
+                     EX_OK);
+    for (int i = 0; i < 10; i++) {
+        ex_result r = ex_sync_wait(ex_schedule_after(sch, 200 * EX_NS_PER_US));
+        cr_assert_eq(r.disposition, EX_DISP_VALUE);
+        ex_result_destroy(&r);
+    }
+    ex_result r = ex_sync_wait(ex_simple_counting_scope_join(&sc));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    ex_result_destroy(&r);
+    cr_assert_eq(ex_simple_counting_scope_destroy(&sc).code, EX_OK);
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
+Test(timers, a_stop_racing_expiry_on_the_pool_gives_exactly_one_completion) {
+    ex_pool *p = test_pool_new(2);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    for (int round = 0; round < 300; round++) {
+        trec t;
+        trec_init(&t);
+        rec_with_stop(&t.r);
+        race rc = { &t.r.stop, 0 };
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, stop_when_told, &rc), 0);
+        ex_sender *s = ex_schedule_after(sch, (round % 5) * 20 * EX_NS_PER_US);
+        ex_operation *op = trec_run_start(s, &t);
+        ex_sender_release(s);
+        atomic_store(&rc.go, 1);
+        pthread_join(th, NULL);
+        trec_wait_done(&t);
+        test_nap_us(200);
+        cr_assert_eq(rec_total(&t.r), 1, "round %d: completed twice", round);
+        ex_operation_free(op);
+    }
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
+typedef struct atomic_counting_rcv {
+    atomic_int values, stops, off_pool;
+    ex_pool *pool;
+} atomic_counting_rcv;
+
+static void acr_value(void *self, const ex_value *v, size_t n) {
+    (void)v, (void)n;
+    atomic_counting_rcv *c = self;
+    if (ex_pool_current_worker(c->pool) < 0) atomic_fetch_add(&c->off_pool, 1);
+    atomic_fetch_add(&c->values, 1);
+}
+static void acr_stopped(void *self) { atomic_fetch_add(&((atomic_counting_rcv *)self)->stops, 1); }
+static const ex_receiver_vtable acr_vt = { acr_value, cr_error, acr_stopped, cr_env, NULL };
+
+Test(timers, a_hundred_thousand_timers_on_a_pool) {
+    enum { N = 100000 };
+    ex_pool *p = test_pool_new(2);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    ex_sender *s = ex_schedule_after(sch, 20 * EX_NS_PER_MS);
+    size_t size = ex_sender_op_size(s);
+    size_t stride = (size + 63) / 64 * 64;
+    char *storage = aligned_alloc(64, stride * N);
+    cr_assert_not_null(storage);
+    atomic_counting_rcv cnt = { 0, 0, 0, p };
+    ex_receiver r = { &acr_vt, &cnt };
+    for (int i = 0; i < N; i++) {
+        ex_operation *op;
+        cr_assert_eq(ex_connect(s, r, storage + (size_t)i * stride, size, &op).code, EX_OK);
+        ex_start(op);
+    }
+    cr_assert_eq(wait_int_reaches(&cnt.values, N), N, "%d of %d timers fired", atomic_load(&cnt.values), N);
+    cr_assert_eq(atomic_load(&cnt.stops), 0);
+    cr_assert_eq(atomic_load(&cnt.off_pool), 0, "fired off the pool's workers");
+    test_pool_free(p);
+    ex_sender_release(s);
+    free(storage);
+    expect_no_leaks();
+}
+
+Test(timers, a_pool_shut_down_stops_its_pending_timers_and_refuses_new_ones) {
+    ex_pool *p = test_pool_new(2);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    trec t[8];
+    ex_operation *ops[8];
+    for (int i = 0; i < 8; i++) {
+        trec_init(&t[i]);
+        ex_sender *s = ex_schedule_after(sch, 3600 * EX_NS_PER_S);
+        ops[i] = trec_run_start(s, &t[i]);
+        ex_sender_release(s);
+    }
+    cr_assert_eq(ex_pool_shutdown(p).code, EX_OK);
+    for (int i = 0; i < 8; i++) {
+        trec_wait_done(&t[i]);
+        cr_assert_eq(t[i].r.stops, 1, "timer %d: values %d, errors %d", i, t[i].r.values, t[i].r.errors);
+        ex_operation_free(ops[i]);
+    }
+    ex_result r = ex_sync_wait(ex_schedule_after(sch, 0));
+    expect_error(&r, EX_ESHUTDOWN);
+    ex_result_destroy(&r);
+    test_pool_free(p);
+    expect_no_leaks();
+}

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/* pool_timers.c - the pool's timers (cexec/timer.h), folded into the
+ * workers' parking.  docs/time.md explains the design; model/timer.pml
+ * checks the protocol.
+ *
+ * One heap per pool under timers_mu; next_deadline mirrors its earliest
+ * deadline for readers without the lock.  No thread of its own: workers
+ * fire due timers between items, and of the workers that park, one (the
+ * keeper) parks only until next_deadline; the others park until woken.
+ *
+ * No lost wake-up, by two store-then-load pairs:
+ *   - a parker sets its idle bit, then reads next_deadline; an armer
+ *     stores next_deadline, then reads the idle mask: one of them sees
+ *     the other's store, so a parker that read no deadline is woken;
+ *   - a keeper takes the role (cas on keeper), then reads next_deadline
+ *     again; an armer stores next_deadline, then reads keeper: a keeper
+ *     that read an older, later deadline is woken to read it again.
+ * Stores are read-modify-writes (full barriers on every target) on both
+ * sides. */
+#include <stdalign.h>
+
+#include "base/exi_atomic.h"
+#include "base/exi_fork.h"
+#include "resources/exi_pool_impl.h"
+
+/* Caller holds timers_mu: next_deadline follows the heap.  An earlier
+ * deadline is stored with a full barrier (the armer's side of the two
+ * pairs above); a later one needs none: nobody must wake for it. */
+static void publish_earliest(ex_pool *p) {
+    exi_timer *t = exi_timer_heap_min(&p->timers);
+    uint64_t nd = t ? (uint64_t)t->deadline : EXI_NO_DEADLINE;
+    (void)exi_fas_u64(&p->next_deadline, nd);
+}
+
+/* ----------------------------------------------------------------- firing */
+
+enum { FIRE_BATCH = 32 };
+
+void exi_pool_fire_due(ex_pool *p) {
+    exi_timer *due[FIRE_BATCH];
+    size_t n = 0;
+    int64_t now = ex_now();
+    pthread_mutex_lock(&p->timers_mu);
+    for (exi_timer *t; n < FIRE_BATCH && (t = exi_timer_heap_min(&p->timers)) && t->deadline <= now;) {
+        exi_timer_heap_remove(&p->timers, t);
+        due[n++] = t;
+    }
+    if (n) publish_earliest(p);
+    pthread_mutex_unlock(&p->timers_mu);
+    /* More than a batch due: the next turn of the worker's loop fires them. */
+    for (size_t i = 0; i < n; i++) exi_timer_fire(due[i]);
+}
+
+void exi_pool_drop_timers(ex_pool *p) {
+    for (;;) {
+        pthread_mutex_lock(&p->timers_mu);
+        exi_timer *t = exi_timer_heap_min(&p->timers);
+        if (t) {
+            exi_timer_heap_remove(&p->timers, t);
+            publish_earliest(p);
+        }
+        pthread_mutex_unlock(&p->timers_mu);
+        if (!t) return;
+        exi_timer_drop(t);
+    }
+}
+
+/* ---------------------------------------------------------------- keeping */
+
+uint64_t exi_pool_keeper_deadline(exi_worker *me) {
+    ex_pool *p = me->pool;
+    /* Read after the idle bit was set (park): an armer that stores after
+     * this read sees the bit and wakes a parked worker. */
+    if (exi_load_acq_u64(&p->next_deadline) == EXI_NO_DEADLINE) return EXI_NO_DEADLINE;
+    uint32_t free_role = 0;
+    if (!exi_cas_u32(&p->keeper, &free_role, me->index + 1)) return EXI_NO_DEADLINE;  /* another keeps time */
+    /* Read again after taking the role: an armer that stores after this
+     * read sees the role and wakes the keeper. */
+    uint64_t nd = exi_load_acq_u64(&p->next_deadline);
+    if (nd == EXI_NO_DEADLINE) exi_pool_keeper_leave(me, false);
+    return nd;
+}
+
+void exi_pool_keeper_leave(exi_worker *me, bool claimed_for_work) {
+    ex_pool *p = me->pool;
+    uint32_t mine = me->index + 1;
+    (void)exi_cas_u32(&p->keeper, &mine, 0);
+    /* Woken for work while timers are armed: hand the role to a parked
+     * worker, so that a long item does not make the timers late. */
+    if (claimed_for_work && exi_load_rlx_u64(&p->next_deadline) != EXI_NO_DEADLINE) exi_pool_wake(p, 1);
+}
+
+/* A new earliest deadline: the keeper waits for a later one, or nobody
+ * keeps time: wake the keeper to read it again, else a parked worker to
+ * take the role.  Awake workers read it before they park. */
+static void kick_keeper(ex_pool *p) {
+    uint32_t k = exi_load_acq_u32(&p->keeper);
+    if (k) exi_event_inc(&p->workers[k - 1].event);
+    else exi_pool_wake(p, 1);
+}
+
+/* ------------------------------------------------------------ arm, cancel */
+
+static enum exi_timer_arm pool_arm(void *self, exi_timer_op *op) {
+    ex_pool *p = self;
+    enum exi_timer_arm a = EXI_TIMER_ARMED;
+    bool earliest = false;
+    pthread_mutex_lock(&p->timers_mu);
+    if (op->cancel_requested) {
+        a = EXI_TIMER_REFUSED_STOPPED;
+    } else if (exi_load_acq_u32(&p->stopping) || p->fork_gen != exi_fork_generation()) {
+        a = EXI_TIMER_REFUSED_SHUTDOWN;  /* shutdown drops timers after `stopping`, under this lock */
+    } else {
+        exi_timer_heap_insert(&p->timers, &op->node);
+        earliest = exi_timer_heap_min(&p->timers) == &op->node;
+        if (earliest) publish_earliest(p);
+    }
+    pthread_mutex_unlock(&p->timers_mu);
+    if (earliest) kick_keeper(p);
+    return a;
+}
+
+static bool pool_cancel(void *self, exi_timer_op *op) {
+    ex_pool *p = self;
+    pthread_mutex_lock(&p->timers_mu);
+    bool armed = op->node.in_heap;
+    if (armed) {
+        bool was_earliest = exi_timer_heap_min(&p->timers) == &op->node;
+        exi_timer_heap_remove(&p->timers, &op->node);
+        if (was_earliest) publish_earliest(p);  /* a later deadline: the keeper wakes early, once */
+    } else {
+        op->cancel_requested = true;
+    }
+    pthread_mutex_unlock(&p->timers_mu);
+    return armed;
+}
+
+static const exi_timer_service_vtable pool_timers = { pool_arm, pool_cancel };
+
+ex_error exi_pool_connect_at(void *self, ex_timer_when when, ex_receiver r, void *storage) {
+    exi_timer_op_init(storage, &pool_timers, self, when, r);
+    return ex_ok();
+}
