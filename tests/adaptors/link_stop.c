@@ -98,21 +98,7 @@ Test(exec_link_stop, a_token_stopped_before_start_gives_the_child_a_stopped_toke
     expect_no_leaks();
 }
 
-/* then function: the token it gets, passed on as int flags: bit 0 stop
- * possible, bit 1 stop requested. */
-static ex_error token_flags(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    (void)n;
-    *(ex_stop_token *)ctx = in[0].as.token;
-    out[0] = ex_int((ex_stop_token_stop_possible(in[0].as.token) ? 1 : 0) |
-                    (ex_stop_token_stop_requested(in[0].as.token) ? 2 : 0));
-    return ex_ok();
-}
-
-static ex_sender *seen_token(ex_stop_token *seen, ex_stop_token extra) {
-    return ex_link_stop_token(
-        ex_then(ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN), token_flags, seen, EX_SIG(EX_T_TOKEN), EX_SIG(EX_T_INT)),
-        extra);
-}
+static ex_sender *seen_token(ex_stop_token *seen, ex_stop_token extra) { return ex_link_stop_token(stop_probe(seen), extra); }
 
 Test(exec_link_stop, the_child_sees_one_token_itself_when_the_other_cannot_stop) {
     ex_stop_source extra;
