@@ -16,13 +16,23 @@
  * 3. ex_link_stop_token over a when_any whose child completes from its
  *    stop callback (on the thread that stops the extra token) racing a
  *    pool child, the receiver freeing the operation inside its
- *    completion: exactly one completion, nothing touched afterwards. */
+ *    completion: exactly one completion, nothing touched afterwards.
+ * Each part runs a fixed number of rounds, cut short after 1.5 s on a
+ * loaded machine (the rounds done are printed). */
 #include <sched.h>
 #include <string.h>
 
 #include "stress_util.h"
 
-enum { RACE_ROUNDS = 6000, LINK_ROUNDS = 6000, ADAPTOR_ROUNDS = 4000, MAX_CHILDREN = 3, WORKERS = 2 };
+enum { RACE_ROUNDS = 3000, LINK_ROUNDS = 5000, ADAPTOR_ROUNDS = 3000, MAX_CHILDREN = 3, WORKERS = 2 };
+
+/* Each part runs its rounds, or stops after PART_SECONDS once it ran
+ * MIN_ROUNDS: a round waits for threads to be scheduled, which on a
+ * loaded machine can take milliseconds. */
+#define PART_SECONDS 1.5
+enum { MIN_ROUNDS = 300 };
+
+static bool part_over(int round, double t0) { return round >= MIN_ROUNDS && now_s() - t0 > PART_SECONDS; }
 enum { M_VALUE, M_ERROR, M_STOPPED };
 
 static int checks;
@@ -178,7 +188,8 @@ static void stress_when_any(ex_pool *pool, agent *stopper) {
     static stopper_arg outer;
     unsigned outcome[4] = { 0 }, met = 0, misses = 0;
     double t0 = now_s();
-    for (int round = 0; round < RACE_ROUNDS; round++) {
+    int round = 0;
+    for (; round < RACE_ROUNDS && !part_over(round, t0); round++) {
         size_t n = 2 + rnd(MAX_CHILDREN - 1);  /* n - 1 pool children */
         rr.arrived = rr.open = rr.misses = 0;
         uint32_t shape = rnd(4);  /* 0, 1: values only; 2: errors too; 3: stopped too */
@@ -234,7 +245,7 @@ static void stress_when_any(ex_pool *pool, agent *stopper) {
     }
     printf("race_stress: when_any %d rounds in %.2f s (value %u, error %u, stopped %u; a pool child met the main "
            "thread in %u, barrier timeouts %u)\n",
-           RACE_ROUNDS, now_s() - t0, outcome[D_VALUE], outcome[D_ERROR], outcome[D_STOPPED], met, misses);
+           round, now_s() - t0, outcome[D_VALUE], outcome[D_ERROR], outcome[D_STOPPED], met, misses);
 }
 
 /* --------------------------------------------------- 2. linked sources */
@@ -257,7 +268,8 @@ static void stress_linked(agent *a1, agent *a2) {
     static stopper_arg s1, s2;
     unsigned ran = 0, must_run = 0, stopped_at_init = 0;
     double t0 = now_s();
-    for (int round = 0; round < LINK_ROUNDS; round++) {
+    int round = 0;
+    for (; round < LINK_ROUNDS && !part_over(round, t0); round++) {
         ex_stop_source_init(&parent[0]);
         ex_stop_source_init(&parent[1]);
         ex_stop_token tokens[3] = { ex_stop_source_token(&parent[0]), ex_never_stop_token(),
@@ -298,7 +310,7 @@ static void stress_linked(agent *a1, agent *a2) {
         ex_linked_stop_source_destroy(&l);
     }
     printf("race_stress: linked %d rounds in %.2f s (callback ran %u, both parents through first %u, stopped at init %u)\n",
-           LINK_ROUNDS, now_s() - t0, ran, must_run, stopped_at_init);
+           round, now_s() - t0, ran, must_run, stopped_at_init);
 }
 
 /* ----------------------------------------- 3. link_stop_token adaptor */
@@ -367,7 +379,8 @@ static void stress_adaptor(ex_pool *pool, agent *a1, agent *a2) {
     static stopper_arg s_extra, s_outer;
     unsigned from_callback = 0, from_pool = 0, stopped = 0;
     double t0 = now_s();
-    for (int round = 0; round < ADAPTOR_ROUNDS; round++) {
+    int round = 0;
+    for (; round < ADAPTOR_ROUNDS && !part_over(round, t0); round++) {
         ex_stop_source_init(&extra);
         srec_init(&rec);
         rec.on_complete = free_op;
@@ -399,7 +412,7 @@ static void stress_adaptor(ex_pool *pool, agent *a1, agent *a2) {
     }
     printf("race_stress: link_stop_token %d rounds in %.2f s (won by the stop callback %u, by the pool child %u, "
            "stopped %u)\n",
-           ADAPTOR_ROUNDS, now_s() - t0, from_callback, from_pool, stopped);
+           round, now_s() - t0, from_callback, from_pool, stopped);
 }
 
 /* ----------------------------------------------------------------- main */
