@@ -23,6 +23,7 @@
 #include <cexec/write_env.h>
 #include <cexec/sync_wait.h>
 #include <cexec/when_all.h>
+#include <cexec/when_any.h>
 #include <cexec/bulk.h>
 #include <cexec/split.h>
 #include <cexec/scope.h>

@@ -170,6 +170,13 @@ sender when_all(S... s) {
     ex_sender *children[] = { s.release()... };
     return sender(ex_when_all_n(children, sizeof...(S)));
 }
+template <typename... S>
+sender when_any(S... s) {
+    static_assert(sizeof...(S) > 0, "cexec::when_any: at least one sender");
+    ex_sender *children[] = { s.release()... };
+    return sender(ex_when_any_n(children, sizeof...(S)));
+}
+inline sender stop_when(sender s, sender trigger) { return sender(ex_stop_when(s.release(), trigger.release())); }
 // Runs s to completion on this thread (ex_sync_wait).
 inline result sync_wait(sender s) { return result(ex_sync_wait(s.release())); }
 

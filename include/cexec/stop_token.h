@@ -85,6 +85,70 @@ bool ex_stop_callback_register(ex_stop_callback *cb, ex_stop_token t, ex_stop_fn
  * deregisters it.  Only registration must not overlap anything on cb. */
 void ex_stop_callback_deregister(ex_stop_callback *cb);
 
+/* ------------------------------------------------------ linked stop sources */
+
+/* How many parent tokens a linked stop source follows at most: the link
+ * callbacks live in the struct, so linking allocates nothing. */
+#define EX_STOP_LINK_MAX 4
+
+struct ex_linked_stop_source;
+
+typedef struct ex_stop_link {
+    /* private */
+    ex_stop_callback cb;                 /* on a parent's token */
+    struct ex_linked_stop_source *owner;
+} ex_stop_link;
+
+/* A stop source whose stop is requested when any of its parents' is (and
+ * by its own request_stop): a request's own source linked to its scope's
+ * and its deadline's.  Its token is an ordinary ex_stop_token, with every
+ * rule above (callbacks, deregistration). */
+typedef struct ex_linked_stop_source {
+    /* private */
+    ex_stop_source source;
+    ex_stop_link links[EX_STOP_LINK_MAX];
+    uint32_t nlinks;                     /* links[0, nlinks) were registered */
+    void (*fire)(struct ex_linked_stop_source *l);  /* internal; NULL: request_stop */
+} ex_linked_stop_source;
+
+/* Initialises l with stop not requested and links it to parents[0, n):
+ * each parent's token gets a callback (one of l's links) that requests
+ * stop on l.  Never-stop parents are skipped.  If a parent's stop was
+ * already requested, l is stopped at once (its request runs here, on the
+ * calling thread) and the parents after it are not linked.  Parents may
+ * repeat or be linked sources themselves; a parent's source must outlive
+ * ex_linked_stop_source_destroy(l).  A parent's request that reaches l
+ * runs l's callbacks on the requesting thread, inside that request.
+ * Errors (l is then still a valid, unlinked source): EX_EINVAL for a NULL
+ * l, n > EX_STOP_LINK_MAX, or parents NULL with n > 0. */
+ex_error ex_linked_stop_source_init(ex_linked_stop_source *l, const ex_stop_token *parents, size_t n);
+
+/* Unlinks l from its parents: each link is deregistered by the rule of
+ * ex_stop_callback_deregister, so it waits for a parent's request that is
+ * running l's link (and with it l's own callbacks) on another thread, and
+ * returns at once when called from inside that request on this thread.
+ * After it returns no parent's request touches l.  Callbacks registered on
+ * l's token must have been deregistered, as for any source.  Destroying l
+ * from inside one of its own callbacks is allowed; freeing it there is not
+ * (the request that runs the callback still walks l's list when the
+ * callback returns, as with an ex_stop_source).  NULL-safe, idempotent. */
+void ex_linked_stop_source_destroy(ex_linked_stop_source *l);
+
+/* The token of l (an ordinary in-place token; stop_possible() is true). */
+static inline ex_stop_token ex_linked_stop_source_token(ex_linked_stop_source *l) {
+    ex_stop_token t = { l ? &l->source : 0 };
+    return t;
+}
+
+/* Requests stop on l itself (its parents are not affected): as
+ * ex_stop_source_request_stop.  NULL: false. */
+bool ex_linked_stop_source_request_stop(ex_linked_stop_source *l);
+
+/* Whether stop was requested on l (by a parent or by its own request).
+ * A parent's request reaches l when the parent runs l's link, so l may
+ * report false for a moment after a parent reports true. */
+bool ex_linked_stop_source_stop_requested(const ex_linked_stop_source *l);
+
 #ifdef __cplusplus
 }
 #endif

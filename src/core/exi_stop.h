@@ -17,4 +17,13 @@
  * Tests widen the window with exi_stop_counted_hook (base/exi_test_hooks.h). */
 bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *begun, uint64_t *done);
 
+/* ex_linked_stop_source_init whose links, when a parent's request reaches
+ * them, call fire(l) instead of requesting stop on l: for an operation
+ * that must hold itself alive across that request (a child completing
+ * inside it could otherwise complete the operation and let its owner free
+ * l while the request still walks l's list).  fire requests stop on
+ * &l->source itself. */
+ex_error exi_linked_stop_source_init_fire(ex_linked_stop_source *l, const ex_stop_token *parents, size_t n,
+                                          void (*fire)(ex_linked_stop_source *l));
+
 #endif

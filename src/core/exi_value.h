@@ -90,6 +90,34 @@ static inline uint8_t exi_value_cap(const ex_sigs *cs) {
     return (cs->flags & EX_SIGS_DYNAMIC) ? EX_MAX_ARITY : cs->nvalues ? cs->values[0].arity : 0;
 }
 
+/* The most values a sender of signatures cs may send in one completion,
+ * over all its value signatures (EX_MAX_ARITY for a dynamic or variadic
+ * one): the room an adaptor that keeps any one of them needs. */
+static inline uint8_t exi_sigs_max_arity(const ex_sigs *cs) {
+    if (cs->flags & EX_SIGS_DYNAMIC) return EX_MAX_ARITY;
+    uint8_t max = 0;
+    for (unsigned i = 0; i < cs->nvalues && i < EX_MAX_VALUE_SIGS; i++) {
+        uint8_t a = cs->values[i].arity;
+        if (a > EX_MAX_ARITY) a = EX_MAX_ARITY;  /* variadic (or malformed): checked as they come */
+        if (a > max) max = a;
+    }
+    return max;
+}
+
+/* Whether keeping (copying) the values of a sender of signatures cs may
+ * fail: a tuple (or a datum of any type, which may be one) takes an
+ * allocation; a dynamic or variadic signature may send more than expected. */
+static inline bool exi_sigs_keeping_may_fail(const ex_sigs *cs) {
+    if (cs->flags & EX_SIGS_DYNAMIC) return true;
+    for (unsigned i = 0; i < cs->nvalues && i < EX_MAX_VALUE_SIGS; i++) {
+        const ex_sig *v = &cs->values[i];
+        if (v->arity > EX_MAX_ARITY) return true;
+        for (unsigned k = 0; k < v->arity; k++)
+            if (v->types[k] == EX_T_TUPLE || v->types[k] == EX_T_ANY) return true;
+    }
+    return false;
+}
+
 /* Signatures with at most one value signature. */
 static inline ex_sigs exi_sigs_of(const ex_sig *value, uint8_t flags) {
     ex_sigs s = ex_sigs_none();

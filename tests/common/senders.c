@@ -126,3 +126,19 @@ ex_sender *until_stopped(void) {
     ex_sigs sigs = { 0, EX_SIGS_STOPPED, { { 0, { 0 } } } };
     return test_sender_new(until_stop_start, NULL, &sigs);
 }
+
+/* ----------------------------------------------------------- stop_probe */
+
+static ex_error stop_probe_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)n;
+    ex_stop_token t = in[0].as.token;
+    if (ctx) *(ex_stop_token *)ctx = t;
+    out[0] = ex_int((ex_stop_token_stop_possible(t) ? STOP_PROBE_POSSIBLE : 0) |
+                    (ex_stop_token_stop_requested(t) ? STOP_PROBE_REQUESTED : 0));
+    return ex_ok();
+}
+
+ex_sender *stop_probe(ex_stop_token *seen) {
+    return ex_then(ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN), stop_probe_fn, seen, EX_SIG(EX_T_TOKEN),
+                   EX_SIG(EX_T_INT));
+}

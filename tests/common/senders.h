@@ -89,4 +89,13 @@ void work_gate_wait_entered(work_gate *g, int count);
 /* A sender that completes with set_stopped from its stop callback only. */
 ex_sender *until_stopped(void);
 
+/* ----------------------------------------------------------- stop_probe */
+
+/* Completes with set_value(int flags) for the stop token of its
+ * environment: bit 0 (STOP_PROBE_POSSIBLE) stop possible, bit 1
+ * (STOP_PROBE_REQUESTED) stop requested when it ran; *seen (if not NULL)
+ * gets the token. */
+enum { STOP_PROBE_POSSIBLE = 1, STOP_PROBE_REQUESTED = 2 };
+ex_sender *stop_probe(ex_stop_token *seen);
+
 #endif

@@ -41,6 +41,11 @@ int main() {
         }
         check(threw, "an error result throws cexec::error with its code");
 
+        cexec::result first = cexec::sync_wait(cexec::stop_when(
+            cexec::when_any(cexec::just(ex_int(7)), cexec::starts_on(pool.scheduler(), cexec::just(ex_int(8)))),
+            cexec::just()));
+        check(first.has_value() && first.value(0).as.i == 7, "when_any + stop_when");
+
         cexec::result none = cexec::sync_wait(cexec::just());
         check(none.has_value() && none.size() == 0, "just()");
 

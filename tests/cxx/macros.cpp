@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // macros.cpp - cexec from C++: every public header included, the
-// function-like macros (ex_just, ex_when_all, ex_when_all_with_variant,
+// function-like macros (ex_just, ex_when_all, ex_when_all_with_variant, ex_when_any,
 // EX_SIG, EX_SIG0, EX_SIG_VARIADIC) used and run.  Built with g++ and
 // clang++ in C++17 and C++20 with -Wall -Wextra -pedantic -Werror by
 // scripts/check-headers.sh; prints "cxx: N passed, 0 failed".
@@ -58,6 +58,10 @@ int main() {
     r = ex_sync_wait(ex_then(ex_when_all_with_variant(ex_just(ex_int(1)), ex_just()), count, nullptr,
                              EX_SIG_VARIADIC, EX_SIG(EX_T_INT)));
     check(r.disposition == EX_DISP_VALUE && r.values[0].as.i == 2, "ex_when_all_with_variant");
+    ex_result_destroy(&r);
+
+    r = ex_sync_wait(ex_when_any(ex_just_stopped(), ex_starts_on(sch, ex_just(ex_int(3)))));
+    check(r.disposition == EX_DISP_STOPPED, "ex_when_any: the first completion wins");
     ex_result_destroy(&r);
 
     r = ex_sync_wait(ex_starts_on(sch, ex_task_create(twice, nullptr, nullptr)));
