@@ -7,8 +7,9 @@
  * from outside reaches every child), and complete only once every child
  * has completed: nothing they started outlives them.  The result is kept
  * in the operation until then: values are copied (tuples with the
- * environment's allocator: EX_ENOMEM on failure), an error is kept as
- * given (its payload must stay valid until the race completes).  The
+ * environment's allocator: EX_ENOMEM on failure), the winner's error is
+ * kept and passed on, the losers' and the trigger's are released
+ * (cexec/error.h).  The
  * race completes on the agent of the last child to complete (or of a
  * stop request that child completed inside).  Nothing allocates unless a
  * kept value holds tuples.  No completion scheduler. */

@@ -22,6 +22,7 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
+#include "core/exi_error.h"
 #include "core/exi_sender.h"
 #include "core/exi_stop.h"
 #include "core/exi_value.h"
@@ -59,11 +60,6 @@ typedef struct link_op {
 
 /* ---------------------------------------------------------- completing */
 
-/* An error kept past the completion that lent it, and its end: errors
- * are borrowed for the call today, so a copy; when their payload becomes
- * owned, a reference taken and given back. */
-static ex_error keep_error(ex_error e) { return e; }
-static void drop_error(ex_error e) { (void)e; }
 
 static void unlink_parents(link_op *o) {
     if (o->linked) ex_linked_stop_source_destroy(&o->link);
@@ -75,7 +71,12 @@ static void complete_kept(link_op *o) {
     unlink_parents(o);
     switch (o->disp) {
     case LINK_VALUE: ex_set_value(o->r, o->v, o->n); break;
-    case LINK_ERROR: ex_set_error(o->r, o->err); break;
+    case LINK_ERROR: {
+        ex_error e = o->err;
+        o->err = ex_ok();  /* the receiver's now: the destroy below must not release it */
+        ex_set_error(o->r, e);
+        break;
+    }
     default: ex_set_stopped(o->r); break;
     }
 }
@@ -132,7 +133,7 @@ static void l_set_error(void *self, ex_error e) {
         return;
     }
     o->disp = LINK_ERROR;
-    o->err = keep_error(e);
+    o->err = e;  /* the child's reference (cexec/error.h), passed on by complete_kept */
     leave(o);
 }
 
@@ -168,7 +169,7 @@ static void l_op_destroy(ex_operation *op) {
     ex_operation_destroy(o->child);
     if (o->nested) ex_deallocate(o->alloc, o->nested, o->nested_size, alignof(ex_value));
     o->nested = NULL;
-    if (o->disp == LINK_ERROR) drop_error(o->err);
+    if (o->disp == LINK_ERROR) exi_error_drop(o->err);  /* a kept error never passed on */
     o->disp = LINK_NONE;
 }
 

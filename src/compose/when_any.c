@@ -80,11 +80,6 @@ static const race_child *child_layout(const race_sender *rs) {
 
 /* ------------------------------------------------------ keeping results */
 
-/* The winner's error, kept past the completion that lent it, and its
- * end: errors are borrowed for the call today, so a copy; when their
- * payload becomes owned, a reference taken and given back. */
-static ex_error keep_error(ex_error e) { return e; }
-static void drop_error(ex_error e) { (void)e; }
 
 static void keep_values(race_op *o, const ex_value *v, size_t n) {
     ex_error e = n > o->cap ? ex_err(EX_EINVAL, o->too_many)
@@ -104,7 +99,12 @@ static void complete(race_op *o) {
     ex_stop_callback_deregister(&o->on_stop);
     switch (o->disp) {
     case RACE_VALUE: ex_set_value(o->r, o->v, o->nv); break;
-    case RACE_ERROR: ex_set_error(o->r, o->err); break;
+    case RACE_ERROR: {
+        ex_error e = o->err;
+        o->err = ex_ok();  /* the receiver's now: the destroy must not release it */
+        ex_set_error(o->r, e);
+        break;
+    }
     default: ex_set_stopped(o->r); break;
     }
 }
@@ -138,10 +138,10 @@ static void r_set_error(void *self, ex_error e) {
     race_slot *s = self;
     if (takes_result(s)) {
         s->op->disp = RACE_ERROR;
-        s->op->err = keep_error(e);
+        s->op->err = e;  /* the winner's reference (cexec/error.h), passed on by complete */
+    } else {
+        exi_error_drop(e);  /* a loser's or the trigger's: given to us and dropped */
     }
-    /* A loser's or the trigger's error is lent for the call only: dropped
-     * by not keeping it. */
     child_done(s->op);
 }
 
@@ -185,7 +185,7 @@ static void race_destroy_op(ex_operation *op) {
     for (size_t i = 0; i < o->n; i++) ex_operation_destroy(o->slots[i].child);
     if (o->nested) ex_deallocate(o->alloc, o->nested, o->nested_size, alignof(ex_value));
     o->nested = NULL;
-    if (o->disp == RACE_ERROR) drop_error(o->err);
+    if (o->disp == RACE_ERROR) exi_error_drop(o->err);  /* a kept error never passed on */
     o->disp = RACE_NONE;
 }
 

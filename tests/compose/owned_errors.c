@@ -301,3 +301,27 @@ Test(owned_errors, a_spawned_future_hands_it_to_its_consumer_or_drops_it) {
     cr_assert_eq(ex_simple_counting_scope_destroy(&sc).code, EX_OK);
     expect_owned_all_released(2);
 }
+
+/* --------------------------------------------- when_any, stop_when, link */
+
+Test(owned_errors, when_any_keeps_the_winners_and_releases_the_losers) {
+    owned_errors_reset();
+    expect_owned_result(ex_when_any(ex_just_error(owned_error(1)), ex_just_error(owned_error(2))), 1);
+    expect_owned_all_released(2);
+}
+
+Test(owned_errors, stop_when_releases_the_triggers_error) {
+    owned_errors_reset();
+    ex_result r = ex_sync_wait(ex_stop_when(ex_just(ex_int(3)), ex_just_error(owned_error(1))));
+    expect_value_int(&r, 3);
+    ex_result_destroy(&r);
+    expect_owned_all_released(1);
+}
+
+Test(owned_errors, link_stop_token_passes_it_on) {
+    owned_errors_reset();
+    ex_stop_source src;
+    ex_stop_source_init(&src);
+    expect_owned_result(ex_link_stop_token(ex_just_error(owned_error(4)), ex_stop_source_token(&src)), 4);
+    expect_owned_all_released(1);
+}

@@ -79,7 +79,7 @@ typedef struct child_ctx {
 static ex_sender *completion_of(const child_ctx *c) {
     switch (c->mode) {
     case M_VALUE: return ex_just(ex_int(c->value));
-    case M_ERROR: return ex_just_error(ex_err(c->code, "race_stress: injected error"));
+    case M_ERROR: return ex_just_error(ex_error_format(c->code, "race_stress: injected error %d", c->code));
     default: return ex_just_stopped();
     }
 }
@@ -148,7 +148,7 @@ static void complete_main_child(main_op *o, const child_ctx *c) {
         ex_set_value(o->r, &v, 1);
         break;
     }
-    case M_ERROR: ex_set_error(o->r, ex_err(c->code, "race_stress: injected error")); break;
+    case M_ERROR: ex_set_error(o->r, ex_error_format(c->code, "race_stress: injected error %d", c->code)); break;
     default: ex_set_stopped(o->r); break;
     }
 }
