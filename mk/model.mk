@@ -43,6 +43,10 @@ MODEL_CHECKS := \
     park-2w-lend:park:pass:safety:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED \
     park-2w-lend-linger:park:pass:safety:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED,-DLEND_NO_FALLBACK,-DWAIT_ONLY,-DLINGER=2 \
     park-2w-lend-np:park:pass:np:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED,-DLEND_NO_FALLBACK,-DWAIT_ONLY \
+    timer-2w:timer:pass:safety: \
+    timer-2w-waker:timer:pass:safety:-DWAKER \
+    timer-2w-end:timer:pass:safety:-DWAKER,-DNO_CLAIM \
+    timer-1t:timer:pass:safety:-DONE_TIMER,-DWAKER \
     deque:deque:pass:safety: \
     inbox:inbox:pass:safety: \
     inbox-np:inbox:pass:np: \
@@ -57,6 +61,10 @@ MODEL_CHECKS := \
     broken-lend-no-stopping:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_LEND_NO_STOPPING \
     broken-lend-visible-workers:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_VISIBLE_WORKERS \
     broken-lend-next-undrained:park:fail:safety:-DNW=1,-DLEND,-DNO_PARENT,-DNO_WAIT,-DBROKEN_NEXT_UNDRAINED \
+    broken-timer-no-idle-wake:timer:fail:safety:-DBROKEN_NO_IDLE_WAKE \
+    broken-timer-keeper-stale:timer:fail:safety:-DBROKEN_KEEPER_STALE \
+    broken-timer-no-kick:timer:fail:safety:-DBROKEN_NO_KICK \
+    broken-timer-claiming-handoff:timer:fail:safety:-DWAKER,-DBROKEN_CLAIMING_HANDOFF \
     broken-deque-take-store:deque:fail:safety:-DBROKEN_TAKE_STORE \
     broken-deque-grow-order:deque:fail:safety:-DBROKEN_GROW_ORDER \
     broken-inbox-tail-only:inbox:fail:safety:-DBROKEN_TAIL_ONLY

@@ -130,6 +130,12 @@ unsigned exi_pool_awake_others(ex_pool *p);
  * them parks without seeing the items pushed before. */
 void exi_pool_wake(ex_pool *p, unsigned k);
 
+/* Wakes one parked worker other than me without claiming it (its idle
+ * bit stays set): it looks around and parks again.  Hands the timekeeper's
+ * role on (pool_timers.c); a claim would make the next keeper hand it on
+ * in turn. */
+void exi_pool_nudge_idle(ex_pool *p, const exi_worker *me);
+
 /* The pool scheduler's bulk hook (pool_bulk.c). */
 void exi_pool_bulk(void *self, ex_bulk_job *job);
 

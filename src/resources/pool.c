@@ -285,6 +285,17 @@ unsigned exi_pool_awake_others(ex_pool *p) {
     return awake - (awake && me && me->pool == p && !me->lent);
 }
 
+void exi_pool_nudge_idle(ex_pool *p, const exi_worker *me) {
+    for (unsigned k = 0; k < p->idle_words; k++) {
+        uint64_t m = exi_load_rlx_u64(&p->idle[k]);
+        if (me->index / 64 == k) m &= ~(1ull << (me->index % 64));
+        if (m) {
+            exi_event_inc(&p->workers[k * 64 + (unsigned)__builtin_ctzll(m)].event);
+            return;
+        }
+    }
+}
+
 void exi_pool_wake(ex_pool *p, unsigned k) {
     exi_barrier_light();  /* as notify: the items pushed before, then the idle mask */
     while (k-- && any_idle(p) && wake_one(p)) {}

@@ -85,9 +85,11 @@ void exi_pool_keeper_leave(exi_worker *me, bool claimed_for_work) {
     ex_pool *p = me->pool;
     uint32_t mine = me->index + 1;
     (void)exi_cas_u32(&p->keeper, &mine, 0);
-    /* Woken for work while timers are armed: hand the role to a parked
-     * worker, so that a long item does not make the timers late. */
-    if (claimed_for_work && exi_load_rlx_u64(&p->next_deadline) != EXI_NO_DEADLINE) exi_pool_wake(p, 1);
+    /* Claimed for work while timers are armed: hand the role to a parked
+     * worker, so that a long item does not make the timers late.  Nudged,
+     * not claimed: a claimed keeper would hand it on in turn, and so on
+     * (model/timer.pml, BROKEN_CLAIMING_HANDOFF). */
+    if (claimed_for_work && exi_load_rlx_u64(&p->next_deadline) != EXI_NO_DEADLINE) exi_pool_nudge_idle(p, me);
 }
 
 /* A new earliest deadline: the keeper waits for a later one, or nobody

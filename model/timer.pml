@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/* timer.pml - Promela model of the pool's timekeeping
+ * (src/resources/pool_timers.c, pool.c park and worker_main): armed timers
+ * are fired by workers between items, and of the workers that park, one,
+ * the keeper, parks only until the earliest deadline.  model/README.md,
+ * "timer.pml", has the mapping, the bounds and the figures.
+ *
+ * Property (a never claim, checked in every reachable state): while a timer
+ * is armed, someone will look at it in time: an arm still on its way to
+ * its wake-up, or a worker that is awake, or has a wake-up pending, or
+ * sleeps as keeper until no later than the earliest deadline.  A worker
+ * asleep until woken, or a keeper asleep past the earliest deadline, with
+ * nobody else responsible, is a lost or late wake-up.  Also: every timer
+ * fires exactly once (main waits for both, then shuts the pool down, and
+ * an invalid end state is reported if they never fire).
+ *
+ * Memory model: sequentially consistent.  The C code makes every store
+ * of the two store-then-load pairs a read-modify-write (idle bit: locked
+ * or; keeper: cas; next_deadline: exchange), which is a full barrier on
+ * x86 and, through exi_atomic.h's fences, on aarch64; the loads after
+ * them are ordered.
+ *
+ * Switches: -DWAKER (a submission claims a parked worker for work at any
+ * moment), -DONE_TIMER, -DNO_CLAIM (no never claim: then invalid end
+ * states are checked, i.e. both timers fire and the pool shuts down).
+ * Broken variants (each must fail):
+ *   BROKEN_NO_IDLE_WAKE   an armer with no keeper wakes nobody
+ *   BROKEN_KEEPER_STALE   a keeper sleeps until the deadline it read
+ *                         before taking the role (no second read)
+ *   BROKEN_NO_KICK        an armer wakes any parked worker instead of
+ *                         the keeper, which sleeps on until a later
+ *                         deadline
+ *   BROKEN_CLAIMING_HANDOFF  a keeper claimed for work hands its role on
+ *                         by claiming the next one, which hands it on in
+ *                         turn: with -DWAKER, wake-ups without end
+ *                         (caught as more hand-offs than claims) */
+
+#define NW 2      /* workers (the monitor and wake_one name them) */
+#define INF 9     /* EXI_NO_DEADLINE */
+#define TMAX 2    /* the clock runs 0..TMAX: the deadlines are 1 and 2 */
+
+byte now;                 /* CLOCK_MONOTONIC, in ticks */
+byte nd = INF;            /* next_deadline */
+byte keeper;              /* 0, or 1 + the keeper's index */
+bit idle[NW];             /* the idle mask */
+bit pend[NW];             /* the event count moved since the worker read it at
+                             park (exi_event_value): a counter and the value read,
+                             folded into one bit, which keeps the state space finite */
+byte waiting[NW];         /* 0 awake, 1 asleep until woken, 2 asleep until wd or woken */
+byte wd[NW];
+bit stopping;
+
+/* the heap: two timers */
+byte dl[2] = INF;         /* deadline while armed, INF when not */
+byte fired;
+bit arming;               /* an arm between its insert and its wake-up */
+
+inline min_armed(m) {
+    m = (dl[0] < dl[1] -> dl[0] : dl[1])
+}
+
+/* exi_pool_wake(p, 1): claims one idle bit (any) and wakes its worker. */
+inline wake_one() {
+    atomic {
+        if
+        :: idle[0] -> idle[0] = 0; pend[0] = 1
+        :: idle[1] -> idle[1] = 0; pend[1] = 1
+        :: else -> skip
+        fi
+    }
+}
+
+/* exi_pool_nudge_idle: the keeper claimed for work hands its role on by
+ * waking another parked worker without claiming it (its idle bit stays
+ * set, so it is not "claimed" and hands nothing on in turn). */
+byte handoffs;
+inline nudge_idle(me) {
+    atomic {
+        handoffs++;
+        /* each hand-off follows a claim by an armer (2) or the waker (1):
+         * more means hand-offs cause hand-offs */
+        assert(handoffs <= 3);
+        if
+#ifdef BROKEN_CLAIMING_HANDOFF
+        :: me != 0 && idle[0] -> idle[0] = 0; pend[0] = 1
+        :: me != 1 && idle[1] -> idle[1] = 0; pend[1] = 1
+#else
+        :: me != 0 && idle[0] -> pend[0] = 1
+        :: me != 1 && idle[1] -> pend[1] = 1
+#endif
+        :: else -> skip
+        fi
+    }
+}
+
+/* pool_arm: under timers_mu, insert; a new earliest is published
+ * (exchange) and then the keeper, or a parked worker, is woken. */
+inline arm(i, d) {
+    atomic {
+        min_armed(m);
+        dl[i] = d;
+        earliest = d < m;
+        if
+        :: earliest -> nd = d; arming = 1
+        :: else -> skip
+        fi
+    }
+    if
+    :: earliest ->
+        k = keeper;                           /* kick_keeper: load */
+        if
+#ifdef BROKEN_NO_KICK
+        :: true -> wake_one()
+#else
+        :: k != 0 -> pend[k - 1] = 1
+#ifdef BROKEN_NO_IDLE_WAKE
+        :: k == 0 -> skip
+#else
+        :: k == 0 -> wake_one()
+#endif
+#endif
+        fi;
+        arming = 0
+    :: else -> skip
+    fi
+}
+
+/* exi_pool_fire_due, when exi_pool_timer_due: under the lock, every due
+ * timer out of the heap (fired, in the model, at once), next_deadline
+ * republished. */
+inline fire_due() {
+    atomic {
+        if
+        :: nd <= now ->
+            if :: dl[0] <= now -> dl[0] = INF; fired++ :: else -> skip fi;
+            if :: dl[1] <= now -> dl[1] = INF; fired++ :: else -> skip fi;
+            min_armed(nd)
+        :: else -> skip
+        fi
+    }
+}
+
+proctype worker(byte me) {
+    byte until, d;
+    bool claimed;
+    bit one = 0;
+loop:
+    /* locals dead from here on: reset, so that they do not multiply states */
+    atomic { until = 0; d = 0; claimed = 0; one = 0 }
+    if
+    :: stopping -> goto done
+    :: else -> skip
+    fi;
+    fire_due();
+    /* no work in this model: find_work, the spin and the linger find none */
+    pend[me] = 0;                             /* park: seen = exi_event_value */
+    idle[me] = 1;                             /* idle_set + the heavy barrier */
+    if
+    :: stopping -> idle[me] = 0; goto loop    /* park's re-check */
+    :: else -> skip
+    fi;
+    /* exi_pool_keeper_deadline */
+    until = INF;
+    d = nd;
+    if
+    :: d != INF ->
+        atomic {
+            if
+            :: keeper == 0 -> keeper = me + 1; one = 1
+            :: else -> one = 0
+            fi
+        }
+        if
+        :: one ->
+#ifndef BROKEN_KEEPER_STALE
+            d = nd;                           /* the second read, after taking the role */
+#endif
+            if
+            :: d == INF -> atomic { if :: keeper == me + 1 -> keeper = 0 :: else -> skip fi }
+            :: else -> until = d
+            fi
+        :: else -> skip
+        fi
+    :: else -> skip
+    fi;
+    if
+    :: until != INF && until <= now ->        /* due: leave the role, fire at the top */
+        atomic { if :: keeper == me + 1 -> keeper = 0 :: else -> skip fi }
+        idle[me] = 0;
+        goto loop
+    :: else -> skip
+    fi;
+    /* the futex wait: sleeps only if the value is still `seen` */
+    atomic {
+        if
+        :: !pend[me] -> waiting[me] = (until == INF -> 1 : 2); wd[me] = until
+        :: else -> skip
+        fi
+    }
+    atomic {
+        (waiting[me] == 0 || pend[me] || (waiting[me] == 2 && now >= wd[me])) -> waiting[me] = 0; wd[me] = 0
+    }
+    /* idle_clear: a cleared bit means a waker claimed this worker */
+    atomic { claimed = !idle[me]; idle[me] = 0 }
+    if
+    :: until != INF ->                        /* exi_pool_keeper_leave */
+        atomic { if :: keeper == me + 1 -> keeper = 0 :: else -> skip fi }
+        if
+        :: claimed && nd != INF -> nudge_idle(me)
+        :: else -> skip
+        fi
+    :: else -> skip
+    fi;
+    goto loop;
+done:
+    skip
+}
+
+proctype armer() {
+    byte m, k;
+    bool earliest;
+#ifdef ONE_TIMER
+    arm(0, 2)
+#else
+    arm(0, 2);                                /* a later timer first ... */
+    arm(1, 1)                                 /* ... then an earlier one */
+#endif
+}
+
+proctype clock() {
+    do
+    :: now < TMAX -> now++
+    :: now == TMAX -> break
+    od
+}
+
+/* A submission that claims a parked worker for work (notify). */
+proctype waker() {
+    wake_one()
+}
+
+/* While a timer is armed, someone is responsible for it: checked in
+ * every reachable state by a never claim (a monitor process's assert is
+ * not, under partial order reduction). */
+#define RESP(w) (waiting[w] == 0 || pend[w] || (waiting[w] == 2 && wd[w] <= nd))
+#define RESPONSIBLE (nd == INF || arming || RESP(0) || RESP(1))
+#ifndef NO_CLAIM
+never {
+    do
+    :: !RESPONSIBLE -> break
+    :: else
+    od
+}
+#endif
+
+init {
+    byte i;
+    atomic {
+        for (i : 0 .. NW - 1) { run worker(i) }
+        run armer();
+        run clock();
+#ifdef WAKER
+        run waker()
+#endif
+    }
+#ifdef ONE_TIMER
+    (fired == 1);
+#else
+    (fired == 2);
+#endif
+    atomic {
+        stopping = 1;
+        for (i : 0 .. NW - 1) { pend[i] = 1 }
+    }
+    assert(dl[0] == INF && dl[1] == INF)
+}
