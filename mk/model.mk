@@ -47,6 +47,7 @@ MODEL_CHECKS := \
     timer-2w-waker:timer:pass:safety:-DWAKER \
     timer-2w-end:timer:pass:safety:-DWAKER,-DNO_CLAIM \
     timer-1t:timer:pass:safety:-DONE_TIMER,-DWAKER \
+    syncloop:syncloop:pass:safety: \
     deque:deque:pass:safety: \
     inbox:inbox:pass:safety: \
     inbox-np:inbox:pass:np: \
@@ -65,6 +66,7 @@ MODEL_CHECKS := \
     broken-timer-keeper-stale:timer:fail:safety:-DBROKEN_KEEPER_STALE \
     broken-timer-no-kick:timer:fail:safety:-DBROKEN_NO_KICK \
     broken-timer-claiming-handoff:timer:fail:safety:-DWAKER,-DBROKEN_CLAIMING_HANDOFF \
+    broken-syncloop-pin-aba:syncloop:fail:safety:-DBROKEN_PIN_ABA \
     broken-deque-take-store:deque:fail:safety:-DBROKEN_TAKE_STORE \
     broken-deque-grow-order:deque:fail:safety:-DBROKEN_GROW_ORDER \
     broken-inbox-tail-only:inbox:fail:safety:-DBROKEN_TAIL_ONLY

@@ -12,6 +12,7 @@
 #include <cexec/cexec.h>
 
 #include "base/exi_atomic.h"
+#include "base/exi_test_hooks.h"
 #include "base/exi_thread.h"
 #include "core/exi_debug.h"
 #include "core/exi_env.h"
@@ -32,17 +33,20 @@
  * sync_state.flags, the futex word: */
 #define SYNC_DONE 1u      /* the operation completed (the result is written) */
 #define SYNC_SLEEPING 2u  /* the waiter may sleep on the word: wake it (set once) */
-#define SYNC_PIN 4u       /* a poster inside loop_post: counted from this bit up */
+#define SYNC_POSTED 4u    /* posted since the waiter last looked: set by posters, cleared by the waiter */
+#define SYNC_PIN 8u       /* a poster inside loop_post: counted from this bit up */
 
 typedef struct sync_state {
     void *posted;         /* ex_work *: items posted, newest first (pushed by anyone) */
     ex_work *ready;       /* the waiter's: items taken from posted, oldest first */
     const void *runner;   /* the waiter's thread id while it runs a loop item, else NULL */
-    uint32_t flags;       /* SYNC_DONE | SYNC_SLEEPING | posters * SYNC_PIN */
+    uint32_t flags;       /* SYNC_DONE | SYNC_SLEEPING | SYNC_POSTED | posters * SYNC_PIN */
     uint32_t finished;    /* set by a completion that saw SYNC_SLEEPING, after its wake-up */
     ex_env_pair env;      /* get_scheduler and get_delegation_scheduler: the loop */
     ex_result *res;
 } sync_state;
+
+void (*exi_sync_sleep_hook)(void);
 
 static void futex_wake(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
 
@@ -52,18 +56,23 @@ static void futex_wait(uint32_t *word, uint32_t seen) {
 
 /* From any thread while the wait lasts.  The pin keeps the waiter from
  * returning (and st from going away) until the poster is done with st.
- * The unpin reads SYNC_SLEEPING after the push, as the waiter looks for
- * items after setting it (read-modify-writes on both sides): one of the
- * two sees the other.  The wake-up comes after the unpin, so that a waiter
- * about to sleep sees the word change; st may be gone by then, and a
- * futex wake-up at a stale address is a system call that touches no
- * memory (and wakes nobody not ready for a spurious wake-up). */
+ * The unpin sets SYNC_POSTED in the same read-modify-write and reads
+ * SYNC_SLEEPING, after the push: a waiter that cleared SYNC_POSTED before
+ * looking for items either finds the item or sleeps on a word that no
+ * longer holds the value it compares (model/syncloop.pml).  The pin alone
+ * would not do: it comes and goes, and a waiter that read the word before
+ * a whole post slept on the same value again and missed its wake-up.  The
+ * wake-up comes after the unpin; st may be gone by then, and a futex
+ * wake-up at a stale address is a system call that touches no memory
+ * (and wakes nobody not ready for a spurious wake-up). */
 static void loop_post(sync_state *st, ex_work *w) {
     (void)exi_faa_u32(&st->flags, SYNC_PIN);
     void *head = exi_load_rlx_ptr(&st->posted);
     do w->next = head;
     while (!exi_cas_ptr(&st->posted, &head, w));
-    if (exi_faa_u32(&st->flags, (uint32_t)0 - SYNC_PIN) & SYNC_SLEEPING) futex_wake(&st->flags);
+    uint32_t old = exi_load_rlx_u32(&st->flags);
+    while (!exi_cas_u32(&st->flags, &old, (old | SYNC_POSTED) - SYNC_PIN)) {}
+    if (old & SYNC_SLEEPING) futex_wake(&st->flags);
 }
 
 /* The waiter: moves what was posted to `ready` (empty), oldest first;
@@ -131,8 +140,10 @@ static inline __attribute__((always_inline)) void loop_end(sync_state *st, bool 
 
 /* The waiter, with nothing else to do: runs the loop's items, sleeping on
  * the futex word while there are none, until the operation completed.
- * Each sleep compares the word as it was before the last look for items:
- * a post since then changed it (its pin), a completion too. */
+ * Each look for items first clears SYNC_POSTED; the sleep compares the
+ * word as that left it: a post since then set SYNC_POSTED again (a
+ * completion sets SYNC_DONE), so the word differs and the sleep ends at
+ * once. */
 static void run_loop_to_end(sync_state *st) {
     uint32_t f = exi_load_acq_u32(&st->flags);
     bool slept = false;
@@ -141,8 +152,15 @@ static void run_loop_to_end(sync_state *st) {
         slept = !(f & SYNC_DONE);  /* then complete() sees SYNC_SLEEPING: it stores `finished` */
     }
     while (!(f & SYNC_DONE)) {
-        if (loop_refill(st)) while (loop_run_one(st)) {}
-        else futex_wait(&st->flags, f);
+        f = exi_fas_and_u32(&st->flags, ~SYNC_POSTED) & ~SYNC_POSTED;
+        if (f & SYNC_DONE) break;
+        if (loop_refill(st)) {
+            while (loop_run_one(st)) {}
+        } else {
+            void (*hook)(void) = exi_load_rlx_ptr((void *const *)&exi_sync_sleep_hook);
+            if (hook) hook();
+            futex_wait(&st->flags, f);
+        }
         f = exi_load_acq_u32(&st->flags);
     }
     loop_end(st, slept);

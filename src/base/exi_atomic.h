@@ -41,6 +41,7 @@ EXI_DEF(exi_ptr_t, ptr)
 static inline uint32_t exi_faa_u32(uint32_t *p, uint32_t d) { return __atomic_fetch_add(p, d, __ATOMIC_SEQ_CST); }
 static inline uint64_t exi_faa_u64(uint64_t *p, uint64_t d) { return __atomic_fetch_add(p, d, __ATOMIC_SEQ_CST); }
 static inline uint32_t exi_fas_or_u32(uint32_t *p, uint32_t m) { return __atomic_fetch_or(p, m, __ATOMIC_SEQ_CST); }
+static inline uint32_t exi_fas_and_u32(uint32_t *p, uint32_t m) { return __atomic_fetch_and(p, m, __ATOMIC_SEQ_CST); }
 static inline uint64_t exi_fas_or_u64(uint64_t *p, uint64_t m) { return __atomic_fetch_or(p, m, __ATOMIC_SEQ_CST); }
 static inline void exi_fence_full(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #undef EXI_DEF
@@ -72,6 +73,11 @@ static inline uint32_t exi_faa_u32(uint32_t *p, uint32_t d) { EXI_RMW_FENCE(); u
 static inline uint32_t exi_fas_or_u32(uint32_t *p, uint32_t m) {
     uint32_t old = ck_pr_load_32(p);
     while (!exi_cas_u32(p, &old, old | m)) { }
+    return old;
+}
+static inline uint32_t exi_fas_and_u32(uint32_t *p, uint32_t m) {
+    uint32_t old = ck_pr_load_32(p);
+    while (!exi_cas_u32(p, &old, old & m)) { }
     return old;
 }
 

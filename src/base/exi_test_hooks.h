@@ -10,4 +10,8 @@
  * flag and incrementing *done. */
 extern void (*exi_stop_counted_hook)(void);
 
+/* Called by ex_sync_wait's waiter (adaptors/sync_wait.c) after it found
+ * its loop empty and before it sleeps. */
+extern void (*exi_sync_sleep_hook)(void);
+
 #endif
