@@ -33,29 +33,9 @@ typedef struct then_op {
 
 static const char *const names[] = { "ex_then", "ex_upon_error", "ex_upon_stopped" };
 
-/* "ex_then: the input sender sends (int, str); the function takes (int)",
- * or the fixed text if that cannot be kept (exi_error_text). */
-static const char *sig_mismatch(const ex_sig *sends, const ex_sig *takes) {
-    char a[96], b[96];
-    exi_sig_text(sends, a, sizeof a);
-    exi_sig_text(takes, b, sizeof b);
-    const char *t = exi_error_text("ex_then: the input sender sends %s; the function takes %s", a, b);
-    return t ? t : "ex_then: the input sender's value signature does not match the function's input signature";
-}
-
-/* The same for values that arrived (a child whose signature was only
- * known at run time). */
-static const char *values_mismatch(const ex_value *v, size_t n, const ex_sig *takes) {
-    char a[96], b[96];
-    exi_values_text(v, n, a, sizeof a);
-    exi_sig_text(takes, b, sizeof b);
-    const char *t = exi_error_text("ex_then: the child sent %s; the function takes %s", a, b);
-    return t ? t : "ex_then: the child's values do not match the function's input signature";
-}
-
 /* The function's results against its declared output. */
 static const char *results_mismatch(then_kind kind, const ex_value *v, const ex_sig *out) {
-    char a[96], b[96];
+    char a[EXI_SIG_TEXT_SIZE], b[EXI_SIG_TEXT_SIZE];
     exi_values_text(v, out->arity, a, sizeof a);
     exi_sig_text(out, b, sizeof b);
     const char *t = exi_error_text("%s: the function's results %s do not match its declared output %s", names[kind], a, b);
@@ -100,7 +80,8 @@ static void then_set_value(void *self, const ex_value *v, size_t n) {
     then_op *o = self;
     if (o->kind != THEN_VALUE) { ex_set_value(o->r, v, n); return; }
     if (o->check_in && !exi_sig_matches(&o->in, v, n)) {
-        ex_set_error(o->r, ex_err(EX_EINVAL, values_mismatch(v, n, &o->in)));
+        ex_set_error(o->r, ex_err(EX_EINVAL, exi_stage_values_mismatch("ex_then", NULL,
+            "ex_then: the child's values do not match the function's input signature", v, n, &o->in)));
         return;
     }
     ex_value out[EX_MAX_ARITY];
@@ -180,7 +161,9 @@ static ex_sender *make_then(then_kind kind, ex_sender *child, void *fn, void *ct
     if (kind == THEN_VALUE) {
         for (unsigned i = 0; i < cs->nvalues; i++)
             if (!ex_sig_compatible(&in, &cs->values[i]))
-                return exi_reject1(EX_EINVAL, sig_mismatch(&cs->values[i], &in), child);
+                return exi_reject1(EX_EINVAL, exi_stage_sig_mismatch("ex_then", NULL,
+                    "ex_then: the input sender's value signature does not match the function's input signature",
+                    &cs->values[i], &in), child);
         calls = cs->nvalues > 0 || (cs->flags & EX_SIGS_DYNAMIC);
         sigs.flags = (uint8_t)(cs->flags & (EX_SIGS_ERROR | EX_SIGS_STOPPED));
     } else {
