@@ -132,6 +132,14 @@ const char *exi_stage_fixed(const char *fixed, const char *name) {
     return exi_stage_text(stage, name, fixed, "%s", colon + 2);
 }
 
+ex_error exi_stage_error(const char *stage, const char *name, ex_error e) {
+    static const char cexec[] = "cexec: ";
+    const char *rest = e.msg ? e.msg : "failed";
+    if (!strncmp(rest, cexec, sizeof cexec - 1)) rest += sizeof cexec - 1;
+    e.msg = exi_stage_text(stage, name, e.msg ? e.msg : stage, "%s", rest);
+    return e;
+}
+
 const char *exi_stage_sig_mismatch(const char *stage, const char *name, const char *fixed, const ex_sig *sends,
                                    const ex_sig *takes) {
     char a[EXI_SIG_TEXT_SIZE], b[EXI_SIG_TEXT_SIZE];

@@ -50,6 +50,11 @@ const char *exi_stage_text(const char *stage, const char *name, const char *fixe
  * "stage(name): rest" (itself if that cannot be kept). */
 const char *exi_stage_fixed(const char *fixed, const char *name);
 
+/* e with its message prefixed by the stage, "stage(name): " (a leading
+ * "cexec: " replaced): an error cexec made on the stage's behalf (out of
+ * memory storing values).  e itself if the text cannot be kept. */
+ex_error exi_stage_error(const char *stage, const char *name, ex_error e);
+
 /* "stage(name): the input sender sends (int, str); the function takes
  * (int)": a value signature of the child that the function's input
  * signature refuses (checked when the sender is built). */

@@ -57,7 +57,7 @@ void run_in_place(ex_sender *s, rec *r) {
     ex_sender_release(s);
 }
 
-void run_with_failing_allocation(ex_sender *s) {
+void run_with_failing_allocation_msg(ex_sender *s, const char *msg) {
     rec rc;
     rec_init(&rc);
     op_buf buf;
@@ -67,9 +67,12 @@ void run_with_failing_allocation(ex_sender *s) {
     expect_injected_failure_hit();
     rec_expect_error(&rc, EX_ENOMEM);
     cr_assert_not_null(rc.err.msg);
+    if (msg) cr_assert_str_eq(rc.err.msg, msg);
     ex_operation_destroy(op);
     ex_sender_release(s);
 }
+
+void run_with_failing_allocation(ex_sender *s) { run_with_failing_allocation_msg(s, NULL); }
 
 void trec_wait_done(trec *r) {
     cr_assert_geq(wait_int_reaches(&r->done, 1), 1, "timed out waiting for the completion");

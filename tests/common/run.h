@@ -28,6 +28,8 @@ void run_in_place(ex_sender *s, rec *r);
  * allocation failing, asserts that allocation was hit and that s
  * completed once with EX_ENOMEM; destroys the operation, releases s. */
 void run_with_failing_allocation(ex_sender *s);
+/* The same, and the error's message is exactly msg. */
+void run_with_failing_allocation_msg(ex_sender *s, const char *msg);
 
 /* Wait (bounded) for the receiver's completion; assert it came, once. */
 void trec_wait_done(trec *r);
