@@ -23,7 +23,10 @@
  * nothing fails: the text is made only for an error.  C++ has no macros
  * (a lambda with commas in its body would not survive one): ex_then there
  * is the function, which names no stage; call ex_then_named for names.
- * &ex_then and (ex_then)(...) reach the function in C too (unnamed). */
+ * &ex_then and (ex_then)(...) reach the function in C too (unnamed).  As
+ * macro arguments, the arguments must not hold a comma outside
+ * parentheses: a compound literal such as (ex_sig){ 1, { EX_T_INT } }
+ * needs parentheses of its own (EX_SIG has them). */
 #ifndef CEXEC_THEN_H
 #define CEXEC_THEN_H
 
