@@ -63,11 +63,11 @@ typedef struct let_op {
     ex_operation *inner;     /* operation of fn's sender */
     const ex_allocator *inner_alloc;
     size_t inner_size, inner_align;
-    const char *name;        /* the stage's (messages only) */
     ex_error err;            /* the error let_error's fn sees (set before it is called) */
     exi_store args;          /* the datums fn sees */
     exi_store result;        /* the inner sender's values, kept once its operation is freed */
     ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
+    const char *name;        /* the stage's (messages only) */
 } let_op;
 
 /* A builder's fixed messages, each the fallback of its named or

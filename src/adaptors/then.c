@@ -33,8 +33,8 @@ typedef struct then_op {
     bool check_in;  /* fn declared its input: check the values as they come */
     union { ex_then_fn value; ex_upon_error_fn error; ex_upon_stopped_fn stopped; } fn;
     void *ctx;
-    const char *name;
     ex_sig in, out;
+    const char *name;  /* the stage's (messages only): last, after the fields every run reads */
 } then_op;
 
 /* A builder's fixed messages, each the fallback of its named or

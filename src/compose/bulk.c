@@ -48,7 +48,6 @@ typedef struct bulk_op {
     uint8_t builder;         /* bulk_builder (messages only) */
     bulk_fn fn;
     void *ctx;
-    const char *name;        /* the stage's (messages only) */
     size_t shape, grain;
     ex_scheduler sched;      /* resource with a bulk hook, or vt == NULL */
     /* parallel execution */
@@ -58,6 +57,7 @@ typedef struct bulk_op {
     uint32_t failed;         /* first error recorded (0/1) */
     uint32_t skipped;        /* a chunk was skipped because of a stop request */
     ex_error err;
+    const char *name;        /* the stage's (messages only) */
 } bulk_op;
 
 static inline __attribute__((always_inline)) ex_error run_range(bulk_op *o, size_t begin, size_t end, const ex_value *v, size_t n) {
