@@ -43,7 +43,18 @@
  * Forward progress between indices is parallel, not concurrent (P2300):
  * indices may run one after another on one agent, so an index must never
  * wait for another index to run (a barrier between indices may wait for
- * ever). */
+ * ever).
+ *
+ * Names in messages: as for ex_then (then.h), every error these builders
+ * make begins with the stage, e.g. "ex_bulk(scale_rows): NULL input
+ * sender", "ex_bulk_chunked(fill): the function failed" (an error f
+ * returned without a message) or "ex_bulk(scale_rows): out of memory
+ * copying tuple values".  The _named forms take the name (static text, not
+ * copied: it must outlive the sender and its operations; NULL: none; cut
+ * at 48 characters); in C the plain names are macros that pass the fn
+ * argument's spelling.  C++ has no macros: call the _named forms for
+ * names.  f takes whatever values the child sends (its values are given
+ * as they are), so no signature of the child can be refused. */
 #ifndef CEXEC_BULK_H
 #define CEXEC_BULK_H
 
@@ -65,16 +76,34 @@ typedef ex_error (*ex_bulk_chunk_fn)(void *ctx, size_t begin, size_t end, const 
  * how it runs).  Takes child; NULL child or fn: an invalid sender. */
 ex_sender *ex_bulk(ex_sender *child, size_t shape, ex_bulk_fn fn, void *ctx);
 
+/* ex_bulk whose messages name the stage "ex_bulk(name)". */
+ex_sender *ex_bulk_named(ex_sender *child, size_t shape, ex_bulk_fn fn, void *ctx, const char *name);
+
 /* With a chunk size (grain, >= 1) for parallel execution; 0 lets the
  * resource choose (about 8 chunks per worker on a pool). */
 ex_sender *ex_bulk_grain(ex_sender *child, size_t shape, size_t grain, ex_bulk_fn fn, void *ctx);
+
+/* ex_bulk_grain whose messages name the stage "ex_bulk_grain(name)". */
+ex_sender *ex_bulk_grain_named(ex_sender *child, size_t shape, size_t grain, ex_bulk_fn fn, void *ctx, const char *name);
 
 /* bulk_chunked: fn(ctx, begin, end, values...) over chunks that cover
  * [0, shape) once, grain as for ex_bulk_grain (0: the resource's choice;
  * the sequential loop makes one chunk). */
 ex_sender *ex_bulk_chunked(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx);
 
+/* ex_bulk_chunked whose messages name the stage "ex_bulk_chunked(name)". */
+ex_sender *ex_bulk_chunked_named(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx,
+                                 const char *name);
+
 #ifdef __cplusplus
 }
+#endif
+
+/* In C, the plain names are macros over the _named forms that name the
+ * stage after the fn argument's spelling (C++: none, see above). */
+#ifndef __cplusplus
+#define ex_bulk(child, shape, fn, ctx) ex_bulk_named((child), (shape), (fn), (ctx), #fn)
+#define ex_bulk_grain(child, shape, grain, fn, ctx) ex_bulk_grain_named((child), (shape), (grain), (fn), (ctx), #fn)
+#define ex_bulk_chunked(child, shape, grain, fn, ctx) ex_bulk_chunked_named((child), (shape), (grain), (fn), (ctx), #fn)
 #endif
 #endif

@@ -29,7 +29,16 @@
  * recursive function, the recursion then uses stack per level (about
  * 0.2 KiB optimised, 0.8 KiB under ASan).  A schedule on a run loop or a
  * pool in each level keeps the start flat (sender.h, "Depth of sender
- * chains"). */
+ * chains").
+ *
+ * Names in messages: as for ex_then (then.h), every error these builders
+ * make begins with the stage, e.g. "ex_let_value(make_reply): the input
+ * sender sends (str); the function takes (int)" or "ex_let_error(retry):
+ * the function returned NULL".  The _named forms take the name (static
+ * text, not copied: it must outlive the sender and its operations; NULL:
+ * none; cut at 48 characters); in C the plain names are macros that pass
+ * the fn argument's spelling.  C++ has no macros: call the _named forms
+ * for names. */
 #ifndef CEXEC_LET_H
 #define CEXEC_LET_H
 
@@ -43,8 +52,12 @@ typedef ex_sender *(*ex_let_value_fn)(void *ctx, const ex_value *in, size_t n);
 typedef ex_sender *(*ex_let_error_fn)(void *ctx, ex_error err);
 typedef ex_sender *(*ex_let_stopped_fn)(void *ctx);
 
-/* `in` as for ex_then: the signature fn accepts (EX_SIG_VARIADIC: any). */
+/* `in` as for ex_then: the signature fn accepts (EX_SIG_VARIADIC: any).
+ * (C: a macro naming the stage, see above.) */
 ex_sender *ex_let_value(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in);
+
+/* ex_let_value whose messages name the stage "ex_let_value(name)". */
+ex_sender *ex_let_value_named(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in, const char *name);
 
 /* ex_let_value whose fn lends the sender it returns instead of handing
  * over a new reference: cexec connects it and neither retains nor
@@ -59,10 +72,31 @@ ex_sender *ex_let_value(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig 
  * recursion's senders: without them fib(30) on two workers ran twice as
  * fast). */
 ex_sender *ex_let_value_borrowed(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in);
+
+/* ex_let_value_borrowed whose messages name the stage
+ * "ex_let_value_borrowed(name)". */
+ex_sender *ex_let_value_borrowed_named(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in, const char *name);
+
+/* let_error and let_stopped: fn(err) / fn() when the child completes on
+ * that channel.  (C: macros naming the stage, see above.) */
 ex_sender *ex_let_error(ex_sender *child, ex_let_error_fn fn, void *ctx);
 ex_sender *ex_let_stopped(ex_sender *child, ex_let_stopped_fn fn, void *ctx);
 
+/* The same, with messages that name the stage "ex_let_error(name)" /
+ * "ex_let_stopped(name)". */
+ex_sender *ex_let_error_named(ex_sender *child, ex_let_error_fn fn, void *ctx, const char *name);
+ex_sender *ex_let_stopped_named(ex_sender *child, ex_let_stopped_fn fn, void *ctx, const char *name);
+
 #ifdef __cplusplus
 }
+#endif
+
+/* In C, the plain names are macros over the _named forms that name the
+ * stage after the fn argument's spelling (C++: none, see above). */
+#ifndef __cplusplus
+#define ex_let_value(child, fn, ctx, in) ex_let_value_named((child), (fn), (ctx), (in), #fn)
+#define ex_let_value_borrowed(child, fn, ctx, in) ex_let_value_borrowed_named((child), (fn), (ctx), (in), #fn)
+#define ex_let_error(child, fn, ctx) ex_let_error_named((child), (fn), (ctx), #fn)
+#define ex_let_stopped(child, fn, ctx) ex_let_stopped_named((child), (fn), (ctx), #fn)
 #endif
 #endif

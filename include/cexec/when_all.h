@@ -34,7 +34,11 @@ extern "C" {
  * one value signature, and the total number of values at most EX_MAX_ARITY;
  * otherwise (or with n == 0, a NULL child or a NULL array) an invalid sender
  * (EX_EINVAL).  Children whose signatures are only known at run time are
- * checked when they complete. */
+ * checked when they complete.  Messages name the child by its index in
+ * the array, from 0, and what it sends: "ex_when_all: child 2 sends (int,
+ * int) and (double); a when_all child may send at most one value
+ * signature ...", "ex_when_all: the children send 10 values in all; at
+ * most EX_MAX_ARITY (8) fit (child 2 takes the count from 6 to 9)". */
 ex_sender *ex_when_all_n(ex_sender *const *children, size_t n);
 
 /* ex_when_all(a, b, ...) */

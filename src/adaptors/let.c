@@ -4,12 +4,17 @@
  * The child's datums are kept in the operation state (tuple contents in a
  * block from the environment's allocator) until the operation is
  * destroyed, which is after the sender returned by fn completed.  That
- * sender's operation is allocated from the same allocator. */
+ * sender's operation is allocated from the same allocator.
+ *
+ * Every message names the stage, "ex_let_value(name): ..." (let.h); the
+ * name is one pointer in the sender and the operation, read only to make a
+ * message. */
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
 #include "adaptors/exi_just.h"
 #include "core/exi_env.h"
+#include "core/exi_error_text.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -34,6 +39,7 @@ typedef struct let_sender {
     const ex_value *just_v;
     let_fn fn;
     void *ctx;
+    const char *name;        /* the stage's, for messages; NULL: none */
     ex_sig in;
 } let_sender;
 
@@ -61,9 +67,31 @@ typedef struct let_op {
     exi_store args;          /* the datums fn sees */
     exi_store result;        /* the inner sender's values, kept once its operation is freed */
     ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
+    const char *name;        /* the stage's (messages only) */
 } let_op;
 
-static const char *const names[] = { "ex_let_value", "ex_let_error", "ex_let_stopped" };
+/* A builder's fixed messages, each the fallback of its named or
+ * formatted form (exi_error_text.h). */
+typedef struct let_texts {
+    const char *stage, *null_child, *null_fn, *in_sig, *in_values, *returned_null, *no_memory;
+} let_texts;
+
+#define LET_TEXTS(stage)                                                                                   \
+    { stage, stage ": NULL input sender", stage ": NULL function",                                        \
+      stage ": the input sender's value signature does not match the function's input signature",         \
+      stage ": the child's values do not match the function's input signature",                          \
+      stage ": the function returned NULL", stage ": out of memory for the operation of the function's sender" }
+
+/* By kind; ex_let_value_borrowed last. */
+static const let_texts texts[] = { LET_TEXTS("ex_let_value"), LET_TEXTS("ex_let_error"), LET_TEXTS("ex_let_stopped"),
+                                   LET_TEXTS("ex_let_value_borrowed") };
+
+static const let_texts *texts_of(let_kind kind, bool borrowed) { return &texts[borrowed ? 3 : kind]; }
+
+/* An error cexec makes for the stage (storing values), named. */
+static ex_error stage_error(const let_op *o, ex_error e) {
+    return exi_stage_error(texts_of(o->kind, o->borrowed)->stage, o->name, e);
+}
 
 /* The environment's allocator, looked up at the first need: a let whose
  * function lends a just (a recursion's leaf) allocates nothing. */
@@ -94,7 +122,7 @@ static void r2_set_value(void *self, const ex_value *v, size_t n) {
          * lent just's are flat, and need none) */
         ex_error e = exi_store_set(&o->result, v, n, o->alloc);
         if (o->inner) free_inner(o);
-        if (e.code) { ex_set_error(o->r, e); return; }
+        if (e.code) { ex_set_error(o->r, stage_error(o, e)); return; }
         if (o->r.vt->set_value != r2_set_value) { ex_set_value(o->r, o->result.v, o->result.n); return; }
         v = o->result.v;
         n = o->result.n;
@@ -136,15 +164,13 @@ static inline void release_returned(const let_op *o, ex_sender *s2) {
  * unless fn lent it). */
 static void run_inner(let_op *o, ex_sender *s2) {
     if (!s2) {
-        static const char *const msgs[] = { "ex_let_value: the function returned NULL",
-            "ex_let_error: the function returned NULL", "ex_let_stopped: the function returned NULL" };
-        ex_set_error(o->r, ex_err(EX_EINVAL, msgs[o->kind]));
+        ex_set_error(o->r, ex_err(EX_EINVAL, exi_stage_fixed(texts_of(o->kind, o->borrowed)->returned_null, o->name)));
         return;
     }
     ex_error e;
-    if (o->r.vt->accepts && (e = exi_check_accepts(s2, o->r, names[o->kind])).code) {
+    if (o->r.vt->accepts && (e = exi_check_accepts(s2, o->r, texts_of(o->kind, o->borrowed)->stage)).code) {
         release_returned(o, s2);
-        ex_set_error(o->r, e);
+        ex_set_error(o->r, stage_error(o, e));
         return;
     }
     /* A lent just without tuples would only send its values when
@@ -161,7 +187,7 @@ static void run_inner(let_op *o, ex_sender *s2) {
     void *block = ex_allocate(a, s2->op_size, s2->op_align);
     if (!block) {
         release_returned(o, s2);
-        ex_set_error(o->r, ex_err(EX_ENOMEM, "ex_let_*: out of memory for the operation of the function's sender"));
+        ex_set_error(o->r, ex_err(EX_ENOMEM, exi_stage_fixed(texts_of(o->kind, o->borrowed)->no_memory, o->name)));
         return;
     }
     ex_receiver r2 = { &r2_vt, o };
@@ -184,7 +210,8 @@ static void run_inner(let_op *o, ex_sender *s2) {
 
 static bool values_match(let_op *o, const ex_value *v, size_t n) {
     if (exi_sig_matches(&o->in, v, n)) return true;
-    ex_set_error(o->r, ex_err(EX_EINVAL, "ex_let_value: the child's values do not match the function's input signature"));
+    const let_texts *t = texts_of(o->kind, o->borrowed);
+    ex_set_error(o->r, ex_err(EX_EINVAL, exi_stage_values_mismatch(t->stage, o->name, t->in_values, v, n, &o->in)));
     return false;
 }
 
@@ -193,7 +220,7 @@ static void let_set_value(void *self, const ex_value *v, size_t n) {
     if (o->kind != LET_VALUE) { ex_set_value(o->r, v, n); return; }
     if (!values_match(o, v, n)) return;
     ex_error e = exi_store_set(&o->args, v, n, let_alloc(o));
-    if (e.code) { ex_set_error(o->r, e); return; }
+    if (e.code) { ex_set_error(o->r, stage_error(o, e)); return; }
     run_inner(o, o->fn.value(o->ctx, o->args.v, o->args.n));
 }
 
@@ -260,6 +287,7 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->kind = ls->kind;
     o->fn = ls->fn;
     o->ctx = ls->ctx;
+    o->name = ls->name;
     o->in = ls->in;
     o->borrowed = ls->borrowed;
     o->inner = NULL;
@@ -292,14 +320,14 @@ static const ex_sender_vtable let_vts[] = {
 static const ex_sender_vtable let_value_borrowed_vt = { "ex_let_value_borrowed", let_connect, NULL, let_destroy };
 
 static ex_sender *make_let(let_kind kind, bool borrowed, ex_sender *child, let_fn fn, bool fn_null, void *ctx,
-                           ex_sig in) {
-    static const char *const null_msgs[] = {
-        "ex_let_value: NULL input sender", "ex_let_error: NULL input sender", "ex_let_stopped: NULL input sender" };
-    static const char *const fn_msgs[] = {
-        "ex_let_value: NULL function", "ex_let_error: NULL function", "ex_let_stopped: NULL function" };
-    ex_error e = ex_check_input(child, null_msgs[kind]);
-    if (e.code) return exi_reject1(e.code, e.msg, child);
-    if (fn_null) return exi_reject1(EX_EINVAL, fn_msgs[kind], child);
+                           ex_sig in, const char *name) {
+    const let_texts *t = texts_of(kind, borrowed);
+    ex_error e = ex_check_input(child, t->null_child);
+    if (e.code) {
+        if (!child) return exi_reject1(EX_EINVAL, exi_stage_fixed(t->null_child, name), child);
+        return exi_reject1(e.code, e.msg, child);  /* the child's own error */
+    }
+    if (fn_null) return exi_reject1(EX_EINVAL, exi_stage_fixed(t->null_fn, name), child);
 
     const ex_sigs *cs = &child->sigs;
     ex_sigs sigs = *cs;
@@ -307,7 +335,7 @@ static ex_sender *make_let(let_kind kind, bool borrowed, ex_sender *child, let_f
     if (kind == LET_VALUE) {
         for (unsigned i = 0; i < cs->nvalues; i++)
             if (!ex_sig_compatible(&in, &cs->values[i]))
-                return exi_reject1(EX_EINVAL, "ex_let_value: the input sender's value signature does not match the function's input signature", child);
+                return exi_reject1(EX_EINVAL, exi_stage_sig_mismatch(t->stage, name, t->in_sig, &cs->values[i], &in), child);
         calls = cs->nvalues > 0 || (cs->flags & EX_SIGS_DYNAMIC);
         sigs.nvalues = 0;
         sigs.flags &= (uint8_t)~EX_SIGS_DYNAMIC;
@@ -332,28 +360,47 @@ static ex_sender *make_let(let_kind kind, bool borrowed, ex_sender *child, let_f
     ls->just_matches = ls->just_child && exi_sig_matches(&in, ls->just_v, ls->just_n);
     ls->fn = fn;
     ls->ctx = ctx;
+    ls->name = name;
     ls->in = in;
     s->sigs = sigs;
     exi_layout_one_child(s, sizeof(let_op), alignof(let_op), child);
     return s;
 }
 
-ex_sender *ex_let_value(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in) {
+/* (The plain names are macros in C, let.h: parenthesised, they name the
+ * functions.) */
+ex_sender *ex_let_value_named(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in, const char *name) {
     let_fn f = { .value = fn };
-    return make_let(LET_VALUE, false, child, f, fn == NULL, ctx, in);
+    return make_let(LET_VALUE, false, child, f, fn == NULL, ctx, in, name);
 }
 
-ex_sender *ex_let_value_borrowed(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in) {
-    let_fn f = { .value = fn };
-    return make_let(LET_VALUE, true, child, f, fn == NULL, ctx, in);
+ex_sender *(ex_let_value)(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in) {
+    return ex_let_value_named(child, fn, ctx, in, NULL);
 }
 
-ex_sender *ex_let_error(ex_sender *child, ex_let_error_fn fn, void *ctx) {
+ex_sender *ex_let_value_borrowed_named(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in, const char *name) {
+    let_fn f = { .value = fn };
+    return make_let(LET_VALUE, true, child, f, fn == NULL, ctx, in, name);
+}
+
+ex_sender *(ex_let_value_borrowed)(ex_sender *child, ex_let_value_fn fn, void *ctx, ex_sig in) {
+    return ex_let_value_borrowed_named(child, fn, ctx, in, NULL);
+}
+
+ex_sender *ex_let_error_named(ex_sender *child, ex_let_error_fn fn, void *ctx, const char *name) {
     let_fn f = { .error = fn };
-    return make_let(LET_ERROR, false, child, f, fn == NULL, ctx, EX_SIG_VARIADIC);
+    return make_let(LET_ERROR, false, child, f, fn == NULL, ctx, EX_SIG_VARIADIC, name);
 }
 
-ex_sender *ex_let_stopped(ex_sender *child, ex_let_stopped_fn fn, void *ctx) {
+ex_sender *(ex_let_error)(ex_sender *child, ex_let_error_fn fn, void *ctx) {
+    return ex_let_error_named(child, fn, ctx, NULL);
+}
+
+ex_sender *ex_let_stopped_named(ex_sender *child, ex_let_stopped_fn fn, void *ctx, const char *name) {
     let_fn f = { .stopped = fn };
-    return make_let(LET_STOPPED, false, child, f, fn == NULL, ctx, EX_SIG_VARIADIC);
+    return make_let(LET_STOPPED, false, child, f, fn == NULL, ctx, EX_SIG_VARIADIC, name);
+}
+
+ex_sender *(ex_let_stopped)(ex_sender *child, ex_let_stopped_fn fn, void *ctx) {
+    return ex_let_stopped_named(child, fn, ctx, NULL);
 }

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* then.c - then, upon_error, upon_stopped ([exec.then]). */
+/* then.c - then, upon_error, upon_stopped ([exec.then]).
+ *
+ * Every message names the stage, "ex_then(name): ..." (then.h); the name
+ * is one pointer in the sender and the operation, read only to make a
+ * message. */
 #include <string.h>
 
 #include <stdalign.h>
@@ -17,6 +21,7 @@ typedef struct then_sender {
     then_kind kind;
     union { ex_then_fn value; ex_upon_error_fn error; ex_upon_stopped_fn stopped; } fn;
     void *ctx;
+    const char *name;  /* the stage's, for messages; NULL: none */
     ex_sig in, out;
 } then_sender;
 
@@ -29,37 +34,39 @@ typedef struct then_op {
     union { ex_then_fn value; ex_upon_error_fn error; ex_upon_stopped_fn stopped; } fn;
     void *ctx;
     ex_sig in, out;
+    const char *name;  /* the stage's (messages only): last, after the fields every run reads */
 } then_op;
 
-static const char *const names[] = { "ex_then", "ex_upon_error", "ex_upon_stopped" };
+/* A builder's fixed messages, each the fallback of its named or
+ * formatted form (exi_error_text.h). */
+typedef struct then_texts {
+    const char *stage, *null_child, *null_fn, *out_arity, *in_sig, *in_values, *failed, *too_many, *results;
+} then_texts;
 
-/* "ex_then: the input sender sends (int, str); the function takes (int)",
- * or the fixed text if that cannot be kept (exi_error_text). */
-static const char *sig_mismatch(const ex_sig *sends, const ex_sig *takes) {
-    char a[96], b[96];
-    exi_sig_text(sends, a, sizeof a);
-    exi_sig_text(takes, b, sizeof b);
-    const char *t = exi_error_text("ex_then: the input sender sends %s; the function takes %s", a, b);
-    return t ? t : "ex_then: the input sender's value signature does not match the function's input signature";
-}
+#define THEN_TEXTS(stage)                                                                                   \
+    { stage, stage ": NULL input sender", stage ": NULL function",                                         \
+      stage ": the output signature must have at most EX_MAX_ARITY values",                                \
+      stage ": the input sender's value signature does not match the function's input signature",          \
+      stage ": the child's values do not match the function's input signature",                           \
+      stage ": the function failed", stage ": the function wrote more results than its declared output signature has", \
+      stage ": the function's results do not match its declared output signature" }
 
-/* The same for values that arrived (a child whose signature was only
- * known at run time). */
-static const char *values_mismatch(const ex_value *v, size_t n, const ex_sig *takes) {
-    char a[96], b[96];
-    exi_values_text(v, n, a, sizeof a);
-    exi_sig_text(takes, b, sizeof b);
-    const char *t = exi_error_text("ex_then: the child sent %s; the function takes %s", a, b);
-    return t ? t : "ex_then: the child's values do not match the function's input signature";
-}
+static const then_texts texts[] = { THEN_TEXTS("ex_then"), THEN_TEXTS("ex_upon_error"), THEN_TEXTS("ex_upon_stopped") };
 
 /* The function's results against its declared output. */
-static const char *results_mismatch(then_kind kind, const ex_value *v, const ex_sig *out) {
-    char a[96], b[96];
-    exi_values_text(v, out->arity, a, sizeof a);
-    exi_sig_text(out, b, sizeof b);
-    const char *t = exi_error_text("%s: the function's results %s do not match its declared output %s", names[kind], a, b);
-    return t ? t : "ex_then/upon_*: the function's results do not match its declared output signature";
+static const char *results_mismatch(const then_op *o, const ex_value *v) {
+    char a[EXI_SIG_TEXT_SIZE], b[EXI_SIG_TEXT_SIZE];
+    exi_values_text(v, o->out.arity, a, sizeof a);
+    exi_sig_text(&o->out, b, sizeof b);
+    const then_texts *t = &texts[o->kind];
+    return exi_stage_text(t->stage, o->name, t->results, "the function's results %s do not match its declared output %s", a, b);
+}
+
+static const char *too_many_results(const then_op *o) {
+    char b[EXI_SIG_TEXT_SIZE];
+    exi_sig_text(&o->out, b, sizeof b);
+    const then_texts *t = &texts[o->kind];
+    return exi_stage_text(t->stage, o->name, t->too_many, "the function wrote more results than its declared output %s has", b);
 }
 
 /* Not a type: marks the slot after the declared results, so a function
@@ -85,12 +92,12 @@ static void clear_out(ex_value *out, unsigned n) {
 static void finish_call(then_op *o, const ex_error *fe, ex_value *out) {
     if (fe->code) {
         ex_error e = *fe;
-        if (!e.msg) e.msg = names[o->kind];
+        if (!e.msg) e.msg = exi_stage_fixed(texts[o->kind].failed, o->name);
         ex_set_error(o->r, e);
     } else if (o->out.arity < EX_MAX_ARITY && out[o->out.arity].type != OUT_GUARD) {
-        ex_set_error(o->r, ex_err(EX_EINVAL, "ex_then/upon_*: the function wrote more results than its declared output signature has"));
+        ex_set_error(o->r, ex_err(EX_EINVAL, too_many_results(o)));
     } else if (!exi_sig_matches(&o->out, out, o->out.arity)) {
-        ex_set_error(o->r, ex_err(EX_EINVAL, results_mismatch(o->kind, out, &o->out)));
+        ex_set_error(o->r, ex_err(EX_EINVAL, results_mismatch(o, out)));
     } else {
         ex_set_value(o->r, out, o->out.arity);
     }
@@ -100,7 +107,8 @@ static void then_set_value(void *self, const ex_value *v, size_t n) {
     then_op *o = self;
     if (o->kind != THEN_VALUE) { ex_set_value(o->r, v, n); return; }
     if (o->check_in && !exi_sig_matches(&o->in, v, n)) {
-        ex_set_error(o->r, ex_err(EX_EINVAL, values_mismatch(v, n, &o->in)));
+        ex_set_error(o->r, ex_err(EX_EINVAL, exi_stage_values_mismatch("ex_then", o->name, texts[THEN_VALUE].in_values,
+                                                                       v, n, &o->in)));
         return;
     }
     ex_value out[EX_MAX_ARITY];
@@ -143,6 +151,7 @@ static ex_error then_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->kind = ts->kind;
     memcpy(&o->fn, &ts->fn, sizeof o->fn);
     o->ctx = ts->ctx;
+    o->name = ts->name;
     o->in = ts->in;
     o->out = ts->out;
     o->check_in = ts->in.arity != 0xff;
@@ -163,16 +172,24 @@ static const ex_sender_vtable then_vts[] = {
     { "ex_upon_stopped", then_connect, then_attrs, then_destroy },
 };
 
-static ex_sender *make_then(then_kind kind, ex_sender *child, void *fn, void *ctx, ex_sig in, ex_sig out) {
-    static const char *const null_msgs[] = {
-        "ex_then: NULL input sender", "ex_upon_error: NULL input sender", "ex_upon_stopped: NULL input sender" };
-    static const char *const fn_msgs[] = {
-        "ex_then: NULL function", "ex_upon_error: NULL function", "ex_upon_stopped: NULL function" };
-    ex_error e = ex_check_input(child, null_msgs[kind]);
-    if (e.code) return exi_reject1(e.code, e.msg, child);
-    if (!fn) return exi_reject1(EX_EINVAL, fn_msgs[kind], child);
+/* The invalid sender for a bad argument: the fixed text, named. */
+static ex_sender *reject(const char *fixed, const char *name, ex_sender *child) {
+    return exi_reject1(EX_EINVAL, exi_stage_fixed(fixed, name), child);
+}
+
+static ex_sender *make_then(then_kind kind, ex_sender *child, void *fn, void *ctx, ex_sig in, ex_sig out,
+                            const char *name) {
+    const then_texts *t = &texts[kind];
+    ex_error e = ex_check_input(child, t->null_child);
+    if (e.code) {
+        if (!child) return reject(t->null_child, name, child);
+        return exi_reject1(e.code, e.msg, child);  /* the child's own error */
+    }
+    if (!fn) return reject(t->null_fn, name, child);
     if (out.arity > EX_MAX_ARITY)
-        return exi_reject1(EX_EINVAL, "ex_then/upon_*: the output signature must have at most EX_MAX_ARITY values", child);
+        return exi_reject1(EX_EINVAL, exi_stage_text(t->stage, name, t->out_arity,
+                                                     "the output signature has %u values; at most EX_MAX_ARITY (%d) fit",
+                                                     (unsigned)out.arity, EX_MAX_ARITY), child);
 
     const ex_sigs *cs = &child->sigs;
     ex_sigs sigs = ex_sigs_none();
@@ -180,7 +197,7 @@ static ex_sender *make_then(then_kind kind, ex_sender *child, void *fn, void *ct
     if (kind == THEN_VALUE) {
         for (unsigned i = 0; i < cs->nvalues; i++)
             if (!ex_sig_compatible(&in, &cs->values[i]))
-                return exi_reject1(EX_EINVAL, sig_mismatch(&cs->values[i], &in), child);
+                return exi_reject1(EX_EINVAL, exi_stage_sig_mismatch(t->stage, name, t->in_sig, &cs->values[i], &in), child);
         calls = cs->nvalues > 0 || (cs->flags & EX_SIGS_DYNAMIC);
         sigs.flags = (uint8_t)(cs->flags & (EX_SIGS_ERROR | EX_SIGS_STOPPED));
     } else {
@@ -205,6 +222,7 @@ static ex_sender *make_then(then_kind kind, ex_sender *child, void *fn, void *ct
     ts->kind = kind;
     memcpy(&ts->fn, &fn, sizeof(void *));
     ts->ctx = ctx;
+    ts->name = name;
     ts->in = in;
     ts->out = out;
     s->sigs = sigs;
@@ -212,20 +230,34 @@ static ex_sender *make_then(then_kind kind, ex_sender *child, void *fn, void *ct
     return s;
 }
 
-ex_sender *ex_then(ex_sender *child, ex_then_fn fn, void *ctx, ex_sig in, ex_sig out) {
+/* (The plain names are macros in C, then.h: parenthesised, they name the
+ * functions.) */
+ex_sender *ex_then_named(ex_sender *child, ex_then_fn fn, void *ctx, ex_sig in, ex_sig out, const char *name) {
     void *f;
     memcpy(&f, &fn, sizeof f);
-    return make_then(THEN_VALUE, child, f, ctx, in, out);
+    return make_then(THEN_VALUE, child, f, ctx, in, out, name);
 }
 
-ex_sender *ex_upon_error(ex_sender *child, ex_upon_error_fn fn, void *ctx, ex_sig out) {
-    void *f;
-    memcpy(&f, &fn, sizeof f);
-    return make_then(THEN_ERROR, child, f, ctx, EX_SIG_VARIADIC, out);
+ex_sender *(ex_then)(ex_sender *child, ex_then_fn fn, void *ctx, ex_sig in, ex_sig out) {
+    return ex_then_named(child, fn, ctx, in, out, NULL);
 }
 
-ex_sender *ex_upon_stopped(ex_sender *child, ex_upon_stopped_fn fn, void *ctx, ex_sig out) {
+ex_sender *ex_upon_error_named(ex_sender *child, ex_upon_error_fn fn, void *ctx, ex_sig out, const char *name) {
     void *f;
     memcpy(&f, &fn, sizeof f);
-    return make_then(THEN_STOPPED, child, f, ctx, EX_SIG_VARIADIC, out);
+    return make_then(THEN_ERROR, child, f, ctx, EX_SIG_VARIADIC, out, name);
+}
+
+ex_sender *(ex_upon_error)(ex_sender *child, ex_upon_error_fn fn, void *ctx, ex_sig out) {
+    return ex_upon_error_named(child, fn, ctx, out, NULL);
+}
+
+ex_sender *ex_upon_stopped_named(ex_sender *child, ex_upon_stopped_fn fn, void *ctx, ex_sig out, const char *name) {
+    void *f;
+    memcpy(&f, &fn, sizeof f);
+    return make_then(THEN_STOPPED, child, f, ctx, EX_SIG_VARIADIC, out, name);
+}
+
+ex_sender *(ex_upon_stopped)(ex_sender *child, ex_upon_stopped_fn fn, void *ctx, ex_sig out) {
+    return ex_upon_stopped_named(child, fn, ctx, out, NULL);
 }

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* bulk.c - [exec.bulk]: the sequential default and the generic side of a
- * resource's parallel bulk (ex_bulk_job). */
+ * resource's parallel bulk (ex_bulk_job).
+ *
+ * Every message names the stage, "ex_bulk(name): ..." (bulk.h); the name
+ * is one pointer in the sender and the operation, read only to make a
+ * message. */
 #include <string.h>
 
 #include <stdalign.h>
@@ -9,18 +13,31 @@
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
 #include "core/exi_error.h"
+#include "core/exi_error_text.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
 typedef union bulk_fn { ex_bulk_fn one; ex_bulk_chunk_fn chunk; } bulk_fn;
+
+/* The builder, for messages. */
+typedef enum bulk_builder { BULK, BULK_GRAIN, BULK_CHUNKED } bulk_builder;
+
+/* A builder's fixed messages, each the fallback of its named form. */
+typedef struct bulk_texts { const char *stage, *null_child, *null_fn, *failed; } bulk_texts;
+
+#define BULK_TEXTS(stage) { stage, stage ": NULL input sender", stage ": NULL function", stage ": the function failed" }
+
+static const bulk_texts texts[] = { BULK_TEXTS("ex_bulk"), BULK_TEXTS("ex_bulk_grain"), BULK_TEXTS("ex_bulk_chunked") };
 
 typedef struct bulk_sender {
     ex_sender base;
     ex_sender *child;
     size_t shape, grain;
     bool chunked;
+    uint8_t builder;           /* bulk_builder */
     bulk_fn fn;
     void *ctx;
+    const char *name;          /* the stage's, for messages; NULL: none */
     ex_scheduler child_sched;  /* the child's value completion scheduler if it customises bulk, else vt == NULL */
 } bulk_sender;
 
@@ -29,6 +46,7 @@ typedef struct bulk_op {
     ex_receiver r;
     ex_operation *child;
     bool chunked;
+    uint8_t builder;         /* bulk_builder (messages only) */
     bulk_fn fn;
     void *ctx;
     size_t shape, grain;
@@ -40,6 +58,7 @@ typedef struct bulk_op {
     uint32_t failed;         /* first error recorded (0/1) */
     uint32_t skipped;        /* a chunk was skipped because of a stop request */
     ex_error err;
+    const char *name;        /* the stage's (messages only) */
 } bulk_op;
 
 static inline __attribute__((always_inline)) ex_error run_range(bulk_op *o, size_t begin, size_t end, const ex_value *v, size_t n) {
@@ -49,6 +68,12 @@ static inline __attribute__((always_inline)) ex_error run_range(bulk_op *o, size
         if (e.code) return e;
     }
     return ex_ok();
+}
+
+/* The error of a function that gave no message: the stage's. */
+static ex_error with_message(const bulk_op *o, ex_error e) {
+    if (!e.msg) e.msg = exi_stage_fixed(texts[o->builder].failed, o->name);
+    return e;
 }
 
 /* ----------------------------------------------------------- ex_bulk_job */
@@ -67,9 +92,8 @@ static bool job_run(ex_bulk_job *job, size_t begin, size_t end) {
     ex_error e = run_range(o, begin, end, o->values.v, o->values.n);
     if (e.code) {
         uint32_t expected = 0;
-        if (!e.msg) e.msg = "ex_bulk: the function failed";
-        if (exi_cas_u32(&o->failed, &expected, 1)) o->err = e;  /* the first error is the result */
-        else exi_error_drop(e);
+        if (exi_cas_u32(&o->failed, &expected, 1)) o->err = with_message(o, e);  /* the first is the result (only it is named) */
+        else exi_error_drop(e);  /* given to us (cexec/error.h) and dropped */
         return false;
     }
     return true;
@@ -110,8 +134,7 @@ static void b_set_value(void *self, const ex_value *v, size_t n) {
         /* [exec.bulk]: the sequential loop on the completing agent. */
         ex_error e = o->shape ? run_range(o, 0, o->shape, v, n) : ex_ok();
         if (e.code) {
-            if (!e.msg) e.msg = "ex_bulk: the function failed";
-            ex_set_error(o->r, e);
+            ex_set_error(o->r, with_message(o, e));
         } else {
             ex_set_value(o->r, v, n);
         }
@@ -120,7 +143,7 @@ static void b_set_value(void *self, const ex_value *v, size_t n) {
     /* Flat values are copied as they are: the allocator is for tuples. */
     ex_error e = exi_store_set(&o->values, v, n, exi_values_flat(v, n) ? NULL : op_allocator(o));
     if (e.code) {
-        ex_set_error(o->r, e);
+        ex_set_error(o->r, exi_stage_error(texts[o->builder].stage, o->name, e));
         return;
     }
     o->failed = 0;
@@ -176,8 +199,10 @@ static ex_error b_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->base.vt = &b_op_vt;
     o->r = r;
     o->chunked = bs->chunked;
+    o->builder = bs->builder;
     o->fn = bs->fn;
     o->ctx = bs->ctx;
+    o->name = bs->name;
     o->shape = bs->shape;
     o->grain = bs->grain;
     o->sched = bulk_resource(bs, r);
@@ -193,19 +218,26 @@ static void b_destroy(ex_sender *s) { ex_sender_release(((bulk_sender *)s)->chil
 
 static const ex_sender_vtable bulk_vt = { "ex_bulk", b_connect, b_attrs, b_destroy };
 
-static ex_sender *make_bulk(ex_sender *child, size_t shape, size_t grain, bool chunked, void *fn, void *ctx) {
-    ex_error e = ex_check_input(child, "ex_bulk: NULL input sender");
-    if (e.code) return exi_reject1(e.code, e.msg, child);
-    if (!fn) return exi_reject1(EX_EINVAL, "ex_bulk: NULL function", child);
+static ex_sender *make_bulk(bulk_builder builder, ex_sender *child, size_t shape, size_t grain, void *fn, void *ctx,
+                            const char *name) {
+    const bulk_texts *t = &texts[builder];
+    ex_error e = ex_check_input(child, t->null_child);
+    if (e.code) {
+        if (!child) return exi_reject1(EX_EINVAL, exi_stage_fixed(t->null_child, name), child);
+        return exi_reject1(e.code, e.msg, child);  /* the child's own error */
+    }
+    if (!fn) return exi_reject1(EX_EINVAL, exi_stage_fixed(t->null_fn, name), child);
     ex_sender *s = ex_sender_alloc(&bulk_vt, sizeof(bulk_sender));
     if (!s) return exi_reject1(EX_ENOMEM, NULL, child);
     bulk_sender *bs = (bulk_sender *)s;
     bs->child = child;
     bs->shape = shape;
     bs->grain = grain;
-    bs->chunked = chunked;
+    bs->chunked = builder == BULK_CHUNKED;
+    bs->builder = (uint8_t)builder;
     memcpy(&bs->fn, &fn, sizeof fn);
     bs->ctx = ctx;
+    bs->name = name;
     bs->child_sched = child_bulk_scheduler(child);
     s->sigs = child->sigs;
     if (child->sigs.nvalues || (child->sigs.flags & EX_SIGS_DYNAMIC))
@@ -214,20 +246,35 @@ static ex_sender *make_bulk(ex_sender *child, size_t shape, size_t grain, bool c
     return s;
 }
 
-ex_sender *ex_bulk(ex_sender *child, size_t shape, ex_bulk_fn fn, void *ctx) {
+/* (The plain names are macros in C, bulk.h: parenthesised, they name the
+ * functions.) */
+ex_sender *ex_bulk_named(ex_sender *child, size_t shape, ex_bulk_fn fn, void *ctx, const char *name) {
     void *f;
     memcpy(&f, &fn, sizeof f);
-    return make_bulk(child, shape, 0, false, fn ? f : NULL, ctx);
+    return make_bulk(BULK, child, shape, 0, fn ? f : NULL, ctx, name);
 }
 
-ex_sender *ex_bulk_grain(ex_sender *child, size_t shape, size_t grain, ex_bulk_fn fn, void *ctx) {
-    void *f;
-    memcpy(&f, &fn, sizeof f);
-    return make_bulk(child, shape, grain, false, fn ? f : NULL, ctx);
+ex_sender *(ex_bulk)(ex_sender *child, size_t shape, ex_bulk_fn fn, void *ctx) {
+    return ex_bulk_named(child, shape, fn, ctx, NULL);
 }
 
-ex_sender *ex_bulk_chunked(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx) {
+ex_sender *ex_bulk_grain_named(ex_sender *child, size_t shape, size_t grain, ex_bulk_fn fn, void *ctx, const char *name) {
     void *f;
     memcpy(&f, &fn, sizeof f);
-    return make_bulk(child, shape, grain, true, fn ? f : NULL, ctx);
+    return make_bulk(BULK_GRAIN, child, shape, grain, fn ? f : NULL, ctx, name);
+}
+
+ex_sender *(ex_bulk_grain)(ex_sender *child, size_t shape, size_t grain, ex_bulk_fn fn, void *ctx) {
+    return ex_bulk_grain_named(child, shape, grain, fn, ctx, NULL);
+}
+
+ex_sender *ex_bulk_chunked_named(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx,
+                                 const char *name) {
+    void *f;
+    memcpy(&f, &fn, sizeof f);
+    return make_bulk(BULK_CHUNKED, child, shape, grain, fn ? f : NULL, ctx, name);
+}
+
+ex_sender *(ex_bulk_chunked)(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx) {
+    return ex_bulk_chunked_named(child, shape, grain, fn, ctx, NULL);
 }

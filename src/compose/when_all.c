@@ -15,6 +15,7 @@
 #include "compose/exi_join.h"
 #include "compose/exi_when_all.h"
 #include "core/exi_env.h"
+#include "core/exi_error_text.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 #include "resources/exi_pool.h"
@@ -65,6 +66,59 @@ static const wa_child *child_layout(const when_all_sender *ws) {
 
 static void arrive(when_all_op *o);
 
+/* ---------------------------------------------------------------- messages
+ * (children counted from 0, their index in the array; made only on error
+ * paths, out of line) */
+
+/* Too many values in all, at run time. */
+static __attribute__((noinline, cold)) const char *sent_too_many(const when_all_op *o) {
+    size_t total = 0;
+    for (size_t i = 0; i < o->n; i++) total += o->slots[i].n;
+    const char *t = exi_error_text("ex_when_all: the children sent %zu values in all; at most EX_MAX_ARITY (%d) fit",
+                                   total, EX_MAX_ARITY);
+    return t ? t : "ex_when_all: the children sent more than EX_MAX_ARITY values";
+}
+
+/* A child that sent more than its signature said. */
+static __attribute__((noinline, cold)) const char *child_sent_too_many(const when_all_op *o, const wa_slot *s,
+                                                                      const ex_value *v, size_t n) {
+    char a[EXI_SIG_TEXT_SIZE];
+    exi_values_text(v, n, a, sizeof a);
+    const char *t = exi_error_text("ex_when_all: child %zu sent %zu values %s; its signature allows at most %u",
+                                   (size_t)(s - o->slots), n, a, (unsigned)s->cap);
+    return t ? t : "ex_when_all: a child sent more values than its signature allows";
+}
+
+static __attribute__((noinline, cold)) const char *null_child(size_t i) {
+    const char *t = exi_error_text("ex_when_all: child %zu is a NULL input sender", i);
+    return t ? t : "ex_when_all: NULL input sender";
+}
+
+static __attribute__((noinline, cold)) const char *several_sigs(size_t i, const ex_sigs *cs) {
+    char a[EX_MAX_VALUE_SIGS * (EXI_SIG_TEXT_SIZE + 8)];
+    exi_sigs_text(cs, a, sizeof a);
+    const char *t = exi_error_text("ex_when_all: child %zu sends %s; a when_all child may send at most one value "
+                                   "signature (ex_when_all_with_variant takes several)", i, a);
+    return t ? t : "ex_when_all: a child has more than one value signature; use ex_when_all_with_variant";
+}
+
+/* The children's values add up to more than EX_MAX_ARITY: child i takes
+ * the count from `before` past it.  The total counts the children whose
+ * one value signature is known (the others are checked at run time). */
+static __attribute__((noinline, cold)) const char *too_many_values(ex_sender *const *children, size_t n, size_t i,
+                                                                  unsigned before) {
+    size_t total = before;
+    for (size_t j = i; j < n; j++) {
+        const ex_sender *c = children[j];
+        if (c && !c->status.code && c->sigs.nvalues == 1 && !(c->sigs.flags & EX_SIGS_DYNAMIC))
+            total += c->sigs.values[0].arity;
+    }
+    const char *t = exi_error_text("ex_when_all: the children send %zu values in all; at most EX_MAX_ARITY (%d) fit "
+                                   "(child %zu takes the count from %u to %u)", total, EX_MAX_ARITY, i, before,
+                                   before + (unsigned)children[i]->sigs.values[0].arity);
+    return t ? t : "ex_when_all: the children's values add up to more than EX_MAX_ARITY";
+}
+
 /* The receiver asked for stop: forward it to the children (exi_join.h). */
 static void request_stop_cb(ex_stop_callback *cb) {
     when_all_op *o = EXI_CONTAINER_OF(cb, when_all_op, on_stop);
@@ -90,7 +144,7 @@ static void complete(when_all_op *o) {
         for (size_t i = 0; i < o->n; i++) {
             const wa_slot *s = &o->slots[i];
             if (k + s->n > EX_MAX_ARITY) {
-                ex_set_error(o->r, ex_err(EX_EINVAL, "ex_when_all: the children sent more than EX_MAX_ARITY values"));
+                ex_set_error(o->r, ex_err(EX_EINVAL, sent_too_many(o)));
                 return;
             }
             if (s->v != all + k)
@@ -112,7 +166,7 @@ static void wa_set_value(void *self, const ex_value *v, size_t n) {
     when_all_op *o = s->op;
     if (exi_load_acq_u32(&o->join.disposition) == EXI_JOIN_VALUE) {
         if (n > s->cap) {
-            fail(o, ex_err(EX_EINVAL, "ex_when_all: a child sent more values than its signature allows"));
+            fail(o, ex_err(EX_EINVAL, child_sent_too_many(o, s, v, n)));
         } else {
             ex_error e = exi_values_copy(s->v, v, n, o->alloc, &s->nested, &s->nested_size);
             if (e.code) fail(o, e);
@@ -252,12 +306,11 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
             /* (ex_check_input only here: its result, returned through memory,
              * stalled every when_all on store forwarding) */
             ex_error e = ex_check_input(children[i], "ex_when_all: NULL input sender");
-            return ex_reject(e.code, e.msg, n, children);
+            return ex_reject(e.code, children[i] ? e.msg : null_child(i), n, children);
         }
         const ex_sigs *cs = &children[i]->sigs;
         if (children[i]->depth > depth) depth = children[i]->depth;
-        if (cs->nvalues > 1)
-            return ex_reject(EX_EINVAL, "ex_when_all: a child has more than one value signature; use ex_when_all_with_variant", n, children);
+        if (cs->nvalues > 1) return ex_reject(EX_EINVAL, several_sigs(i, cs), n, children);
         flags |= (uint8_t)(cs->flags & EX_SIGS_ERROR);
         nvalues += exi_value_cap(cs);
         if (cs->flags & EX_SIGS_DYNAMIC) {
@@ -266,7 +319,7 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
         } else if (cs->nvalues == 1) {
             const ex_sig *v = &cs->values[0];
             if (out.arity + v->arity > EX_MAX_ARITY)
-                return ex_reject(EX_EINVAL, "ex_when_all: the children's values add up to more than EX_MAX_ARITY", n, children);
+                return ex_reject(EX_EINVAL, too_many_values(children, n, i, out.arity), n, children);
             memcpy(&out.types[out.arity], v->types, v->arity);
             out.arity = (uint8_t)(out.arity + v->arity);
             for (unsigned k = 0; k < v->arity; k++)

@@ -135,6 +135,13 @@ ex_error fn_wrong_type(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     return ex_ok();
 }
 
+ex_error fn_writes_two(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)in, (void)n;
+    out[0] = ex_int(1);
+    out[1] = ex_int(2);
+    return ex_ok();
+}
+
 /* ------------------------------------------------------------ upon_error */
 
 ex_error ue_code(void *ctx, ex_error err, ex_value *out) {

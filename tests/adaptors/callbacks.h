@@ -48,6 +48,7 @@ ex_error fn_three(void *ctx, const ex_value *in, size_t n, ex_value *out);      
 ex_error fn_fail(void *ctx, const ex_value *in, size_t n, ex_value *out);       /* EX_EUSER + 2, fail_msg, &fail_payload */
 ex_error fn_fail_nomsg(void *ctx, const ex_value *in, size_t n, ex_value *out); /* EX_EUSER + 3, no message */
 ex_error fn_wrong_type(void *ctx, const ex_value *in, size_t n, ex_value *out); /* declares int, writes a double */
+ex_error fn_writes_two(void *ctx, const ex_value *in, size_t n, ex_value *out); /* anything -> (int 1, int 2); ctx unused */
 
 /* upon_error */
 ex_error ue_code(void *ctx, ex_error err, ex_value *out);        /* -> int code */

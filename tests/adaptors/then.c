@@ -281,14 +281,6 @@ Test(exec_then, then_any_output_left_unset_is_einval) {
     expect_no_leaks();
 }
 
-/* Declares one result and writes two. */
-static ex_error fn_writes_two(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    (void)ctx, (void)in, (void)n;
-    out[0] = ex_int(1);
-    out[1] = ex_int(2);
-    return ex_ok();
-}
-
 static ex_error ue_writes_two(void *ctx, ex_error e, ex_value *out) {
     (void)ctx, (void)e;
     out[0] = ex_int(1);
@@ -313,7 +305,7 @@ Test(exec_then, signature_errors_name_the_types) {
     ex_sender *s = ex_then(ex_just(ex_int(1), ex_str("x")), fn_add, &sn, EX_SIG(EX_T_INT, EX_T_INT), EX_SIG(EX_T_INT));
     ex_error e = ex_sender_status(s);
     cr_assert_eq(e.code, EX_EINVAL);
-    cr_assert_str_eq(e.msg, "ex_then: the input sender sends (int, str); the function takes (int, int)");
+    cr_assert_str_eq(e.msg, "ex_then(fn_add): the input sender sends (int, str); the function takes (int, int)");
     ex_sender_release(s);
     ex_result r = ex_sync_wait(ex_then(ex_just(ex_int(1)), fn_wrong_type, &sn, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
     expect_error(&r, EX_EINVAL);

@@ -57,7 +57,7 @@ void run_in_place(ex_sender *s, rec *r) {
     ex_sender_release(s);
 }
 
-void run_with_failing_allocation(ex_sender *s) {
+void run_with_failing_allocation_msg(ex_sender *s, const char *msg) {
     rec rc;
     rec_init(&rc);
     op_buf buf;
@@ -67,9 +67,12 @@ void run_with_failing_allocation(ex_sender *s) {
     expect_injected_failure_hit();
     rec_expect_error(&rc, EX_ENOMEM);
     cr_assert_not_null(rc.err.msg);
+    if (msg) cr_assert_str_eq(rc.err.msg, msg);
     ex_operation_destroy(op);
     ex_sender_release(s);
 }
+
+void run_with_failing_allocation(ex_sender *s) { run_with_failing_allocation_msg(s, NULL); }
 
 void trec_wait_done(trec *r) {
     cr_assert_geq(wait_int_reaches(&r->done, 1), 1, "timed out waiting for the completion");
@@ -121,7 +124,10 @@ static void expect_sync(ex_sender *s, sync_want w) {
     switch (w.kind) {
     case WANT_VALUES: expect_value_arity(&r, w.n); break;
     case WANT_INT: expect_value_int(&r, w.i); break;
-    case WANT_ERROR: expect_error(&r, w.code); break;
+    case WANT_ERROR:
+        expect_error(&r, w.code);
+        if (w.text) cr_assert_str_eq(r.error.msg, w.text);
+        break;
     case WANT_TEXT: expect_values_text(&r, w.text); break;
     case WANT_SCHED:
         expect_value_arity(&r, 1);
@@ -137,6 +143,9 @@ void expect_sync_int(ex_sender *s, int64_t v) { expect_sync(s, (sync_want){ .kin
 void expect_sync_sched(ex_sender *s, ex_scheduler want) { expect_sync(s, (sync_want){ .kind = WANT_SCHED, .sched = want }); }
 void expect_sync_text(ex_sender *s, const char *want) { expect_sync(s, (sync_want){ .kind = WANT_TEXT, .text = want }); }
 void expect_sync_error(ex_sender *s, int code) { expect_sync(s, (sync_want){ .kind = WANT_ERROR, .code = code }); }
+void expect_sync_error_msg(ex_sender *s, int code, const char *msg) {
+    expect_sync(s, (sync_want){ .kind = WANT_ERROR, .code = code, .text = msg });
+}
 
 void expect_value_arity(ex_result *r, size_t n) {
     cr_assert_eq(r->disposition, EX_DISP_VALUE, "expected a value, got disposition %d (%s)", r->disposition,
@@ -170,6 +179,13 @@ void expect_invalid(ex_sender *s, int code) {
     expect_err(ex_sender_status(s), code);
     ex_result r = ex_sync_wait(s);
     expect_error(&r, code);
+}
+
+void expect_invalid_msg(ex_sender *s, int code, const char *msg) {
+    cr_assert_not_null(s, "builders never return NULL");
+    expect_err(ex_sender_status(s), code);
+    cr_assert_str_eq(ex_sender_status(s).msg, msg);
+    expect_sync_error_msg(s, code, msg);
 }
 
 void test_alloc_fail_next(void) {

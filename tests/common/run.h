@@ -28,6 +28,8 @@ void run_in_place(ex_sender *s, rec *r);
  * allocation failing, asserts that allocation was hit and that s
  * completed once with EX_ENOMEM; destroys the operation, releases s. */
 void run_with_failing_allocation(ex_sender *s);
+/* The same, and the error's message is exactly msg. */
+void run_with_failing_allocation_msg(ex_sender *s, const char *msg);
 
 /* Wait (bounded) for the receiver's completion; assert it came, once. */
 void trec_wait_done(trec *r);
@@ -46,6 +48,9 @@ void expect_sync_text(ex_sender *s, const char *want);    /* as expect_values_te
 void expect_sync_sched(ex_sender *s, ex_scheduler want);   /* one scheduler, equal to want */
 void expect_sync_int(ex_sender *s, int64_t v);
 void expect_sync_error(ex_sender *s, int code);
+/* ex_sync_wait(s) (consuming s) completes with this error code and
+ * exactly this message. */
+void expect_sync_error_msg(ex_sender *s, int code, const char *msg);
 void expect_stopped(ex_result *r);
 
 /* An ex_error with this code and a message. */
@@ -56,6 +61,9 @@ void expect_connect_refused(ex_error e, const ex_operation *op);
  * completes with that error / s is released.  Both consume s. */
 void expect_invalid(ex_sender *s, int code);
 void expect_invalid_status(ex_sender *s, int code);
+/* expect_invalid, and both the status and the error sync_wait gives carry
+ * exactly this message. */
+void expect_invalid_msg(ex_sender *s, int code, const char *msg);
 /* Out of memory while building: test_alloc_fail_next() makes the next
  * test_allocator allocation fail; expect_built_enomem(s) asserts it was
  * hit and s is an EX_ENOMEM invalid sender (consumes s). */
