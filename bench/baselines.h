@@ -85,8 +85,8 @@ void boost_fiber_yield_pairs(size_t n);
 double libuv_arm_cancel(size_t n, const uint64_t *others_ms, size_t k);
 /* Starts n timers with the timeouts ms[0..n) from one loop time and runs
  * the loop until every one has fired; returns the seconds from the first
- * start to the last callback. */
-double libuv_throughput(const uint64_t *ms, size_t n);
+ * start to the last callback, and in *arming those to the last start. */
+double libuv_throughput(const uint64_t *ms, size_t n, double *arming);
 /* `samples` 1 ms timers in a row, each started from the previous one's
  * callback after uv_update_time.  lateness[i]: the callback's
  * CLOCK_MONOTONIC minus (CLOCK_MONOTONIC at the start + 1 ms); own_due[i]:

@@ -83,7 +83,7 @@ static void burst_cb(uv_timer_t *t) {
     if (--b->left == 0) b->last_ns = mono_ns();
 }
 
-double libuv_throughput(const uint64_t *ms, size_t n) {
+double libuv_throughput(const uint64_t *ms, size_t n, double *arming) {
     uv_loop_t loop;
     uv_must(uv_loop_init(&loop), "uv_loop_init");
     uv_timer_t *t = malloc(n * sizeof *t);
@@ -94,6 +94,7 @@ double libuv_throughput(const uint64_t *ms, size_t n) {
     uv_update_time(&loop);
     int64_t t0 = mono_ns();
     for (size_t i = 0; i < n; i++) uv_timer_start(&t[i], burst_cb, ms[i], 0);
+    *arming = (double)(mono_ns() - t0) * 1e-9;
     uv_run(&loop, UV_RUN_DEFAULT);  /* returns once no timer is left */
     if (b.left) uv_must(UV_EINVAL, "throughput: uv_run returned before every timer fired");
     close_loop(&loop);

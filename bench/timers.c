@@ -24,7 +24,7 @@
  *   loop run by ex_run_loop_run on the calling thread after arming (the
  *   last completion finishes it), and on the pool (armed from the main
  *   thread, which then waits).  libuv: uv_timer_start of every timer, then
- *   uv_run.  The "arming" row is the part until the last timer is armed.
+ *   uv_run.  The "arming" rows are the part until the last timer is armed.
  * lateness 1 ms p50 / p99  (us)
  *   Completion time minus requested deadline, on CLOCK_MONOTONIC, over 2000
  *   1 ms timers in a row (200 with --quick), 3 discarded first.  cexec: the
@@ -45,9 +45,11 @@
  *   getrusage(RUSAGE_SELF) over 2 s (0.5 s with --quick), 50 ms after the
  *   timer was armed: a pool of 2 workers with one timer 1 h ahead, then the
  *   same pool with a 1 ms periodic timer (each firing arms the next, 1 s;
- *   0.25 s with --quick).  libuv: a thread in uv_run with one timer 1 h
- *   ahead, then a repeating 1 ms timer.  The process's CPU: every other
- *   runtime of the benchmark is idle meanwhile. */
+ *   0.25 s with --quick); the same on the passive pool
+ *   ("cexec-pool-passive", no linger).  libuv: a thread in uv_run with one
+ *   timer 1 h ahead, then a repeating 1 ms timer.  The process's CPU:
+ *   every other runtime of the benchmark is idle meanwhile.  The row's size
+ *   is how often the timer fired. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -77,6 +79,7 @@ enum {
 };
 
 static const char *const late_names[2] = { "lateness 1 ms p50", "lateness 1 ms p99" };
+static const char *const idle_names[2] = { "idle CPU: 1 timer 1 h ahead", "idle CPU: 1 ms periodic timer" };
 
 /* ---------------------------------------------------------------- shared */
 
@@ -409,17 +412,18 @@ static void burst_rows(const char *name, const char *arm_name, const char *impl,
     free(ops.base);
 }
 
-static void libuv_burst_rows(const char *name, const uint64_t *d_us, size_t n) {
+static void libuv_burst_rows(const char *name, const char *arm_name, const uint64_t *d_us, size_t n) {
     uint64_t *ms = as_ms(d_us, n);
-    double t[MAX_RUNS];
+    double t[MAX_RUNS], a[MAX_RUNS];
     for (int i = -1; i < runs; i++) {
         bench_progress("time / %s / libuv: run %d/%d", name, i + 1, runs);
-        double s = libuv_throughput(ms, n);
-        if (i >= 0) t[i] = s;
+        double arming, s = libuv_throughput(ms, n, &arming);
+        if (i >= 0) t[i] = s, a[i] = arming;
     }
     bench_progress("");
     bench_row *row = record_runs(name, "libuv", (double)n, t, runs, 0, "M/s");
     row->metric = (double)n / row->median_s * 1e-6;
+    record_runs(arm_name, "libuv", (double)n, a, runs, 1e9 / (double)n, "ns/timer");
     free(ms);
 }
 
@@ -431,7 +435,7 @@ static void bench_burst(ex_pool *p, bool quick) {
     snprintf(arm_name, sizeof arm_name, "%zu timers: arming", n);
     burst_rows(name, arm_name, "cexec-loop", NULL, d_us, n);
     burst_rows(name, arm_name, "cexec-pool", p, d_us, n);
-    libuv_burst_rows(name, d_us, n);
+    libuv_burst_rows(name, arm_name, d_us, n);
     free(d_us);
 }
 
@@ -551,12 +555,10 @@ static void loop_lateness(size_t n) {
     must(!ex_run_loop_destroy(&loop).code, "time: run loop destroy");
 }
 
-static void bench_lateness(ex_pool *p, bool quick) {
+static void bench_lateness(ex_pool *p, ex_pool *passive, bool quick) {
     size_t n = quick ? LATE_SAMPLES / 10 : LATE_SAMPLES;
     cexec_lateness("cexec-pool-idle", ex_pool_scheduler(p), n, false);
-    ex_pool *passive = pool_of(EX_POOL_WAIT_PASSIVE);
     cexec_lateness("cexec-pool-passive", ex_pool_scheduler(passive), n, false);
-    must(!ex_pool_destroy(passive).code, "time: pool destroy");
     busy_lateness(p, n);
     loop_lateness(n);
     double *t = malloc(n * sizeof *t), *own = malloc(n * sizeof *own);
@@ -643,20 +645,25 @@ static void idle_row(const char *name, const char *impl, double per_s, uint64_t 
     bench_record("time", name, impl, (double)ticks, 1, per_s, per_s, per_s, per_s * 1e3, "ms/s");
 }
 
-static void bench_idle_cpu(ex_pool *p, bool quick) {
-    double window = quick ? 0.5 : 2.0, periodic = quick ? 0.25 : 1.0;
-    const char *hour = "idle CPU: 1 timer 1 h ahead", *every = "idle CPU: 1 ms periodic timer";
+static void cexec_idle_rows(const char *impl, ex_pool *p, double window, double periodic) {
     uint64_t ticks = 0;
-    bench_progress("time / %s / cexec-pool", hour);
+    bench_progress("time / idle CPU, 1 timer 1 h ahead / %s", impl);
     double per_s = ticker_cpu(ex_pool_scheduler(p), 3600 * EX_NS_PER_S, window, &ticks);
-    idle_row(hour, "cexec-pool", per_s, ticks);
-    bench_progress("time / %s / cexec-pool", every);
+    idle_row(idle_names[0], impl, per_s, ticks);
+    bench_progress("time / idle CPU, 1 ms periodic timer / %s", impl);
     per_s = ticker_cpu(ex_pool_scheduler(p), EX_NS_PER_MS, periodic, &ticks);
-    idle_row(every, "cexec-pool", per_s, ticks);
+    idle_row(idle_names[1], impl, per_s, ticks);
+}
+
+static void bench_idle_cpu(ex_pool *p, ex_pool *passive, bool quick) {
+    double window = quick ? 0.5 : 2.0, periodic = quick ? 0.25 : 1.0;
+    const char *hour = idle_names[0], *every = idle_names[1];
+    cexec_idle_rows("cexec-pool", p, window, periodic);
+    cexec_idle_rows("cexec-pool-passive", passive, window, periodic);
     bench_progress("time / %s / libuv", hour);
     libuv_idle *u = libuv_idle_start(0);
     sleep_s(0.05);
-    per_s = cpu_per_s(window);
+    double per_s = cpu_per_s(window);
     idle_row(hour, "libuv", per_s, libuv_idle_stop(u));
     bench_progress("time / %s / libuv", every);
     u = libuv_idle_start(1);
@@ -698,17 +705,16 @@ void bench_time_targets(void) {
     target("lateness p99, idle pool <= libuv", metric_of(p99, "cexec-pool-idle"), uv, "us");
     target("lateness p99, idle passive pool <= libuv", metric_of(p99, "cexec-pool-passive"), uv, "us");
     target("lateness p99, busy pool <= 2 ms", metric_of(p99, "cexec-pool-busy"), 2000, "us");
-    target("idle pool, 1 timer 1 h ahead <= 10 ms CPU/s", metric_of("idle CPU: 1 timer 1 h ahead", "cexec-pool"),
-           10, "ms/s");
+    target("idle pool, 1 timer 1 h ahead <= 10 ms CPU/s", metric_of(idle_names[0], "cexec-pool"), 10, "ms/s");
 }
 
 /* ------------------------------------------------------------------ group */
 
 void bench_time_group(bool quick) {
-    ex_pool *p = pool_of(EX_POOL_WAIT_DEFAULT);
+    ex_pool *p = pool_of(EX_POOL_WAIT_DEFAULT), *passive = pool_of(EX_POOL_WAIT_PASSIVE);
     bench_arm_cancel(p, quick);
     bench_burst(p, quick);
-    bench_lateness(p, quick);
-    bench_idle_cpu(p, quick);
-    must(!ex_pool_destroy(p).code, "time: pool destroy");
+    bench_lateness(p, passive, quick);
+    bench_idle_cpu(p, passive, quick);
+    must(!ex_pool_destroy(passive).code && !ex_pool_destroy(p).code, "time: pool destroy");
 }
