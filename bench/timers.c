@@ -78,6 +78,8 @@ enum {
     MAX_RUNS = 64
 };
 
+static int nruns;  /* --runs, at most MAX_RUNS */
+
 static const char *const late_names[2] = { "lateness 1 ms p50", "lateness 1 ms p99" };
 static const char *const idle_names[2] = { "idle CPU: 1 timer 1 h ahead", "idle CPU: 1 ms periodic timer" };
 
@@ -266,8 +268,8 @@ static void cexec_arm_cancel(const char *name, const char *impl, ex_scheduler sc
     others_init(&o, sch, d_us, k);
     double t[MAX_RUNS];
     uint64_t fired = 0;
-    for (int i = -1; i < runs; i++) {
-        bench_progress("time / %s / %s: run %d/%d", name, impl, i + 1, runs);
+    for (int i = -1; i < nruns; i++) {
+        bench_progress("time / %s / %s: run %d/%d", name, impl, i + 1, nruns);
         others_arm(&o);
         double s = cexec_arm_cancel_run(after, storage.base, storage.size, n);
         fired += others_cancel(&o);
@@ -276,7 +278,7 @@ static void cexec_arm_cancel(const char *name, const char *impl, ex_scheduler sc
     bench_progress("");
     if (fired) printf("time: %s / %s: %llu of the other timers fired (a run took over 0.5 s)\n", name, impl,
                       (unsigned long long)fired);
-    record_runs(name, impl, (double)n, t, runs, 1e9 / (double)n, "ns/timer");
+    record_runs(name, impl, (double)n, t, nruns, 1e9 / (double)n, "ns/timer");
     others_fini(&o);
     free(storage.base);
     ex_sender_release(after);
@@ -285,13 +287,13 @@ static void cexec_arm_cancel(const char *name, const char *impl, ex_scheduler sc
 static void libuv_arm_cancel_rows(const char *name, const uint64_t *d_us, size_t k, size_t n) {
     uint64_t *ms = as_ms(d_us, k);
     double t[MAX_RUNS];
-    for (int i = -1; i < runs; i++) {
-        bench_progress("time / %s / libuv: run %d/%d", name, i + 1, runs);
+    for (int i = -1; i < nruns; i++) {
+        bench_progress("time / %s / libuv: run %d/%d", name, i + 1, nruns);
         double s = libuv_arm_cancel(n, ms, k);
         if (i >= 0) t[i] = s;
     }
     bench_progress("");
-    record_runs(name, "libuv", (double)n, t, runs, 1e9 / (double)n, "ns/timer");
+    record_runs(name, "libuv", (double)n, t, nruns, 1e9 / (double)n, "ns/timer");
     free(ms);
 }
 
@@ -399,15 +401,15 @@ static void burst_rows(const char *name, const char *arm_name, const char *impl,
     ex_operation **op = malloc(n * sizeof *op);
     must(op != NULL, "time: out of memory");
     double t[MAX_RUNS], a[MAX_RUNS];
-    for (int i = -1; i < runs; i++) {
-        bench_progress("time / %s / %s: run %d/%d", name, impl, i + 1, runs);
+    for (int i = -1; i < nruns; i++) {
+        bench_progress("time / %s / %s: run %d/%d", name, impl, i + 1, nruns);
         double arming, s = burst_run(p, d_us, n, &ops, op, &arming);
         if (i >= 0) t[i] = s, a[i] = arming;
     }
     bench_progress("");
-    bench_row *row = record_runs(name, impl, (double)n, t, runs, 0, "M/s");
+    bench_row *row = record_runs(name, impl, (double)n, t, nruns, 0, "M/s");
     row->metric = (double)n / row->median_s * 1e-6;  /* million timers per second */
-    record_runs(arm_name, impl, (double)n, a, runs, 1e9 / (double)n, "ns/timer");
+    record_runs(arm_name, impl, (double)n, a, nruns, 1e9 / (double)n, "ns/timer");
     free(op);
     free(ops.base);
 }
@@ -415,15 +417,15 @@ static void burst_rows(const char *name, const char *arm_name, const char *impl,
 static void libuv_burst_rows(const char *name, const char *arm_name, const uint64_t *d_us, size_t n) {
     uint64_t *ms = as_ms(d_us, n);
     double t[MAX_RUNS], a[MAX_RUNS];
-    for (int i = -1; i < runs; i++) {
-        bench_progress("time / %s / libuv: run %d/%d", name, i + 1, runs);
+    for (int i = -1; i < nruns; i++) {
+        bench_progress("time / %s / libuv: run %d/%d", name, i + 1, nruns);
         double arming, s = libuv_throughput(ms, n, &arming);
         if (i >= 0) t[i] = s, a[i] = arming;
     }
     bench_progress("");
-    bench_row *row = record_runs(name, "libuv", (double)n, t, runs, 0, "M/s");
+    bench_row *row = record_runs(name, "libuv", (double)n, t, nruns, 0, "M/s");
     row->metric = (double)n / row->median_s * 1e-6;
-    record_runs(arm_name, "libuv", (double)n, a, runs, 1e9 / (double)n, "ns/timer");
+    record_runs(arm_name, "libuv", (double)n, a, nruns, 1e9 / (double)n, "ns/timer");
     free(ms);
 }
 
@@ -711,6 +713,7 @@ void bench_time_targets(void) {
 /* ------------------------------------------------------------------ group */
 
 void bench_time_group(bool quick) {
+    nruns = runs < MAX_RUNS ? runs : MAX_RUNS;
     ex_pool *p = pool_of(EX_POOL_WAIT_DEFAULT), *passive = pool_of(EX_POOL_WAIT_PASSIVE);
     bench_arm_cancel(p, quick);
     bench_burst(p, quick);
