@@ -5,7 +5,7 @@
 #   make test            every Criterion suite, one binary, one Synthesis line
 #   make test-asan       the same suite under -fsanitize=address,undefined (build-asan/)
 #   make test-tsan       standalone stress programs under ThreadSanitizer (build-tsan/)
-#   make bench           benchmarks against serial C, oneTBB and OpenMP (bench/results/*.csv)
+#   make bench           benchmarks against serial C, oneTBB, OpenMP, libuv (bench/results/*.csv)
 #   make examples        build examples/*.c
 #   make demo            the inclusive-scan benchmark: cexec vs serial, oneTBB, OpenMP
 #   make run-examples    build and run every example
@@ -182,10 +182,11 @@ demo: $(BUILD)/bench/bench
 	@mkdir -p bench/results
 	$(BUILD)/bench/bench --demo $(DEMO_ARGS)
 
-# Benchmarks against oneTBB and OpenMP (scripts/deps.sh bench installs them).
+# Benchmarks against oneTBB, OpenMP and libuv (scripts/deps.sh bench installs
+# them); only the bench binary links them, never the library.
 BENCH_OBJ := $(BUILD)/bench/bench.o $(BUILD)/bench/algos.o $(BUILD)/bench/harness.o $(BUILD)/bench/baselines_omp.o \
              $(BUILD)/bench/baselines_tbb.o $(BUILD)/bench/baselines_fiber.o $(BUILD)/bench/tasks.o \
-             $(BUILD)/bench/pool.o \
+             $(BUILD)/bench/pool.o $(BUILD)/bench/timers.o $(BUILD)/bench/baselines_uv.o \
              $(BUILD)/bench/ex_fib.o $(BUILD)/bench/ex_scan.o
 BENCH_CFLAGS = $(CSTD) -Wall -Wextra -Werror -O3 -march=native -g -pthread -Iinclude -Isrc $(CFLAGS)
 
@@ -205,7 +206,7 @@ $(BUILD)/bench/ex_scan.o: examples/inclusive_scan.c | $(BUILD)/.deps-bench
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -DCEXEC_EXAMPLE_NO_MAIN -MMD -MP -c $< -o $@
 $(BUILD)/bench/bench: $(BENCH_OBJ) $(BUILD)/libcexec.a
-	$(CXX) -o $@ $(BENCH_OBJ) $(BUILD)/libcexec.a -fopenmp -ltbb -lboost_fiber -lboost_context $(LIBS) -pthread
+	$(CXX) -o $@ $(BENCH_OBJ) $(BUILD)/libcexec.a -fopenmp -ltbb -lboost_fiber -lboost_context -luv $(LIBS) -pthread
 
 bench: $(BUILD)/bench/bench
 	@mkdir -p bench/results

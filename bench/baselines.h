@@ -76,6 +76,28 @@ size_t omp_pool_thread_ids(int *out, size_t max);
 void boost_context_switch_pairs(size_t n);
 void boost_fiber_yield_pairs(size_t n);
 
+/* libuv (bench/baselines_uv.c), the timer group's baseline: each call has
+ * a uv_loop_t of its own, run on the calling thread (libuv_idle_start's on
+ * a thread of its own).  Timeouts are whole milliseconds of loop time. */
+/* n uv_timer_start(1000 ms) + uv_timer_stop of one handle, on a loop where
+ * k other timers are armed with the timeouts others_ms[0..k) (the loop is
+ * never run: they stay armed); returns the seconds the n pairs took. */
+double libuv_arm_cancel(size_t n, const uint64_t *others_ms, size_t k);
+/* Starts n timers with the timeouts ms[0..n) from one loop time and runs
+ * the loop until every one has fired; returns the seconds from the first
+ * start to the last callback, and in *arming those to the last start. */
+double libuv_throughput(const uint64_t *ms, size_t n, double *arming);
+/* `samples` 1 ms timers in a row, each started from the previous one's
+ * callback after uv_update_time.  lateness[i]: the callback's
+ * CLOCK_MONOTONIC minus (CLOCK_MONOTONIC at the start + 1 ms); own_due[i]:
+ * minus libuv's own deadline (loop time in ms + 1 ms), in seconds. */
+void libuv_lateness(size_t samples, double *lateness, double *own_due);
+/* A thread running a loop with one timer: period_ms 0 an hour ahead, else
+ * repeating every period_ms.  Stop returns how often it fired. */
+typedef struct libuv_idle libuv_idle;
+libuv_idle *libuv_idle_start(uint64_t period_ms);
+uint64_t libuv_idle_stop(libuv_idle *s);
+
 void serial_inclusive_scan(const double *in, double *out, size_t n);
 double serial_reduce(const double *in, size_t n);
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* bench.c - cexec benchmarks against serial C, oneTBB and OpenMP, measured
+/* bench.c - cexec benchmarks against serial C, oneTBB, OpenMP and libuv, measured
  * in the same run.  Results: a table on stdout and CSV files in bench/results.
  *
  *   build/bench/bench [--quick] [--only GROUP] [--runs N] [--max-size N]
@@ -28,7 +28,11 @@
  *       outside threads and from a worker (ns/op), round-trip latency
  *       after 0 / 100 us / 1 ms / 10 ms idle (p50, p99), CPU of an idle
  *       pool (ms/s), hand-off between two workers; against a oneTBB
- *       task_arena + task_group and OpenMP where it has a counterpart. */
+ *       task_arena + task_group and OpenMP where it has a counterpart.
+ * time  timers (timers.c): arm+cancel with 0 and 10000 other timers armed,
+ *       100,000 concurrent 1-10 ms timeouts, lateness of 1 ms timers (p50,
+ *       p99) on an idle and a busy pool and a run loop, idle CPU with a
+ *       timer armed; against libuv's timers. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,7 +340,7 @@ static void bench_alloc_group(bool quick) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench [--quick] [--only fib|bulk|scan|reduce|copy|when_all|alloc|task|pool] [--runs N] [--max-size N]\n"
+    fprintf(stderr, "usage: bench [--quick] [--only fib|bulk|scan|reduce|copy|when_all|alloc|task|pool|time] [--runs N] [--max-size N]\n"
                     "       bench --demo [--runs N] [--max-size N]\n");
     exit(2);
 }
@@ -375,8 +379,10 @@ int main(int argc, char **argv) {
         if (!only || !strcmp(only, "alloc")) bench_alloc_group(quick);
         if (!only || !strcmp(only, "task")) bench_task_group(quick);
         if (!only || !strcmp(only, "pool")) bench_pool_group(quick);
+        if (!only || !strcmp(only, "time")) bench_time_group(quick);
     }
     bench_report("bench/results", !demo);
+    if (!demo && (!only || !strcmp(only, "time"))) bench_time_targets();
     tbb_fini();
     return ex_pool_destroy(pool).code ? 1 : 0;
 }

@@ -32,5 +32,11 @@ void bench_task_group(bool quick);
  * from a worker, round-trip latency after idle gaps, idle CPU, hand-off
  * between two workers, against oneTBB and OpenMP. */
 void bench_pool_group(bool quick);
+/* The timer group (timers.c): arm+cancel, 100,000 concurrent timeouts,
+ * lateness of 1 ms timers, idle CPU with timers armed, on a run loop and a
+ * pool of 2 workers, against libuv.  bench_time_targets prints the issue's
+ * targets from the rows (after the table). */
+void bench_time_group(bool quick);
+void bench_time_targets(void);
 
 #endif

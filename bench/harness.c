@@ -147,12 +147,12 @@ static void machine(FILE *f, const char *prefix) {
     fprintf(f, "%smemory: %.1f GiB\n", prefix, (double)pages * (double)psize / (1024.0 * 1024 * 1024));
 }
 
-static const char *const bases[] = { "serial", "tbb", "openmp", "malloc" };
-enum { NB = 4 };
+static const char *const bases[] = { "serial", "tbb", "openmp", "malloc", "libuv" };
+enum { NB = 5 };
 
 static void print_rows(void) {
-    printf("\n%-8s %-30s %-22s %10s %10s %10s %12s   %8s %8s %8s %8s\n", "group", "benchmark", "impl", "median",
-           "min", "max", "metric", "xserial", "xtbb", "xopenmp", "xmalloc");
+    printf("\n%-8s %-30s %-22s %10s %10s %10s %12s   %8s %8s %8s %8s %8s\n", "group", "benchmark", "impl", "median",
+           "min", "max", "metric", "xserial", "xtbb", "xopenmp", "xmalloc", "xlibuv");
     for (int i = 0; i < nrows; i++) {
         bench_row *r = &rows[i];
         printf("%-8s %-30s %-22s %9.3fms %9.3fms %9.3fms %8.3f %-9s", r->group, r->name, r->impl, r->median_s * 1e3,
@@ -182,7 +182,8 @@ const char *bench_report(const char *results_dir, bool print_table) {
         return NULL;
     }
     machine(f, "# ");
-    fprintf(f, "group,benchmark,impl,size,runs,median_s,min_s,max_s,metric,unit,vs_serial,vs_tbb,vs_openmp,vs_malloc\n");
+    fprintf(f, "group,benchmark,impl,size,runs,median_s,min_s,max_s,metric,unit,vs_serial,vs_tbb,vs_openmp,vs_malloc,"
+               "vs_libuv\n");
     for (int i = 0; i < nrows; i++) {
         bench_row *r = &rows[i];
         csv_field(f, r->group);

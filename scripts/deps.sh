@@ -16,7 +16,8 @@
 #   valgrind   make valgrind
 #   cross      make test-aarch64: the aarch64 cross compiler and qemu-user
 #   model      make model-check: spin
-#   bench      make bench / demo: test + oneTBB, Boost.Fiber, gnuplot
+#   bench      make bench / demo: test + oneTBB, Boost.Fiber, libuv (the timer
+#              group's baseline), gnuplot
 #   ci         every purpose above, and python3 for the dlopen check (.ci/run)
 #   --bench    the same as bench (older spelling)
 #   --check    exit 1, printing what is missing, without installing
@@ -31,7 +32,7 @@ pkgs_for() {
         valgrind) echo "valgrind" ;;
         cross) echo "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" ;;
         model) echo "spin" ;;
-        bench) echo "$(pkgs_for test) libtbb-dev libboost-fiber-dev gnuplot-nox" ;;
+        bench) echo "$(pkgs_for test) libtbb-dev libboost-fiber-dev libuv1-dev gnuplot-nox" ;;
         ci) echo "$(pkgs_for bench) $(pkgs_for clang) $(pkgs_for valgrind) $(pkgs_for cross) $(pkgs_for model) pkg-config python3" ;;
         *) return 1 ;;
     esac
