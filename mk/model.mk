@@ -47,6 +47,8 @@ MODEL_CHECKS := \
     timer-2w-waker:timer:pass:safety:-DWAKER \
     timer-2w-end:timer:pass:safety:-DWAKER,-DNO_CLAIM \
     timer-1t:timer:pass:safety:-DONE_TIMER,-DWAKER \
+    timer-2w-worker:timer:pass:safety:-DARM_ON_WORKER,-DWAKER \
+    timer-2w-worker-end:timer:pass:safety:-DARM_ON_WORKER,-DWAKER,-DNO_CLAIM \
     syncloop:syncloop:pass:safety: \
     deque:deque:pass:safety: \
     inbox:inbox:pass:safety: \
@@ -65,7 +67,9 @@ MODEL_CHECKS := \
     broken-timer-no-idle-wake:timer:fail:safety:-DBROKEN_NO_IDLE_WAKE \
     broken-timer-keeper-stale:timer:fail:safety:-DBROKEN_KEEPER_STALE \
     broken-timer-no-kick:timer:fail:safety:-DBROKEN_NO_KICK \
+    broken-timer-until-nonzero:timer:fail:safety:-DBROKEN_UNTIL_NONZERO \
     broken-timer-claiming-handoff:timer:fail:safety:-DWAKER,-DBROKEN_CLAIMING_HANDOFF \
+    broken-timer-defer-no-kick:timer:fail:safety:-DARM_ON_WORKER,-DBROKEN_DEFER_NO_KICK \
     broken-syncloop-pin-aba:syncloop:fail:safety:-DBROKEN_PIN_ABA \
     broken-deque-take-store:deque:fail:safety:-DBROKEN_TAKE_STORE \
     broken-deque-grow-order:deque:fail:safety:-DBROKEN_GROW_ORDER \

@@ -7,8 +7,9 @@
  *
  * Property (a never claim, checked in every reachable state): while a timer
  * is armed, someone will look at it in time: an arm still on its way to
- * its wake-up, or a worker that is awake, or has a wake-up pending, or
- * sleeps as keeper until no later than the earliest deadline.  A worker
+ * its wake-up, or a worker that is awake and not inside a long item, or
+ * has a wake-up pending, or sleeps as keeper until no later than the
+ * earliest deadline (unless every worker is inside a long item).  A worker
  * asleep until woken, or a keeper asleep past the earliest deadline, with
  * nobody else responsible, is a lost or late wake-up.  Also: every timer
  * fires exactly once (main waits for both, then shuts the pool down, and
@@ -20,7 +21,8 @@
  * x86 and, through exi_atomic.h's fences, on aarch64; the loads after
  * them are ordered.
  *
- * Switches: -DWAKER (a submission claims a parked worker for work at any
+ * Switches: -DARM_ON_WORKER (worker 0 arms the two timers in an item, then
+ * goes on to a long item or parks: the deferred wake-up), -DWAKER (a submission claims a parked worker for work at any
  * moment), -DONE_TIMER, -DNO_CLAIM (no never claim: then invalid end
  * states are checked, i.e. both timers fire and the pool shuts down).
  * Broken variants (each must fail):
@@ -30,6 +32,10 @@
  *   BROKEN_NO_KICK        an armer wakes any parked worker instead of
  *                         the keeper, which sleeps on until a later
  *                         deadline
+ *   BROKEN_UNTIL_NONZERO  an armer that finds the keeper's deadline not yet
+ *                         published wakes nobody
+ *   BROKEN_DEFER_NO_KICK  a worker that armed and goes on to a long item
+ *                         wakes nobody (with -DARM_ON_WORKER)
  *   BROKEN_CLAIMING_HANDOFF  a keeper claimed for work hands its role on
  *                         by claiming the next one, which hands it on in
  *                         turn: with -DWAKER, wake-ups without end
@@ -42,6 +48,7 @@
 byte now;                 /* CLOCK_MONOTONIC, in ticks */
 byte nd = INF;            /* next_deadline */
 byte keeper;              /* 0, or 1 + the keeper's index */
+byte kuntil;              /* the deadline the keeper sleeps until; 0: not published yet */
 bit idle[NW];             /* the idle mask */
 bit pend[NW];             /* the event count moved since the worker read it at
                              park (exi_event_value): a counter and the value read,
@@ -49,6 +56,8 @@ bit pend[NW];             /* the event count moved since the worker read it at
 byte waiting[NW];         /* 0 awake, 1 asleep until woken, 2 asleep until wd or woken */
 byte wd[NW];
 bit stopping;
+bit busy[NW];             /* in an item that runs long: looks at no timer meanwhile */
+bit tkick[NW];            /* timer_kick: armed with nobody keeping time, wake-up deferred */
 
 /* the heap: two timers */
 byte dl[2] = INF;         /* deadline while armed, INF when not */
@@ -93,9 +102,21 @@ inline nudge_idle(me) {
     }
 }
 
+/* A kick for timekeeping: wakes one parked worker without claiming it
+ * (exi_pool_nudge_idle with no exception). */
+inline nudge_any() {
+    atomic {
+        if
+        :: idle[0] -> pend[0] = 1
+        :: idle[1] -> pend[1] = 1
+        :: else -> skip
+        fi
+    }
+}
+
 /* pool_arm: under timers_mu, insert; a new earliest is published
  * (exchange) and then the keeper, or a parked worker, is woken. */
-inline arm(i, d) {
+inline arm(i, d, by) {
     atomic {
         min_armed(m);
         dl[i] = d;
@@ -108,15 +129,23 @@ inline arm(i, d) {
     if
     :: earliest ->
         k = keeper;                           /* kick_keeper: load */
+        u = kuntil;
         if
 #ifdef BROKEN_NO_KICK
         :: true -> wake_one()
 #else
-        :: k != 0 -> pend[k - 1] = 1
+#ifdef BROKEN_UNTIL_NONZERO
+        :: k != 0 && u != 0 && d < u -> pend[k - 1] = 1
+        :: k != 0 && !(u != 0 && d < u) -> skip
+#else
+        :: k != 0 && (u == 0 || d < u) -> pend[k - 1] = 1   /* it sleeps until later, or has not said */
+        :: k != 0 && u != 0 && d >= u -> skip                /* it wakes by u <= d anyway */
+#endif
 #ifdef BROKEN_NO_IDLE_WAKE
         :: k == 0 -> skip
 #else
-        :: k == 0 -> wake_one()
+        :: k == 0 && by < NW -> tkick[by] = 1     /* a worker arms: it wakes someone only if it works on */
+        :: k == 0 && by == NW -> nudge_any()
 #endif
 #endif
         fi;
@@ -140,10 +169,23 @@ inline fire_due() {
     }
 }
 
+/* exi_pool_keeper_leave: the deadline unpublished first, then the role. */
+inline LEAVE_ROLE(me) {
+    if
+    :: keeper == me + 1 -> kuntil = 0; keeper = 0
+    :: else -> skip
+    fi
+}
+
 proctype worker(byte me) {
     byte until, d;
     bool claimed;
     bit one = 0;
+#ifdef ARM_ON_WORKER
+    byte m, k, u;
+    bool earliest;
+    bit armed_here = 0;
+#endif
 loop:
     /* locals dead from here on: reset, so that they do not multiply states */
     atomic { until = 0; d = 0; claimed = 0; one = 0 }
@@ -152,6 +194,32 @@ loop:
     :: else -> skip
     fi;
     fire_due();
+#ifdef ARM_ON_WORKER
+    /* worker 0's one item arms both timers (on the worker: the deferred
+     * wake-up), then it finds more work, or none */
+    if
+    :: me == 0 && !armed_here ->
+        armed_here = 1;
+        arm(0, 2, me);
+        arm(1, 1, me);
+        if
+        :: true ->                            /* more work: worker_main's kick, then a long item */
+#ifndef BROKEN_DEFER_NO_KICK
+            if
+            :: tkick[me] ->
+                tkick[me] = 0;
+                atomic { if :: keeper == 0 && nd != INF -> nudge_any() :: else -> skip fi }
+            :: else -> skip
+            fi;
+#endif
+            busy[me] = 1;
+            busy[me] = 0;
+            goto loop
+        :: true -> tkick[me] = 0              /* no more work: it parks and keeps time itself */
+        fi
+    :: else -> skip
+    fi;
+#endif
     /* no work in this model: find_work, the spin and the linger find none */
     pend[me] = 0;                             /* park: seen = exi_event_value */
     idle[me] = 1;                             /* idle_set + the heavy barrier */
@@ -175,8 +243,9 @@ loop:
 #ifndef BROKEN_KEEPER_STALE
             d = nd;                           /* the second read, after taking the role */
 #endif
+            kuntil = d;                       /* published (exchange): an armer compares with it */
             if
-            :: d == INF -> atomic { if :: keeper == me + 1 -> keeper = 0 :: else -> skip fi }
+            :: d == INF -> LEAVE_ROLE(me)
             :: else -> until = d
             fi
         :: else -> skip
@@ -185,7 +254,7 @@ loop:
     fi;
     if
     :: until != INF && until <= now ->        /* due: leave the role, fire at the top */
-        atomic { if :: keeper == me + 1 -> keeper = 0 :: else -> skip fi }
+        LEAVE_ROLE(me);
         idle[me] = 0;
         goto loop
     :: else -> skip
@@ -204,7 +273,7 @@ loop:
     atomic { claimed = !idle[me]; idle[me] = 0 }
     if
     :: until != INF ->                        /* exi_pool_keeper_leave */
-        atomic { if :: keeper == me + 1 -> keeper = 0 :: else -> skip fi }
+        LEAVE_ROLE(me);
         if
         :: claimed && nd != INF -> nudge_idle(me)
         :: else -> skip
@@ -217,13 +286,13 @@ done:
 }
 
 proctype armer() {
-    byte m, k;
+    byte m, k, u;
     bool earliest;
 #ifdef ONE_TIMER
-    arm(0, 2)
+    arm(0, 2, NW)
 #else
-    arm(0, 2);                                /* a later timer first ... */
-    arm(1, 1)                                 /* ... then an earlier one */
+    arm(0, 2, NW);                            /* a later timer first ... */
+    arm(1, 1, NW)                             /* ... then an earlier one */
 #endif
 }
 
@@ -242,8 +311,8 @@ proctype waker() {
 /* While a timer is armed, someone is responsible for it: checked in
  * every reachable state by a never claim (a monitor process's assert is
  * not, under partial order reduction). */
-#define RESP(w) (waiting[w] == 0 || pend[w] || (waiting[w] == 2 && wd[w] <= nd))
-#define RESPONSIBLE (nd == INF || arming || RESP(0) || RESP(1))
+#define RESP(w) ((waiting[w] == 0 && !busy[w]) || pend[w] || (waiting[w] == 2 && wd[w] <= nd))
+#define RESPONSIBLE (nd == INF || arming || RESP(0) || RESP(1) || (busy[0] && busy[1]))
 #ifndef NO_CLAIM
 never {
     do
@@ -257,7 +326,9 @@ init {
     byte i;
     atomic {
         for (i : 0 .. NW - 1) { run worker(i) }
+#ifndef ARM_ON_WORKER
         run armer();
+#endif
         run clock();
 #ifdef WAKER
         run waker()

@@ -36,6 +36,8 @@ typedef struct exi_worker {
     bool started;
     uint64_t rng;
     ex_work *held_back;       /* items held back by the owner (exi_pool_hold_started), newest first */
+    bool timer_kick;          /* the owner armed a new earliest timer with nobody keeping time: it
+                                 wakes a parked worker only if it goes on to more work (pool_timers.c) */
     uintptr_t stack_lo, stack_size;  /* the owner thread's stack (pool.c, room_to_nest); 0: unknown */
     ex_pool_worker_stats stats;  /* written by the owner (relaxed), read by anyone */
     uint64_t holds;              /* scheduler handles taken minus dropped on this worker: its
@@ -76,6 +78,7 @@ struct ex_pool {
     exi_timer_heap timers;    /* under timers_mu */
     _Alignas(64) uint64_t next_deadline;  /* the earliest armed deadline (int64 ns), EXI_NO_DEADLINE if none */
     uint32_t keeper;          /* 1 + index of the worker parked until next_deadline, or 0 */
+    uint64_t keeper_until;    /* the deadline the keeper sleeps until; 0: not published yet */
 };
 
 #define EXI_NO_DEADLINE ((uint64_t)INT64_MAX)
@@ -98,6 +101,10 @@ void exi_pool_fire_due(ex_pool *p);
  * deadline; exi_pool_keeper_leave gives it back after the wait. */
 uint64_t exi_pool_keeper_deadline(exi_worker *me);
 void exi_pool_keeper_leave(exi_worker *me, bool claimed_for_work);
+
+/* A worker that deferred its wake-up (timer_kick) and is about to run more
+ * work: wakes a parked worker to keep time if nobody does yet. */
+void exi_pool_kick_unkept(ex_pool *p);
 
 /* Completes every armed timer stopped (shutdown, after the workers left). */
 void exi_pool_drop_timers(ex_pool *p);
@@ -130,11 +137,17 @@ unsigned exi_pool_awake_others(ex_pool *p);
  * them parks without seeing the items pushed before. */
 void exi_pool_wake(ex_pool *p, unsigned k);
 
-/* Wakes one parked worker other than me without claiming it (its idle
- * bit stays set): it looks around and parks again.  Hands the timekeeper's
- * role on (pool_timers.c); a claim would make the next keeper hand it on
- * in turn. */
-void exi_pool_nudge_idle(ex_pool *p, const exi_worker *me);
+/* The calling thread's slot of a pool (a worker, or a lent slot while its
+ * holder runs the pool's items), or NULL. */
+exi_worker *exi_pool_current(void);
+
+/* Wakes one parked worker (other than `except`, which may be NULL)
+ * without claiming it (its idle bit stays set): it looks around and
+ * parks again, without spinning or lingering for work.  For timekeeping
+ * (pool_timers.c): a claim would make a keeper claimed for work hand its
+ * role on in turn, and a worker woken only to keep time linger as if work
+ * were coming. */
+void exi_pool_nudge_idle(ex_pool *p, const exi_worker *except);
 
 /* The pool scheduler's bulk hook (pool_bulk.c). */
 void exi_pool_bulk(void *self, ex_bulk_job *job);

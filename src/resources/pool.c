@@ -18,6 +18,7 @@
 #endif
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,10 +286,12 @@ unsigned exi_pool_awake_others(ex_pool *p) {
     return awake - (awake && me && me->pool == p && !me->lent);
 }
 
-void exi_pool_nudge_idle(ex_pool *p, const exi_worker *me) {
+exi_worker *exi_pool_current(void) { return tls_worker; }
+
+void exi_pool_nudge_idle(ex_pool *p, const exi_worker *except) {
     for (unsigned k = 0; k < p->idle_words; k++) {
         uint64_t m = exi_load_rlx_u64(&p->idle[k]);
-        if (me->index / 64 == k) m &= ~(1ull << (me->index % 64));
+        if (except && except->index / 64 == k) m &= ~(1ull << (except->index % 64));
         if (m) {
             exi_event_inc(&p->workers[k * 64 + (unsigned)__builtin_ctzll(m)].event);
             return;
@@ -371,14 +374,17 @@ static void run_item(exi_worker *me, ex_work *w) {
     if (me->held_back) queue_held(me);
 }
 
-static void park(exi_worker *me) {
+/* Parks me until woken; returns whether a waker claimed it for work
+ * (false: it found work or a due timer at once, a timer's deadline came,
+ * or it was only nudged to keep time). */
+static bool park(exi_worker *me) {
     ex_pool *p = me->pool;
     uint32_t seen = exi_event_value(&me->event);
     idle_set(p, me->index);
     exi_barrier_heavy();
     if (stopping(p) || work_visible(p)) {
         idle_clear(p, me->index);
-        return;
+        return true;
     }
     /* With timers armed, one parked worker keeps time: it parks only
      * until the earliest deadline (pool_timers.c). */
@@ -386,7 +392,7 @@ static void park(exi_worker *me) {
     if (until != EXI_NO_DEADLINE && (int64_t)until <= ex_now()) {
         exi_pool_keeper_leave(me, false);
         idle_clear(p, me->index);
-        return;  /* due: fired at the top of the loop */
+        return false;  /* due: fired at the top of the loop */
     }
     exi_owner_add_u64(&me->stats.parked, 1);
     uint64_t t0 = tracing(me) ? exi_now_ns() : 0;
@@ -397,10 +403,14 @@ static void park(exi_worker *me) {
     bool claimed = !idle_clear(p, me->index);
     if (claimed) exi_owner_add_u64(&me->stats.woken, 1);
     if (until != EXI_NO_DEADLINE) exi_pool_keeper_leave(me, claimed);
+    return claimed;
 }
 
 static void name_and_pin(exi_worker *me) {
     pthread_setname_np(pthread_self(), me->name);
+    /* The keeper's timed wait wakes at its deadline, not up to the
+     * default 50 us of slack later (timers' lateness, docs/time.md). */
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     if (!me->pool->pin) return;
     cpu_set_t allowed, one;
     if (sched_getaffinity(0, sizeof allowed, &allowed)) return;
@@ -449,16 +459,32 @@ static void *worker_main(void *arg) {
     read_stack_bounds();
     me->stack_lo = tls_stack.lo;
     me->stack_size = tls_stack.size;
+    bool timers_only = false;  /* it only ran timers, or woke only to keep time: no work to wait for */
     while (!stopping(p)) {
-        if (exi_pool_timer_due(p)) exi_pool_fire_due(p);
+        if (exi_pool_timer_due(p)) {
+            exi_pool_fire_due(p);
+            timers_only = true;
+        }
         ex_work *w = find_work(me);
-        for (unsigned r = 0; !w && r < p->spin_rounds && !stopping(p); r++) {
+        /* Spin and linger for work that follows work (a timer's completion
+         * queues its follow-up here, found above): a periodic timer would
+         * otherwise keep a core busy between its firings. */
+        for (unsigned r = 0; !w && !timers_only && r < p->spin_rounds && !stopping(p) && !exi_pool_timer_due(p); r++) {
             for (int k = 0; k < 16; k++) exi_pause();
             w = find_work(me);
         }
-        if (!w) w = linger(me);
-        if (w) run_item(me, w);
-        else park(me);
+        if (!w && !timers_only) w = linger(me);
+        timers_only = false;
+        if (w) {
+            if (me->timer_kick) {  /* it armed a timer and goes on working: someone else keeps time */
+                me->timer_kick = false;
+                exi_pool_kick_unkept(p);
+            }
+            run_item(me, w);
+        } else {
+            me->timer_kick = false;  /* it parks: it keeps time itself (park reads next_deadline) */
+            timers_only = !park(me);
+        }
     }
     set_slot(NULL);
     return NULL;
@@ -564,6 +590,14 @@ static void queue_held(exi_worker *me) {
 static bool help_one(void) {
     exi_worker *me = tls_worker;
     if (!me) return false;
+    if (me->timer_kick) {  /* it waits here instead of parking: someone else keeps time */
+        me->timer_kick = false;
+        exi_pool_kick_unkept(me->pool);
+    }
+    if (!me->lent && exi_pool_timer_due(me->pool)) {
+        exi_pool_fire_due(me->pool);
+        return true;
+    }
     if (me->held_back) queue_held(me);
     ex_work *w = find_work(me);
     if (!w) return false;

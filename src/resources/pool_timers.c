@@ -11,7 +11,9 @@
  * No lost wake-up, by two store-then-load pairs:
  *   - a parker sets its idle bit, then reads next_deadline; an armer
  *     stores next_deadline, then reads the idle mask: one of them sees
- *     the other's store, so a parker that read no deadline is woken;
+ *     the other's store, so a parker that read no deadline is woken
+ *     (nudged: its idle bit stays, so it is not taken for claimed for
+ *     work, and it parks again at once as keeper);
  *   - a keeper takes the role (cas on keeper), then reads next_deadline
  *     again; an armer stores next_deadline, then reads keeper: a keeper
  *     that read an older, later deadline is woken to read it again.
@@ -75,8 +77,10 @@ uint64_t exi_pool_keeper_deadline(exi_worker *me) {
     uint32_t free_role = 0;
     if (!exi_cas_u32(&p->keeper, &free_role, me->index + 1)) return EXI_NO_DEADLINE;  /* another keeps time */
     /* Read again after taking the role: an armer that stores after this
-     * read sees the role and wakes the keeper. */
+     * read sees the role and wakes the keeper, unless the keeper said it
+     * sleeps until no later than the new deadline anyway. */
     uint64_t nd = exi_load_acq_u64(&p->next_deadline);
+    (void)exi_fas_u64(&p->keeper_until, nd);
     if (nd == EXI_NO_DEADLINE) exi_pool_keeper_leave(me, false);
     return nd;
 }
@@ -84,7 +88,10 @@ uint64_t exi_pool_keeper_deadline(exi_worker *me) {
 void exi_pool_keeper_leave(exi_worker *me, bool claimed_for_work) {
     ex_pool *p = me->pool;
     uint32_t mine = me->index + 1;
-    (void)exi_cas_u32(&p->keeper, &mine, 0);
+    if (exi_load_rlx_u32(&p->keeper) == mine) {
+        (void)exi_fas_u64(&p->keeper_until, 0);  /* unpublished before the role goes */
+        (void)exi_cas_u32(&p->keeper, &mine, 0);
+    }
     /* Claimed for work while timers are armed: hand the role to a parked
      * worker, so that a long item does not make the timers late.  Nudged,
      * not claimed: a claimed keeper would hand it on in turn, and so on
@@ -94,11 +101,27 @@ void exi_pool_keeper_leave(exi_worker *me, bool claimed_for_work) {
 
 /* A new earliest deadline: the keeper waits for a later one, or nobody
  * keeps time: wake the keeper to read it again, else a parked worker to
- * take the role.  Awake workers read it before they park. */
-static void kick_keeper(ex_pool *p) {
+ * take the role.  Awake workers read it before they park: a worker of
+ * the pool that armed it defers the wake-up to when it goes on to more
+ * work (a timer re-armed from its own completion then costs no wake-up:
+ * the worker parks next and keeps time itself). */
+static void kick_keeper(ex_pool *p, uint64_t deadline) {
     uint32_t k = exi_load_acq_u32(&p->keeper);
-    if (k) exi_event_inc(&p->workers[k - 1].event);
-    else exi_pool_wake(p, 1);
+    if (k) {
+        /* A keeper that sleeps until no later than deadline wakes for it
+         * anyway: an arm-and-cancel costs no system call then. */
+        uint64_t until = exi_load_acq_u64(&p->keeper_until);
+        if (until == 0 || deadline < until) exi_event_inc(&p->workers[k - 1].event);
+        return;
+    }
+    exi_worker *me = exi_pool_current();
+    if (me && me->pool == p && !me->lent) me->timer_kick = true;
+    else exi_pool_nudge_idle(p, NULL);
+}
+
+void exi_pool_kick_unkept(ex_pool *p) {
+    if (!exi_load_acq_u32(&p->keeper) && exi_load_rlx_u64(&p->next_deadline) != EXI_NO_DEADLINE)
+        exi_pool_nudge_idle(p, exi_pool_current());
 }
 
 /* ------------------------------------------------------------ arm, cancel */
@@ -118,7 +141,7 @@ static enum exi_timer_arm pool_arm(void *self, exi_timer_op *op) {
         if (earliest) publish_earliest(p);
     }
     pthread_mutex_unlock(&p->timers_mu);
-    if (earliest) kick_keeper(p);
+    if (earliest) kick_keeper(p, (uint64_t)op->node.deadline);
     return a;
 }
 

@@ -536,3 +536,78 @@ Test(timers, a_pool_shut_down_stops_its_pending_timers_and_refuses_new_ones) {
     test_pool_free(p);
     expect_no_leaks();
 }
+
+/* A pool item that arms a timer and waits for it inside the item (a
+ * sync_wait on a worker runs pool work instead of blocking): with every
+ * other worker parked, the waiting worker itself must see the timer fire. */
+static ex_error wait_for_a_timer_inside(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n;
+    ex_pool *p = ctx;
+    ex_result r = ex_sync_wait(ex_schedule_after(ex_pool_scheduler(p), 500 * EX_NS_PER_US));
+    bool ok = r.disposition == EX_DISP_VALUE;
+    ex_result_destroy(&r);
+    out[0] = ex_int(ok);
+    return ex_ok();
+}
+
+Test(timers, a_worker_waiting_inside_an_item_for_its_timer_sees_it_fire) {
+    ex_pool_config cfg = test_pool_config(2, "inside");
+    cfg.wait_policy = EX_POOL_WAIT_PASSIVE;
+    cfg.lend_slots = -1;  /* the item runs on a worker, not on this thread */
+    ex_pool *p = test_pool_new_cfg(&cfg);
+    for (int i = 0; i < 20; i++) {
+        test_sleep_ms(1);
+        ex_result r = ex_sync_wait(ex_then(ex_schedule(ex_pool_scheduler(p)), wait_for_a_timer_inside, p, EX_SIG0,
+                                           EX_SIG(EX_T_INT)));
+        expect_value_int(&r, 1);
+        ex_result_destroy(&r);
+    }
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
+/* A timer re-armed from its own completion on the pool (a periodic timer)
+ * fires every time. */
+typedef struct periodic {
+    ex_pool *pool;
+    atomic_int fired;
+    int rounds;
+    char storage[256];
+    ex_operation *op;
+    ex_receiver self;
+} periodic;
+
+static void periodic_arm(periodic *pd);
+static void pd_value(void *self, const ex_value *v, size_t n) {
+    (void)v, (void)n;
+    periodic *pd = self;
+    ex_operation_destroy(pd->op);
+    if (atomic_fetch_add(&pd->fired, 1) + 1 < pd->rounds) periodic_arm(pd);
+}
+static void pd_error(void *self, ex_error e) {
+    (void)self;
+    ex_error_release(e);
+}
+static void pd_stopped(void *self) { (void)self; }
+static const ex_receiver_vtable pd_vt = { pd_value, pd_error, pd_stopped, cr_env, NULL };
+
+static void periodic_arm(periodic *pd) {
+    ex_sender *s = ex_schedule_after(ex_pool_scheduler(pd->pool), 200 * EX_NS_PER_US);
+    if (ex_connect(s, pd->self, pd->storage, sizeof pd->storage, &pd->op).code == EX_OK) ex_start(pd->op);
+    ex_sender_release(s);
+}
+
+Test(timers, a_timer_rearmed_from_its_completion_keeps_firing) {
+    ex_pool_config cfg = test_pool_config(2, "periodic");
+    cfg.wait_policy = EX_POOL_WAIT_PASSIVE;
+    ex_pool *p = test_pool_new_cfg(&cfg);
+    static periodic pd;
+    pd.pool = p;
+    atomic_init(&pd.fired, 0);
+    pd.rounds = 200;
+    pd.self = (ex_receiver){ &pd_vt, &pd };
+    periodic_arm(&pd);
+    cr_assert_eq(wait_int_reaches(&pd.fired, 200), 200, "fired %d times of 200", atomic_load(&pd.fired));
+    test_pool_free(p);
+    expect_no_leaks();
+}
