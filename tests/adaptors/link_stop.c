@@ -100,57 +100,37 @@ Test(exec_link_stop, a_token_stopped_before_start_gives_the_child_a_stopped_toke
 
 static ex_sender *seen_token(ex_stop_token *seen, ex_stop_token extra) { return ex_link_stop_token(stop_probe(seen), extra); }
 
+/* Runs a probe linked to `extra` under e; asserts the probe's value
+ * (whether its token could stop) and returns the token it saw. */
+static ex_stop_token child_token(env_rec *e, ex_stop_token extra, int64_t possible) {
+    ex_stop_token seen;
+    run_buf b;
+    ex_sender *s = seen_token(&seen, extra);
+    start_in(&b, s, &e->r);
+    rec_expect_value_int(&e->r, possible);
+    ex_operation_destroy(b.op);
+    ex_sender_release(s);
+    return seen;
+}
+
 Test(exec_link_stop, the_child_sees_one_token_itself_when_the_other_cannot_stop) {
     ex_stop_source extra;
     ex_stop_source_init(&extra);
-    ex_stop_token seen;
-
-    /* extra never stops: the receiver's token, unchanged. */
+    ex_stop_token x = ex_stop_source_token(&extra);
     env_rec e;
-    env_rec_init(&e, true);
-    run_buf b;
-    ex_sender *s = seen_token(&seen, ex_never_stop_token());
-    start_in(&b, s, &e.r);
-    rec_expect_value_int(&e.r, 1);
-    cr_assert(ex_stop_token_equal(seen, rec_token(&e.r)));
-    ex_operation_destroy(b.op);
-    ex_sender_release(s);
 
-    /* The receiver's never stops: extra itself. */
-    env_rec_init(&e, false);
-    s = seen_token(&seen, ex_stop_source_token(&extra));
-    start_in(&b, s, &e.r);
-    rec_expect_value_int(&e.r, 1);
-    cr_assert(ex_stop_token_equal(seen, ex_stop_source_token(&extra)));
-    ex_operation_destroy(b.op);
-    ex_sender_release(s);
-
-    /* Both the same: that one. */
-    env_rec_init(&e, true);
-    s = seen_token(&seen, rec_token(&e.r));
-    start_in(&b, s, &e.r);
-    rec_expect_value_int(&e.r, 1);
-    cr_assert(ex_stop_token_equal(seen, rec_token(&e.r)));
-    ex_operation_destroy(b.op);
-    ex_sender_release(s);
-
-    /* Neither can stop: the never-stop token. */
-    env_rec_init(&e, false);
-    s = seen_token(&seen, ex_never_stop_token());
-    start_in(&b, s, &e.r);
-    rec_expect_value_int(&e.r, 0);
-    ex_operation_destroy(b.op);
-    ex_sender_release(s);
-
-    /* Both can: a token of the operation's own, stoppable, not stopped. */
-    env_rec_init(&e, true);
-    s = seen_token(&seen, ex_stop_source_token(&extra));
-    start_in(&b, s, &e.r);
-    rec_expect_value_int(&e.r, 1);
-    cr_assert_not(ex_stop_token_equal(seen, rec_token(&e.r)));
-    cr_assert_not(ex_stop_token_equal(seen, ex_stop_source_token(&extra)));
-    ex_operation_destroy(b.op);
-    ex_sender_release(s);
+    env_rec_init(&e, true);  /* extra never stops: the receiver's token, unchanged */
+    cr_assert(ex_stop_token_equal(child_token(&e, ex_never_stop_token(), 1), rec_token(&e.r)));
+    env_rec_init(&e, false);  /* the receiver's never stops: extra itself */
+    cr_assert(ex_stop_token_equal(child_token(&e, x, 1), x));
+    env_rec_init(&e, true);  /* both the same: that one */
+    cr_assert(ex_stop_token_equal(child_token(&e, rec_token(&e.r), 1), rec_token(&e.r)));
+    env_rec_init(&e, false);  /* neither can stop: the never-stop token */
+    (void)child_token(&e, ex_never_stop_token(), 0);
+    env_rec_init(&e, true);  /* both can: a token of the operation's own, stoppable, not stopped */
+    ex_stop_token own = child_token(&e, x, 1);
+    cr_assert_not(ex_stop_token_equal(own, rec_token(&e.r)));
+    cr_assert_not(ex_stop_token_equal(own, x));
     expect_no_leaks();
 }
 

@@ -22,6 +22,14 @@ static void init_ok(ex_linked_stop_source *l, const ex_stop_token *parents, size
     cr_assert_eq(e.code, EX_OK, "init: %s", e.msg ? e.msg : "");
 }
 
+/* n parent sources, initialised, and their tokens. */
+static void parents_init(ex_stop_source *p, ex_stop_token *tokens, int n) {
+    for (int i = 0; i < n; i++) {
+        ex_stop_source_init(&p[i]);
+        tokens[i] = ex_stop_source_token(&p[i]);
+    }
+}
+
 /* --------------------------------------------------------- following parents */
 
 Test(stoptoken_linked, any_of_one_to_four_parents_stops_the_source) {
@@ -106,10 +114,7 @@ Test(stoptoken_linked, never_stop_parents_are_skipped) {
 Test(stoptoken_linked, a_parent_stopped_already_stops_it_at_once) {
     ex_stop_source p[3];
     ex_stop_token tokens[3];
-    for (int i = 0; i < 3; i++) {
-        ex_stop_source_init(&p[i]);
-        tokens[i] = ex_stop_source_token(&p[i]);
-    }
+    parents_init(p, tokens, 3);
     cr_assert(ex_stop_source_request_stop(&p[1]));
     ex_linked_stop_source l;
     init_ok(&l, tokens, 3);
@@ -174,10 +179,7 @@ Test(stoptoken_linked, bad_arguments_are_einval) {
 Test(stoptoken_linked, destroyed_it_no_longer_follows_its_parents) {
     ex_stop_source p[2];
     ex_stop_token tokens[2];
-    for (int i = 0; i < 2; i++) {
-        ex_stop_source_init(&p[i]);
-        tokens[i] = ex_stop_source_token(&p[i]);
-    }
+    parents_init(p, tokens, 2);
     ex_linked_stop_source l;
     init_ok(&l, tokens, 2);
     ex_linked_stop_source_destroy(&l);
@@ -204,10 +206,7 @@ static void destroy_from_inside(ex_stop_callback *cb) {
 Test(stoptoken_linked, destroy_from_inside_its_callback_returns_at_once) {
     ex_stop_source p[2];
     ex_stop_token tokens[2];
-    for (int i = 0; i < 2; i++) {
-        ex_stop_source_init(&p[i]);
-        tokens[i] = ex_stop_source_token(&p[i]);
-    }
+    parents_init(p, tokens, 2);
     ex_linked_stop_source l;
     init_ok(&l, tokens, 2);
     destroyer d;
@@ -329,10 +328,7 @@ Test(stoptoken_linked, two_parents_stopping_at_once_run_its_callbacks_once) {
     for (int round = 0; round < 200; round++) {
         ex_stop_source p[2];
         ex_stop_token tokens[2];
-        for (int i = 0; i < 2; i++) {
-            ex_stop_source_init(&p[i]);
-            tokens[i] = ex_stop_source_token(&p[i]);
-        }
+        parents_init(p, tokens, 2);
         ex_linked_stop_source l;
         init_ok(&l, tokens, 2);
         st_cb c[3];
