@@ -82,7 +82,7 @@ EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-build
 TEST_DEPS := $(BUILD)/.deps-test
 
-.PHONY: all test check-layers check-header-examples check-headers check-symbols check-install check-spdx man test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
+.PHONY: all test check-nonroot check-layers check-header-examples check-headers check-symbols check-install check-spdx man test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so $(JE_SO)
 
@@ -244,6 +244,11 @@ check-spdx:
 # pkg-config (shared and static), make uninstall (used by CI).
 check-install: all
 	@scripts/check-install.sh
+
+# make and make install as an unprivileged user with only the build
+# packages (scripts/check-nonroot.sh; as root it builds as nobody).
+check-nonroot:
+	@scripts/check-nonroot.sh
 
 # The shared library exports ex_* and nothing internal, versioned
 # (src/libcexec.map, docs/abi.md).
