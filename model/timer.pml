@@ -63,6 +63,7 @@ bit tkick[NW];            /* timer_kick: armed with nobody keeping time, wake-up
 byte dl[2] = INF;         /* deadline while armed, INF when not */
 byte fired;
 bit arming;               /* an arm between its insert and its wake-up */
+bit mu;                   /* timers_mu, held by an arm from its insert through its wake-up */
 
 inline min_armed(m) {
     m = (dl[0] < dl[1] -> dl[0] : dl[1])
@@ -115,9 +116,14 @@ inline nudge_any() {
 }
 
 /* pool_arm: under timers_mu, insert; a new earliest is published
- * (exchange) and then the keeper, or a parked worker, is woken. */
+ * (exchange) and then the keeper, or a parked worker, is woken, still
+ * under the lock: once it is released the timer may fire and complete,
+ * and whoever saw that may destroy the pool, so the arm touches nothing
+ * after the unlock.  fire_due waits for the lock meanwhile. */
 inline arm(i, d, by) {
     atomic {
+        !mu;
+        mu = 1;
         min_armed(m);
         dl[i] = d;
         earliest = d < m;
@@ -151,20 +157,21 @@ inline arm(i, d, by) {
         fi;
         arming = 0
     :: else -> skip
-    fi
+    fi;
+    mu = 0                                    /* the unlock: the arm's last step */
 }
 
-/* exi_pool_fire_due, when exi_pool_timer_due: under the lock, every due
- * timer out of the heap (fired, in the model, at once), next_deadline
- * republished. */
+/* exi_pool_fire_due, when exi_pool_timer_due: under the lock (it waits
+ * while an arm holds it), every due timer out of the heap (fired, in the
+ * model, at once), next_deadline republished. */
 inline fire_due() {
     atomic {
         if
-        :: nd <= now ->
+        :: nd <= now && !mu ->
             if :: dl[0] <= now -> dl[0] = INF; fired++ :: else -> skip fi;
             if :: dl[1] <= now -> dl[1] = INF; fired++ :: else -> skip fi;
             min_armed(nd)
-        :: else -> skip
+        :: nd > now -> skip
         fi
     }
 }

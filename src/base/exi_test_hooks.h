@@ -14,4 +14,9 @@ extern void (*exi_stop_counted_hook)(void);
  * its loop empty and before it sleeps. */
 extern void (*exi_sync_sleep_hook)(void);
 
+/* Called by the pool's timer arm (resources/pool_timers.c) after it armed
+ * the timer and released the timers' lock: from there on the timer may
+ * fire, its operation go away and the pool be destroyed. */
+extern void (*exi_pool_timer_armed_hook)(void);
+
 #endif

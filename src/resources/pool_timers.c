@@ -23,6 +23,7 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_fork.h"
+#include "base/exi_test_hooks.h"
 #include "resources/exi_pool_impl.h"
 
 /* Caller holds timers_mu: next_deadline follows the heap.  An earlier
@@ -126,10 +127,11 @@ void exi_pool_kick_unkept(ex_pool *p) {
 
 /* ------------------------------------------------------------ arm, cancel */
 
+void (*exi_pool_timer_armed_hook)(void);
+
 static enum exi_timer_arm pool_arm(void *self, exi_timer_op *op) {
     ex_pool *p = self;
     enum exi_timer_arm a = EXI_TIMER_ARMED;
-    bool earliest = false;
     pthread_mutex_lock(&p->timers_mu);
     if (op->cancel_requested) {
         a = EXI_TIMER_REFUSED_STOPPED;
@@ -137,11 +139,20 @@ static enum exi_timer_arm pool_arm(void *self, exi_timer_op *op) {
         a = EXI_TIMER_REFUSED_SHUTDOWN;  /* shutdown drops timers after `stopping`, under this lock */
     } else {
         exi_timer_heap_insert(&p->timers, &op->node);
-        earliest = exi_timer_heap_min(&p->timers) == &op->node;
-        if (earliest) publish_earliest(p);
+        if (exi_timer_heap_min(&p->timers) == &op->node) {
+            publish_earliest(p);
+            /* Still under the lock: once it is released the timer may fire
+             * and complete, its operation go away and, for a thread that
+             * saw the completion, the pool too (destroy's drop of the
+             * timers takes this lock first). */
+            kick_keeper(p, (uint64_t)op->node.deadline);
+        }
     }
     pthread_mutex_unlock(&p->timers_mu);
-    if (earliest) kick_keeper(p, (uint64_t)op->node.deadline);
+    if (a == EXI_TIMER_ARMED) {
+        void (*hook)(void) = exi_load_rlx_ptr((void *const *)&exi_pool_timer_armed_hook);
+        if (hook) hook();
+    }
     return a;
 }
 

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/test_alloc.h"
@@ -185,4 +186,38 @@ void cnt_alloc_expect_balanced(cnt_alloc *a, const char *what) {
     long allocs = atomic_load(&a->allocs), frees = atomic_load(&a->frees);
     cr_expect_eq(allocs, frees, "%s: %ld block(s) given, %ld freed", what, allocs, frees);
     cr_expect_eq(atomic_load(&a->bytes), 0, "%s: %ld byte(s) not freed", what, atomic_load(&a->bytes));
+}
+
+/* ----------------------------------------------- a guard-page allocator */
+
+static size_t page_round(size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (size + page - 1) / page * page;
+}
+
+static void *guard_allocate(void *ctx, size_t size, size_t align) {
+    (void)align;  /* pages are aligned enough */
+    guard_alloc *g = ctx;
+    if (g->n == GUARD_MAX) return NULL;
+    void *p = mmap(NULL, page_round(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    g->maps[g->n] = p;
+    g->lens[g->n++] = page_round(size);
+    return p;
+}
+
+/* Kept mapped but inaccessible until guard_alloc_fini: any late access faults. */
+static void guard_deallocate(void *ctx, void *p, size_t size, size_t align) {
+    (void)ctx, (void)align;
+    mprotect(p, page_round(size), PROT_NONE);
+}
+
+void guard_alloc_init(guard_alloc *g) {
+    memset(g, 0, sizeof *g);
+    g->base = (ex_allocator){ guard_allocate, guard_deallocate, g, "test.guard", NULL };
+}
+
+void guard_alloc_fini(guard_alloc *g) {
+    for (int i = 0; i < g->n; i++) munmap(g->maps[i], g->lens[i]);
+    g->n = 0;
 }

@@ -71,4 +71,23 @@ void cnt_alloc_fail_nth(cnt_alloc *a, long nth);
 /* Asserts every block was given back (what names the allocator). */
 void cnt_alloc_expect_balanced(cnt_alloc *a, const char *what);
 
+/* ----------------------------------------------- a guard-page allocator */
+
+/* Each block gets pages of its own (at most GUARD_MAX blocks); a freed
+ * block stays mapped but inaccessible until guard_alloc_fini, so any late
+ * access faults, in plain builds too.  Allocations are not thread-safe:
+ * make them from one thread. */
+enum { GUARD_MAX = 16 };
+typedef struct guard_alloc {
+    ex_allocator base;           /* hand &g->base to the code under test */
+    void *maps[GUARD_MAX];
+    size_t lens[GUARD_MAX];
+    int n;
+} guard_alloc;
+
+/* No block yet, named "test.guard". */
+void guard_alloc_init(guard_alloc *g);
+/* Unmaps every block (freed or not). */
+void guard_alloc_fini(guard_alloc *g);
+
 #endif

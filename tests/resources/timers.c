@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "common/helpers.h"
+#include "base/exi_test_hooks.h"
 
 TEST_SUITE(timers, 60);
 
@@ -518,6 +519,108 @@ Test(timers, a_pool_shut_down_stops_its_pending_timers_and_refuses_new_ones) {
     expect_error(&r, EX_ESHUTDOWN);
     ex_result_destroy(&r);
     test_pool_free(p);
+    expect_no_leaks();
+}
+
+/* The pool's arm and the lifetimes around it.  Once the arm released its
+ * lock, the timer may fire on a worker, its receiver free the operation,
+ * and a thread that saw the completion destroy the pool.  The arm used to
+ * wake a worker after the unlock, reading the operation (its deadline) and
+ * the pool (the keeper, the idle mask): uses after free timer_stress found
+ * under TSan (parts 1 and 3b).  The hook (base/exi_test_hooks.h) holds the
+ * arming thread right after the unlock until that happened; the memory
+ * comes from a guard allocator, so a later read crashes the test.  The
+ * workers never park (active policy): one fires the timer unwoken. */
+typedef struct guarded_timer {
+    ex_env_pair env;          /* get_allocator: the guard allocator */
+    ex_operation *op;
+    bool free_op;             /* set_value frees op */
+    atomic_int values, others;
+} guarded_timer;
+
+static guarded_timer gt;
+static ex_pool *doomed_pool;
+static int destroy_code = -1;
+
+static void gt_value(void *self, const ex_value *v, size_t n) {
+    (void)v, (void)n;
+    guarded_timer *t = self;
+    if (t->free_op) ex_operation_free(t->op);
+    atomic_fetch_add(&t->values, 1);
+}
+static void gt_error(void *self, ex_error e) {
+    ex_error_release(e);
+    atomic_fetch_add(&((guarded_timer *)self)->others, 1);
+}
+static void gt_stopped(void *self) { atomic_fetch_add(&((guarded_timer *)self)->others, 1); }
+static ex_env gt_env(void *self) { return ex_env_of_pair(&((guarded_timer *)self)->env); }
+static const ex_receiver_vtable gt_vt = { gt_value, gt_error, gt_stopped, gt_env, NULL };
+
+static void wait_for_the_fire(void) { (void)wait_int_reaches(&gt.values, 1); }
+
+static void *destroy_doomed_pool(void *arg) {
+    (void)arg;
+    destroy_code = ex_pool_destroy(doomed_pool).code;
+    return NULL;
+}
+
+/* Another thread destroys the pool as soon as the timer fired. */
+static void destroy_after_the_fire(void) {
+    wait_for_the_fire();
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, destroy_doomed_pool, NULL), 0);
+    pthread_join(th, NULL);
+}
+
+/* Two workers that never park; the pool's own memory from g if given. */
+static ex_pool *active_pool(guard_alloc *g) {
+    ex_pool_config cfg = test_pool_config(2, "armed");
+    cfg.wait_policy = EX_POOL_WAIT_ACTIVE;
+    cfg.frames = EX_POOL_FRAMES_PROCESS;
+    if (g) ex_set_default_allocator(&g->base);
+    ex_pool *p = NULL;
+    ex_error e = ex_pool_create(&cfg, &p);
+    if (g) ex_set_default_allocator(&test_allocator);
+    cr_assert_eq(e.code, EX_OK);
+    return p;
+}
+
+/* Arms a timer due at once on p from this thread (not a worker), its
+ * operation from g, with hook set around the start. */
+static void arm_due_timer(ex_pool *p, guard_alloc *g, bool free_op, void (*hook)(void)) {
+    gt.free_op = free_op;
+    atomic_init(&gt.values, 0);
+    atomic_init(&gt.others, 0);
+    ex_env_pair_init(&gt.env, &ex_key_get_allocator, ex_alloc_value(&g->base), ex_env_empty());
+    ex_sender *s = ex_schedule_at(ex_pool_scheduler(p), 0);
+    cr_assert_eq(ex_connect_alloc(s, (ex_receiver){ &gt_vt, &gt }, &gt.op).code, EX_OK);
+    ex_sender_release(s);
+    exi_pool_timer_armed_hook = hook;
+    ex_start(gt.op);
+    exi_pool_timer_armed_hook = NULL;
+    cr_assert_eq(atomic_load(&gt.values), 1, "the timer did not fire (other completions: %d)",
+                 atomic_load(&gt.others));
+    cr_assert_eq(atomic_load(&gt.others), 0);
+}
+
+Test(timers, the_pool_arm_leaves_a_timer_alone_once_it_may_have_fired) {
+    guard_alloc g;
+    guard_alloc_init(&g);
+    ex_pool *p = active_pool(NULL);
+    arm_due_timer(p, &g, true, wait_for_the_fire);  /* the receiver frees the operation */
+    test_pool_free(p);
+    guard_alloc_fini(&g);
+    expect_no_leaks();
+}
+
+Test(timers, a_pool_destroyed_as_its_timer_fired_is_not_touched_by_the_arm) {
+    guard_alloc g;
+    guard_alloc_init(&g);
+    doomed_pool = active_pool(&g);
+    arm_due_timer(doomed_pool, &g, false, destroy_after_the_fire);
+    cr_assert_eq(destroy_code, EX_OK);
+    ex_operation_free(gt.op);
+    guard_alloc_fini(&g);
     expect_no_leaks();
 }
 

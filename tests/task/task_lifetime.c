@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "task/local_fixtures.h"
 
@@ -207,41 +205,6 @@ Test(exec_task, change_coroutine_scheduler_keeps_the_hold_it_left) {
  * touch the task's source after that.  The operation comes from pages made
  * inaccessible when freed, so a late access crashes the test. */
 
-enum { GUARD_MAX = 8 };
-typedef struct guard_alloc {
-    ex_allocator base;
-    void *maps[GUARD_MAX];
-    size_t lens[GUARD_MAX];
-    int n;
-} guard_alloc;
-
-static size_t page_round(size_t size) {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    return (size + page - 1) / page * page;
-}
-
-static void *guard_allocate(void *ctx, size_t size, size_t align) {
-    (void)align;
-    guard_alloc *g = ctx;
-    if (g->n == GUARD_MAX) return NULL;
-    void *p = mmap(NULL, page_round(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    g->maps[g->n] = p;
-    g->lens[g->n++] = page_round(size);
-    return p;
-}
-
-/* Kept mapped but inaccessible until guard_fini: any late access faults. */
-static void guard_deallocate(void *ctx, void *p, size_t size, size_t align) {
-    (void)ctx, (void)align;
-    mprotect(p, page_round(size), PROT_NONE);
-}
-
-static void guard_fini(guard_alloc *g) {
-    for (int i = 0; i < g->n; i++) munmap(g->maps[i], g->lens[i]);
-    g->n = 0;
-}
-
 static ex_task_result body_until_stopped(ex_task *t, void *arg) {
     (void)arg;
     ex_await_result r = ex_await(t, until_stopped());
@@ -251,8 +214,7 @@ static ex_task_result body_until_stopped(ex_task *t, void *arg) {
 
 Test(exec_task, completion_inside_the_receivers_stop_request_may_free_the_task) {
     guard_alloc g;
-    memset(&g, 0, sizeof g);
-    g.base = (ex_allocator){ guard_allocate, guard_deallocate, &g, "test.guard", NULL };
+    guard_alloc_init(&g);
     ex_stop_source src;
     ex_stop_source_init(&src);
     frees_op_rec r;
@@ -272,6 +234,6 @@ Test(exec_task, completion_inside_the_receivers_stop_request_may_free_the_task) 
     ex_stop_source_request_stop(&src);  /* the task completes, and is freed, inside */
     rec_expect_stopped(&r.r);
     EXPECT_PROBE();
-    guard_fini(&g);
+    guard_alloc_fini(&g);
     expect_no_leaks();
 }
