@@ -13,6 +13,7 @@
 #include <cexec/cexec.h>
 
 #include "adaptors/exi_just.h"
+#include "adaptors/exi_stage_name.h"
 #include "core/exi_env.h"
 #include "core/exi_error_text.h"
 #include "core/exi_sender.h"
@@ -403,4 +404,10 @@ ex_sender *ex_let_stopped_named(ex_sender *child, ex_let_stopped_fn fn, void *ct
 
 ex_sender *(ex_let_stopped)(ex_sender *child, ex_let_stopped_fn fn, void *ctx) {
     return ex_let_stopped_named(child, fn, ctx, NULL);
+}
+
+const char *exi_let_stage_name(const ex_sender *s) {
+    bool ours = s->vt == &let_value_borrowed_vt;
+    for (size_t i = 0; i < sizeof let_vts / sizeof let_vts[0]; i++) ours = ours || s->vt == &let_vts[i];
+    return ours ? ((const let_sender *)s)->name : NULL;
 }

@@ -9,6 +9,7 @@
 #include <stdalign.h>
 #include <cexec/cexec.h>
 
+#include "adaptors/exi_stage_name.h"
 #include "core/exi_error_text.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
@@ -260,4 +261,10 @@ ex_sender *ex_upon_stopped_named(ex_sender *child, ex_upon_stopped_fn fn, void *
 
 ex_sender *(ex_upon_stopped)(ex_sender *child, ex_upon_stopped_fn fn, void *ctx, ex_sig out) {
     return ex_upon_stopped_named(child, fn, ctx, out, NULL);
+}
+
+const char *exi_then_stage_name(const ex_sender *s) {
+    for (size_t i = 0; i < sizeof then_vts / sizeof then_vts[0]; i++)
+        if (s->vt == &then_vts[i]) return ((const then_sender *)s)->name;
+    return NULL;
 }

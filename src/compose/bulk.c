@@ -12,6 +12,7 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
+#include "compose/exi_bulk.h"
 #include "core/exi_error.h"
 #include "core/exi_error_text.h"
 #include "core/exi_sender.h"
@@ -277,4 +278,12 @@ ex_sender *ex_bulk_chunked_named(ex_sender *child, size_t shape, size_t grain, e
 
 ex_sender *(ex_bulk_chunked)(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx) {
     return ex_bulk_chunked_named(child, shape, grain, fn, ctx, NULL);
+}
+
+bool exi_bulk_stage(const ex_sender *s, const char **builder, const char **name) {
+    if (s->vt != &bulk_vt) return false;
+    const bulk_sender *bs = (const bulk_sender *)s;
+    *builder = texts[bs->builder].stage;
+    *name = bs->name;
+    return true;
 }
