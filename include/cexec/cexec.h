@@ -37,5 +37,6 @@
 #include <cexec/owning.h>
 #include <cexec/error.h>
 #include <cexec/timer.h>
+#include <cexec/timeout.h>
 
 #endif
