@@ -234,6 +234,30 @@ ex_scheduler ex_task_scheduler(const ex_task *t);
  * is then true).  Call only from t's own body. */
 ex_error ex_task_yield(ex_task *t);
 
+/* Suspends t for duration_ns and resumes it on its scheduler: an await of
+ * ex_schedule_after(ex_task_scheduler(t), duration_ns) (cexec/timer.h),
+ * so the timer fires on the scheduler's resource, never early, and the
+ * task resumes there without a hop; the thread is free meanwhile.
+ * Returns EX_OK once the time has passed; EX_ECANCELED if the task's stop
+ * was requested during the sleep (the timer is removed at once; the task
+ * is then stopped, ex_task_is_stopped, as after any await that completes
+ * stopped) or it was stopped already; the error of the timer or of the
+ * hop back (EX_ESHUTDOWN from a resource shutting down; the caller owns
+ * it, cexec/error.h); EX_ENOTSUP if the task's scheduler has no clock:
+ * the inline scheduler of an EX_TASK_INLINE task, a strand, a scheduler
+ * without connect_schedule_at, and ex_sync_wait's own run loop (a task
+ * given straight to ex_sync_wait: start it on a pool, a single-thread
+ * context or an ex_run_loop with ex_starts_on to sleep); EX_EINVAL for a
+ * NULL task, a negative duration or one that overflows the clock.  Call
+ * only from t's body. */
+ex_error ex_task_sleep_for(ex_task *t, int64_t duration_ns);
+
+/* ex_task_sleep_for until CLOCK_MONOTONIC (ex_now()) reaches deadline_ns.
+ * A deadline already past still goes through the resource: t resumes
+ * when the resource fires its due timers (at once on an idle one).
+ * EX_EINVAL for a negative deadline, else as ex_task_sleep_for. */
+ex_error ex_task_sleep_until(ex_task *t, int64_t deadline_ns);
+
 /* Moves t to sch: returns the previous scheduler; when it returns, the task
  * runs on sch, and later awaits resume there.  The task keeps its hold on
  * the previous scheduler's resource (and on every one it ran on) until it
