@@ -514,6 +514,28 @@ POOL_TEST(exec_timeout, a_pool_shut_down_with_the_timer_pending_gives_stopped, 2
     ex_sender_release(s);
 }
 
+/* A child that works inside its own start until its token is stopped
+ * (bounded), then completes stopped. */
+static void work_in_start(test_op *o) {
+    ex_stop_token tok = ex_get_stop_token(ex_receiver_env(o->r));
+    double limit = test_now_s() + TEST_WAIT_LIMIT_S;
+    while (!ex_stop_token_stop_requested(tok) && test_now_s() < limit) test_nap_us(20);
+    *(bool *)o->ctx = ex_stop_token_stop_requested(tok);
+    ex_set_stopped(o->r);
+}
+
+POOL_TEST(exec_timeout, a_child_working_inside_its_start_is_timed_out_too, 2) {
+    /* The timer is armed before the child starts: a worker fires it while
+     * the child still runs on the test's thread. */
+    bool saw_stop = false;
+    ex_sigs sigs = { 0, EX_SIGS_STOPPED, { { 0, { 0 } } } };
+    ex_result r = ex_sync_wait(ex_timeout(test_sender_new(work_in_start, &saw_stop, &sigs), ex_pool_scheduler(p),
+                                          100 * EX_NS_PER_US));
+    expect_error(&r, EX_ETIMEDOUT);
+    ex_result_destroy(&r);
+    cr_assert(saw_stop, "the child never saw the stop request");
+}
+
 Test(exec_timeout, on_a_single_thread_context) {
     ex_single_thread_context ctx;
     ex_scheduler sch = test_stc_init(&ctx);
