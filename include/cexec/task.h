@@ -243,7 +243,8 @@ ex_error ex_task_yield(ex_task *t);
  * is then stopped, ex_task_is_stopped, as after any await that completes
  * stopped) or it was stopped already; the error of the timer or of the
  * hop back (EX_ESHUTDOWN from a resource shutting down; the caller owns
- * it, cexec/error.h); EX_ENOTSUP if the task's scheduler has no clock:
+ * it, cexec/error.h); EX_ENOMEM without memory for the timer's sender (the
+ * task is not stopped); EX_ENOTSUP if the task's scheduler has no clock:
  * the inline scheduler of an EX_TASK_INLINE task, a strand, a scheduler
  * without connect_schedule_at, and ex_sync_wait's own run loop (a task
  * given straight to ex_sync_wait: start it on a pool, a single-thread

@@ -293,3 +293,23 @@ Test(exec_task_sleep, bad_input_is_einval) {
     cr_assert(!s.stopped_after);
     task_test_end(NULL, NULL);
 }
+
+static ex_task_result body_no_memory(ex_task *t, void *arg) {
+    sleep_seen *s = arg;
+    test_alloc_fail_next();  /* the timer's sender */
+    ex_error e = ex_task_sleep_for(t, 1);
+    s->code = e.code;
+    ex_error_release(e);
+    s->stopped_after = ex_task_is_stopped(t);
+    return ex_task_void();
+}
+
+Test(exec_task_sleep, no_memory_for_the_timer_is_enomem) {
+    sleep_seen s;
+    seen_init(&s, NULL, 0);
+    run_on_loop(ex_task_create(body_no_memory, &s, NULL));
+    expect_injected_failure_hit();
+    cr_assert_eq(s.code, EX_ENOMEM);
+    cr_assert(!s.stopped_after, "a sleep that could not start does not stop the task");
+    task_test_end(NULL, NULL);
+}
