@@ -67,6 +67,16 @@ static inline bool exi_join_hold(exi_join *j) {
     return true;
 }
 
+/* The body of the callback forwarding an outside stop request to the
+ * children: holds an arrival across the request; true when the caller
+ * must then give that arrival back (its arrive, which may complete the
+ * join), false when it must do nothing. */
+static inline bool exi_join_forward_stop(exi_join *j) {
+    if (!exi_join_hold(j)) return false;
+    exi_join_request_stop(j, NULL, NULL);
+    return true;
+}
+
 /* One arrival; true for the last, which completes the join. */
 static inline bool exi_join_arrive(exi_join *j) { return exi_faa_u32(&j->count, (uint32_t)-1) == 1; }
 

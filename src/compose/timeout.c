@@ -269,9 +269,7 @@ static const ex_receiver_vtable timer_rcvr_vt = { timer_value, timer_error, time
  * across the request (exi_join.h). */
 static void forward_stop(ex_stop_callback *cb) {
     timeout_op *o = EXI_CONTAINER_OF(cb, timeout_op, on_stop);
-    if (!exi_join_hold(&o->join)) return;
-    exi_join_request_stop(&o->join, NULL, NULL);
-    arrive(o);
+    if (exi_join_forward_stop(&o->join)) arrive(o);
 }
 
 /* ------------------------------------------------------------ operation */

@@ -122,9 +122,7 @@ static __attribute__((noinline, cold)) const char *too_many_values(ex_sender *co
 /* The receiver asked for stop: forward it to the children (exi_join.h). */
 static void request_stop_cb(ex_stop_callback *cb) {
     when_all_op *o = EXI_CONTAINER_OF(cb, when_all_op, on_stop);
-    if (!exi_join_hold(&o->join)) return;
-    exi_join_request_stop(&o->join, NULL, NULL);
-    arrive(o);
+    if (exi_join_forward_stop(&o->join)) arrive(o);
 }
 
 static void complete(when_all_op *o) {

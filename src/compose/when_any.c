@@ -159,9 +159,7 @@ static const ex_receiver_vtable race_rcvr_vt = { r_set_value, r_set_error, r_set
  * across the request (exi_join.h). */
 static void forward_stop(ex_stop_callback *cb) {
     race_op *o = EXI_CONTAINER_OF(cb, race_op, on_stop);
-    if (!exi_join_hold(&o->join)) return;
-    exi_join_request_stop(&o->join, NULL, NULL);
-    arrive(o);
+    if (exi_join_forward_stop(&o->join)) arrive(o);
 }
 
 /* ------------------------------------------------------------ operation */
