@@ -50,6 +50,7 @@ MODEL_CHECKS := \
     timer-2w-worker:timer:pass:safety:-DARM_ON_WORKER,-DWAKER \
     timer-2w-worker-end:timer:pass:safety:-DARM_ON_WORKER,-DWAKER,-DNO_CLAIM \
     syncloop:syncloop:pass:safety: \
+    syncloop-timer:syncloop:pass:safety:-DTIMER \
     deque:deque:pass:safety: \
     inbox:inbox:pass:safety: \
     inbox-np:inbox:pass:np: \
@@ -71,6 +72,8 @@ MODEL_CHECKS := \
     broken-timer-claiming-handoff:timer:fail:safety:-DWAKER,-DBROKEN_CLAIMING_HANDOFF \
     broken-timer-defer-no-kick:timer:fail:safety:-DARM_ON_WORKER,-DBROKEN_DEFER_NO_KICK \
     broken-syncloop-pin-aba:syncloop:fail:safety:-DBROKEN_PIN_ABA \
+    broken-syncloop-arm-no-posted:syncloop:fail:safety:-DTIMER,-DBROKEN_ARM_NO_POSTED \
+    broken-syncloop-earliest-early:syncloop:fail:safety:-DTIMER,-DBROKEN_EARLIEST_BEFORE_CLEAR \
     broken-deque-take-store:deque:fail:safety:-DBROKEN_TAKE_STORE \
     broken-deque-grow-order:deque:fail:safety:-DBROKEN_GROW_ORDER \
     broken-inbox-tail-only:inbox:fail:safety:-DBROKEN_TAIL_ONLY

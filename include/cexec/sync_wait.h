@@ -4,7 +4,10 @@
  * Blocks the calling thread, running a run_loop on it, until the sender
  * completes.  The receiver's environment answers get_scheduler and
  * get_delegation_scheduler with that run_loop's scheduler; its stop token is
- * the never-stop token.  Called on a worker of an ex_pool, it does not block
+ * the never-stop token.  The loop has a clock (cexec/timer.h): timers on
+ * its scheduler fire on the waiting thread, which sleeps until the
+ * earliest deadline; when the wait ends, those already due fire and the
+ * others complete set_stopped there.  Called on a worker of an ex_pool, it does not block
  * the worker: it runs the loop's items and the pool's queued work until the
  * sender completes (a pool task that sync_waits on work for its own pool
  * finishes instead of deadlocking).

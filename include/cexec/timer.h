@@ -5,9 +5,10 @@
  * Time is CLOCK_MONOTONIC in nanoseconds (int64_t: about 292 years).  A
  * resource with a clock keeps its timers in one intrusive heap under its
  * own lock: arming allocates nothing (the timer lives in the operation
- * state) and costs O(log n); no thread per timer.  Run loops and
- * single-thread contexts have a clock: the thread that runs the loop
- * sleeps until the earliest deadline and completes expired timers there.
+ * state) and costs O(log n); no thread per timer.  Pools, run loops,
+ * single-thread contexts and ex_sync_wait's own loop have a clock: the
+ * thread that runs a loop sleeps until the earliest deadline and
+ * completes expired timers there (a pool's workers share the wait).
  * docs/time.md says how accurate timers are and what they cost. */
 #ifndef CEXEC_TIMER_H
 #define CEXEC_TIMER_H

@@ -22,6 +22,7 @@
 #include "base/exi_worker.h"
 #include "resources/exi_pool.h"
 #include "resources/exi_single_thread_context.h"
+#include "resources/exi_timer_op.h"
 
 /* The loop: sync_wait's own run loop ([exec.run.loop] semantics: FIFO,
  * items run on the waiting thread), built for the common case where
@@ -29,6 +30,15 @@
  * stores and nothing to destroy: posts go on a lock-free stack that only
  * the waiter takes from, and the waiter sleeps on a futex word (flags),
  * not on a mutex and condition variable.
+ *
+ * It has a clock (cexec/timer.h): timers wait in a heap under a spin lock
+ * (arms and cancels come from any thread and hold it for a heap insert or
+ * removal); the waiter fires due ones as it would run an item and sleeps
+ * on the futex word until the earliest deadline.  An arm is a post as far
+ * as waking goes: it pins, and its unpin sets SYNC_POSTED, so a waiter
+ * that looked at the earliest deadline before the arm does not sleep past
+ * it.  When the wait ends, timers already due fire and the others
+ * complete stopped, as ex_run_loop_finish does.
  *
  * sync_state.flags, the futex word: */
 #define SYNC_DONE 1u      /* the operation completed (the result is written) */
@@ -44,14 +54,26 @@ typedef struct sync_state {
     uint32_t finished;    /* set by a completion that saw SYNC_SLEEPING, after its wake-up */
     ex_env_pair env;      /* get_scheduler and get_delegation_scheduler: the loop */
     ex_result *res;
+    uint32_t timer_lock;  /* 1 while someone holds the heap */
+    uint64_t earliest;    /* the earliest armed deadline, NO_TIMER if none (stored under the lock) */
+    exi_timer_heap timers;
 } sync_state;
+
+#define NO_TIMER ((uint64_t)INT64_MAX)
 
 void (*exi_sync_sleep_hook)(void);
 
 static void futex_wake(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
 
-static void futex_wait(uint32_t *word, uint32_t seen) {
-    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+/* Sleeps while *word == seen, until woken or until the CLOCK_MONOTONIC
+ * deadline (NO_TIMER: none). */
+static void futex_wait_until(uint32_t *word, uint32_t seen, uint64_t deadline) {
+    if (deadline == NO_TIMER) {
+        syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+        return;
+    }
+    struct timespec at = { (time_t)(deadline / EX_NS_PER_S), (long)(deadline % EX_NS_PER_S) };
+    syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, seen, &at, NULL, FUTEX_BITSET_MATCH_ANY);
 }
 
 /* From any thread while the wait lasts.  The pin keeps the waiter from
@@ -65,14 +87,18 @@ static void futex_wait(uint32_t *word, uint32_t seen) {
  * wake-up comes after the unpin; st may be gone by then, and a futex
  * wake-up at a stale address is a system call that touches no memory
  * (and wakes nobody not ready for a spurious wake-up). */
+static void unpin_posted(sync_state *st) {
+    uint32_t old = exi_load_rlx_u32(&st->flags);
+    while (!exi_cas_u32(&st->flags, &old, (old | SYNC_POSTED) - SYNC_PIN)) {}
+    if (old & SYNC_SLEEPING) futex_wake(&st->flags);
+}
+
 static void loop_post(sync_state *st, ex_work *w) {
     (void)exi_faa_u32(&st->flags, SYNC_PIN);
     void *head = exi_load_rlx_ptr(&st->posted);
     do w->next = head;
     while (!exi_cas_ptr(&st->posted, &head, w));
-    uint32_t old = exi_load_rlx_u32(&st->flags);
-    while (!exi_cas_u32(&st->flags, &old, (old | SYNC_POSTED) - SYNC_PIN)) {}
-    if (old & SYNC_SLEEPING) futex_wake(&st->flags);
+    unpin_posted(st);
 }
 
 /* The waiter: moves what was posted to `ready` (empty), oldest first;
@@ -112,6 +138,103 @@ static bool loop_run_one(sync_state *st) {
     return true;
 }
 
+/* ------------------------------------------------------------ the timers */
+
+static void timers_lock(sync_state *st) {
+    for (unsigned spins = 0;; spins++) {
+        uint32_t free_ = 0;
+        if (!exi_load_rlx_u32(&st->timer_lock) && exi_cas_u32(&st->timer_lock, &free_, 1)) return;
+        if (spins < 64) exi_pause();
+        else sched_yield();  /* the holder may be descheduled: a heap update is short */
+    }
+}
+
+static void timers_unlock(sync_state *st) { exi_store_rel_u32(&st->timer_lock, 0); }
+
+/* Under the lock. */
+static void timers_take(sync_state *st, exi_timer *t) {
+    exi_timer_heap_remove(&st->timers, t);
+    exi_timer *min = exi_timer_heap_min(&st->timers);
+    exi_store_rel_u64(&st->earliest, min ? (uint64_t)min->deadline : NO_TIMER);
+}
+
+/* From any thread, in the timer's start.  Pinned like a post: once the
+ * timer is in the heap it may complete (and the wait end) at any moment,
+ * and the wake-up still reads st. */
+static enum exi_timer_arm sloop_arm(void *resource, exi_timer_op *op) {
+    sync_state *st = resource;
+    (void)exi_faa_u32(&st->flags, SYNC_PIN);
+    timers_lock(st);
+    enum exi_timer_arm a = EXI_TIMER_REFUSED_STOPPED;
+    if (!op->cancel_requested) {
+        exi_timer_heap_insert(&st->timers, &op->node);
+        exi_store_rel_u64(&st->earliest, (uint64_t)exi_timer_heap_min(&st->timers)->deadline);
+        a = EXI_TIMER_ARMED;
+    }
+    timers_unlock(st);
+    unpin_posted(st);
+    return a;
+}
+
+/* From the stop callback's thread.  The unlock is its last access to st:
+ * the timer completes after it (here, or in the start that the mark
+ * refuses), and the wait cannot end before that. */
+static bool sloop_cancel(void *resource, exi_timer_op *op) {
+    sync_state *st = resource;
+    timers_lock(st);
+    bool armed = op->node.in_heap;
+    if (armed) timers_take(st, &op->node);
+    else op->cancel_requested = true;
+    timers_unlock(st);
+    return armed;
+}
+
+static const exi_timer_service_vtable sloop_timers = { sloop_arm, sloop_cancel };
+
+/* The waiter: takes the earliest timer if it is due (or, finishing, in
+ * any case; *due says which); NULL if none. */
+static exi_timer *timers_take_due(sync_state *st, bool finishing, bool *due) {
+    uint64_t e = exi_load_acq_u64(&st->earliest);
+    if (e == NO_TIMER) return NULL;
+    int64_t now = ex_now();
+    if (!finishing && (int64_t)e > now) return NULL;
+    timers_lock(st);
+    exi_timer *t = exi_timer_heap_min(&st->timers);
+    if (t && (finishing || t->deadline <= now)) timers_take(st, t);
+    else t = NULL;
+    timers_unlock(st);
+    if (t) *due = t->deadline <= now;
+    return t;
+}
+
+/* The waiter: completes a timer it took, due, on this thread as the loop
+ * runs an item. */
+static void timer_fire_here(sync_state *st, exi_timer *t) {
+    const void *outer = st->runner;
+    exi_store_rlx_ptr((void **)&st->runner, (void *)(uintptr_t)exi_thread_id());
+    exi_timer_fire(t);
+    exi_store_rlx_ptr((void **)&st->runner, (void *)(uintptr_t)outer);
+}
+
+/* The waiter: fires the earliest timer if it is due; whether it did. */
+static bool timers_fire_one(sync_state *st) {
+    bool due;
+    exi_timer *t = timers_take_due(st, false, &due);
+    if (t) timer_fire_here(st, t);
+    return t != NULL;
+}
+
+/* The waiter, once the wait is over: the earliest timer left fires if it
+ * is due and completes stopped if not; whether there was one. */
+static bool timers_finish_one(sync_state *st) {
+    bool due;
+    exi_timer *t = timers_take_due(st, true, &due);
+    if (!t) return false;
+    if (due) timer_fire_here(st, t);
+    else exi_timer_drop(t);
+    return true;
+}
+
 /* Tells the waiting thread.  The last access to st by the completing side:
  * the read-modify-write, or the store of `finished` when the waiter may be
  * asleep (it waits for that store before it returns). */
@@ -127,23 +250,28 @@ static bool completed(sync_state *st) { return exi_load_acq_u32(&st->flags) & SY
  * waits for the posters (and, if it slept, the completing side) to be
  * done with st. */
 static inline __attribute__((always_inline)) void loop_end(sync_state *st, bool slept) {
-    /* Mostly nothing was ever posted: three loads. */
-    if (!slept && !st->ready && exi_load_acq_u32(&st->flags) < SYNC_PIN && !exi_load_acq_ptr(&st->posted)) return;
+    /* Mostly nothing was ever posted or armed: four loads. */
+    if (!slept && !st->ready && exi_load_acq_u32(&st->flags) < SYNC_PIN && !exi_load_acq_ptr(&st->posted) &&
+        exi_load_acq_u64(&st->earliest) == NO_TIMER)
+        return;
     for (;;) {
-        while (loop_run_one(st)) {}
-        if (exi_load_acq_u32(&st->flags) < SYNC_PIN && !exi_load_acq_ptr(&st->posted)) break;
+        while (loop_run_one(st) || timers_finish_one(st)) {}
+        if (exi_load_acq_u32(&st->flags) < SYNC_PIN && !exi_load_acq_ptr(&st->posted) &&
+            exi_load_acq_u64(&st->earliest) == NO_TIMER)
+            break;
         exi_pause();
     }
     if (slept)
         while (!exi_load_acq_u32(&st->finished)) exi_pause();
 }
 
-/* The waiter, with nothing else to do: runs the loop's items, sleeping on
- * the futex word while there are none, until the operation completed.
- * Each look for items first clears SYNC_POSTED; the sleep compares the
- * word as that left it: a post since then set SYNC_POSTED again (a
- * completion sets SYNC_DONE), so the word differs and the sleep ends at
- * once. */
+/* The waiter, with nothing else to do: runs the loop's items and due
+ * timers, sleeping on the futex word while there are none (until the
+ * earliest deadline), until the operation completed.  Each look for items
+ * and at the earliest deadline first clears SYNC_POSTED; the sleep
+ * compares the word as that left it: a post or an arm since then set
+ * SYNC_POSTED again (a completion sets SYNC_DONE), so the word differs and
+ * the sleep ends at once. */
 static void run_loop_to_end(sync_state *st) {
     uint32_t f = exi_load_acq_u32(&st->flags);
     bool slept = false;
@@ -156,10 +284,10 @@ static void run_loop_to_end(sync_state *st) {
         if (f & SYNC_DONE) break;
         if (loop_refill(st)) {
             while (loop_run_one(st)) {}
-        } else {
+        } else if (!timers_fire_one(st)) {
             void (*hook)(void) = exi_load_rlx_ptr((void *const *)&exi_sync_sleep_hook);
             if (hook) hook();
-            futex_wait(&st->flags, f);
+            futex_wait_until(&st->flags, f, exi_load_acq_u64(&st->earliest));
         }
         f = exi_load_acq_u32(&st->flags);
     }
@@ -174,6 +302,11 @@ static void sloop_start(ex_operation *op) {
 }
 
 static const ex_operation_vtable sloop_op_vt = { sloop_start, NULL };
+
+static ex_error sloop_connect_at(void *self, ex_timer_when when, ex_receiver r, void *storage) {
+    exi_timer_op_init(storage, &sloop_timers, self, when, r);
+    return ex_ok();
+}
 
 static ex_error sloop_connect(void *self, ex_receiver r, void *storage) {
     exi_queued_op_init(storage, &sloop_op_vt, self, r);
@@ -204,6 +337,9 @@ static const ex_scheduler_vtable sloop_vt = {
     .equal = NULL,
     .post = sloop_post,
     .dispatch = sloop_dispatch,
+    .timer_op_size = sizeof(exi_timer_op),
+    .timer_op_align = alignof(exi_timer_op),
+    .connect_schedule_at = sloop_connect_at,
 };
 
 /* ---------------------------------------------------------------- receiver */
@@ -289,7 +425,7 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
         exi_lend_open(&outer);
         ex_start(op);
         for (unsigned spin = 0; spin < SYNC_WAIT_SPIN && !completed(st); spin++) {
-            if (exi_lend_run_one() || loop_run_one(st)) spin = 0;
+            if (exi_lend_run_one() || loop_run_one(st) || timers_fire_one(st)) spin = 0;
             else if (spin < SYNC_WAIT_PAUSE) exi_pause();
             else sched_yield();  /* cores may all be busy with the work we wait for: let it run */
         }
@@ -302,7 +438,7 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
     ex_start(op);
     unsigned idle = 0;
     while (!completed(st)) {
-        if (loop_run_one(st) || exi_worker_help_one()) {
+        if (loop_run_one(st) || timers_fire_one(st) || exi_worker_help_one()) {
             idle = 0;
         } else if (++idle < 64) {
             exi_pause();
@@ -339,6 +475,9 @@ ex_result ex_sync_wait(ex_sender *s) {
     st.flags = 0;
     st.finished = 0;
     st.res = &res;
+    st.timer_lock = 0;
+    st.earliest = NO_TIMER;
+    exi_timer_heap_init(&st.timers);
     exi_env_pair_init_root_scheds(&st.env, (ex_scheduler){ &sloop_vt, &st });
 
     _Alignas(max_align_t) unsigned char stack_op[SYNC_WAIT_STACK_OP];

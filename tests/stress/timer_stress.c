@@ -11,9 +11,11 @@
  *    cancel took it out of the heap) or on a worker (it had fired).
  *    Nothing of the round stays allocated, and a timer armed after the
  *    round fires (the pool still keeps time).
- * 2. The same on a single-thread context and on a run loop run by a
+ * 2. The same on a single-thread context, on a run loop run by a
  *    thread of the program (finished at the end; its destroy must then
- *    succeed): values on the resource's thread.
+ *    succeed), and on the loop of an ex_sync_wait on a thread of the
+ *    program (ended by a stop request from this thread): values on the
+ *    resource's thread.
  * 3. Shutdown racing arms: a pool (even rounds, the armers hold it with
  *    ex_scheduler_retain) or a context (odd rounds) destroyed while 2-3
  *    threads keep arming (a quarter of the timers 1 s ahead, for the
@@ -309,6 +311,49 @@ static void part_run_loop(agent *armers, agent *canceller, agent *runner) {
     e = ex_run_loop_destroy(&loop);  /* EX_EBUSY if a timer were still armed */
     CHECK(e.code == 0, "run loop destroy: %d", e.code);
     checks++;
+}
+
+/* The runner waits in ex_sync_wait for an hour's timer on the wait's own
+ * loop, which gives the loop's scheduler to the part; the part's end
+ * stops it through sync_end. */
+static ex_stop_source sync_end;
+static ex_scheduler sync_loop;
+static uint32_t sync_loop_ready;
+
+/* An item on the loop: it runs once the wait's start returned, so what
+ * the wait allocates is allocated before the part's baseline. */
+static void loop_ready(ex_work *w) {
+    (void)w;
+    __atomic_store_n(&sync_loop_ready, 1, __ATOMIC_RELEASE);
+}
+
+static ex_sender *publish_loop(void *ctx, const ex_value *in, size_t n) {
+    (void)ctx, (void)n;
+    static ex_work ready = { NULL, loop_ready, NULL };
+    sync_loop = in[0].as.sched;
+    CHECK(ex_post(sync_loop, &ready).code == 0, "sync_wait's loop: post failed");
+    checks++;
+    return ex_link_stop_token(ex_schedule_after(sync_loop, 3600 * EX_NS_PER_S), ex_stop_source_token(&sync_end));
+}
+
+static void sync_wait_main(void *arg) {
+    (void)arg;
+    ex_result r = ex_sync_wait(ex_let_value(ex_read_env(&ex_key_get_scheduler, EX_T_SCHED), publish_loop, NULL,
+                                            EX_SIG(EX_T_SCHED)));
+    CHECK(r.disposition == EX_DISP_STOPPED, "sync_wait's loop: the wait ended with disposition %d", r.disposition);
+    checks++;
+    ex_result_destroy(&r);
+}
+
+static void part_sync_wait(agent *armers, agent *canceller, agent *runner) {
+    ex_stop_source_init(&sync_end);
+    __atomic_store_n(&sync_loop_ready, 0, __ATOMIC_RELAXED);
+    agent_arm(runner, sync_wait_main, NULL, 0);
+    if (!wait_flag(&sync_loop_ready)) return;
+    target tg = { "sync_wait's loop", sync_loop, NULL, runner->thread };
+    timer_part(&tg, armers, canceller);
+    ex_stop_source_request_stop(&sync_end);
+    (void)agent_wait_checked(runner, "sync_wait's loop", 0, &checks);
 }
 
 /* ---------------------------------------------- 3. shutdown racing arms */
@@ -724,6 +769,7 @@ int main(void) {
     timer_part(&tp, armers, &canceller);
     part_context(armers, &canceller);
     part_run_loop(armers, &canceller, &runner);
+    part_sync_wait(armers, &canceller, &runner);
     part_shutdown(armers, &canceller);
     part_destroy_at_fire(&armers[0]);
     part_chains(&tp, armers);

@@ -183,11 +183,6 @@ Test(exec_task_sleep, a_scheduler_without_a_clock_is_enotsup) {
     cr_assert_eq(s.code, EX_ENOTSUP);
     cr_assert_eq(s.code_again, EX_ENOTSUP);
     cr_assert(!s.stopped_after);
-    /* sync_wait's own run loop has no clock (docs/time.md). */
-    seen_init(&s, NULL, 0);
-    r = run(ex_task_create(body_no_clock, &s, NULL));
-    expect_disp(&r, EX_DISP_VALUE);
-    cr_assert_eq(s.code, EX_ENOTSUP);
     /* An affine task on a scheduler of one's own without connect_schedule_at. */
     static const ex_scheduler_vtable no_clock_vt = {
         .name = "test.no-clock",
@@ -201,6 +196,22 @@ Test(exec_task_sleep, a_scheduler_without_a_clock_is_enotsup) {
     expect_disp(&r, EX_DISP_VALUE);
     cr_assert_eq(s.code, EX_ENOTSUP);
     cr_assert_eq(s.code_again, EX_ENOTSUP);
+    task_test_end(NULL, NULL);
+}
+
+/* A task given straight to ex_sync_wait runs on sync_wait's own loop,
+ * which has a clock: it sleeps there, on the waiting thread. */
+Test(exec_task_sleep, a_task_given_to_sync_wait_sleeps_on_its_loop) {
+    sleep_seen s;
+    seen_init(&s, NULL, 2 * EX_NS_PER_MS);
+    ex_result r = ex_sync_wait(ex_task_create(body_sleep_for, &s, NULL));
+    expect_disp(&r, EX_DISP_VALUE);
+    ex_result_destroy(&r);
+    cr_assert_eq(s.code, EX_OK);
+    cr_assert_eq(s.code_again, EX_OK);
+    cr_assert_geq(s.slept, s.ns, "the task resumed after %lld ns of %lld", (long long)s.slept, (long long)s.ns);
+    cr_assert_eq(s.before, test_thread_id());
+    cr_assert_eq(s.after, test_thread_id(), "the timer fires on the waiting thread");
     task_test_end(NULL, NULL);
 }
 
