@@ -38,5 +38,6 @@
 #include <cexec/error.h>
 #include <cexec/timer.h>
 #include <cexec/timeout.h>
+#include <cexec/virtual_clock.h>
 
 #endif

@@ -106,6 +106,11 @@ typedef struct ex_pool_config {
      * for ever.  Such code needs lending off.  (A nested ex_sync_wait there
      * is safe: it wakes a worker for the item first.) */
     int lend_slots;
+    /* The clock of the pool's timers (cexec/virtual_clock.h): a virtual
+     * clock that a test advances; NULL: CLOCK_MONOTONIC.  On a virtual
+     * clock no worker waits for a deadline: an advance posts each due
+     * timer's completion to the pool.  Must outlive the pool. */
+    struct ex_clock *clock;
 } ex_pool_config;
 
 /* Per-worker counters; read while the pool runs, they are a snapshot. */

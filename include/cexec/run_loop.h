@@ -31,11 +31,20 @@ typedef struct ex_run_loop {
     uint32_t in_run;      /* run() has not returned: destroy is EX_EBUSY */
     exi_timer_heap timers;  /* armed timers (cexec/timer.h), under mu */
     uint64_t armed;       /* timers.count, also read without mu */
+    struct ex_clock *clock;  /* the timers' clock; NULL: CLOCK_MONOTONIC */
 } ex_run_loop;
 
 /* Initialises an empty loop in the starting state.  EX_EAGAIN if the
  * mutex or condition variable cannot be created. */
 ex_error ex_run_loop_init(ex_run_loop *loop);
+
+/* As ex_run_loop_init, with the loop's timers on clock (cexec/
+ * virtual_clock.h; NULL: CLOCK_MONOTONIC, as ex_run_loop_init): run()
+ * then never waits for a deadline, and an advance of the clock queues
+ * each due timer as an item, which run() and run_one fire in queue order.
+ * The clock must outlive the loop.  EX_EINVAL for a NULL loop; EX_ENOMEM;
+ * as ex_run_loop_init. */
+ex_error ex_run_loop_init_clock(ex_run_loop *loop, ex_clock *clock);
 
 /* Runs items in FIFO order on the calling thread until finish() was called
  * and the queue is empty.  Returns EX_EINVAL when run() is already under way

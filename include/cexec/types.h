@@ -211,6 +211,10 @@ typedef struct ex_operation {
     const ex_operation_vtable *vt;
 } ex_operation;
 
+/* A time source for a resource's timers (cexec/virtual_clock.h); NULL
+ * everywhere one is taken means CLOCK_MONOTONIC (ex_now). */
+typedef struct ex_clock ex_clock;
+
 typedef struct ex_sender ex_sender;
 
 /* An intrusive work item, embedded in an operation state: scheduling one

@@ -304,7 +304,7 @@ static void sloop_start(ex_operation *op) {
 static const ex_operation_vtable sloop_op_vt = { sloop_start, NULL };
 
 static ex_error sloop_connect_at(void *self, ex_timer_when when, ex_receiver r, void *storage) {
-    exi_timer_op_init(storage, &sloop_timers, self, when, r);
+    exi_timer_op_init(storage, &sloop_timers, self, NULL, when, r);
     return ex_ok();
 }
 

@@ -76,6 +76,7 @@ struct ex_pool {
      * worker between items and before it parks: a line of their own. */
     pthread_mutex_t timers_mu;
     exi_timer_heap timers;    /* under timers_mu */
+    ex_clock *clock;          /* a virtual clock, or NULL: CLOCK_MONOTONIC */
     _Alignas(64) uint64_t next_deadline;  /* the earliest armed deadline (int64 ns), EXI_NO_DEADLINE if none */
     uint32_t keeper;          /* 1 + index of the worker parked until next_deadline, or 0 */
     uint64_t keeper_until;    /* the deadline the keeper sleeps until; 0: not published yet */
@@ -108,6 +109,11 @@ void exi_pool_kick_unkept(ex_pool *p);
 
 /* Completes every armed timer stopped (shutdown, after the workers left). */
 void exi_pool_drop_timers(ex_pool *p);
+
+/* On a virtual clock: the pool keeps time on it from create (EX_ENOMEM)
+ * to shutdown. */
+ex_error exi_pool_clock_attach(ex_pool *p);
+void exi_pool_clock_detach(ex_pool *p);
 
 /* The pool's connect_schedule_at. */
 ex_error exi_pool_connect_at(void *self, ex_timer_when when, ex_receiver r, void *storage);

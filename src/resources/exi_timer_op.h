@@ -15,6 +15,7 @@
 
 #include <cexec/cexec.h>
 
+#include "core/exi_clock.h"
 #include "resources/exi_timer_heap.h"
 
 struct exi_timer_op;
@@ -40,13 +41,15 @@ typedef struct exi_timer_op {
     ex_stop_callback on_stop;
     const exi_timer_service_vtable *svc;
     void *resource;
+    const ex_clock *clock;     /* the resource's: relative deadlines count from its time */
     ex_timer_when when;
     bool cancel_requested;     /* under the resource's lock */
 } exi_timer_op;
 
-/* Constructs the operation in storage (sizeof(exi_timer_op)). */
-void exi_timer_op_init(exi_timer_op *op, const exi_timer_service_vtable *svc, void *resource, ex_timer_when when,
-                       ex_receiver r);
+/* Constructs the operation in storage (sizeof(exi_timer_op)); clock is
+ * the resource's (NULL: CLOCK_MONOTONIC). */
+void exi_timer_op_init(exi_timer_op *op, const exi_timer_service_vtable *svc, void *resource, const ex_clock *clock,
+                       ex_timer_when when, ex_receiver r);
 
 /* The operation whose node n is. */
 static inline exi_timer_op *exi_timer_op_of(exi_timer *n) {

@@ -1013,10 +1013,16 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
         }
     }
     p->trace_origin = exi_now_ns();
+    p->clock = c.clock;
+    if (exi_pool_clock_attach(p).code) {
+        free_pool(p);
+        return ex_err(EX_ENOMEM, "ex_pool_create: out of memory to attach the pool to its clock");
+    }
     for (unsigned i = 0; i < n; i++) {
         exi_worker *w = &p->workers[i];
         if (pthread_create(&w->thread, NULL, worker_main, w)) {
             stop_workers(p);
+            exi_pool_clock_detach(p);
             free_pool(p);
             return ex_err(EX_EAGAIN, "ex_pool_create: pthread_create failed");
         }
@@ -1045,6 +1051,7 @@ ex_error ex_pool_shutdown(ex_pool *p) {
     pthread_mutex_lock(&p->shutdown_mu);
     if (!p->shut) {
         exi_store_rlx_ptr((void **)&p->shutting_thread, (void *)(uintptr_t)exi_thread_id());
+        exi_pool_clock_detach(p);  /* no advance posts to the pool from here on */
         stop_workers(p);
         drain(p);
         exi_pool_drop_timers(p);

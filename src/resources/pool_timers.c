@@ -18,7 +18,11 @@
  *     again; an armer stores next_deadline, then reads keeper: a keeper
  *     that read an older, later deadline is woken to read it again.
  * Stores are read-modify-writes (full barriers on every target) on both
- * sides. */
+ * sides.
+ *
+ * On a virtual clock (core/exi_clock.h) next_deadline stays unset: no
+ * worker keeps time or fires a timer by itself; the clock's advance takes
+ * due timers and posts their completions to the pool as items. */
 #include <stdalign.h>
 
 #include "base/exi_atomic.h"
@@ -30,6 +34,7 @@
  * deadline is stored with a full barrier (the armer's side of the two
  * pairs above); a later one needs none: nobody must wake for it. */
 static void publish_earliest(ex_pool *p) {
+    if (p->clock) return;  /* nobody waits for a virtual deadline */
     exi_timer *t = exi_timer_heap_min(&p->timers);
     uint64_t nd = t ? (uint64_t)t->deadline : EXI_NO_DEADLINE;
     (void)exi_fas_u64(&p->next_deadline, nd);
@@ -139,7 +144,7 @@ static enum exi_timer_arm pool_arm(void *self, exi_timer_op *op) {
         a = EXI_TIMER_REFUSED_SHUTDOWN;  /* shutdown drops timers after `stopping`, under this lock */
     } else {
         exi_timer_heap_insert(&p->timers, &op->node);
-        if (exi_timer_heap_min(&p->timers) == &op->node) {
+        if (exi_timer_heap_min(&p->timers) == &op->node && !p->clock) {
             publish_earliest(p);
             /* Still under the lock: once it is released the timer may fire
              * and complete, its operation go away and, for a thread that
@@ -174,6 +179,49 @@ static bool pool_cancel(void *self, exi_timer_op *op) {
 static const exi_timer_service_vtable pool_timers = { pool_arm, pool_cancel };
 
 ex_error exi_pool_connect_at(void *self, ex_timer_when when, ex_receiver r, void *storage) {
-    exi_timer_op_init(storage, &pool_timers, self, when, r);
+    exi_timer_op_init(storage, &pool_timers, self, ((ex_pool *)self)->clock, when, r);
     return ex_ok();
+}
+
+/* ------------------------------------------------------ a virtual clock */
+
+static int64_t clock_earliest(void *self) {
+    ex_pool *p = self;
+    pthread_mutex_lock(&p->timers_mu);
+    exi_timer *t = exi_timer_heap_min(&p->timers);
+    int64_t d = t ? t->deadline : INT64_MAX;
+    pthread_mutex_unlock(&p->timers_mu);
+    return d;
+}
+
+/* The due timer's completion goes to a worker as an item (its work: fired
+ * when run, dropped if the pool drops it). */
+static bool clock_fire_due(void *self, int64_t now) {
+    ex_pool *p = self;
+    pthread_mutex_lock(&p->timers_mu);
+    exi_timer *t = exi_timer_heap_min(&p->timers);
+    if (t && t->deadline <= now) exi_timer_heap_remove(&p->timers, t);
+    else t = NULL;
+    pthread_mutex_unlock(&p->timers_mu);
+    if (!t) return false;
+    if (ex_post(ex_pool_scheduler(p), &exi_timer_op_of(t)->work).code) exi_timer_drop(t);  /* shutting down */
+    return true;
+}
+
+static size_t clock_armed(void *self) {
+    ex_pool *p = self;
+    pthread_mutex_lock(&p->timers_mu);
+    size_t n = p->timers.count;
+    pthread_mutex_unlock(&p->timers_mu);
+    return n;
+}
+
+static const exi_clock_client_vt pool_clock_client = { clock_earliest, clock_fire_due, clock_armed };
+
+ex_error exi_pool_clock_attach(ex_pool *p) {
+    return p->clock ? exi_clock_attach(p->clock, p, &pool_clock_client) : ex_ok();
+}
+
+void exi_pool_clock_detach(ex_pool *p) {
+    if (p->clock) exi_clock_detach(p->clock, p);
 }

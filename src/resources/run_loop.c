@@ -6,7 +6,9 @@
  * on the condition variable (on CLOCK_MONOTONIC) until the earliest
  * deadline, and completes an expired timer as it would run an item.  When
  * the loop finishes, timers already due still fire and the others are
- * dropped (set_stopped): nobody would run the loop to fire them.
+ * dropped (set_stopped): nobody would run the loop to fire them.  On a
+ * virtual clock (core/exi_clock.h) run() never waits for a deadline: the
+ * clock's advance queues due timers as items.
  *
  * The item count, the running flag and the runner are also read without
  * the mutex: run_one on an empty loop, count, dispatch and destroy take no
@@ -17,8 +19,24 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_thread.h"
+#include "core/exi_clock.h"
 #include "core/exi_scheduler.h"
 #include "resources/exi_run_loop.h"
+
+static const exi_clock_client_vt loop_clock_client;
+
+ex_error ex_run_loop_init_clock(ex_run_loop *loop, ex_clock *clock) {
+    if (!loop) return ex_err(EX_EINVAL, "ex_run_loop_init_clock: NULL loop");
+    ex_error e = ex_run_loop_init(loop);
+    if (e.code || !clock) return e;
+    e = exi_clock_attach(clock, loop, &loop_clock_client);
+    if (e.code) {
+        (void)ex_run_loop_destroy(loop);
+        return ex_err(EX_ENOMEM, "ex_run_loop_init_clock: out of memory to attach the loop to its clock");
+    }
+    loop->clock = clock;
+    return ex_ok();
+}
 
 ex_error ex_run_loop_init(ex_run_loop *loop) {
     if (pthread_mutex_init(&loop->mu, NULL)) return ex_err(EX_EAGAIN, "ex_run_loop_init: pthread_mutex_init failed");
@@ -40,17 +58,23 @@ ex_error ex_run_loop_init(ex_run_loop *loop) {
     loop->in_run = 0;
     exi_timer_heap_init(&loop->timers);
     loop->armed = 0;
+    loop->clock = NULL;
     return ex_ok();
 }
 
-void ex_run_loop_push(ex_run_loop *loop, ex_work *w) {
+/* Caller holds mu. */
+static void push_locked(ex_run_loop *loop, ex_work *w) {
     w->next = NULL;
-    pthread_mutex_lock(&loop->mu);
     if (loop->tail) loop->tail->next = w;
     else loop->head = w;
     loop->tail = w;
     exi_store_rel_u64(&loop->count, exi_load_rlx_u64(&loop->count) + 1);
     pthread_cond_signal(&loop->cv);
+}
+
+void ex_run_loop_push(ex_run_loop *loop, ex_work *w) {
+    pthread_mutex_lock(&loop->mu);
+    push_locked(loop, w);
     pthread_mutex_unlock(&loop->mu);
 }
 
@@ -95,13 +119,14 @@ static next_step next(ex_run_loop *loop) {
         exi_timer *t = exi_timer_heap_min(&loop->timers);
         bool finishing = loop->state == EX_RUN_LOOP_FINISHING;
         if (t) {
-            bool due = t->deadline <= ex_now();
+            bool due = t->deadline <= exi_clock_now(loop->clock);
             if (due || finishing) {
                 s.timer = take_timer(loop, t);
                 s.drop = !due;
                 break;
             }
-            wait_until(loop, t->deadline);
+            if (exi_clock_is_real(loop->clock)) wait_until(loop, t->deadline);
+            else pthread_cond_wait(&loop->cv, &loop->mu);  /* the clock's advance queues it */
         } else if (finishing) {
             break;
         } else {
@@ -143,7 +168,7 @@ bool ex_run_loop_run_one(ex_run_loop *loop) {
     pthread_mutex_lock(&loop->mu);
     exi_timer *t = exi_timer_heap_min(&loop->timers);
     if (loop->head) s.item = take_front(loop);
-    else if (t && t->deadline <= ex_now()) s.timer = take_timer(loop, t);
+    else if (t && t->deadline <= exi_clock_now(loop->clock)) s.timer = take_timer(loop, t);
     pthread_mutex_unlock(&loop->mu);
     return run_step(s);
 }
@@ -164,6 +189,7 @@ ex_error ex_run_loop_destroy(ex_run_loop *loop) {
     bool busy = exi_load_acq_u64(&loop->count) != 0 || exi_load_acq_u32(&loop->in_run) ||
                 exi_load_acq_u64(&loop->armed) != 0;
     if (busy) return ex_err(EX_EBUSY, "ex_run_loop_destroy: work is queued, timers are armed or the loop is running");
+    if (loop->clock) exi_clock_detach(loop->clock, loop);
     pthread_cond_destroy(&loop->cv);
     pthread_mutex_destroy(&loop->mu);
     return ex_ok();
@@ -226,8 +252,35 @@ bool exi_run_loop_cancel(void *resource, exi_timer_op *op) {
 
 static const exi_timer_service_vtable loop_timers = { exi_run_loop_arm, exi_run_loop_cancel };
 
+/* On a virtual clock. */
+static int64_t loop_clock_earliest(void *resource) {
+    ex_run_loop *loop = resource;
+    pthread_mutex_lock(&loop->mu);
+    exi_timer *t = exi_timer_heap_min(&loop->timers);
+    int64_t d = t ? t->deadline : INT64_MAX;
+    pthread_mutex_unlock(&loop->mu);
+    return d;
+}
+
+/* The due timer becomes an item: run() fires it in queue order. */
+static bool loop_clock_fire_due(void *resource, int64_t now) {
+    ex_run_loop *loop = resource;
+    pthread_mutex_lock(&loop->mu);
+    exi_timer *t = exi_timer_heap_min(&loop->timers);
+    bool due = t && t->deadline <= now;
+    if (due) push_locked(loop, &exi_timer_op_of(take_timer(loop, t))->work);
+    pthread_mutex_unlock(&loop->mu);
+    return due;
+}
+
+static size_t loop_clock_armed(void *resource) {
+    return (size_t)exi_load_acq_u64(&((ex_run_loop *)resource)->armed);
+}
+
+static const exi_clock_client_vt loop_clock_client = { loop_clock_earliest, loop_clock_fire_due, loop_clock_armed };
+
 static ex_error loop_connect_at(void *self, ex_timer_when when, ex_receiver r, void *storage) {
-    exi_timer_op_init(storage, &loop_timers, self, when, r);
+    exi_timer_op_init(storage, &loop_timers, self, ((ex_run_loop *)self)->clock, when, r);
     return ex_ok();
 }
 

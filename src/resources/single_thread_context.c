@@ -109,7 +109,7 @@ static bool ctx_cancel(void *self, exi_timer_op *op) {
 static const exi_timer_service_vtable ctx_timers = { ctx_arm, ctx_cancel };
 
 static ex_error ctx_connect_at(void *self, ex_timer_when when, ex_receiver r, void *storage) {
-    exi_timer_op_init(storage, &ctx_timers, self, when, r);
+    exi_timer_op_init(storage, &ctx_timers, self, NULL, when, r);
     return ex_ok();
 }
 

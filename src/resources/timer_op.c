@@ -26,9 +26,9 @@ static void on_stop(ex_stop_callback *cb) {
     if (op->svc->cancel(op->resource, op)) ex_set_stopped(op->r);
 }
 
-static int64_t deadline_of(ex_timer_when when) {
+static int64_t deadline_of(const ex_clock *clock, ex_timer_when when) {
     if (!when.relative) return when.ns;
-    int64_t now = ex_now();
+    int64_t now = exi_clock_now(clock);
     return when.ns > INT64_MAX - now ? INT64_MAX : now + when.ns;
 }
 
@@ -42,7 +42,7 @@ static void timer_start(ex_operation *base) {
     /* Registered before arming: once armed, the timer may fire and the
      * operation complete on another thread at any moment. */
     (void)ex_stop_callback_register(&op->on_stop, tok, on_stop);
-    op->node.deadline = deadline_of(op->when);
+    op->node.deadline = deadline_of(op->clock, op->when);
     enum exi_timer_arm a = op->svc->arm(op->resource, op);
     if (a == EXI_TIMER_ARMED) return;
     ex_stop_callback_deregister(&op->on_stop);
@@ -54,8 +54,8 @@ static void timer_start(ex_operation *base) {
 
 static const ex_operation_vtable timer_op_vt = { timer_start, NULL };
 
-void exi_timer_op_init(exi_timer_op *op, const exi_timer_service_vtable *svc, void *resource, ex_timer_when when,
-                       ex_receiver r) {
+void exi_timer_op_init(exi_timer_op *op, const exi_timer_service_vtable *svc, void *resource, const ex_clock *clock,
+                       ex_timer_when when, ex_receiver r) {
     op->base.vt = &timer_op_vt;
     op->r = r;
     op->node.in_heap = false;
@@ -63,6 +63,7 @@ void exi_timer_op_init(exi_timer_op *op, const exi_timer_service_vtable *svc, vo
     op->on_stop = (ex_stop_callback){ 0 };
     op->svc = svc;
     op->resource = resource;
+    op->clock = clock;
     op->when = when;
     op->cancel_requested = false;
 }
