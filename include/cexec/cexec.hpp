@@ -9,21 +9,41 @@
 //       cexec::starts_on(pool.scheduler(), cexec::just(ex_int(40))), cexec::just(ex_int(2))));
 //   int64_t sum = r.value(0).as.i + r.value(1).as.i;   // r frees its values
 //
+//   cexec::result late = cexec::sync_wait(cexec::timeout(work, pool.scheduler(), std::chrono::milliseconds(50)));
+//   bool timed_out = late.disposition() == EX_DISP_ERROR && late.error_value().code == EX_ETIMEDOUT;
+//
 // Errors: constructors and sync_wait's value accessors throw cexec::error
-// (code() is the ex_error code); nothing else throws.  The handles are
-// move-only except cexec::sender, whose copies share the sender (a
-// reference each, ex_sender_retain).
+// (code() is the ex_error code); nothing else throws: a builder given bad
+// input (a duration too long for int64_t nanoseconds, say) returns an
+// invalid sender, as the C builders do.  The handles are move-only except
+// cexec::sender, whose copies share the sender (a reference each,
+// ex_sender_retain); the stop sources are neither copied nor moved (their
+// tokens point to them).
+//
+// Time: cexec::now() and every int64_t deadline are ex_now()'s clock
+// (CLOCK_MONOTONIC, nanoseconds).  The timed builders also take any
+// std::chrono::duration and std::chrono::time_point; see "Time" below.
 #ifndef CEXEC_CEXEC_HPP
 #define CEXEC_CEXEC_HPP
 
 #include <cexec/cexec.h>
 
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <limits>
+#include <memory>
+#include <new>
+#include <ratio>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace cexec {
 
@@ -151,6 +171,53 @@ private:
     ex_counting_scope s_;
 };
 
+// An in-place stop source (ex_stop_source).  Its tokens point to it, so it
+// stays where it was made: neither copied nor moved; they must not outlive
+// it.  Nothing to destroy.
+class stop_source {
+public:
+    stop_source() noexcept { ex_stop_source_init(&s_); }
+    stop_source(const stop_source &) = delete;
+    stop_source &operator=(const stop_source &) = delete;
+
+    ex_stop_token token() noexcept { return ex_stop_source_token(&s_); }
+    // Runs the registered callbacks on this thread; true for the first request.
+    bool request_stop() noexcept { return ex_stop_source_request_stop(&s_); }
+    bool stop_requested() const noexcept { return ex_stop_source_stop_requested(&s_); }
+    ex_stop_source *get() noexcept { return &s_; }
+
+private:
+    ex_stop_source s_;
+};
+
+// A stop source stopped when any of its parent tokens is, or by its own
+// request_stop (ex_linked_stop_source: a request's own source under its
+// scope's and its deadline's).  At most EX_STOP_LINK_MAX parents, linked
+// without allocating; a parent already stopped stops it at once.  The
+// parents' sources must outlive it.  The destructor unlinks it
+// (ex_linked_stop_source_destroy: it waits for a parent's request that is
+// running its callbacks on another thread).  Fixed in place like
+// stop_source.  Throws cexec::error (EX_EINVAL) for too many parents.
+class linked_stop_source {
+public:
+    explicit linked_stop_source(std::initializer_list<ex_stop_token> parents) {
+        ex_error e = ex_linked_stop_source_init(&l_, parents.begin(), parents.size());
+        if (e.code) throw error(e);  // l_ is then unlinked: nothing to undo
+    }
+    linked_stop_source(const linked_stop_source &) = delete;
+    linked_stop_source &operator=(const linked_stop_source &) = delete;
+    ~linked_stop_source() { ex_linked_stop_source_destroy(&l_); }
+
+    ex_stop_token token() noexcept { return ex_linked_stop_source_token(&l_); }
+    // Stops this source only (not its parents); true for the first request.
+    bool request_stop() noexcept { return ex_linked_stop_source_request_stop(&l_); }
+    bool stop_requested() const noexcept { return ex_linked_stop_source_stop_requested(&l_); }
+    ex_linked_stop_source *get() noexcept { return &l_; }
+
+private:
+    ex_linked_stop_source l_;
+};
+
 // ---------------------------------------------------------------- builders
 
 inline sender just(std::initializer_list<ex_value> v = {}) { return sender(ex_just_n(v.begin(), v.size())); }
@@ -179,6 +246,225 @@ sender when_any(S... s) {
 inline sender stop_when(sender s, sender trigger) { return sender(ex_stop_when(s.release(), trigger.release())); }
 // Runs s to completion on this thread (ex_sync_wait).
 inline result sync_wait(sender s) { return result(ex_sync_wait(s.release())); }
+
+namespace detail {
+
+// Hands the senders to an n-ary C builder (ex_when_all_n, ex_when_any_n).
+// The handles give up their references only once the array exists: without
+// memory for it they release them themselves and the result is EX_ENOMEM.
+template <typename Build>
+sender from_vector(std::vector<sender> &children, Build build, const char *no_memory) {
+    size_t n = children.size();
+    std::unique_ptr<ex_sender *[]> raw(new (std::nothrow) ex_sender *[n ? n : 1]);
+    if (!raw) return sender(ex_invalid_sender(EX_ENOMEM, no_memory));
+    for (size_t i = 0; i < n; i++) raw[i] = children[i].release();
+    return sender(build(raw.get(), n));
+}
+
+}  // namespace detail
+
+// when_all and when_any over a number of senders known at run time; the
+// vector's senders are consumed (pass std::move(v), or a copy of v to keep
+// it: copies share the senders).  An empty vector: an invalid sender
+// (EX_EINVAL), as from the C builders; no memory for the array: EX_ENOMEM.
+inline sender when_all(std::vector<sender> children) {
+    return detail::from_vector(children, ex_when_all_n, "cexec::when_all: no memory for the senders");
+}
+inline sender when_any(std::vector<sender> children) {
+    return detail::from_vector(children, ex_when_any_n, "cexec::when_any: no memory for the senders");
+}
+// ... and over a std::array (nothing allocated).
+template <size_t N>
+sender when_all(std::array<sender, N> children) {
+    static_assert(N > 0, "cexec::when_all: at least one sender");
+    ex_sender *raw[N];
+    for (size_t i = 0; i < N; i++) raw[i] = children[i].release();
+    return sender(ex_when_all_n(raw, N));
+}
+template <size_t N>
+sender when_any(std::array<sender, N> children) {
+    static_assert(N > 0, "cexec::when_any: at least one sender");
+    ex_sender *raw[N];
+    for (size_t i = 0; i < N; i++) raw[i] = children[i].release();
+    return sender(ex_when_any_n(raw, N));
+}
+
+// s, run with a stop token that is stopped when its receiver's is or when
+// extra is (ex_link_stop_token).  extra's source must outlive every
+// operation of the sender.
+inline sender link_stop_token(sender s, ex_stop_token extra) { return sender(ex_link_stop_token(s.release(), extra)); }
+
+// -------------------------------------------------------------------- time
+//
+// The int64_t forms are the C calls.  The std::chrono forms convert:
+//   - a duration to nanoseconds rounded up (a timer is never early: 1.5 ns
+//     waits 2 ns), exactly for any integer Rep and period, and for a
+//     floating-point Rep;
+//   - a duration that does not fit in int64_t nanoseconds (about 292
+//     years: hours::max(), an infinite or NaN double) is an error, not
+//     clamped: the builder returns an invalid sender with EX_EINVAL naming
+//     it.  The C builders refuse a duration that overflows the clock the
+//     same way, and a clamp would turn a garbage or sentinel duration into
+//     a timer that silently never fires.  A negative one goes on to C,
+//     which refuses it too (EX_EINVAL);
+//   - a time point of std::chrono::steady_clock is taken as it is where
+//     steady_clock is ex_now()'s clock, CLOCK_MONOTONIC (the standard does
+//     not promise it; see detail::steady_clock_is_now_clock, which
+//     tests/cxx/hpp_time.cpp checks against ex_now()); a time point
+//     of another clock (system_clock, ...), or of steady_clock elsewhere, by
+//     its distance from that clock's now(), measured when the sender is
+//     built: a later change of the wall clock does not move the deadline;
+//   - a time point in the past, however far (time_point::min()), completes
+//     at once; one beyond int64_t nanoseconds of the clock is an error
+//     (EX_EINVAL) as above.
+
+// CLOCK_MONOTONIC now, in nanoseconds (ex_now).
+inline int64_t now() noexcept { return ex_now(); }
+
+namespace detail {
+
+// Whether std::chrono::steady_clock reads CLOCK_MONOTONIC, as ex_now()
+// does.  On Linux: libstdc++'s steady_clock::now() calls
+// clock_gettime(CLOCK_MONOTONIC) when it was configured with
+// _GLIBCXX_USE_CLOCK_MONOTONIC (c++config.h; otherwise it falls back to
+// system_clock), and libc++'s calls clock_gettime(CLOCK_MONOTONIC) on
+// every POSIX-timers platform but Apple's (CLOCK_MONOTONIC_RAW there);
+// both count from the clock's own zero in nanoseconds.  Elsewhere the
+// conversion goes by offset from now().
+#if defined(__linux__) && (defined(_GLIBCXX_USE_CLOCK_MONOTONIC) || defined(_LIBCPP_VERSION))
+inline constexpr bool steady_clock_is_now_clock = true;
+#else
+inline constexpr bool steady_clock_is_now_clock = false;
+#endif
+
+constexpr int64_t ns_min = std::numeric_limits<int64_t>::min();
+constexpr int64_t ns_max = std::numeric_limits<int64_t>::max();
+
+// a + b; false (sum saturated) when it overflows.
+inline bool add_ns(int64_t a, int64_t b, int64_t &sum) noexcept {
+    if (b > 0 ? a > ns_max - b : a < ns_min - b) {
+        sum = b > 0 ? ns_max : ns_min;
+        return false;
+    }
+    sum = a + b;
+    return true;
+}
+
+// a - b; false (difference saturated) when it overflows.
+inline bool sub_ns(int64_t a, int64_t b, int64_t &diff) noexcept {
+    if (b < 0 ? a > ns_max + b : a < ns_min + b) {
+        diff = b < 0 ? ns_max : ns_min;
+        return false;
+    }
+    diff = a - b;
+    return true;
+}
+
+// d in nanoseconds, rounded up; false (ns saturated to INT64_MIN or
+// INT64_MAX by d's sign, INT64_MAX for NaN) when it does not fit.
+template <typename Rep, typename Period>
+bool to_ns(std::chrono::duration<Rep, Period> d, int64_t &ns) noexcept {
+    using per_tick = std::ratio_divide<Period, std::nano>;  // nanoseconds in a tick
+    constexpr intmax_t num = per_tick::num, den = per_tick::den;
+    if constexpr (std::is_floating_point_v<Rep>) {
+        long double x = std::ceil(static_cast<long double>(d.count()) * num / den);
+        bool fits = x >= -0x1p63L && x < 0x1p63L;  // false for NaN
+        ns = fits ? static_cast<int64_t>(x) : x < 0 ? ns_min : ns_max;
+        return fits;
+    } else {
+        static_assert(std::is_integral_v<Rep> && sizeof(Rep) <= sizeof(intmax_t),
+                      "cexec: a duration's Rep must be a standard integer or floating-point type");
+        static_assert(num <= INTMAX_MAX / den, "cexec: a duration's period has too large terms to convert");
+        if constexpr (std::is_unsigned_v<Rep>) {
+            if (d.count() > static_cast<uintmax_t>(INTMAX_MAX)) {
+                ns = ns_max;
+                return false;
+            }
+        }
+        intmax_t count = static_cast<intmax_t>(d.count());
+        // count * num / den as whole ticks of den plus the rest, rounded up.
+        intmax_t q = count / den, rest = count % den;
+        if (q > ns_max / num || q < ns_min / num) {
+            ns = q > 0 ? ns_max : ns_min;
+            return false;
+        }
+        intmax_t part = rest * num / den + (rest > 0 && rest * num % den != 0);
+        return add_ns(static_cast<int64_t>(q * num), static_cast<int64_t>(part), ns);
+    }
+}
+
+// For a value that saturated on its way to a deadline: a time point in
+// the past (deadline 0: at once) or beyond int64_t nanoseconds (false).
+inline bool past_or_beyond(int64_t saturated, int64_t &ns) noexcept {
+    if (saturated > 0) return false;
+    ns = 0;
+    return true;
+}
+
+// tp as a deadline on ex_now()'s clock: 0 for a time point in the past
+// (however far); false when it lies beyond int64_t nanoseconds.  Not
+// noexcept: a user's Clock::now() may throw (the standard clocks' do not).
+template <typename Clock, typename Duration>
+bool deadline_ns(std::chrono::time_point<Clock, Duration> tp, int64_t &ns) {
+    int64_t at;
+    if (!to_ns(tp.time_since_epoch(), at)) return past_or_beyond(at, ns);
+    if constexpr (!(steady_clock_is_now_clock && std::is_same_v<Clock, std::chrono::steady_clock>)) {
+        int64_t clock_now, left;
+        if (!to_ns(Clock::now().time_since_epoch(), clock_now)) return false;  // a clock too far from its zero
+        if (!sub_ns(at, clock_now, left)) return past_or_beyond(left, ns);
+        if (!add_ns(ex_now(), left, at)) return past_or_beyond(at, ns);
+    }
+    ns = at < 0 ? 0 : at;
+    return true;
+}
+
+}  // namespace detail
+
+// ex_schedule_at: completes with no value on sch's resource once now()
+// reaches deadline_ns (at once for one already past); set_stopped on a
+// stop request before then.  A negative deadline, or a scheduler without a
+// clock: an invalid sender (EX_EINVAL, EX_ENOTSUP).
+inline sender schedule_at(ex_scheduler sch, int64_t deadline_ns) { return sender(ex_schedule_at(sch, deadline_ns)); }
+// ... at a std::chrono time point (converted as "Time" says).
+template <typename Clock, typename Duration>
+sender schedule_at(ex_scheduler sch, std::chrono::time_point<Clock, Duration> deadline) {
+    int64_t ns;
+    if (!detail::deadline_ns(deadline, ns))
+        return sender(ex_invalid_sender(EX_EINVAL, "cexec::schedule_at: the deadline is beyond int64_t nanoseconds"));
+    return schedule_at(sch, ns);
+}
+
+// ex_schedule_after: as schedule_at, duration_ns after each operation
+// starts.  Negative, or overflowing the clock: EX_EINVAL.
+inline sender schedule_after(ex_scheduler sch, int64_t duration_ns) {
+    return sender(ex_schedule_after(sch, duration_ns));
+}
+// ... after a std::chrono duration (converted as "Time" says).
+template <typename Rep, typename Period>
+sender schedule_after(ex_scheduler sch, std::chrono::duration<Rep, Period> duration) {
+    int64_t ns;
+    if (!detail::to_ns(duration, ns))
+        return sender(ex_invalid_sender(EX_EINVAL, "cexec::schedule_after: the duration does not fit in int64_t nanoseconds"));
+    return schedule_after(sch, ns);
+}
+
+// ex_timeout: s with a deadline duration_ns after the operation starts,
+// timed on sch.  s's completion if it comes first; else stop is requested
+// on s, and unless s still completes with a value the result is an error
+// with code EX_ETIMEDOUT (result::value throws it as cexec::error).
+// set_stopped only ever comes from s.  Consumes s (released with the
+// invalid sender on bad input: EX_EINVAL, EX_ENOTSUP, as in C).
+inline sender timeout(sender s, ex_scheduler sch, int64_t duration_ns) {
+    return sender(ex_timeout(s.release(), sch, duration_ns));
+}
+// ... with a std::chrono duration (converted as "Time" says).
+template <typename Rep, typename Period>
+sender timeout(sender s, ex_scheduler sch, std::chrono::duration<Rep, Period> limit) {
+    int64_t ns;
+    if (!detail::to_ns(limit, ns))  // s is released with its handle
+        return sender(ex_invalid_sender(EX_EINVAL, "cexec::timeout: the duration does not fit in int64_t nanoseconds"));
+    return timeout(std::move(s), sch, ns);
+}
 
 }  // namespace cexec
 
