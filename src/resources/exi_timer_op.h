@@ -46,10 +46,27 @@ typedef struct exi_timer_op {
     bool cancel_requested;     /* under the resource's lock */
 } exi_timer_op;
 
+extern const ex_operation_vtable exi_timer_op_vt;
+void exi_timer_op_fired(ex_work *w);
+void exi_timer_op_dropped(ex_work *w);
+
 /* Constructs the operation in storage (sizeof(exi_timer_op)); clock is
- * the resource's (NULL: CLOCK_MONOTONIC). */
-void exi_timer_op_init(exi_timer_op *op, const exi_timer_service_vtable *svc, void *resource, const ex_clock *clock,
-                       ex_timer_when when, ex_receiver r);
+ * the resource's (NULL: CLOCK_MONOTONIC).  Inline: called, its seven
+ * arguments put the receiver on the stack, and reading it back stalled
+ * on store forwarding for a tenth of an arm-and-cancel. */
+static inline void exi_timer_op_init(exi_timer_op *op, const exi_timer_service_vtable *svc, void *resource,
+                                     const ex_clock *clock, ex_timer_when when, ex_receiver r) {
+    op->base.vt = &exi_timer_op_vt;
+    op->r = r;
+    op->node.in_heap = false;
+    op->work = (ex_work){ NULL, exi_timer_op_fired, exi_timer_op_dropped };
+    op->on_stop = (ex_stop_callback){ 0 };
+    op->svc = svc;
+    op->resource = resource;
+    op->clock = clock;
+    op->when = when;
+    op->cancel_requested = false;
+}
 
 /* The operation whose node n is. */
 static inline exi_timer_op *exi_timer_op_of(exi_timer *n) {

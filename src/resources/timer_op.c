@@ -2,7 +2,7 @@
 /* timer_op.c - the timed schedule operation (exi_timer_op.h). */
 #include "resources/exi_timer_op.h"
 
-static void fired(ex_work *w) {
+void exi_timer_op_fired(ex_work *w) {
     exi_timer_op *op = (exi_timer_op *)(void *)((char *)w - offsetof(exi_timer_op, work));
     /* Waits for a stop callback running elsewhere: it found the timer gone
      * and only left its mark. */
@@ -11,7 +11,7 @@ static void fired(ex_work *w) {
     else ex_set_value(op->r, NULL, 0);
 }
 
-static void dropped(ex_work *w) {
+void exi_timer_op_dropped(ex_work *w) {
     exi_timer_op *op = (exi_timer_op *)(void *)((char *)w - offsetof(exi_timer_op, work));
     ex_stop_callback_deregister(&op->on_stop);
     ex_set_stopped(op->r);
@@ -52,18 +52,4 @@ static void timer_start(ex_operation *base) {
         ex_set_stopped(op->r);
 }
 
-static const ex_operation_vtable timer_op_vt = { timer_start, NULL };
-
-void exi_timer_op_init(exi_timer_op *op, const exi_timer_service_vtable *svc, void *resource, const ex_clock *clock,
-                       ex_timer_when when, ex_receiver r) {
-    op->base.vt = &timer_op_vt;
-    op->r = r;
-    op->node.in_heap = false;
-    op->work = (ex_work){ NULL, fired, dropped };
-    op->on_stop = (ex_stop_callback){ 0 };
-    op->svc = svc;
-    op->resource = resource;
-    op->clock = clock;
-    op->when = when;
-    op->cancel_requested = false;
-}
+const ex_operation_vtable exi_timer_op_vt = { timer_start, NULL };
