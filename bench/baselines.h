@@ -4,6 +4,7 @@
 #ifndef CEXEC_BENCH_BASELINES_H
 #define CEXEC_BENCH_BASELINES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,8 +82,10 @@ void boost_fiber_yield_pairs(size_t n);
  * a thread of its own).  Timeouts are whole milliseconds of loop time. */
 /* n uv_timer_start(1000 ms) + uv_timer_stop of one handle, on a loop where
  * k other timers are armed with the timeouts others_ms[0..k) (the loop is
- * never run: they stay armed); returns the seconds the n pairs took. */
-double libuv_arm_cancel(size_t n, const uint64_t *others_ms, size_t k);
+ * never run: they stay armed); returns the seconds the n pairs took.  With
+ * update_time, uv_update_time before each start (the loop's time read from
+ * the clock, as cexec reads it for each ex_schedule_after). */
+double libuv_arm_cancel(size_t n, const uint64_t *others_ms, size_t k, bool update_time);
 /* Starts n timers with the timeouts ms[0..n) from one loop time and runs
  * the loop until every one has fired; returns the seconds from the first
  * start to the last callback, and in *arming those to the last start. */

@@ -49,7 +49,7 @@ static void close_loop(uv_loop_t *loop) {
 
 /* ------------------------------------------------------------ arm+cancel */
 
-double libuv_arm_cancel(size_t n, const uint64_t *others_ms, size_t k) {
+double libuv_arm_cancel(size_t n, const uint64_t *others_ms, size_t k, bool update_time) {
     uv_loop_t loop;
     uv_must(uv_loop_init(&loop), "uv_loop_init");
     uv_timer_t *others = k ? malloc(k * sizeof *others) : NULL;
@@ -61,9 +61,17 @@ double libuv_arm_cancel(size_t n, const uint64_t *others_ms, size_t k) {
     uv_timer_t t;
     uv_must(uv_timer_init(&loop, &t), "uv_timer_init");
     int64_t t0 = mono_ns();
-    for (size_t i = 0; i < n; i++) {
-        uv_timer_start(&t, never_cb, 1000, 0);
-        uv_timer_stop(&t);
+    if (update_time) {
+        for (size_t i = 0; i < n; i++) {
+            uv_update_time(&loop);  /* the loop's time read at each start, as cexec's is */
+            uv_timer_start(&t, never_cb, 1000, 0);
+            uv_timer_stop(&t);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uv_timer_start(&t, never_cb, 1000, 0);
+            uv_timer_stop(&t);
+        }
     }
     int64_t t1 = mono_ns();
     close_loop(&loop);  /* stops the others too */

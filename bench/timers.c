@@ -14,7 +14,13 @@
  *   their timeouts spread over [0.5 s, 1.5 s] (the same spread for libuv),
  *   so the timer under test lands inside the heap.  libuv:
  *   uv_timer_start(&t, cb, 1000, 0) + uv_timer_stop(&t) on a loop with the
- *   same K timers armed.
+ *   same K timers armed.  Two more rows tell the costs apart:
+ *   "cexec-loop-at" arms ex_schedule_at(loop, now + 1 h), which reads no
+ *   clock, and "libuv-clock" calls uv_update_time before each start (libuv
+ *   otherwise arms from the loop time it read at its last iteration, which
+ *   cexec does not do: a timeout would count from a moment already past).
+ * clock read  (ns)
+ *   ex_now() (CLOCK_MONOTONIC through the vDSO), n times.
  * 100000 timers in [1 10] ms  (total wall time; metric: million timers/s)
  *   100,000 timers with deadlines base + d[i], d[i] pseudo-random over
  *   [1 ms, 10 ms] (microsecond steps; libuv rounds them to its whole
@@ -260,8 +266,8 @@ static double cexec_arm_cancel_run(ex_sender *after_1s, void *storage, size_t si
 }
 
 static void cexec_arm_cancel(const char *name, const char *impl, ex_scheduler sch, const uint64_t *d_us, size_t k,
-                             size_t n) {
-    ex_sender *after = ex_schedule_after(sch, EX_NS_PER_S);
+                             size_t n, bool at_deadline) {
+    ex_sender *after = at_deadline ? ex_schedule_at(sch, ex_now() + 3600 * EX_NS_PER_S) : ex_schedule_after(sch, EX_NS_PER_S);
     must(!ex_sender_status(after).code, "time: ex_schedule_after failed");
     op_array storage = op_array_new(after, 1);
     others o;
@@ -284,17 +290,31 @@ static void cexec_arm_cancel(const char *name, const char *impl, ex_scheduler sc
     ex_sender_release(after);
 }
 
-static void libuv_arm_cancel_rows(const char *name, const uint64_t *d_us, size_t k, size_t n) {
+static void libuv_arm_cancel_rows(const char *name, const uint64_t *d_us, size_t k, size_t n, bool update_time) {
+    const char *impl = update_time ? "libuv-clock" : "libuv";
     uint64_t *ms = as_ms(d_us, k);
     double t[MAX_RUNS];
     for (int i = -1; i < nruns; i++) {
-        bench_progress("time / %s / libuv: run %d/%d", name, i + 1, nruns);
-        double s = libuv_arm_cancel(n, ms, k);
+        bench_progress("time / %s / %s: run %d/%d", name, impl, i + 1, nruns);
+        double s = libuv_arm_cancel(n, ms, k, update_time);
         if (i >= 0) t[i] = s;
     }
     bench_progress("");
-    record_runs(name, "libuv", (double)n, t, nruns, 1e9 / (double)n, "ns/timer");
+    record_runs(name, impl, (double)n, t, nruns, 1e9 / (double)n, "ns/timer");
     free(ms);
+}
+
+static void bench_clock_read(size_t n) {
+    double t[MAX_RUNS];
+    for (int i = -1; i < nruns; i++) {
+        int64_t sum = 0;
+        double t0 = bench_now();
+        for (size_t j = 0; j < n; j++) sum += ex_now();
+        double s = bench_now() - t0;
+        must(sum != 0, "time: the clock reads 0");
+        if (i >= 0) t[i] = s;
+    }
+    record_runs("clock read", "ex_now", (double)n, t, nruns, 1e9 / (double)n, "ns/read");
 }
 
 static void bench_arm_cancel(ex_pool *p, bool quick) {
@@ -306,12 +326,15 @@ static void bench_arm_cancel(ex_pool *p, bool quick) {
         snprintf(name, sizeof name, "arm+cancel (%zu others)", ks[c]);
         ex_run_loop loop;
         must(!ex_run_loop_init(&loop).code, "time: run loop");
-        cexec_arm_cancel(name, "cexec-loop", ex_run_loop_scheduler(&loop), d_us, ks[c], n);
+        cexec_arm_cancel(name, "cexec-loop", ex_run_loop_scheduler(&loop), d_us, ks[c], n, false);
+        cexec_arm_cancel(name, "cexec-loop-at", ex_run_loop_scheduler(&loop), d_us, ks[c], n, true);
         must(!ex_run_loop_destroy(&loop).code, "time: run loop destroy");
-        cexec_arm_cancel(name, "cexec-pool", ex_pool_scheduler(p), d_us, ks[c], n);
-        libuv_arm_cancel_rows(name, d_us, ks[c], n);
+        cexec_arm_cancel(name, "cexec-pool", ex_pool_scheduler(p), d_us, ks[c], n, false);
+        libuv_arm_cancel_rows(name, d_us, ks[c], n, false);
+        libuv_arm_cancel_rows(name, d_us, ks[c], n, true);
     }
     free(d_us);
+    bench_clock_read(n);
 }
 
 /* ------------------------------------------------------------ throughput */
