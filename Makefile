@@ -169,6 +169,12 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libcexec.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude $(SAN) $(CFLAGS) -o $@ $< $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
 
+# The deadline service's request pipeline is a file of its own, which its
+# test (examples/testing/) compiles too.
+$(BUILD)/examples/deadline_service: examples/deadline_service.c examples/deadline/request.c examples/deadline/request.h $(BUILD)/libcexec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude $(SAN) $(CFLAGS) -o $@ examples/deadline_service.c examples/deadline/request.c $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
+
 examples: $(EX_BIN)
 
 # Builds and runs every example (each checks its own result).
