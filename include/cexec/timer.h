@@ -8,7 +8,8 @@
  * state) and costs O(log n); no thread per timer.  Run loops and
  * single-thread contexts have a clock: the thread that runs the loop
  * sleeps until the earliest deadline and completes expired timers there.
- * docs/time.md says how accurate timers are and what they cost. */
+ * A manual scheduler (cexec/manual_scheduler.h) queues expired timers
+ * for the test to run.  docs/time.md says how accurate timers are and what they cost. */
 #ifndef CEXEC_TIMER_H
 #define CEXEC_TIMER_H
 
