@@ -68,7 +68,7 @@ DEFAULT_SUITES="
     exec_let            exec_transfer       exec_when_all       exec_split
     exec_scope          exec_bulk           exec_pool           exec_pool_lend
     exec_strand         exec_context        exec_task           exec_task_nesting
-    exec_task_fork      algo_reduce"
+    exec_task_fork      algo_reduce         manual_scheduler"
 # alloc_caches        per-thread caches of the recycling / jemalloc allocators, cross-thread frees
 # frame_allocators    libc, budget, monotonic, fault, recycling allocators; allocator lookup; OOM sweeps
 # jemalloc_allocator  the jemalloc allocator (here on malloc), per-worker arenas of a pool
@@ -91,6 +91,8 @@ DEFAULT_SUITES="
 # exec_task_nesting   tasks running on their parent's stack: suspending, migrating, stop inside, hops back
 # exec_task_fork      a when_all of tasks awaited as a fork: order, errors, stops (lazily linked), stealing
 # algo_reduce         reductions on every scheduler: tiled runs and kernels
+# manual_scheduler    the manual scheduler: its queue unlinked by stops, shutdown and destroy
+#                     completing leftovers, a second runner (32 tests, ~23 s on 2 cores)
 # The examples add just, then, run_loop, single_thread_context, the scans,
 # for_each_index and transform, fib on the pool, a user-written adaptor and
 # the coroutine task (task_hello, task_pipeline).
