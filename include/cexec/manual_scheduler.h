@@ -95,9 +95,9 @@ ex_error ex_manual_scheduler_init(ex_manual_scheduler *m);
  * function runs it, it completes with set_value() on the running thread,
  * or set_stopped() if the receiver's stop was requested by then; started
  * after shutdown, it completes with set_error(EX_ESHUTDOWN) at once, on
- * the starting thread.  ex_post queues an item (EX_ESHUTDOWN after
- * shutdown); ex_dispatch runs it inline when called from an item that a
- * run function is running, else posts it.  ex_schedule_at /
+ * the starting thread.  ex_post queues an item; ex_dispatch runs it
+ * inline when called from an item that a run function is running, else
+ * queues it; both return EX_ESHUTDOWN after shutdown.  ex_schedule_at /
  * ex_schedule_after arm a timer (see the header's comment for when it
  * becomes runnable); after shutdown they complete with
  * set_error(EX_ESHUTDOWN).  Forward progress: weakly parallel.  Schedulers
@@ -135,7 +135,8 @@ size_t ex_manual_run_pending(ex_manual_scheduler *m);
 size_t ex_manual_run_until_idle(ex_manual_scheduler *m);
 
 /* The number of runnable items: queued schedule operations and posts, and
- * timers whose deadline has passed (this call queues them).  0 for NULL. */
+ * timers whose deadline has passed (this call queues them).  Thread-safe
+ * (a snapshot when other threads submit).  0 for NULL. */
 size_t ex_manual_pending(ex_manual_scheduler *m);
 
 /* The number of armed timers whose deadline has not passed yet (this call
