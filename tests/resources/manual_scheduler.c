@@ -430,6 +430,11 @@ Test(manual_scheduler, shutdown_stops_what_is_queued_and_refuses_what_comes_afte
     expect_no_leaks();
 }
 
+/* After the shutdown, even inline dispatch from the running item is refused. */
+static void dispatch_after_shutdown(ms_item *it) {
+    it->result = ex_dispatch(ex_manual_scheduler_get(it->m), &((ms_item *)it->ctx)->work);
+}
+
 Test(manual_scheduler, shutdown_from_inside_an_item_leaves_nothing_to_run) {
     ex_manual_scheduler m;
     ex_scheduler sch = ms_init(&m);
@@ -437,7 +442,11 @@ Test(manual_scheduler, shutdown_from_inside_an_item_leaves_nothing_to_run) {
     ms_item stopper, rest;
     ms_item_init(&stopper, 1, &log, &m);
     ms_item_init(&rest, 2, &log, &m);
+    ms_item never;
+    ms_item_init(&never, 4, &log, &m);
     stopper.shutdown = true;
+    stopper.also = dispatch_after_shutdown;
+    stopper.ctx = &never;
     ms_post(&stopper);
     ms_post(&rest);
     ms_op op;
@@ -446,6 +455,8 @@ Test(manual_scheduler, shutdown_from_inside_an_item_leaves_nothing_to_run) {
     MS_EXPECT_LOG(&log, 1, 3);
     cr_assert_eq(rest.cancels, 1);
     cr_assert_eq(rest.runs, 0);
+    expect_err(stopper.result, EX_ESHUTDOWN);
+    cr_assert_eq(never.runs + never.cancels, 0);
     ms_op_expect(&op, EX_DISP_STOPPED, 0);
     ms_destroy(&m);
     expect_no_leaks();
