@@ -69,7 +69,7 @@ DEFAULT_SUITES="
     exec_scope          exec_bulk           exec_pool           exec_pool_lend
     exec_strand         exec_context        exec_task           exec_task_nesting
     exec_task_fork      algo_reduce         timers              exec_timeout
-    virtual_clock       sync_wait_timers"
+    virtual_clock       sync_wait_timers    manual_scheduler"
 # alloc_caches        per-thread caches of the recycling / jemalloc allocators, cross-thread frees
 # frame_allocators    libc, budget, monotonic, fault, recycling allocators; allocator lookup; OOM sweeps
 # jemalloc_allocator  the jemalloc allocator (here on malloc), per-worker arenas of a pool
@@ -96,6 +96,8 @@ DEFAULT_SUITES="
 # exec_timeout        ex_timeout: the race of the timer and the child, owned errors, allocation failure
 # virtual_clock       virtual clocks: advances, pools and run loops on one, allocation failure
 # sync_wait_timers    the clock of sync_wait's own loop: cross-thread arms and cancels, the wait's end
+# manual_scheduler    the manual scheduler: its queue unlinked by stops, shutdown and destroy
+#                     completing leftovers, a second runner (32 tests, ~23 s on 2 cores)
 # The examples add just, then, run_loop, single_thread_context, the scans,
 # for_each_index and transform, fib on the pool, a user-written adaptor and
 # the coroutine task (task_hello, task_pipeline).

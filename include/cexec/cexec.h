@@ -15,6 +15,7 @@
 #include <cexec/scheduler.h>
 #include <cexec/run_loop.h>
 #include <cexec/single_thread_context.h>
+#include <cexec/manual_scheduler.h>
 #include <cexec/just.h>
 #include <cexec/then.h>
 #include <cexec/let.h>

@@ -8,8 +8,10 @@
  * state) and costs O(log n); no thread per timer.  Pools, run loops,
  * single-thread contexts and ex_sync_wait's own loop have a clock: the
  * thread that runs a loop sleeps until the earliest deadline and
- * completes expired timers there (a pool's workers share the wait).
- * docs/time.md says how accurate timers are and what they cost. */
+ * completes expired timers there (a pool's workers share the wait).  A
+ * manual scheduler (cexec/manual_scheduler.h) queues expired timers for
+ * the test to run.  docs/time.md says how accurate timers are and what
+ * they cost. */
 #ifndef CEXEC_TIMER_H
 #define CEXEC_TIMER_H
 

@@ -299,3 +299,58 @@ Test(virtual_clock, a_task_sleeps_an_hour_in_no_time) {
     cr_assert_eq(ex_virtual_clock_destroy(c).code, EX_OK);
     expect_no_leaks();
 }
+
+/* ------------------------------------------------ on a manual scheduler */
+
+Test(virtual_clock, a_manual_scheduler_queues_timers_the_advance_reaches) {
+    ex_clock *c = clock_at(0);
+    ex_manual_scheduler m;
+    cr_assert_eq(ex_manual_scheduler_init_clock(&m, c).code, EX_OK);
+    ex_scheduler sch = ex_manual_scheduler_get(&m);
+    int order[3] = { 0 }, n = 0;
+    step steps[3];
+    ex_sender *s[3];
+    ex_operation *op[3];
+    rec r[3];
+    static const int64_t ms[3] = { 30, 10, 20 };
+    for (int i = 0; i < 3; i++) {
+        steps[i] = (step){ order, &n, i };
+        s[i] = ex_then(ex_schedule_after(sch, ms[i] * EX_NS_PER_MS), note_step, &steps[i], EX_SIG0, EX_SIG0);
+        rec_init(&r[i]);
+        op[i] = run_start(s[i], &r[i]);
+    }
+    test_sleep_ms(2);
+    cr_assert_eq(ex_manual_pending(&m), 0u, "a timer on a virtual clock fell due by real time");
+    cr_assert_eq(ex_manual_timers_armed(&m), 3u);
+    cr_assert_eq(advance(c, 20 * EX_NS_PER_MS), 2u);
+    cr_assert_eq(ex_manual_pending(&m), 2u);
+    cr_assert_eq(ex_manual_timers_armed(&m), 1u);
+    cr_assert_eq(n, 0, "the advance queues; the test runs");
+    cr_assert_eq(ex_manual_run_until_idle(&m), 2u);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(order[0], 1);
+    cr_assert_eq(order[1], 2);
+    cr_assert_eq(ex_virtual_clock_next_deadline(c), 30 * EX_NS_PER_MS);
+    cr_assert_eq(ex_virtual_clock_advance_to(c, ex_virtual_clock_next_deadline(c), NULL).code, EX_OK);
+    cr_assert_eq(ex_manual_run_until_idle(&m), 1u);
+    cr_assert_eq(order[2], 0);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(r[i].values, 1);
+        run_destroy_release(op[i], s[i]);
+    }
+    cr_assert_eq(ex_virtual_clock_destroy(c).code, EX_EBUSY);
+    cr_assert_eq(ex_manual_scheduler_destroy(&m).code, EX_OK);
+    cr_assert_eq(ex_virtual_clock_destroy(c).code, EX_OK);
+    expect_no_leaks();
+}
+
+Test(virtual_clock, a_manual_scheduler_that_cannot_attach_is_enomem) {
+    ex_clock *c = clock_at(0);
+    ex_manual_scheduler m;
+    test_alloc_fail_at(1);
+    cr_assert_eq(ex_manual_scheduler_init_clock(&m, c).code, EX_ENOMEM);
+    test_alloc_fail_at(0);
+    cr_assert_eq(ex_manual_scheduler_init_clock(NULL, c).code, EX_EINVAL);
+    cr_assert_eq(ex_virtual_clock_destroy(c).code, EX_OK, "a failed init stayed attached");
+    expect_no_leaks();
+}

@@ -152,8 +152,24 @@ static ex_scheduler refusing_scheduler(refusing_sched *w, ex_scheduler under) {
     return s;
 }
 
+typedef struct elsewhere {
+    ex_pool *pool;
+    ex_scheduler context;  /* the context under the refusing scheduler */
+} elsewhere;
+
+static ex_sender *error_4(void *ctx, const ex_value *in, size_t n) {
+    (void)ctx, (void)in, (void)n;
+    return ex_just_error(owned_error(4));
+}
+
+/* The awaited error comes from the pool after a step on the task's own
+ * context thread, which runs it only once the task suspended: the task
+ * then must hop back.  (Straight from the pool, a worker could complete
+ * the await before the task looked, under load, and no hop was tried.) */
 static ex_task_result await_elsewhere(ex_task *t, void *arg) {
-    ex_await_result r = ex_await(t, ex_continues_on(ex_just_error(owned_error(4)), ex_pool_scheduler(arg)));
+    const elsewhere *e = arg;
+    ex_sender *s = ex_let_value(ex_schedule(e->context), error_4, NULL, EX_SIG0);
+    ex_await_result r = ex_await(t, ex_continues_on(s, ex_pool_scheduler(e->pool)));
     TCHECK(r.status == EX_AWAIT_ERROR);
     TCHECK(r.error.code == EX_ESHUTDOWN);  /* the failed hop's outcome replaces the await's */
     return ex_task_with_error(r.error);
@@ -164,8 +180,9 @@ Test(task_owned_errors, a_failed_hop_back_releases_the_awaited_error) {
     ex_pool *p = test_pool_new(1);
     ex_single_thread_context stc;
     refusing_sched w;
-    ex_scheduler home = refusing_scheduler(&w, test_stc_init(&stc));
-    ex_result r = run(ex_write_env(ex_task_create(await_elsewhere, p, NULL), &ex_key_get_scheduler, ex_sched_value(home)));
+    elsewhere e = { p, test_stc_init(&stc) };
+    ex_scheduler home = refusing_scheduler(&w, e.context);
+    ex_result r = run(ex_write_env(ex_task_create(await_elsewhere, &e, NULL), &ex_key_get_scheduler, ex_sched_value(home)));
     expect_error(&r, EX_ESHUTDOWN);
     ex_result_destroy(&r);
     test_stc_destroy(&stc);
