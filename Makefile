@@ -71,7 +71,7 @@ LIB_OBJ  := $(OBJ) $(JE_OBJ)
 LIBS     := -lck -lm -ldl
 # tests/ mirrors src/: a folder per layer, shared fixtures in tests/common/.
 # stress/, soak/ and context/ hold standalone programs (their own targets).
-TEST_DIRS := common base allocators core adaptors compose resources task algorithms
+TEST_DIRS := common base allocators core adaptors compose resources task algorithms testing
 TESTS    := $(foreach d,$(TEST_DIRS),$(wildcard tests/$(d)/*.c))
 TEST_OBJ := $(TESTS:tests/%.c=$(BUILD)/tests/%.o)
 EXAMPLES := $(wildcard examples/*.c)
