@@ -114,7 +114,8 @@ bool ex_test_check_error_message(char *msg, size_t size, const ex_test_outcome *
               strstr(o->error.msg ? o->error.msg : "", text ? text : "") != NULL;
     exi_text_add(&t, ", expected error ");
     exi_text_code(&t, code);
-    exi_text_add(&t, " with a message containing \"%s\"", text ? text : "");
+    exi_text_add(&t, " with a message containing ");
+    exi_text_string(&t, text ? text : "", EX_TEST_MESSAGE_MAX);
     return verdict(&t, ok);
 }
 

@@ -25,6 +25,10 @@ size_t exi_text_end(exi_text *t);
 /* A double with the fewest digits (up to 17) that read back as it: 0.1
  * stays "0.1", and two doubles that differ never print alike. */
 void exi_text_double(exi_text *t, double d);
+/* A string between quotes, its controls, quotes and backslashes escaped,
+ * at most max characters of it ("..." after the quote when cut); NULL is
+ * "(null)". */
+void exi_text_string(exi_text *t, const char *s, size_t max);
 /* One datum, "int 42", "double 0.30000000000000004", "str \"a\\n\"",
  * "tuple#0(int 1, str \"x\")": doubles with as many digits as tell them
  * apart, strings quoted with their controls escaped. */

@@ -45,9 +45,7 @@ void exi_text_double(exi_text *t, double d) {
     exi_text_add(t, "%s", tmp);
 }
 
-/* A string's text between quotes, controls, quotes and backslashes
- * escaped, at most max characters of it. */
-static void add_string(exi_text *t, const char *s, size_t max) {
+void exi_text_string(exi_text *t, const char *s, size_t max) {
     if (!s) {
         exi_text_add(t, "(null)");
         return;
@@ -73,7 +71,7 @@ static void add_value(exi_text *t, const ex_value *v, unsigned depth) {
     case EX_T_UINT: exi_text_add(t, "uint %llu", (unsigned long long)v->as.u); return;
     case EX_T_DOUBLE: exi_text_add(t, "double "); exi_text_double(t, v->as.d); return;
     case EX_T_PTR: exi_text_add(t, "ptr %p", v->as.p); return;
-    case EX_T_STR: exi_text_add(t, "str "); add_string(t, v->as.s, SHOWN_STRING_MAX); return;
+    case EX_T_STR: exi_text_add(t, "str "); exi_text_string(t, v->as.s, SHOWN_STRING_MAX); return;
     case EX_T_SCHED: exi_text_add(t, "scheduler %p", v->as.sched.self); return;
     case EX_T_TOKEN: exi_text_add(t, "stop_token %p", (void *)v->as.token.src); return;
     case EX_T_ALLOC:
@@ -129,5 +127,5 @@ void exi_text_error(exi_text *t, ex_error e) {
     exi_text_add(t, "error ");
     exi_text_code(t, e.code);
     exi_text_add(t, " ");
-    add_string(t, e.msg, SHOWN_ERROR_MAX);
+    exi_text_string(t, e.msg, SHOWN_ERROR_MAX);
 }

@@ -240,3 +240,21 @@ MUST_FAIL(an_allocator_without_statistics, "cannot check allocator \"plain\": it
     EX_EXPECT_NO_LEAKS(&c);
     ex_set_default_allocator(NULL);
 }
+
+/* ------------------------------------------------------- docs/testing.md */
+
+/* The failure docs/testing.md shows: a parse_port that took "80a" as 80. */
+static ex_error parse_port(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)n;
+    out[0] = ex_int(strtol(in[0].as.s, NULL, 10));
+    return ex_ok();
+}
+
+MUST_FAIL(the_failure_the_guide_shows,
+          "ex_then(parse_port) completed with value int 80, expected error EX_EINVAL with a message containing "
+          "\"not a port: \\\"80a\\\"\"") {
+    ex_test_outcome o;
+    ex_test_outcome_init(&o);
+    ex_test_sync_wait(&o, ex_then(ex_just(ex_str("80a")), parse_port, NULL, EX_SIG(EX_T_STR), EX_SIG(EX_T_INT)));
+    EX_ASSERT_ERROR_MESSAGE(&o, EX_EINVAL, "not a port: \"80a\"");
+}
