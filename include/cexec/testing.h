@@ -28,10 +28,9 @@
  * framework.
  *
  * Threads: a completion may come on any thread; what it records is
- * published when the completion returns.  The checks and accessors are
- * for one thread, the test's.  The other helpers of issue 24, the manual
- * scheduler and the virtual clock, have headers of their own, included
- * below. */
+ * published before the completion returns.  The checks and accessors are
+ * for one thread, the test's.  The manual scheduler and the virtual clock
+ * (issue 24) come with headers of their own (see the merge point below). */
 #ifndef CEXEC_TESTING_H
 #define CEXEC_TESTING_H
 
@@ -68,8 +67,9 @@ typedef struct ex_test_counts {
  * text of strings are copied, pointers are not; its error's reference,
  * released by ex_test_outcome_destroy), every completion counted, the
  * thread the first one ran on and whether it ran inside ex_test_start.
- * It lives in the test's storage, at a fixed address from the connect to
- * ex_test_outcome_destroy.  Its receiver's environment answers
+ * It lives in the test's storage, at a fixed address from
+ * ex_test_outcome_init to ex_test_outcome_destroy (its environment and
+ * stop source are inside it).  Its receiver's environment answers
  * get_stop_token with the outcome's own stop source
  * (ex_test_outcome_request_stop), or with the token the test set, and
  * get_scheduler, get_delegation_scheduler and get_allocator with what the
@@ -140,13 +140,15 @@ ex_receiver ex_test_outcome_receiver(ex_test_outcome *o);
  * when it comes.  Takes s's reference; names o after s ("ex_then(parse)",
  * "ex_just").  A connect that fails is recorded as the error completion
  * (as ex_sync_wait reports it) and nothing is started: false.  Once per
- * outcome: a second call records an EX_EINVAL error and returns false. */
+ * outcome: a second call is refused (s released, false) and every check
+ * of o then fails, saying so.  A NULL o: s released, false. */
 bool ex_test_start(ex_test_outcome *o, ex_sender *s);
 
 /* Runs s with ex_sync_wait (takes s; the calling thread waits, running
  * the work sync_wait runs) and records its result in o, named after s.
  * The environment is sync_wait's, not o's, and where the completion ran
- * is not known (ex_test_outcome_thread: NULL).  Once per outcome. */
+ * is not known (ex_test_outcome_thread: NULL).  Once per outcome, as
+ * ex_test_start. */
 void ex_test_sync_wait(ex_test_outcome *o, ex_sender *s);
 
 /* Waits until o recorded a completion or limit_s seconds passed (a bound
@@ -159,7 +161,7 @@ bool ex_test_outcome_wait(const ex_test_outcome *o, double limit_s);
  * reference.  EX_EBUSY, with nothing freed, while an operation started by
  * ex_test_start has not completed (finish it first: stop it, run its
  * scheduler); then call again.  EX_OK otherwise, also for an outcome
- * never started. */
+ * never started and a second time; EX_EINVAL for NULL. */
 ex_error ex_test_outcome_destroy(ex_test_outcome *o);
 
 /* What o recorded: the disposition of the first completion (0 while none
@@ -200,7 +202,7 @@ size_t ex_test_outcome_describe(const ex_test_outcome *o, char *buf, size_t size
  * EX_TEST_MESSAGE_MAX is enough): on failure, "<name> <what it did>,
  * expected <what was expected>".  Every check of a completion fails when
  * o completed more than once or not yet, and every check fails for an
- * outcome the test misused (run twice). */
+ * outcome the test misused (run twice) and for a NULL o. */
 
 /* One value completion whose datums equal want[0..n): same types, equal
  * contents (strings by their text, pointers by address, doubles exactly,

@@ -99,6 +99,11 @@ static void add_leak(exi_text *t, const ex_test_allocations *c, unsigned i, chan
 bool ex_test_check_no_leaks(char *msg, size_t size, const ex_test_allocations *c) {
     exi_text t;
     exi_text_init(&t, msg, size);
+    if (!c) {
+        exi_text_add(&t, "the check was given a NULL ex_test_allocations");
+        exi_text_end(&t);
+        return false;
+    }
     if (c->problem) {
         exi_text_add(&t, "cannot check allocator \"%s\": %s", c->problem_name, c->problem);
         exi_text_end(&t);

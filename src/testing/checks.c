@@ -34,6 +34,15 @@ static bool same_value(const ex_value *a, const ex_value *b, unsigned depth) {
     }
 }
 
+/* The verdict on a NULL outcome: a failure that says so. */
+static bool no_outcome(char *msg, size_t size) {
+    exi_text t;
+    exi_text_init(&t, msg, size);
+    exi_text_add(&t, "the check was given a NULL outcome");
+    exi_text_end(&t);
+    return false;
+}
+
 /* Begins a message with o's name and what it recorded. */
 static void begin(exi_text *t, char *msg, size_t size, const ex_test_outcome *o) {
     exi_text_init(t, msg, size);
@@ -53,8 +62,13 @@ static bool kept_values(const ex_test_outcome *o) {
 }
 
 bool ex_test_check_values(char *msg, size_t size, const ex_test_outcome *o, const ex_value *want, size_t n) {
+    if (!o) return no_outcome(msg, size);
     exi_text t;
     begin(&t, msg, size, o);
+    if (!want && n) {  /* nothing to compare with: say so, fail */
+        exi_text_add(&t, ", expected %zu values given as NULL", n);
+        return verdict(&t, false);
+    }
     bool ok = kept_values(o) && o->n == n;
     for (size_t i = 0; ok && i < n; i++) ok = same_value(&o->values[i], &want[i], 0);
     exi_text_add(&t, ", expected ");
@@ -74,6 +88,7 @@ static bool close_enough(double got, double want, double tolerance) {
 }
 
 bool ex_test_check_value_double(char *msg, size_t size, const ex_test_outcome *o, double want, double tolerance) {
+    if (!o) return no_outcome(msg, size);
     exi_text t;
     begin(&t, msg, size, o);
     bool ok = kept_values(o) && o->n == 1 && o->values[0].type == EX_T_DOUBLE &&
@@ -90,6 +105,7 @@ bool ex_test_check_value_double(char *msg, size_t size, const ex_test_outcome *o
 }
 
 bool ex_test_check_value_count(char *msg, size_t size, const ex_test_outcome *o, size_t n) {
+    if (!o) return no_outcome(msg, size);
     exi_text t;
     begin(&t, msg, size, o);
     bool ok = exi_test_completed_once(o) && o->first == EX_DISP_VALUE && o->n == n && n <= EX_MAX_ARITY;
@@ -99,6 +115,7 @@ bool ex_test_check_value_count(char *msg, size_t size, const ex_test_outcome *o,
 }
 
 bool ex_test_check_error(char *msg, size_t size, const ex_test_outcome *o, int code) {
+    if (!o) return no_outcome(msg, size);
     exi_text t;
     begin(&t, msg, size, o);
     bool ok = exi_test_completed_once(o) && o->first == EX_DISP_ERROR && o->error.code == code;
@@ -108,6 +125,7 @@ bool ex_test_check_error(char *msg, size_t size, const ex_test_outcome *o, int c
 }
 
 bool ex_test_check_error_message(char *msg, size_t size, const ex_test_outcome *o, int code, const char *text) {
+    if (!o) return no_outcome(msg, size);
     exi_text t;
     begin(&t, msg, size, o);
     bool ok = exi_test_completed_once(o) && o->first == EX_DISP_ERROR && o->error.code == code &&
@@ -120,6 +138,7 @@ bool ex_test_check_error_message(char *msg, size_t size, const ex_test_outcome *
 }
 
 bool ex_test_check_stopped(char *msg, size_t size, const ex_test_outcome *o) {
+    if (!o) return no_outcome(msg, size);
     exi_text t;
     begin(&t, msg, size, o);
     bool ok = exi_test_completed_once(o) && o->first == EX_DISP_STOPPED;
@@ -128,6 +147,7 @@ bool ex_test_check_stopped(char *msg, size_t size, const ex_test_outcome *o) {
 }
 
 bool ex_test_check_completed_once(char *msg, size_t size, const ex_test_outcome *o) {
+    if (!o) return no_outcome(msg, size);
     exi_text t;
     begin(&t, msg, size, o);
     exi_text_add(&t, ", expected exactly one completion");
@@ -144,6 +164,7 @@ static void add_where(exi_text *t, const ex_test_outcome *o) {
 }
 
 bool ex_test_check_completed_inline(char *msg, size_t size, const ex_test_outcome *o) {
+    if (!o) return no_outcome(msg, size);
     exi_text t;
     begin(&t, msg, size, o);
     add_where(&t, o);
@@ -152,6 +173,7 @@ bool ex_test_check_completed_inline(char *msg, size_t size, const ex_test_outcom
 }
 
 bool ex_test_check_completed_on(char *msg, size_t size, const ex_test_outcome *o, const void *thread) {
+    if (!o) return no_outcome(msg, size);
     exi_text t;
     begin(&t, msg, size, o);
     add_where(&t, o);
@@ -161,6 +183,7 @@ bool ex_test_check_completed_on(char *msg, size_t size, const ex_test_outcome *o
 }
 
 bool ex_test_check_not_completed(char *msg, size_t size, const ex_test_outcome *o) {
+    if (!o) return no_outcome(msg, size);
     exi_text t;
     begin(&t, msg, size, o);
     exi_text_add(&t, ", expected no completion yet");

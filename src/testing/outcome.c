@@ -233,6 +233,10 @@ static void record_connect_error(ex_test_outcome *o, ex_error e) {
 }
 
 bool ex_test_start(ex_test_outcome *o, ex_sender *s) {
+    if (!o) {
+        ex_sender_release(s);
+        return false;
+    }
     if (!first_run(o, s, "ex_test_start: the outcome was already run (one run per outcome)")) return false;
     name_after(o, s);
     o->started = true;
@@ -254,6 +258,10 @@ bool ex_test_start(ex_test_outcome *o, ex_sender *s) {
 }
 
 void ex_test_sync_wait(ex_test_outcome *o, ex_sender *s) {
+    if (!o) {
+        ex_sender_release(s);
+        return;
+    }
     if (!first_run(o, s, "ex_test_sync_wait: the outcome was already run (one run per outcome)")) return;
     name_after(o, s);
     o->started = o->synced = true;
@@ -288,6 +296,7 @@ bool ex_test_outcome_wait(const ex_test_outcome *o, double limit_s) {
 }
 
 ex_error ex_test_outcome_destroy(ex_test_outcome *o) {
+    if (!o) return ex_err(EX_EINVAL, "ex_test_outcome_destroy: NULL outcome");
     if (o->op) {
         if (!exi_load_acq_u32(&o->recorded))
             return ex_err(EX_EBUSY, "ex_test_outcome_destroy: the operation has not completed (stop it or run its "

@@ -225,3 +225,25 @@ Test(testing_messages, values_that_could_not_be_kept_are_reported) {
     done(&o);
     expect_no_leaks();
 }
+
+/* Bad arguments fail the check (or are refused) and say why; nothing
+ * crashes and nothing leaks. */
+Test(testing_messages, null_arguments_fail_and_say_so) {
+    char msg[EX_TEST_MESSAGE_MAX];
+    cr_assert_not(ex_test_check_value(msg, sizeof msg, NULL, ex_int(1)));
+    cr_assert_str_eq(msg, "the check was given a NULL outcome");
+    cr_assert_not(ex_test_check_not_completed(msg, sizeof msg, NULL));
+    cr_assert_str_eq(msg, "the check was given a NULL outcome");
+    cr_assert_not(ex_test_check_no_leaks(msg, sizeof msg, NULL));
+    cr_assert_str_eq(msg, "the check was given a NULL ex_test_allocations");
+    cr_assert_not(ex_test_start(NULL, ex_just(ex_int(1))));
+    ex_test_sync_wait(NULL, ex_just(ex_int(1)));
+    cr_assert_eq(ex_test_outcome_destroy(NULL).code, EX_EINVAL);
+
+    ex_test_outcome o;
+    run(&o, ex_just(ex_int(1)));
+    cr_assert_not(ex_test_check_values(msg, sizeof msg, &o, NULL, 1));
+    cr_assert_str_eq(msg, "ex_just completed with value int 1, expected 1 values given as NULL");
+    done(&o);
+    expect_no_leaks();
+}
