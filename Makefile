@@ -71,7 +71,7 @@ LIB_OBJ  := $(OBJ) $(JE_OBJ)
 LIBS     := -lck -lm -ldl
 # tests/ mirrors src/: a folder per layer, shared fixtures in tests/common/.
 # stress/, soak/ and context/ hold standalone programs (their own targets).
-TEST_DIRS := common base allocators core adaptors compose resources task algorithms
+TEST_DIRS := common base allocators core adaptors compose resources task algorithms testing
 TESTS    := $(foreach d,$(TEST_DIRS),$(wildcard tests/$(d)/*.c))
 TEST_OBJ := $(TESTS:tests/%.c=$(BUILD)/tests/%.o)
 EXAMPLES := $(wildcard examples/*.c)
@@ -82,7 +82,7 @@ EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-build
 TEST_DEPS := $(BUILD)/.deps-test
 
-.PHONY: all test check-nonroot check-layers check-header-examples check-headers check-symbols check-install check-spdx man test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
+.PHONY: all test check-failing-tests check-nonroot check-layers check-header-examples check-headers check-symbols check-install check-spdx man test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so $(JE_SO)
 
@@ -137,11 +137,29 @@ $(BUILD)/tests/%.o: tests/%.c | $(TEST_DEPS)
 $(BUILD)/tests/cexec_tests: $(TEST_OBJ) $(BUILD)/libcexec.a
 	$(CC) -o $@ $(TEST_OBJ) $(BUILD)/libcexec.a $(LDFLAGS_ALL) -lcriterion $(LIBS)
 
+# Tests that must fail (tests/testing/failing/, C and C++): each checks
+# that an assertion of <cexec/testing.h> fails a Criterion test with its
+# message; scripts/check-failing-tests.sh runs them in make test.
+FAILING_SRC := $(wildcard tests/testing/failing/*.c) $(wildcard tests/testing/failing/*.cpp)
+FAILING_OBJ := $(patsubst tests/%,$(BUILD)/tests/%.o,$(basename $(FAILING_SRC)))
+TEST_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror -Wshadow $(OPT) -pthread -Iinclude $(SAN) $(CXXFLAGS)
+
+$(BUILD)/tests/%.o: tests/%.cpp | $(TEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(TEST_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/failing_tests: $(FAILING_OBJ) $(BUILD)/libcexec.a
+	$(CXX) -o $@ $(FAILING_OBJ) $(BUILD)/libcexec.a $(LDFLAGS_ALL) -lcriterion $(LIBS)
+
+check-failing-tests: $(BUILD)/tests/failing_tests
+	@scripts/check-failing-tests.sh --self-test
+	@ASAN_OPTIONS="leak_check_at_exit=0 $(ASAN_OPTIONS)" scripts/check-failing-tests.sh $< $(FAILING_SRC)
+
 # One binary holds every suite, so the run ends with one Synthesis line.
 # Leaks are checked inside each test body (expect_no_leaks calls
 # __lsan_do_recoverable_leak_check); the exit-time check is off because
 # Criterion's runner keeps a few bytes of its own at exit.
-test: check-spdx check-layers check-header-examples check-headers check-symbols man $(BUILD)/tests/cexec_tests
+test: check-spdx check-layers check-header-examples check-headers check-symbols man check-failing-tests $(BUILD)/tests/cexec_tests
 	ASAN_OPTIONS="leak_check_at_exit=0 $(ASAN_OPTIONS)" $(BUILD)/tests/cexec_tests --jobs 2 $(TEST_ARGS)
 
 test-asan:
@@ -264,7 +282,8 @@ check-symbols: $(BUILD)/libcexec.so
 
 # Warning-free with clang as well (used by CI).
 check-clang: | $(BUILD)/.deps-clang
-	$(MAKE) BUILD=build-clang CC=clang all examples $(BUILD)-clang/tests/cexec_tests
+	$(MAKE) BUILD=build-clang CC=clang CXX=clang++ all examples $(BUILD)-clang/tests/cexec_tests \
+	    $(BUILD)-clang/tests/failing_tests
 
 cexec.pc: cexec.pc.in cexec-static.pc.in
 	@mkdir -p $(BUILD)
@@ -302,7 +321,7 @@ uninstall:
 clean:
 	rm -rf build build-asan build-clang build-tsan
 
--include $(OBJ:.o=.d) $(BUILD)/obj/allocators/jemalloc_dyn.d $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)
+-include $(OBJ:.o=.d) $(BUILD)/obj/allocators/jemalloc_dyn.d $(TEST_OBJ:.o=.d) $(FAILING_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)
 
 # Reliability targets (model check, fuzzing, valgrind, soak): one fragment each.
 include $(wildcard mk/*.mk)

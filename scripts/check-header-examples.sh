@@ -40,9 +40,11 @@ extract() {
 # The same records for a Markdown guide: a fenced block whose opening
 # fence follows a line ending in "(examples/NAME.c):" (blank lines
 # between allowed) is an excerpt; blank lines inside it separate excerpts.
+# A guide may also quote a test that make test runs ("(tests/DIR/NAME.c):",
+# docs/testing.md: the tests of a user's code are its examples).
 extract_md() {
     awk '
-        match($0, /\(examples\/[A-Za-z0-9_]+\.c\):[ \t]*$/) {
+        match($0, /\((examples|tests)\/[A-Za-z0-9_\/]+\.c\):[ \t]*$/) {
             ex = substr($0, RSTART + 1, RLENGTH - 1); sub(/\):.*/, "", ex); next
         }
         /^```/ {
@@ -107,8 +109,14 @@ if [ "${1:-}" = "--self-test" ]; then
     check "$t/include" "$t" "$t/guide.md" >/dev/null || { echo "check-header-examples: self-test: a true guide excerpt failed"; exit 1; }
     printf 'See (examples/ok.c):\n\n```c\nint f(void) {\n    return 3;\n}\n```\n' > "$t/guide.md"
     if check "$t/include" "$t" "$t/guide.md" >/dev/null; then echo "check-header-examples: self-test: a wrong guide excerpt passed"; exit 1; fi
+    mkdir -p "$t/tests/x"
+    cp "$t/examples/ok.c" "$t/tests/x/ok.c"
+    printf 'See (tests/x/ok.c):\n\n```c\nint f(void) {\n    return 1;\n}\n```\n' > "$t/guide.md"
+    check "$t/include" "$t" "$t/guide.md" >/dev/null || { echo "check-header-examples: self-test: a true test excerpt failed"; exit 1; }
+    printf 'See (tests/x/ok.c):\n\n```c\nint f(void) {\n    return 4;\n}\n```\n' > "$t/guide.md"
+    if check "$t/include" "$t" "$t/guide.md" >/dev/null; then echo "check-header-examples: self-test: a wrong test excerpt passed"; exit 1; fi
     echo "check-header-examples: self-test passed"
     exit 0
 fi
-check "$root/include/cexec" "$root" "$root/docs/guide.md" &&
-    echo "check-header-examples: every example in a header or docs/guide.md is an excerpt of examples/"
+check "$root/include/cexec" "$root" "$root/docs/guide.md" "$root/docs/testing.md" &&
+    echo "check-header-examples: every example in a header, docs/guide.md or docs/testing.md is an excerpt of examples/ or tests/"
