@@ -82,7 +82,7 @@ EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 DEPS_OK  := $(BUILD)/.deps-build
 TEST_DEPS := $(BUILD)/.deps-test
 
-.PHONY: all test check-failing-tests check-nonroot check-layers check-header-examples check-headers check-symbols check-install check-spdx man test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
+.PHONY: all test check-example-tests check-failing-tests check-nonroot check-layers check-header-examples check-headers check-symbols check-install check-spdx man test-asan test-tsan stress examples run-examples demo bench install uninstall clean deps check-clang
 
 all: $(BUILD)/libcexec.a $(BUILD)/libcexec.so $(JE_SO)
 
@@ -151,6 +151,17 @@ $(BUILD)/tests/%.o: tests/%.cpp | $(TEST_DEPS)
 $(BUILD)/tests/failing_tests: $(FAILING_OBJ) $(BUILD)/libcexec.a
 	$(CXX) -o $@ $(FAILING_OBJ) $(BUILD)/libcexec.a $(LDFLAGS_ALL) -lcriterion $(LIBS)
 
+# The examples' own Criterion tests (examples/testing/): how a user tests
+# code built on cexec, run in make test.
+EXAMPLE_TESTS := $(BUILD)/examples/testing/deadline_test
+
+$(BUILD)/examples/testing/deadline_test: examples/testing/deadline_test.c examples/deadline/request.c examples/deadline/request.h $(BUILD)/libcexec.a | $(TEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude $(SAN) $(CFLAGS) -o $@ examples/testing/deadline_test.c examples/deadline/request.c $(BUILD)/libcexec.a $(LDFLAGS_ALL) -lcriterion $(LIBS)
+
+check-example-tests: $(EXAMPLE_TESTS)
+	@for t in $(EXAMPLE_TESTS); do ASAN_OPTIONS="leak_check_at_exit=0 $(ASAN_OPTIONS)" $$t --jobs 2 || exit 1; done
+
 check-failing-tests: $(BUILD)/tests/failing_tests
 	@scripts/check-failing-tests.sh --self-test
 	@ASAN_OPTIONS="leak_check_at_exit=0 $(ASAN_OPTIONS)" scripts/check-failing-tests.sh $< $(FAILING_SRC)
@@ -159,7 +170,7 @@ check-failing-tests: $(BUILD)/tests/failing_tests
 # Leaks are checked inside each test body (expect_no_leaks calls
 # __lsan_do_recoverable_leak_check); the exit-time check is off because
 # Criterion's runner keeps a few bytes of its own at exit.
-test: check-spdx check-layers check-header-examples check-headers check-symbols man check-failing-tests $(BUILD)/tests/cexec_tests
+test: check-spdx check-layers check-header-examples check-headers check-symbols man check-failing-tests check-example-tests $(BUILD)/tests/cexec_tests
 	ASAN_OPTIONS="leak_check_at_exit=0 $(ASAN_OPTIONS)" $(BUILD)/tests/cexec_tests --jobs 2 $(TEST_ARGS)
 
 test-asan:

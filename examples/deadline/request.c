@@ -65,9 +65,12 @@ static ex_error on_stopped(void *ctx, ex_value *out) {
     return ex_ok();
 }
 
+ex_sender *request_call(request *r) {
+    return ex_let_value(ex_schedule_after(r->sch, arrival_ns(r->id)), call_backend, r, EX_SIG0);
+}
+
 ex_sender *request_sender(request *r) {
-    ex_sender *s = ex_let_value(ex_schedule_after(r->sch, arrival_ns(r->id)), call_backend, r, EX_SIG0);
-    s = ex_then(s, on_value, r, EX_SIG(EX_T_INT), EX_SIG0);
+    ex_sender *s = ex_then(request_call(r), on_value, r, EX_SIG(EX_T_INT), EX_SIG0);
     s = ex_upon_error(s, on_error, r, EX_SIG0);
     return ex_upon_stopped(s, on_stopped, r, EX_SIG0);
 }

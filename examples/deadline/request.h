@@ -42,9 +42,13 @@ int64_t backend_ns(int id);
  * SHUTDOWN_NS. */
 outcome expected_outcome(int id);
 
-/* Arrival, the backend under its deadline, the outcome noted in r (which
- * must outlive the operation).  NULL-free: errors become invalid senders,
- * as every cexec builder's. */
+/* Arrival, then the backend under its deadline: completes with the
+ * answer (set_value(int) id * 10), the backend's error, EX_ETIMEDOUT, or
+ * stopped.  r must outlive the operation. */
+ex_sender *request_call(request *r);
+
+/* request_call with its outcome noted in r: completes with set_value()
+ * whatever happened. */
 ex_sender *request_sender(request *r);
 
 #endif

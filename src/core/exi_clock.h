@@ -39,6 +39,7 @@ struct ex_clock {
     uint64_t now;                /* ns; read without mu */
     exi_clock_client *clients;
     size_t n, cap;
+    const ex_allocator *alloc;   /* the default allocator at create: the clock's and its array's */
 };
 
 /* The time on c (NULL: CLOCK_MONOTONIC). */

@@ -20,6 +20,7 @@ ex_error ex_virtual_clock_create(int64_t start_ns, ex_clock **out) {
         return ex_err(EX_EAGAIN, "ex_virtual_clock_create: pthread_mutex_init failed");
     }
     c->now = (uint64_t)start_ns;
+    c->alloc = a;
     *out = c;
     return ex_ok();
 }
@@ -31,7 +32,7 @@ ex_error ex_virtual_clock_destroy(ex_clock *c) {
     pthread_mutex_unlock(&c->mu);
     if (users)
         return ex_err(EX_EBUSY, "ex_virtual_clock_destroy: resources still keep time on the clock (destroy them first)");
-    const ex_allocator *a = ex_default_allocator();
+    const ex_allocator *a = c->alloc;  /* not today's default: the process may have changed it since */
     if (c->clients) ex_deallocate(a, c->clients, c->cap * sizeof *c->clients, alignof(exi_clock_client));
     pthread_mutex_destroy(&c->mu);
     ex_deallocate(a, c, sizeof *c, alignof(ex_clock));
@@ -43,7 +44,7 @@ int64_t ex_clock_now(const ex_clock *c) { return exi_clock_now(c); }
 ex_error exi_clock_attach(ex_clock *c, void *resource, const exi_clock_client_vt *vt) {
     pthread_mutex_lock(&c->mu);
     if (c->n == c->cap) {
-        const ex_allocator *a = ex_default_allocator();
+        const ex_allocator *a = c->alloc;
         size_t cap = c->cap ? 2 * c->cap : 4;
         exi_clock_client *grown = ex_allocate(a, cap * sizeof *grown, alignof(exi_clock_client));
         if (!grown) {

@@ -93,6 +93,26 @@ Test(virtual_clock, allocation_failure_is_enomem_and_leaks_nothing) {
     expect_no_leaks();
 }
 
+/* The default allocator changes while the clock lives: the clock frees
+ * what it allocated with the allocator it was created under. */
+Test(virtual_clock, the_clock_keeps_the_allocator_it_was_created_under) {
+    ex_clock *c = clock_at(0);
+    cnt_alloc other;
+    cnt_alloc_init(&other);
+    ex_set_default_allocator(&other.base);
+    ex_run_loop loop;
+    ex_error e = ex_run_loop_init_clock(&loop, c);  /* the clock grows its array of resources */
+    ex_set_default_allocator(&test_allocator);
+    cr_assert_eq(e.code, EX_OK);
+    cr_assert_eq(ex_run_loop_destroy(&loop).code, EX_OK);
+    ex_set_default_allocator(&other.base);
+    cr_assert_eq(ex_virtual_clock_destroy(c).code, EX_OK);
+    ex_set_default_allocator(&test_allocator);
+    cr_assert_eq(atomic_load(&other.allocs), 0, "the clock allocated from the new default");
+    cr_assert_eq(atomic_load(&other.frees), 0, "the clock freed into the new default");
+    expect_no_leaks();
+}
+
 /* ---------------------------------------------------- on a run loop */
 
 typedef struct vloop {
