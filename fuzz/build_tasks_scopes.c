@@ -36,7 +36,8 @@ typedef struct scope_op {
     ex_sender *join;
     ex_operation *join_op;
     ex_error spawn_error;
-    _Alignas(max_align_t) unsigned char join_storage[128];
+    ex_env_pair join_env;     /* get_scheduler: the inline scheduler */
+    _Alignas(max_align_t) unsigned char join_storage[512];
 } scope_op;
 
 static ex_scope_token scope_token(scope_op *o) {
@@ -64,7 +65,12 @@ static void scope_join_stopped(void *self) {
     ex_set_stopped(o->r);
 }
 
-static const ex_receiver_vtable scope_join_vt = { scope_join_value, scope_join_error, scope_join_stopped, NULL, NULL };
+/* The join completes on its receiver's scheduler: the inline one, so
+ * where the last spawned work completed (the reference's model). */
+static ex_env scope_join_env(void *self) { return ex_env_of_pair(&((scope_op *)self)->join_env); }
+
+static const ex_receiver_vtable scope_join_vt = { scope_join_value, scope_join_error, scope_join_stopped, scope_join_env,
+                                                  NULL };
 
 static void scope_start(ex_operation *op) {
     scope_op *o = (scope_op *)op;
@@ -108,6 +114,7 @@ static ex_error scope_connect(const ex_sender *s, ex_receiver r, void *storage) 
     o->n = ss->n;
     o->flags = nd->op;
     o->spawn_error = ex_ok();
+    ex_env_pair_init(&o->join_env, &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler()), ex_env_empty());
     ex_error e = (o->flags & SC_COUNTING) ? ex_counting_scope_init(&o->scope.counting)
                                           : ex_simple_counting_scope_init(&o->scope.simple);
     if (e.code) return e;

@@ -189,7 +189,10 @@ ssig r_sig_of(const g_graph *g, unsigned i) {
         c = r_sig_of(g, nd->child[0]);
         s.mask = c.mask;
         s.dyn = c.dyn;
-        s.err = c.err || sched_flags_err(nd->sched) || c.mask || c.dyn;
+        /* An error only when keeping the values can fail: a dynamic child
+         * (ints otherwise, copied flat); boxed values are tuples, which
+         * the arity-only signatures here cannot tell apart. */
+        s.err = c.err || sched_flags_err(nd->sched) || c.dyn || (G_BOXING && c.mask);
         s.stop = c.stop || sched_flags_stop(nd->sched);
         s.cs_value = s.cs_stopped = nd->sched;
         s.cs_error = c.cs_error;

@@ -14,6 +14,21 @@ static bool sched_observes(unsigned sch) { return sch == GS_LOOP || sch == GS_PO
 /* One awaited child of a task, in the child context cc; home is the task's
  * own scheduler (a failed scheduler change leaves the child there). */
 static void eval_task_child(rstate *st, const g_node *nd, unsigned child, rctx cc, unsigned home, r_set *c) {
+    if (!ref_single_value_sig(st->g, child)) {
+        /* ex_await refuses a sender with several value signatures before
+         * connecting it (P3552R3 §4.4); one whose builder failed for want
+         * of memory is an invalid sender, whose EX_ENOMEM comes first. */
+        r_set_clear(c);
+        r_set_add(c, r_out_error(EINVAL, false));
+        if (st->p->oom) {
+            r_set_add(c, r_out_error(ENOMEM, false));
+            if (st->phase == 2 && st->record) {  /* as r_eval_conn: the invalid sender completes */
+                r_set_add(&st->res->node[child], r_out_error(ENOMEM, false));
+                st->res->reached[child] = true;
+            }
+        }
+        return;
+    }
     r_eval_conn(st, child, cc, c);
     if ((nd->task & TK_CHANGE) && st->p->oom && cc.env_sched != home) {
         /* The change may have failed for want of memory (its schedule

@@ -241,6 +241,7 @@ static void run_spawn(ex_sender *s, r_out *actual, bool *bad) {
 typedef struct join_rcvr {
     atomic_int done;
     r_out out;
+    ex_env_pair env;  /* get_scheduler: the inline scheduler (the join completes where the last association ends) */
 } join_rcvr;
 
 static void join_set_value(void *self, const ex_value *v, size_t n) {
@@ -264,7 +265,7 @@ static void join_set_stopped(void *self) {
     atomic_store_explicit(&j->done, 1, memory_order_release);
 }
 
-static ex_env join_env(void *self) { return (void)self, ex_env_empty(); }
+static ex_env join_env(void *self) { return ex_env_of_pair(&((join_rcvr *)self)->env); }
 
 static const ex_receiver_vtable join_vt = { join_set_value, join_set_error, join_set_stopped, join_env, NULL };
 
@@ -284,6 +285,7 @@ static r_out join_expected(const r_out *actual, bool spawned) {
 static void join_scope(const r_out *actual, bool spawned) {
     static join_rcvr j;
     memset(&j, 0, sizeof j);
+    ex_env_pair_init(&j.env, &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler()), ex_env_empty());
     ex_sender *s = ex_counting_scope_join(&G.scope);
     ex_operation *op = NULL;
     if (ex_connect_alloc(s, (ex_receiver){ &join_vt, &j }, &op).code) fail_report("the scope's join could not be connected", -1);

@@ -3,10 +3,20 @@
  * starts_on ([exec.starts.on]), continues_on ([exec.continues.on]),
  * schedule_from ([exec.schedule.from]) and both forms of on ([exec.on]).
  *
- * None of these allocate while running, except ex_on when the scheduler it
- * returns to needs more than EX_SCHEDULE_OP_INLINE bytes for its schedule
- * operation (then from the environment's allocator, EX_ENOMEM on failure).
- * A failed scheduling completes with its error on an unspecified agent. */
+ * None of these allocate while running, except to copy the tuples of a
+ * result carried across the hop, and ex_on when the scheduler it returns
+ * to needs more than EX_SCHEDULE_OP_INLINE bytes for its schedule
+ * operation (both from the environment's allocator, EX_ENOMEM on failure).
+ * A failed scheduling completes with its error on an unspecified agent.
+ *
+ * Completion signatures of continues_on, schedule_from and affine_on
+ * ([exec.schedule.from]): the child's, plus the scheduler's schedule_flags,
+ * plus set_error only when keeping the child's values can fail: a value
+ * signature holding a tuple or a datum of any type (EX_T_ANY; copying a
+ * tuple allocates), a variadic one or a dynamic child.  So
+ * ex_continues_on(ex_just(ex_int(1)), ex_inline_scheduler()) completes
+ * only with set_value(int).  ex_on, whose scheduler to return to is known
+ * only at connect, adds set_error and set_stopped. */
 #ifndef CEXEC_ON_H
 #define CEXEC_ON_H
 

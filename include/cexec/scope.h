@@ -62,11 +62,34 @@ void ex_counting_scope_close(ex_counting_scope *s);
  * token is the scope's), now and later. */
 void ex_counting_scope_request_stop(ex_counting_scope *s);
 
-/* A sender that completes when the scope has no association left: inline
- * in start if there is none, else on the agent where the last associated
- * operation completed.  It completes with set_value(), or with the first
- * error of spawned work.  Once a join completed the scope is closed.  May be
- * connected many times. */
+/* A sender that completes when the scope has no association left, with
+ * set_value() or with the first error of spawned work.  Once a join
+ * completed the scope is closed.  May be connected many times.
+ *
+ * Where it completes (C++26 [exec.scope.counting], P3149): connect
+ * connects a schedule operation on the receiver environment's scheduler
+ * (get_scheduler).  A join that finds no association completes inline in
+ * start.  A join that has to wait completes, once the last association
+ * ended, by starting that schedule operation: on an agent of the
+ * receiver's scheduler, never inline on the thread that ended the last
+ * association (unless that scheduler is ex_inline_scheduler(), which asks
+ * for exactly that).  Under ex_sync_wait that is the waiting thread; in a
+ * task, the task's scheduler.
+ *
+ * A receiver environment without a scheduler is refused: connect fails
+ * with EX_EINVAL (C++ does not compile it); give one with ex_write_env and
+ * ex_key_get_scheduler.  The schedule operation lives in the join's
+ * operation state (EX_SCHEDULE_OP_INLINE bytes); a scheduler that needs
+ * more gets a block from the environment's allocator at connect (EX_ENOMEM
+ * there), so completing never allocates.  The scheduler's connect errors
+ * are connect's.
+ *
+ * Signatures: set_value(), set_error (the first error of spawned work, or
+ * the schedule operation's), set_stopped (the schedule operation's: it
+ * sees the receiver's stop token, and a run loop's, for one, completes
+ * stopped once stop was requested; the error the join held is then
+ * released).  The wait itself is not cancellable: a stop request makes no
+ * join complete before the last association ended. */
 ex_sender *ex_simple_counting_scope_join(ex_simple_counting_scope *s);
 ex_sender *ex_counting_scope_join(ex_counting_scope *s);
 

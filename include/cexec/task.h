@@ -204,8 +204,11 @@ typedef struct ex_await_result {
  * ex_change_coroutine_scheduler (each is an await) — or, when the body
  * returns them, until the task's operation state is destroyed.  Strings and pointers are not
  * copied: they point where the sender put them.  Connect errors come back as
- * EX_AWAIT_ERROR.  Call only from t's own body; a NULL t gives
- * EX_AWAIT_ERROR (EX_EINVAL) and releases s.  (The other functions here
+ * EX_AWAIT_ERROR.  A sender with more than one value signature is refused
+ * (P3552R3 §4.4, as ex_sync_wait refuses it): EX_AWAIT_ERROR with
+ * EX_EINVAL, s released unstarted; await ex_into_variant(s) instead.
+ * Call only from t's own body; a NULL t gives EX_AWAIT_ERROR (EX_EINVAL)
+ * and releases s.  (The other functions here
  * take a NULL task too: EX_EINVAL, the invalid scheduler, the empty env,
  * the never-stop token, false.) */
 static inline ex_await_result ex_await(ex_task *t, ex_sender *s);

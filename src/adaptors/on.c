@@ -286,7 +286,11 @@ static ex_sender *make_continues(ex_sender *child, const ex_scheduler *sch, cons
         s->sigs = child->sigs;
         s->sigs.flags |= EX_SIGS_ERROR | EX_SIGS_STOPPED;
     }
-    if (child->sigs.nvalues || (child->sigs.flags & EX_SIGS_DYNAMIC)) s->sigs.flags |= EX_SIGS_ERROR; /* storing tuples may fail */
+    /* [exec.schedule.from]: an error only when keeping the values across
+     * the hop can fail.  Flat values are copied into the operation state;
+     * a tuple (or a datum of any type, which may be one) takes an
+     * allocation, and a dynamic or variadic child may send too many. */
+    if (exi_sigs_keeping_may_fail(&child->sigs)) s->sigs.flags |= EX_SIGS_ERROR;
     cs->sched_room = room;
     cs->sched_room_align = align;
     cs->sched_off = ex_align_up(sizeof(continues_op), align);

@@ -69,18 +69,68 @@ bool ex_scope_token_try_associate(ex_scope_token t) {
 
 /* ------------------------------------------------------------------ join */
 
+/* [exec.scope.counting] (P3149): a join that had to wait completes through
+ * schedule(get_scheduler(get_env(rcvr))), connected when the join is; one
+ * that finds no association completes inline in start. */
 typedef struct join_op {
     ex_operation base;
     ex_receiver r;
     ex_scope_impl *scope;
     struct join_op *next;
+    bool failed;             /* outcome is the scope's first error (a reference of this join's) */
+    ex_error outcome;
+    ex_operation *sched_op;  /* in sched_room, or in sched_block */
+    void *sched_block;       /* when the scheduler needs more than sched_room */
+    const ex_allocator *sched_alloc;
+    size_t sched_size, sched_align;
+    alignas(max_align_t) unsigned char sched_room[EX_SCHEDULE_OP_INLINE];
 } join_op;
 
-static void join_complete(join_op *o) {
-    ex_scope_impl *s = o->scope;
-    if (exi_load_acq_u32(&s->failed)) ex_set_error(o->r, exi_error_copy(s->first_error));  /* a reference per join */
+static const char join_no_scheduler_msg[] =
+    "ex_counting_scope_join: the receiver's environment has no scheduler (get_scheduler) for the join to complete "
+    "on; give it one (ex_write_env with ex_key_get_scheduler: ex_inline_scheduler() completes where the last "
+    "association ends)";
+
+/* Takes the scope's outcome: a reference to its first error, if any. */
+static void join_take_outcome(join_op *o, ex_scope_impl *s) {
+    o->failed = exi_load_acq_u32(&s->failed) != 0;
+    if (o->failed) o->outcome = exi_error_copy(s->first_error);
+}
+
+/* Completes with the outcome taken: set_value(), or the first error. */
+static void join_deliver(join_op *o) {
+    bool failed = o->failed;
+    ex_error e = o->outcome;
+    o->failed = false;
+    o->outcome = ex_ok();
+    if (failed) ex_set_error(o->r, e);
     else ex_set_value(o->r, NULL, 0);
 }
+
+/* The outcome is not delivered (the hop failed or stopped). */
+static void join_drop_outcome(join_op *o) {
+    if (o->failed) exi_error_drop(o->outcome);
+    o->failed = false;
+    o->outcome = ex_ok();
+}
+
+/* The schedule operation's receiver: the hop onto the receiver's scheduler. */
+static void join_hop_value(void *self, const ex_value *v, size_t n) {
+    (void)v, (void)n;
+    join_deliver(self);
+}
+static void join_hop_error(void *self, ex_error e) {
+    join_op *o = self;
+    join_drop_outcome(o);
+    ex_set_error(o->r, e);
+}
+static void join_hop_stopped(void *self) {
+    join_op *o = self;
+    join_drop_outcome(o);
+    ex_set_stopped(o->r);
+}
+static ex_env join_hop_env(void *self) { return ex_receiver_env(((join_op *)self)->r); }
+static const ex_receiver_vtable join_hop_vt = { join_hop_value, join_hop_error, join_hop_stopped, join_hop_env, NULL };
 
 void ex_scope_token_disassociate(ex_scope_token t) {
     ex_scope_impl *s = t.scope;
@@ -101,9 +151,12 @@ void ex_scope_token_disassociate(ex_scope_token t) {
     join_op *list = s->joiners;
     s->joiners = NULL;
     pthread_mutex_unlock(&s->mu);
+    /* Every outcome first: once one join completes, its receiver may
+     * destroy the scope. */
+    for (join_op *o = list; o; o = o->next) join_take_outcome(o, s);
     while (list) {
         join_op *next_op = list->next;  /* list may be destroyed by its completion */
-        join_complete(list);
+        ex_start(list->sched_op);
         list = next_op;
     }
 }
@@ -124,22 +177,63 @@ static void join_start(ex_operation *op) {
         s->joiners = o;
     }
     pthread_mutex_unlock(&s->mu);
-    if (done) join_complete(o);
+    if (done) {
+        join_take_outcome(o, s);
+        join_deliver(o);
+    }
 }
 
-static const ex_operation_vtable join_op_vt = { join_start, NULL };
+static void join_destroy_op(ex_operation *op) {
+    join_op *o = (join_op *)op;
+    ex_operation_destroy(o->sched_op);
+    if (o->sched_block) ex_deallocate(o->sched_alloc, o->sched_block, o->sched_size, o->sched_align);
+    join_drop_outcome(o);
+}
+
+static const ex_operation_vtable join_op_vt = { join_start, join_destroy_op };
 
 typedef struct join_sender {
     ex_sender base;
     ex_scope_impl *scope;
 } join_sender;
 
+/* Storage for sch's schedule operation: the room in the join, else a block
+ * from the environment's allocator (at connect, so completing allocates
+ * nothing). */
+static ex_error join_sched_storage(join_op *o, ex_scheduler sch, ex_env env) {
+    o->sched_block = NULL;
+    o->sched_op = (ex_operation *)(void *)o->sched_room;
+    if (sch.vt->schedule_op_size <= sizeof o->sched_room && sch.vt->schedule_op_align <= alignof(max_align_t))
+        return ex_ok();
+    o->sched_alloc = ex_get_allocator(env);
+    o->sched_size = sch.vt->schedule_op_size;
+    o->sched_align = sch.vt->schedule_op_align;
+    o->sched_block = ex_allocate(o->sched_alloc, o->sched_size, o->sched_align);
+    if (!o->sched_block) return ex_err(EX_ENOMEM, "ex_counting_scope_join: out of memory for the schedule operation");
+    o->sched_op = o->sched_block;
+    return ex_ok();
+}
+
 static ex_error join_connect(const ex_sender *s, ex_receiver r, void *storage) {
     join_op *o = storage;
+    ex_env env = ex_receiver_env(r);
+    ex_scheduler sch;
+    if (!ex_get_scheduler(env, &sch) || !sch.vt || !sch.vt->connect_schedule)
+        return ex_err(EX_EINVAL, join_no_scheduler_msg);
+    ex_error e = join_sched_storage(o, sch, env);
+    if (e.code) return e;
+    ex_receiver hop = { &join_hop_vt, o };
+    e = sch.vt->connect_schedule(sch.self, hop, o->sched_op);
+    if (e.code) {
+        if (o->sched_block) ex_deallocate(o->sched_alloc, o->sched_block, o->sched_size, o->sched_align);
+        return e;
+    }
     o->base.vt = &join_op_vt;
     o->r = r;
     o->scope = ((const join_sender *)s)->scope;
     o->next = NULL;
+    o->failed = false;
+    o->outcome = ex_ok();
     return ex_ok();
 }
 
@@ -150,7 +244,9 @@ static ex_sender *scope_join(ex_scope_impl *scope) {
     if (!s) return exi_oom_sender();
     ((join_sender *)s)->scope = scope;
     static const ex_sig none = { 0, { 0 } };
-    s->sigs = exi_sigs_of(&none, EX_SIGS_ERROR);
+    /* The first error of spawned work; the scheduler's schedule may fail
+     * or stop, and which scheduler is known only at connect. */
+    s->sigs = exi_sigs_of(&none, EX_SIGS_ERROR | EX_SIGS_STOPPED);
     s->op_size = sizeof(join_op);
     s->op_align = alignof(join_op);
     return s;

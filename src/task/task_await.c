@@ -489,6 +489,14 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
         await_fail(out, e);
         return;
     }
+    if (__builtin_expect(s->sigs.nvalues > 1, 0)) {
+        /* P3552R3 §4.4: as_awaitable is ill-formed for such a sender, as
+         * sync_wait is ([exec.sync.wait]); which one arrived is lost. */
+        ex_sender_release(s);
+        await_fail(out, ex_err(EX_EINVAL, "ex_await: the sender has more than one value signature; await "
+                                          "ex_into_variant(s)"));
+        return;
+    }
     bool (*accept)(ex_work *w, void *ctx) = exi_task_nestable;
     void *ctx = t;
     if (exi_is_when_all(s)) {

@@ -217,3 +217,107 @@ Test(exec_transfer, transfer_children_see_the_receivers_stop_token) {
     }
     expect_no_leaks();
 }
+
+/* ------------------------------------- error signature ([exec.schedule.from]) */
+
+typedef ex_sender *(*hop_fn)(ex_sender *child, ex_scheduler sch);
+
+static ex_sender *hop_schedule_from(ex_sender *child, ex_scheduler sch) { return ex_schedule_from(sch, child); }
+
+static const struct {
+    const char *name;
+    hop_fn make;
+} hops[] = { { "ex_continues_on", ex_continues_on }, { "ex_schedule_from", hop_schedule_from },
+             { "ex_affine_on", ex_affine_on } };
+
+/* set_value(int) and nothing else: no error, no stopped. */
+static ex_sigs int_value_only(void) {
+    ex_sigs only = ex_sigs_none();
+    cr_assert(ex_sigs_add_value(&only, EX_SIG(EX_T_INT)));
+    return only;
+}
+
+/* Copying flat values cannot fail and the inline scheduler's schedule
+ * neither fails nor stops: the hop completes exactly as its child, so a
+ * receiver that takes set_value(int) alone accepts it. */
+Test(exec_transfer, hops_of_flat_values_on_a_scheduler_that_cannot_fail_declare_no_error) {
+    ex_sigs only = int_value_only();
+    for (size_t i = 0; i < sizeof hops / sizeof hops[0]; i++) {
+        ex_sender *s = hops[i].make(ex_just(ex_int(1)), ex_inline_scheduler());
+        rec rc;
+        rec_init(&rc);
+        rc.vt.accepts = &only;
+        ex_operation *op;
+        void *mem;
+        ex_error e = connect_heap(s, &rc, &op, &mem);
+        cr_assert_eq(e.code, 0, "%s: connect to a set_value(int) receiver: %d (%s)", hops[i].name, e.code,
+                     e.msg ? e.msg : "");
+        ex_start(op);
+        rec_expect_values(&rc, 1);
+        cr_assert_eq(rc.v[0].as.i, 1);
+        ex_operation_destroy(op);
+        free(mem);
+        expect_sigs(s, EX_SIG(EX_T_INT), EX_SIGS_ERROR | EX_SIGS_STOPPED, 0);
+        ex_sender_release(s);
+    }
+    expect_no_leaks();
+}
+
+/* Several flat value signatures (ints, strings, pointers: nothing deep). */
+Test(exec_transfer, hops_of_several_flat_signatures_declare_no_error) {
+    static int x;
+    for (size_t i = 0; i < sizeof hops / sizeof hops[0]; i++) {
+        ex_sender *s = hops[i].make(ex_just(ex_int(1), ex_str("two"), ex_ptr(&x), ex_double(4.0)), ex_inline_scheduler());
+        cr_assert_eq(ex_sender_sigs(s)->flags & EX_SIGS_ERROR, 0, "%s", hops[i].name);
+        ex_sender_release(s);
+    }
+    expect_no_leaks();
+}
+
+static void start_any_value(test_op *op) {
+    ex_value v = ex_int(3);
+    ex_set_value(op->r, &v, 1);
+}
+
+static ex_sender *lv_just_int(void *ctx, const ex_value *in, size_t n) {
+    (void)ctx, (void)in, (void)n;
+    return ex_just(ex_int(5));
+}
+
+/* Where keeping the values can fail, or the scheduling can, the error stays. */
+Test(exec_transfer, hops_still_declare_an_error_when_something_can_fail) {
+    ex_value elems[2] = { ex_int(1), ex_int(2) };
+    ex_tuple t = { 0, 2, elems };
+    ex_sigs any = ex_sigs_none();
+    cr_assert(ex_sigs_add_value(&any, EX_SIG_ANY1));
+    ex_single_thread_context c;
+    ex_scheduler stc = test_stc_init(&c);
+    for (size_t i = 0; i < sizeof hops / sizeof hops[0]; i++) {
+        /* A tuple is copied deeply: an allocation. */
+        ex_sender *s = hops[i].make(ex_just(ex_int(0), ex_tuple_value(&t)), ex_inline_scheduler());
+        cr_assert_neq(ex_sender_sigs(s)->flags & EX_SIGS_ERROR, 0, "%s: tuple", hops[i].name);
+        run_with_failing_allocation(s);
+        /* A datum of any type may be a tuple. */
+        s = hops[i].make(test_sender_new(start_any_value, NULL, &any), ex_inline_scheduler());
+        cr_assert_neq(ex_sender_sigs(s)->flags & EX_SIGS_ERROR, 0, "%s: any", hops[i].name);
+        expect_sync_int(s, 3);
+        /* Values known only at run time. */
+        s = hops[i].make(ex_let_value(ex_just(), lv_just_int, NULL, EX_SIG0), ex_inline_scheduler());
+        cr_assert_neq(ex_sender_sigs(s)->flags & EX_SIGS_ERROR, 0, "%s: dynamic", hops[i].name);
+        expect_sync_int(s, 5);
+        /* The child's own error. */
+        s = hops[i].make(ex_just_error(ex_err(EX_EUSER, "e")), ex_inline_scheduler());
+        expect_no_value_sigs(s, EX_SIGS_ERROR);
+        ex_sender_release(s);
+        /* A scheduler whose schedule can fail (and stop): its flags. */
+        s = hops[i].make(ex_just(ex_int(1)), stc);
+        expect_sigs(s, EX_SIG(EX_T_INT), EX_SIGS_ERROR | EX_SIGS_STOPPED, EX_SIGS_ERROR | EX_SIGS_STOPPED);
+        expect_sync_int(s, 1);
+    }
+    /* ex_on returns to a scheduler known only at connect. */
+    ex_sender *s = ex_on(stc, ex_just(ex_int(1)));
+    expect_sigs(s, EX_SIG(EX_T_INT), EX_SIGS_ERROR | EX_SIGS_STOPPED, EX_SIGS_ERROR | EX_SIGS_STOPPED);
+    ex_sender_release(s);
+    test_stc_destroy(&c);
+    expect_no_leaks();
+}

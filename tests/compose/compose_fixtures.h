@@ -89,7 +89,9 @@ void each_scope_kind(scope_body *body, unsigned pool_threads);
     Test(exec_scope, name) { run; }                                                    \
     static void name(any_scope *s __attribute__((unused)), ex_pool *p __attribute__((unused)))
 
-/* A join connected to a rec (heap storage) and started on this thread. */
+/* A join connected to a rec (heap storage) and started on this thread.  The
+ * rec's scheduler is the inline one: a join that waits completes where the
+ * last association ends. */
 typedef struct join_run {
     ex_sender *join;
     ex_operation *op;

@@ -70,6 +70,7 @@ void each_scope_kind(scope_body *body, unsigned pool_threads) {
 
 join_run join_start_rec(any_scope *s, rec *rc) {
     join_run j;
+    rec_with_scheduler(rc, ex_inline_scheduler());
     j.join = sc_join(s);
     j.op = run_start(j.join, rc);
     return j;

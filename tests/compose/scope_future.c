@@ -52,6 +52,7 @@ SCOPE_TEST(future_started_before_completion_gets_the_value_on_the_worker, 2) {
     arec fr, jr;
     arec_init(&fr, p);
     arec_init(&jr, p);
+    arec_with_scheduler(&jr, ex_inline_scheduler());
     ex_operation *fop = arec_run_start(f, &fr);
     ex_sender *j = sc_join(s);
     ex_operation *jop = arec_run_start(j, &jr);

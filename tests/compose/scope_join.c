@@ -35,9 +35,13 @@ static ex_error join_seen_fn(void *ctx, const ex_value *in, size_t n, ex_value *
 
 /* =================================================================== join */
 
+/* A join that does not wait completes inline, without scheduling onto its
+ * receiver's scheduler (a run loop nobody runs here). */
 SCOPE_TEST(join_with_nothing_spawned_completes_inline, 0) {
+    ex_run_loop loop;
     rec rc;
     rec_init(&rc);
+    rec_with_scheduler(&rc, test_loop_init(&loop));
     ex_sender *j = sc_join(s);
     cr_assert_eq(ex_sender_status(j).code, 0);
     inline_run buf;
@@ -48,8 +52,10 @@ SCOPE_TEST(join_with_nothing_spawned_completes_inline, 0) {
     cr_assert_eq(rec_total(&rc), 1);
     cr_assert_eq(rc.n, 0);
     cr_assert_eq(rc.thread, test_thread_id());
+    cr_assert_eq(ex_run_loop_count(&loop), 0, "%s: a join that did not wait scheduled a hop", scope_kind_name(s));
     ex_operation_destroy(op);
     ex_sender_release(j);
+    test_loop_destroy(&loop);
 }
 
 SCOPE_TEST(join_sender_may_be_connected_many_times, 0) {
@@ -77,13 +83,16 @@ SCOPE_TEST(spawn_many_then_join_waits_for_all, 2) {
     ex_result_destroy(&r);
 }
 
-SCOPE_TEST(join_started_before_the_work_finishes_completes_on_the_worker, 2) {
+/* The inline scheduler as the receiver's: the hop runs where the last
+ * association ended. */
+SCOPE_TEST(join_on_the_inline_scheduler_completes_on_the_last_works_worker, 2) {
     work_gate g;
     work_gate_init(&g, p, 7);
     cr_assert_eq(ex_spawn(work_gated(&g, ex_pool_scheduler(p)), sc_token(s)).code, 0);
     work_gate_wait_entered(&g, 1);
     arec jr;
     arec_init(&jr, p);
+    arec_with_scheduler(&jr, ex_inline_scheduler());
     ex_sender *j = sc_join(s);
     ex_operation *op = arec_run_start(j, &jr);
     test_sleep_ms(20);
@@ -108,7 +117,9 @@ SCOPE_TEST(two_waiting_joins_both_complete, 2) {
     cr_assert_eq(ex_spawn(work_gated(&g, ex_pool_scheduler(p)), sc_token(s)).code, 0);
     arec j1, j2;
     arec_init(&j1, p);
+    arec_with_scheduler(&j1, ex_inline_scheduler());
     arec_init(&j2, p);
+    arec_with_scheduler(&j2, ex_inline_scheduler());
     ex_sender *j = sc_join(s);
     ex_operation *o1 = arec_run_start(j, &j1);
     ex_operation *o2 = arec_run_start(j, &j2);
@@ -129,6 +140,7 @@ SCOPE_TEST(spawn_while_a_join_waits_is_accepted_and_awaited, 2) {
     cr_assert_eq(ex_spawn(work_gated(&g1, ex_pool_scheduler(p)), sc_token(s)).code, 0);
     arec jr;
     arec_init(&jr, p);
+    arec_with_scheduler(&jr, ex_inline_scheduler());
     ex_sender *j = sc_join(s);
     ex_operation *op = arec_run_start(j, &jr);
     /* The scope is joining but not closed: new work is still associated. */
@@ -216,6 +228,7 @@ SCOPE_TEST(try_associate_keeps_join_pending_until_disassociated, 0) {
     cr_assert(ex_scope_token_try_associate(t));
     arec jr;
     arec_init(&jr, NULL);
+    arec_with_scheduler(&jr, ex_inline_scheduler());
     ex_sender *j = sc_join(s);
     ex_operation *op = arec_run_start(j, &jr);
     cr_assert_eq(atomic_load(&jr.total), 0, "%s: join completed with associations left", scope_kind_name(s));

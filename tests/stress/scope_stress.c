@@ -217,6 +217,7 @@ int main(void) {
         bool request_stop = rnd(10) < 6;
         bool close_first = rnd(5) != 0;
         bool use_sync_wait = rnd(2) == 0;
+        bool join_on_pool = rnd(2) == 0;
         if (!close_first) n_open_joins++;
         paced = !close_first;  /* keep the count hovering near zero while joining */
 
@@ -258,7 +259,11 @@ int main(void) {
             checks++;
             ex_result_destroy(&res);
         } else {
-            ex_sender *js = ex_counting_scope_join(&scope);
+            /* The join completes on its receiver's scheduler: the pool
+             * (a hop after the last association ended) or the inline
+             * scheduler (on the agent that ended it). */
+            ex_scheduler js_sch = join_on_pool ? sch : ex_inline_scheduler();
+            ex_sender *js = ex_write_env(ex_counting_scope_join(&scope), &ex_key_get_scheduler, ex_sched_value(js_sch));
             e = ex_connect_alloc(js, srec_receiver(&jr), &jop);
             ex_sender_release(js);
             CHECK(e.code == 0, "round %d: connect join: %s", round, e.msg ? e.msg : "");

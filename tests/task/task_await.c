@@ -232,6 +232,46 @@ Test(exec_task, await_of_a_connect_error_is_an_await_error) {
     task_test_end(NULL, NULL);
 }
 
+/* A sender with two value signatures (set_value(int), set_value(double))
+ * that sends an int; counts its starts. */
+static void start_two_sigs(test_op *op) {
+    atomic_fetch_add((atomic_int *)op->ctx, 1);
+    ex_value v = ex_int(4);
+    ex_set_value(op->r, &v, 1);
+}
+
+static ex_sender *two_sigs_sender(atomic_int *starts) {
+    ex_sigs sigs = ex_sigs_none();
+    (void)ex_sigs_add_value(&sigs, EX_SIG(EX_T_INT));
+    (void)ex_sigs_add_value(&sigs, EX_SIG(EX_T_DOUBLE));
+    return test_sender_new(start_two_sigs, starts, &sigs);
+}
+
+static ex_task_result body_await_two_sigs(ex_task *t, void *arg) {
+    atomic_int *starts = arg;
+    ex_await_result r = ex_await(t, two_sigs_sender(starts));
+    TCHECK(r.status == EX_AWAIT_ERROR && r.error.code == EX_EINVAL);
+    TCHECK(r.status == EX_AWAIT_ERROR && r.error.msg && strstr(r.error.msg, "ex_into_variant"));
+    TCHECK(atomic_load(starts) == 0);  /* refused before it was connected */
+    TCHECK(!ex_task_is_stopped(t));
+    /* What the message says to do: one tuple, its index the signature. */
+    r = ex_await(t, ex_into_variant(two_sigs_sender(starts)));
+    TCHECK(r.status == EX_AWAIT_VALUE && r.n == 1 && r.v[0].type == EX_T_TUPLE);
+    TCHECK(r.status == EX_AWAIT_VALUE && r.v[0].as.tuple->index == 0 && r.v[0].as.tuple->v[0].as.i == 4);
+    TCHECK(atomic_load(starts) == 1);
+    return ex_task_i64(1);
+}
+
+/* P3552R3 §4.4: awaiting a sender with more than one value signature is
+ * ill-formed (as sync_wait of one is): EX_EINVAL, not whichever arrived. */
+Test(exec_task, await_of_a_sender_with_two_value_signatures_is_einval) {
+    atomic_int starts = 0;
+    ex_result r = run(ex_task_create(body_await_two_sigs, &starts, NULL));
+    expect_value_int(&r, 1);
+    cr_assert_eq(atomic_load(&starts), 1);
+    task_test_end(NULL, NULL);
+}
+
 /* A NULL task (called outside the body, or a lost pointer) is an error,
  * never a crash; the sender is released. */
 Test(exec_task, task_functions_given_a_null_task_refuse) {
