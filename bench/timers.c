@@ -19,8 +19,12 @@
  *   clock, and "libuv-clock" calls uv_update_time before each start (libuv
  *   otherwise arms from the loop time it read at its last iteration, which
  *   cexec does not do: a timeout would count from a moment already past).
- * clock read  (ns)
- *   ex_now() (CLOCK_MONOTONIC through the vDSO), n times.
+ * clock read, atomic rmw  (ns)
+ *   ex_now() (CLOCK_MONOTONIC through the vDSO), n times; and one
+ *   uncontended compare-and-swap on a line this thread owns, n times: the
+ *   unit of a thread-safe arm and cancel (the resource's lock and unlock
+ *   on each, the stop callback's registration, the stop request), which a
+ *   single-threaded loop like libuv's does not pay.
  * 100000 timers in [1 10] ms  (total wall time; metric: million timers/s)
  *   100,000 timers with deadlines base + d[i], d[i] pseudo-random over
  *   [1 ms, 10 ms] (microsecond steps; libuv rounds them to its whole
@@ -315,6 +319,19 @@ static void bench_clock_read(size_t n) {
         if (i >= 0) t[i] = s;
     }
     record_runs("clock read", "ex_now", (double)n, t, nruns, 1e9 / (double)n, "ns/read");
+    for (int i = -1; i < nruns; i++) {
+        static uint64_t word;
+        double t0 = bench_now();
+        for (size_t j = 0; j < n; j++) {
+            uint64_t seen = j;
+            (void)exi_cas_u64(&word, &seen, j + 1);
+        }
+        double s = bench_now() - t0;
+        must(exi_load_rlx_u64(&word) == n, "time: the compare-and-swap chain broke");
+        word = 0;
+        if (i >= 0) t[i] = s;
+    }
+    record_runs("atomic rmw", "cas", (double)n, t, nruns, 1e9 / (double)n, "ns/cas");
 }
 
 static void bench_arm_cancel(ex_pool *p, bool quick) {
