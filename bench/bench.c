@@ -164,12 +164,12 @@ static double us_per_launch(double s, double launches) { return s * 1e6 / launch
 static void bench_bulk(bool quick) {
     size_t sizes[] = { 1000000, quick ? 10000000 : 100000000 };
     for (int k = 0; k < 2; k++) {
-        bulk_arg a = { sizes[k], 1, ex_bulk(ex_schedule(sched), sizes[k], empty_index, NULL) };
+        bulk_arg a = { sizes[k], 1, ex_bulk(ex_schedule(sched), EX_PAR, sizes[k], empty_index, NULL) };
         char name[48];
         snprintf(name, sizeof name, "empty body %.0e indices", (double)sizes[k]);
         bench_measure("bulk", name, "serial", (double)a.n, 1, runs, bulk_ser, &a, ns_per_index, "ns/index");
         bench_measure("bulk", name, "cexec", (double)a.n, 1, runs, bulk_cexec, &a, ns_per_index, "ns/index");
-        bulk_arg c = { sizes[k], 1, ex_bulk_chunked(ex_schedule(sched), sizes[k], 0, empty_chunk, NULL) };
+        bulk_arg c = { sizes[k], 1, ex_bulk_chunked(ex_schedule(sched), EX_PAR, sizes[k], 0, empty_chunk, NULL) };
         bench_measure("bulk", name, "cexec-ch", (double)c.n, 1, runs, bulk_cexec, &c, ns_per_index, "ns/index");
         ex_sender_release(c.s);
         bench_measure("bulk", name, "tbb", (double)a.n, 1, runs, bulk_tbb, &a, ns_per_index, "ns/index");
@@ -178,7 +178,7 @@ static void bench_bulk(bool quick) {
     }
     /* Launch latency: shape = workers, repeated; the metric is per launch. */
     int repeat = quick ? 200 : 2000;
-    bulk_arg l = { workers, repeat, ex_bulk(ex_schedule(sched), workers, empty_index, NULL) };
+    bulk_arg l = { workers, repeat, ex_bulk(ex_schedule(sched), EX_PAR, workers, empty_index, NULL) };
     const char *name = "launch (shape = workers)";
     bench_measure("bulk", name, "cexec", repeat, 1, runs, bulk_cexec, &l, us_per_launch, "us/launch");
     bench_measure("bulk", name, "tbb", repeat, 1, runs, bulk_tbb, &l, us_per_launch, "us/launch");

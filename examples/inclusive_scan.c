@@ -114,9 +114,9 @@ ex_sender *async_inclusive_scan_rts(ex_scheduler sch, scan_ctx *ctx, double *par
     ctx->tile_size = (ctx->size + *tile_count - 1) / *tile_count;
     partials[0] = init;
     ex_sender *s = ex_continues_on(ex_just(ex_ptr(partials)), sch);
-    s = ex_bulk(s, *tile_count, sum_tile, ctx);
+    s = ex_bulk(s, EX_PAR, *tile_count, sum_tile, ctx);
     s = ex_then(s, scan_partials, tile_count, EX_SIG(EX_T_PTR), EX_SIG(EX_T_PTR));
-    s = ex_bulk(s, *tile_count, scan_tile_from, ctx);
+    s = ex_bulk(s, EX_PAR, *tile_count, scan_tile_from, ctx);
     return ex_then(s, return_output, ctx, EX_SIG(EX_T_PTR), EX_SIG(EX_T_PTR));
 }
 
@@ -129,9 +129,9 @@ ex_sender *async_inclusive_scan(ex_scheduler sch, scan_ctx *ctx, double *partial
     ctx->tile_size = (ctx->size + *tile_count - 1) / *tile_count;
     partials[0] = init;
     ex_sender *s = ex_continues_on(ex_just(ex_ptr(partials)), sch);
-    s = ex_bulk(s, *tile_count, scan_tile, ctx);
+    s = ex_bulk(s, EX_PAR, *tile_count, scan_tile, ctx);
     s = ex_then(s, scan_partials, tile_count, EX_SIG(EX_T_PTR), EX_SIG(EX_T_PTR));
-    s = ex_bulk(s, *tile_count, fix_tile, ctx);
+    s = ex_bulk(s, EX_PAR, *tile_count, fix_tile, ctx);
     return ex_then(s, return_output, ctx, EX_SIG(EX_T_PTR), EX_SIG(EX_T_PTR));
 }
 

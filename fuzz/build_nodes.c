@@ -245,9 +245,9 @@ ex_sender *sg_build(unsigned i, ex_sender **memo) {
     }
     case G_BULK: {
         ex_sender *c = sg_build(nd->child[0], memo);
-        if (nd->grain == 0) s = ex_bulk(c, nd->shape, bulk_fn, nd);
-        else if (nd->grain < 3) s = ex_bulk_grain(c, nd->shape, nd->grain, bulk_fn, nd);
-        else s = ex_bulk_chunked(c, nd->shape, 2, bulk_chunk_fn, nd);
+        if (nd->grain == 0) s = ex_bulk(c, EX_PAR, nd->shape, bulk_fn, nd);
+        else if (nd->grain < 3) s = ex_bulk_grain(c, EX_PAR, nd->shape, nd->grain, bulk_fn, nd);
+        else s = ex_bulk_chunked(c, EX_PAR, nd->shape, 2, bulk_chunk_fn, nd);
         break;
     }
     case G_SPLIT: {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* cexec/bulk.h - bulk ([exec.bulk]) and its chunked form.
+/* cexec/bulk.h - bulk, bulk_chunked and bulk_unchunked ([exec.bulk], with
+ * P3481's execution policies).
  *
  * When the child completes with values v..., f runs for every index in
  * [0, shape) with the same values (borrowed), then the bulk sender completes
@@ -7,15 +8,42 @@
  * stops the indices not yet started; later ones are released (an error f
  * returns is handed over, cexec/error.h).
  *
+ * The policy (types.h: EX_SEQ, EX_PAR, EX_PAR_UNSEQ, EX_UNSEQ) comes first,
+ * as in C++26, and says what f permits; it is not optional, because only
+ * the caller knows whether f may run on two threads at once.  EX_PAR (or
+ * EX_PAR_UNSEQ) for a body that is (each index writes its own element),
+ * EX_SEQ for one that is not.  Another value gives an invalid sender
+ * (EX_EINVAL, "ex_bulk(name): invalid execution policy").
+ *
  * Where it runs: if the child's value completion scheduler, or else the
  * receiver environment's scheduler, customises bulk (an ex_pool does), the
- * index space is cut into chunks that the resource's agents take
- * dynamically and the sender completes on the agent that finished last;
- * a stop request seen between chunks skips the rest and completes with
- * set_stopped.  Otherwise the loop is the sequential one of the wording, on
- * the agent where the child completed.  Parallel execution stores the
- * values in the operation (tuple contents with the environment's allocator:
- * EX_ENOMEM on failure).
+ * resource runs it as the policy allows.  On a pool, EX_PAR and
+ * EX_PAR_UNSEQ cut the index space into chunks that its agents take
+ * dynamically, and the sender completes on the agent that finished last;
+ * EX_SEQ and EX_UNSEQ run the same chunks one after another, in index
+ * order, on the agent that started the bulk (where the child completed),
+ * with no helper queued and no worker woken, and complete there.  Either
+ * way a stop request seen between chunks skips the rest and completes with
+ * set_stopped.  Without such a scheduler (inline, run_loop, a strand, ...)
+ * the loop is the sequential one of the wording, on the agent where the
+ * child completed, whatever the policy: every policy allows that.  A
+ * resource's run stores the values in the operation (tuple contents with
+ * the environment's allocator: EX_ENOMEM on failure).
+ *
+ * bulk_unchunked (P3481) calls f(i) once per index, each index an agent of
+ * its own: no chunk of several indices is ever formed on the function's
+ * behalf.  On a pool with EX_PAR each index is claimed on its own by
+ * whichever thread is free (the pool still queues at most one helper item
+ * per worker, not one per index: scheduling is batched, agents are not),
+ * and a stop request is seen before each index; with EX_SEQ the indices
+ * run in order on one thread, stop seen before each.  The agents have the
+ * pool's forward progress, parallel: an index that has started runs to its
+ * end on its thread, one not started may wait until a thread is free.  A
+ * scheduler that promises concurrent forward progress but does not
+ * customise bulk would run the indices one after another, breaking that
+ * promise; the wording makes it ill-formed, and connect refuses it
+ * (EX_EINVAL, "ex_bulk_unchunked(name): the scheduler promises concurrent
+ * forward progress but does not customise bulk").
  *
  * Sizes: every shape and grain is valid, up to SIZE_MAX, on every
  * resource, and means what it says: f runs for each of the `shape`
@@ -23,12 +51,14 @@
  * and nothing is refused or cut short.  To bound such a loop, return an
  * error from f or request stop (the pool stops between chunks, the
  * sequential loop only on an error).  A grain larger than shape is one
- * chunk.  On the pool the chunk count is ceil(shape / grain), the default
- * grain ceil(shape / (8 * workers)), both computed without overflow, and
- * no chunk range wraps: the last one ends at shape.
+ * chunk; ex_bulk_unchunked's grain is 1.  On the pool the chunk count is
+ * ceil(shape / grain), the default grain ceil(shape / (8 * workers)), both
+ * computed without overflow, and no chunk range wraps: the last one ends
+ * at shape.
  *
- * Wake-ups on the pool: the agent that starts the bulk (a worker, or a
- * thread waiting in ex_sync_wait as a lent caller) runs chunks at once.
+ * Wake-ups on the pool, EX_PAR and EX_PAR_UNSEQ (the others wake nobody):
+ * the agent that starts the bulk (a worker, or a thread waiting in
+ * ex_sync_wait as a lent caller) runs chunks at once.
  * Its helper items go to its own deque, where awake workers take them;
  * with the default grain and fewer than 65536 indices, parked workers are
  * woken only once the chunks it has run show that the rest is worth a
@@ -37,13 +67,13 @@
  * index alone while every worker is parked.  A bulk of at most one index
  * per worker started on an agent of the pool queues no helper at all until
  * its indices show that sharing pays (about a microsecond of work left).
- * An explicit grain, or a larger shape, wakes parked workers (up to one
- * per chunk beyond the caller's) at the start.
+ * An explicit grain (so every ex_bulk_unchunked), or a larger shape, wakes
+ * parked workers (up to one per chunk beyond the caller's) at the start.
  *
- * Forward progress between indices is parallel, not concurrent (P2300):
- * indices may run one after another on one agent, so an index must never
- * wait for another index to run (a barrier between indices may wait for
- * ever).
+ * Forward progress between indices is parallel at best, never concurrent,
+ * for every builder here and every policy: indices may run one after
+ * another on one thread, so an index must never wait for another index to
+ * run (a barrier between indices may wait for ever).
  *
  * Names in messages: as for ex_then (then.h), every error these builders
  * make begins with the stage, e.g. "ex_bulk(scale_rows): NULL input
@@ -71,29 +101,45 @@ typedef ex_error (*ex_bulk_fn)(void *ctx, size_t i, const ex_value *v, size_t n)
  * their inner loop tight (vectorised, no call per index). */
 typedef ex_error (*ex_bulk_chunk_fn)(void *ctx, size_t begin, size_t end, const ex_value *v, size_t n);
 
-/* bulk(child, shape, fn): fn(ctx, i, values...) for every i in [0, shape)
- * once child sent its values, then those values (see above for where and
- * how it runs).  Takes child; NULL child or fn: an invalid sender. */
-ex_sender *ex_bulk(ex_sender *child, size_t shape, ex_bulk_fn fn, void *ctx);
+/* bulk(child, policy, shape, fn): fn(ctx, i, values...) for every i in
+ * [0, shape) once child sent its values, then those values (see above for
+ * where and how it runs).  Takes child; NULL child or fn, or an invalid
+ * policy: an invalid sender. */
+ex_sender *ex_bulk(ex_sender *child, ex_execution_policy policy, size_t shape, ex_bulk_fn fn, void *ctx);
 
 /* ex_bulk whose messages name the stage "ex_bulk(name)". */
-ex_sender *ex_bulk_named(ex_sender *child, size_t shape, ex_bulk_fn fn, void *ctx, const char *name);
+ex_sender *ex_bulk_named(ex_sender *child, ex_execution_policy policy, size_t shape, ex_bulk_fn fn, void *ctx,
+                         const char *name);
 
-/* With a chunk size (grain, >= 1) for parallel execution; 0 lets the
+/* With a chunk size (grain, >= 1) for a resource's run; 0 lets the
  * resource choose (about 8 chunks per worker on a pool). */
-ex_sender *ex_bulk_grain(ex_sender *child, size_t shape, size_t grain, ex_bulk_fn fn, void *ctx);
+ex_sender *ex_bulk_grain(ex_sender *child, ex_execution_policy policy, size_t shape, size_t grain, ex_bulk_fn fn,
+                         void *ctx);
 
 /* ex_bulk_grain whose messages name the stage "ex_bulk_grain(name)". */
-ex_sender *ex_bulk_grain_named(ex_sender *child, size_t shape, size_t grain, ex_bulk_fn fn, void *ctx, const char *name);
+ex_sender *ex_bulk_grain_named(ex_sender *child, ex_execution_policy policy, size_t shape, size_t grain,
+                               ex_bulk_fn fn, void *ctx, const char *name);
 
 /* bulk_chunked: fn(ctx, begin, end, values...) over chunks that cover
  * [0, shape) once, grain as for ex_bulk_grain (0: the resource's choice;
- * the sequential loop makes one chunk). */
-ex_sender *ex_bulk_chunked(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx);
+ * the sequential loop makes one chunk).  With EX_SEQ or EX_UNSEQ the
+ * chunks come in order, one at a time. */
+ex_sender *ex_bulk_chunked(ex_sender *child, ex_execution_policy policy, size_t shape, size_t grain,
+                           ex_bulk_chunk_fn fn, void *ctx);
 
 /* ex_bulk_chunked whose messages name the stage "ex_bulk_chunked(name)". */
-ex_sender *ex_bulk_chunked_named(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx,
-                                 const char *name);
+ex_sender *ex_bulk_chunked_named(ex_sender *child, ex_execution_policy policy, size_t shape, size_t grain,
+                                 ex_bulk_chunk_fn fn, void *ctx, const char *name);
+
+/* bulk_unchunked (P3481): fn(ctx, i, values...) for every i in [0, shape),
+ * each index its own agent (see above): never batched into a chunk.  The
+ * rest as ex_bulk. */
+ex_sender *ex_bulk_unchunked(ex_sender *child, ex_execution_policy policy, size_t shape, ex_bulk_fn fn, void *ctx);
+
+/* ex_bulk_unchunked whose messages name the stage
+ * "ex_bulk_unchunked(name)". */
+ex_sender *ex_bulk_unchunked_named(ex_sender *child, ex_execution_policy policy, size_t shape, ex_bulk_fn fn,
+                                   void *ctx, const char *name);
 
 #ifdef __cplusplus
 }
@@ -102,8 +148,12 @@ ex_sender *ex_bulk_chunked_named(ex_sender *child, size_t shape, size_t grain, e
 /* In C, the plain names are macros over the _named forms that name the
  * stage after the fn argument's spelling (C++: none, see above). */
 #ifndef __cplusplus
-#define ex_bulk(child, shape, fn, ctx) ex_bulk_named((child), (shape), (fn), (ctx), #fn)
-#define ex_bulk_grain(child, shape, grain, fn, ctx) ex_bulk_grain_named((child), (shape), (grain), (fn), (ctx), #fn)
-#define ex_bulk_chunked(child, shape, grain, fn, ctx) ex_bulk_chunked_named((child), (shape), (grain), (fn), (ctx), #fn)
+#define ex_bulk(child, policy, shape, fn, ctx) ex_bulk_named((child), (policy), (shape), (fn), (ctx), #fn)
+#define ex_bulk_grain(child, policy, shape, grain, fn, ctx) \
+    ex_bulk_grain_named((child), (policy), (shape), (grain), (fn), (ctx), #fn)
+#define ex_bulk_chunked(child, policy, shape, grain, fn, ctx) \
+    ex_bulk_chunked_named((child), (policy), (shape), (grain), (fn), (ctx), #fn)
+#define ex_bulk_unchunked(child, policy, shape, fn, ctx) \
+    ex_bulk_unchunked_named((child), (policy), (shape), (fn), (ctx), #fn)
 #endif
 #endif

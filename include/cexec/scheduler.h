@@ -49,14 +49,23 @@ typedef struct ex_bulk_helper {
 
 /* The index space of one bulk execution, handed to a resource's bulk hook.
  * The resource calls ex_bulk_job_run for disjoint ranges that together
- * cover [0, shape) (from any of its agents, concurrently), stops handing
- * out ranges once a call returns false, and calls ex_bulk_job_done exactly
- * once, after every ex_bulk_job_run call has returned.  The job's memory
- * stays valid until done is called, and not after. */
+ * cover [0, shape), as `policy` allows, stops handing out ranges once a
+ * call returns false, and calls ex_bulk_job_done exactly once, after every
+ * ex_bulk_job_run call has returned.  The job's memory stays valid until
+ * done is called, and not after.
+ *
+ * policy (types.h) says what the function permits.  EX_SEQ: one call at a
+ * time, all from one agent, ranges in increasing order (simplest: run them
+ * on the agent that called the hook).  EX_UNSEQ: one agent, any order.
+ * EX_PAR, EX_PAR_UNSEQ: from any of the resource's agents, concurrently.  unchunked: the job is ex_bulk_unchunked's, whose indices
+ * are each an agent of their own: hand out one index at a time (grain is
+ * 1, so a resource that only honours grain does that too). */
 typedef struct ex_bulk_job {
     const ex_bulk_job_vtable *vt;  /* the maker's; resources leave it alone */
     size_t shape;
     size_t grain;              /* chunk size asked for by the user; 0: resource's choice */
+    ex_execution_policy policy;
+    bool unchunked;
     /* For the resource; cexec does not touch these. */
     uint64_t scratch[4];
     ex_bulk_helper helpers[EX_BULK_INLINE_HELPERS];
@@ -109,7 +118,8 @@ typedef struct ex_scheduler_vtable {
      * agent back (a strand's turn).  NULL: post. */
     ex_error (*yield)(void *self, ex_work *w);
     /* Runs a bulk job on this resource (NULL: ex_bulk runs the sequential
-     * loop of [exec.bulk]).  Takes over the job; see ex_bulk_job. */
+     * loop of [exec.bulk]).  Takes over the job; see ex_bulk_job (which
+     * says how its policy binds the hook). */
     void (*bulk)(void *self, ex_bulk_job *job);
     /* The resource's default frame allocator (NULL hook or result: none).
      * An environment that names no allocator but whose get_scheduler is

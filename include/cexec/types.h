@@ -227,6 +227,25 @@ typedef struct ex_work {
     void (*cancel)(struct ex_work *w);
 } ex_work;
 
+/* ------------------------------------------------------- execution policies */
+
+/* What a bulk function permits (C++'s std::execution::seq, par, par_unseq
+ * and unseq, [execpol]; for bulk, P3481): how its calls may run relative
+ * to each other.  A resource may use less of the freedom than the policy
+ * gives, never more.
+ *   EX_SEQ        one after another on one agent, in index order: for a
+ *                 function that is not safe to call from two threads.
+ *   EX_PAR        on several agents at once, each call sequenced on its
+ *                 own agent: the function must be safe for that.
+ *   EX_PAR_UNSEQ  as EX_PAR, and calls on one agent may also interleave.
+ *   EX_UNSEQ      on one agent, calls may interleave (never on two).
+ * C cannot vectorise or interleave calls through a function pointer, so
+ * the unsequenced policies run as their sequenced peers: EX_PAR_UNSEQ as
+ * EX_PAR, EX_UNSEQ as EX_SEQ (in index order).  Any other value is
+ * refused with EX_EINVAL.  Zero is EX_SEQ, the policy that is always
+ * safe. */
+typedef enum ex_execution_policy { EX_SEQ, EX_PAR, EX_PAR_UNSEQ, EX_UNSEQ } ex_execution_policy;
+
 #ifdef __cplusplus
 }
 #endif

@@ -206,7 +206,7 @@ exi_tiled_sender *exi_tiled_alloc(const ex_sender_vtable *vt, size_t size, const
 }
 
 ex_sender *exi_tiled_finish(exi_tiled_sender *s) {
-    ex_sender *inner = s->parts > 1 ? ex_bulk_grain(ex_starts_on(s->sch, ex_read_env(&tiled_run_key, EX_T_PTR)),
+    ex_sender *inner = s->parts > 1 ? ex_bulk_grain(ex_starts_on(s->sch, ex_read_env(&tiled_run_key, EX_T_PTR)), EX_PAR,
                                                     s->parts, 1, participant, NULL)
                                     : ex_schedule(s->sch);
     ex_error e = ex_sender_status(inner);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* bulk.c - [exec.bulk]: the sequential default and the generic side of a
- * resource's parallel bulk (ex_bulk_job).
+/* bulk.c - [exec.bulk]: bulk, bulk_chunked and bulk_unchunked with P3481's
+ * execution policy; the sequential default and the generic side of a
+ * resource's bulk (ex_bulk_job).
  *
  * Every message names the stage, "ex_bulk(name): ..." (bulk.h); the name
  * is one pointer in the sender and the operation, read only to make a
@@ -20,15 +21,24 @@
 
 typedef union bulk_fn { ex_bulk_fn one; ex_bulk_chunk_fn chunk; } bulk_fn;
 
-/* The builder, for messages. */
-typedef enum bulk_builder { BULK, BULK_GRAIN, BULK_CHUNKED } bulk_builder;
+/* The builder: for messages, and whether f takes chunks or each index is
+ * an agent of its own. */
+typedef enum bulk_builder { BULK, BULK_GRAIN, BULK_CHUNKED, BULK_UNCHUNKED } bulk_builder;
 
 /* A builder's fixed messages, each the fallback of its named form. */
-typedef struct bulk_texts { const char *stage, *null_child, *null_fn, *failed; } bulk_texts;
+typedef struct bulk_texts {
+    const char *stage, *null_child, *null_fn, *failed, *bad_policy, *not_concurrent;
+} bulk_texts;
 
-#define BULK_TEXTS(stage) { stage, stage ": NULL input sender", stage ": NULL function", stage ": the function failed" }
+#define BULK_TEXTS(stage)                                                                                    \
+    {                                                                                                        \
+        stage, stage ": NULL input sender", stage ": NULL function", stage ": the function failed",          \
+            stage ": invalid execution policy",                                                              \
+            stage ": the scheduler promises concurrent forward progress but does not customise bulk"         \
+    }
 
-static const bulk_texts texts[] = { BULK_TEXTS("ex_bulk"), BULK_TEXTS("ex_bulk_grain"), BULK_TEXTS("ex_bulk_chunked") };
+static const bulk_texts texts[] = { BULK_TEXTS("ex_bulk"), BULK_TEXTS("ex_bulk_grain"), BULK_TEXTS("ex_bulk_chunked"),
+                                    BULK_TEXTS("ex_bulk_unchunked") };
 
 typedef struct bulk_sender {
     ex_sender base;
@@ -36,6 +46,8 @@ typedef struct bulk_sender {
     size_t shape, grain;
     bool chunked;
     uint8_t builder;           /* bulk_builder */
+    uint8_t policy;            /* ex_execution_policy, checked */
+    bool child_concurrent;     /* the child's value completion scheduler promises concurrent progress */
     bulk_fn fn;
     void *ctx;
     const char *name;          /* the stage's, for messages; NULL: none */
@@ -47,7 +59,8 @@ typedef struct bulk_op {
     ex_receiver r;
     ex_operation *child;
     bool chunked;
-    uint8_t builder;         /* bulk_builder (messages only) */
+    uint8_t builder;         /* bulk_builder */
+    uint8_t policy;          /* ex_execution_policy, for the resource */
     bulk_fn fn;
     void *ctx;
     size_t shape, grain;
@@ -122,6 +135,8 @@ static void job_init(bulk_op *o) {
     o->job.vt = &job_vt;
     o->job.shape = o->shape;
     o->job.grain = o->grain;
+    o->job.policy = (ex_execution_policy)o->policy;
+    o->job.unchunked = o->builder == BULK_UNCHUNKED;
     memset(o->job.scratch, 0, sizeof o->job.scratch);
     o->job.extra = NULL;
     o->job.extra_size = 0;
@@ -183,6 +198,14 @@ static ex_scheduler child_bulk_scheduler(const ex_sender *child) {
     return s;
 }
 
+/* Whether the child's value completion scheduler promises concurrent
+ * forward progress (asked once, when the sender is made). */
+static bool child_concurrent(const ex_sender *child) {
+    ex_scheduler s;
+    return ex_get_completion_scheduler(child, &ex_key_completion_scheduler_value, &s) && s.vt &&
+           s.vt->progress == EX_PROGRESS_CONCURRENT;
+}
+
 /* The resource that runs the bulk: the child's value completion scheduler,
  * else the environment's scheduler, if it customises bulk. */
 static ex_scheduler bulk_resource(const bulk_sender *bs, ex_receiver r) {
@@ -194,19 +217,32 @@ static ex_scheduler bulk_resource(const bulk_sender *bs, ex_receiver r) {
     return s;
 }
 
+/* bulk_unchunked promises each index an agent of its own: on a scheduler
+ * that promises concurrent forward progress, the sequential loop would
+ * break that promise (P3481 makes it ill-formed: refused at connect). */
+static bool breaks_concurrency(const bulk_sender *bs, ex_receiver r) {
+    if (bs->builder != BULK_UNCHUNKED) return false;
+    if (bs->child_concurrent) return true;
+    ex_scheduler s;
+    return ex_get_scheduler(ex_receiver_env(r), &s) && s.vt && s.vt->progress == EX_PROGRESS_CONCURRENT;
+}
+
 static ex_error b_connect(const ex_sender *s, ex_receiver r, void *storage) {
     const bulk_sender *bs = (const bulk_sender *)s;
     bulk_op *o = storage;
+    o->sched = bulk_resource(bs, r);
+    if (!o->sched.vt && breaks_concurrency(bs, r))
+        return ex_err(EX_EINVAL, exi_stage_fixed(texts[bs->builder].not_concurrent, bs->name));
     o->base.vt = &b_op_vt;
     o->r = r;
     o->chunked = bs->chunked;
     o->builder = bs->builder;
+    o->policy = bs->policy;
     o->fn = bs->fn;
     o->ctx = bs->ctx;
     o->name = bs->name;
     o->shape = bs->shape;
     o->grain = bs->grain;
-    o->sched = bulk_resource(bs, r);
     exi_store_init(&o->values);
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(bulk_op), bs->child));
     ex_receiver cr = { &b_rcvr_vt, o };
@@ -219,8 +255,19 @@ static void b_destroy(ex_sender *s) { ex_sender_release(((bulk_sender *)s)->chil
 
 static const ex_sender_vtable bulk_vt = { "ex_bulk", b_connect, b_attrs, b_destroy };
 
-static ex_sender *make_bulk(bulk_builder builder, ex_sender *child, size_t shape, size_t grain, void *fn, void *ctx,
-                            const char *name) {
+static bool valid_policy(ex_execution_policy policy) {
+    switch (policy) {
+    case EX_SEQ:
+    case EX_PAR:
+    case EX_PAR_UNSEQ:
+    case EX_UNSEQ:
+        return true;
+    }
+    return false;
+}
+
+static ex_sender *make_bulk(bulk_builder builder, ex_sender *child, ex_execution_policy policy, size_t shape,
+                            size_t grain, void *fn, void *ctx, const char *name) {
     const bulk_texts *t = &texts[builder];
     ex_error e = ex_check_input(child, t->null_child);
     if (e.code) {
@@ -228,6 +275,7 @@ static ex_sender *make_bulk(bulk_builder builder, ex_sender *child, size_t shape
         return exi_reject1(e.code, e.msg, child);  /* the child's own error */
     }
     if (!fn) return exi_reject1(EX_EINVAL, exi_stage_fixed(t->null_fn, name), child);
+    if (!valid_policy(policy)) return exi_reject1(EX_EINVAL, exi_stage_fixed(t->bad_policy, name), child);
     ex_sender *s = ex_sender_alloc(&bulk_vt, sizeof(bulk_sender));
     if (!s) return exi_reject1(EX_ENOMEM, NULL, child);
     bulk_sender *bs = (bulk_sender *)s;
@@ -236,6 +284,8 @@ static ex_sender *make_bulk(bulk_builder builder, ex_sender *child, size_t shape
     bs->grain = grain;
     bs->chunked = builder == BULK_CHUNKED;
     bs->builder = (uint8_t)builder;
+    bs->policy = (uint8_t)policy;
+    bs->child_concurrent = child_concurrent(child);
     memcpy(&bs->fn, &fn, sizeof fn);
     bs->ctx = ctx;
     bs->name = name;
@@ -247,37 +297,51 @@ static ex_sender *make_bulk(bulk_builder builder, ex_sender *child, size_t shape
     return s;
 }
 
+/* A function pointer as the data pointer make_bulk keeps in its union. */
+static void *fn_ptr(const void *fn_bytes, bool null) {
+    void *f = NULL;
+    if (!null) memcpy(&f, fn_bytes, sizeof f);
+    return f;
+}
+
 /* (The plain names are macros in C, bulk.h: parenthesised, they name the
  * functions.) */
-ex_sender *ex_bulk_named(ex_sender *child, size_t shape, ex_bulk_fn fn, void *ctx, const char *name) {
-    void *f;
-    memcpy(&f, &fn, sizeof f);
-    return make_bulk(BULK, child, shape, 0, fn ? f : NULL, ctx, name);
+ex_sender *ex_bulk_named(ex_sender *child, ex_execution_policy policy, size_t shape, ex_bulk_fn fn, void *ctx,
+                         const char *name) {
+    return make_bulk(BULK, child, policy, shape, 0, fn_ptr(&fn, !fn), ctx, name);
 }
 
-ex_sender *(ex_bulk)(ex_sender *child, size_t shape, ex_bulk_fn fn, void *ctx) {
-    return ex_bulk_named(child, shape, fn, ctx, NULL);
+ex_sender *(ex_bulk)(ex_sender *child, ex_execution_policy policy, size_t shape, ex_bulk_fn fn, void *ctx) {
+    return ex_bulk_named(child, policy, shape, fn, ctx, NULL);
 }
 
-ex_sender *ex_bulk_grain_named(ex_sender *child, size_t shape, size_t grain, ex_bulk_fn fn, void *ctx, const char *name) {
-    void *f;
-    memcpy(&f, &fn, sizeof f);
-    return make_bulk(BULK_GRAIN, child, shape, grain, fn ? f : NULL, ctx, name);
+ex_sender *ex_bulk_grain_named(ex_sender *child, ex_execution_policy policy, size_t shape, size_t grain,
+                               ex_bulk_fn fn, void *ctx, const char *name) {
+    return make_bulk(BULK_GRAIN, child, policy, shape, grain, fn_ptr(&fn, !fn), ctx, name);
 }
 
-ex_sender *(ex_bulk_grain)(ex_sender *child, size_t shape, size_t grain, ex_bulk_fn fn, void *ctx) {
-    return ex_bulk_grain_named(child, shape, grain, fn, ctx, NULL);
+ex_sender *(ex_bulk_grain)(ex_sender *child, ex_execution_policy policy, size_t shape, size_t grain, ex_bulk_fn fn,
+                           void *ctx) {
+    return ex_bulk_grain_named(child, policy, shape, grain, fn, ctx, NULL);
 }
 
-ex_sender *ex_bulk_chunked_named(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx,
-                                 const char *name) {
-    void *f;
-    memcpy(&f, &fn, sizeof f);
-    return make_bulk(BULK_CHUNKED, child, shape, grain, fn ? f : NULL, ctx, name);
+ex_sender *ex_bulk_chunked_named(ex_sender *child, ex_execution_policy policy, size_t shape, size_t grain,
+                                 ex_bulk_chunk_fn fn, void *ctx, const char *name) {
+    return make_bulk(BULK_CHUNKED, child, policy, shape, grain, fn_ptr(&fn, !fn), ctx, name);
 }
 
-ex_sender *(ex_bulk_chunked)(ex_sender *child, size_t shape, size_t grain, ex_bulk_chunk_fn fn, void *ctx) {
-    return ex_bulk_chunked_named(child, shape, grain, fn, ctx, NULL);
+ex_sender *(ex_bulk_chunked)(ex_sender *child, ex_execution_policy policy, size_t shape, size_t grain,
+                             ex_bulk_chunk_fn fn, void *ctx) {
+    return ex_bulk_chunked_named(child, policy, shape, grain, fn, ctx, NULL);
+}
+
+ex_sender *ex_bulk_unchunked_named(ex_sender *child, ex_execution_policy policy, size_t shape, ex_bulk_fn fn,
+                                   void *ctx, const char *name) {
+    return make_bulk(BULK_UNCHUNKED, child, policy, shape, 1, fn_ptr(&fn, !fn), ctx, name);  /* an index a chunk */
+}
+
+ex_sender *(ex_bulk_unchunked)(ex_sender *child, ex_execution_policy policy, size_t shape, ex_bulk_fn fn, void *ctx) {
+    return ex_bulk_unchunked_named(child, policy, shape, fn, ctx, NULL);
 }
 
 bool exi_bulk_stage(const ex_sender *s, const char **builder, const char **name) {

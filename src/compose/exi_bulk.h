@@ -6,10 +6,10 @@
 
 #include <cexec/cexec.h>
 
-/* Whether s is a bulk, bulk_grain or bulk_chunked sender; if so *builder
- * is which ("ex_bulk_grain") and *name its stage name (the _named forms,
- * the C macros) or NULL: for messages of adaptors that wrap it
- * (ex_timeout). */
+/* Whether s is a bulk, bulk_grain, bulk_chunked or bulk_unchunked sender;
+ * if so *builder is which ("ex_bulk_grain") and *name its stage name (the
+ * _named forms, the C macros) or NULL: for messages of adaptors that wrap
+ * it (ex_timeout). */
 bool exi_bulk_stage(const ex_sender *s, const char **builder, const char **name);
 
 #endif

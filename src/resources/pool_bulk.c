@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* pool_bulk.c - the pool's bulk hook: chunks of one bulk job shared by
- * the caller and idle workers. */
+ * the caller and idle workers (EX_PAR, EX_PAR_UNSEQ), or run by the caller
+ * alone in index order (EX_SEQ, EX_UNSEQ). */
 #include <stdalign.h>
 
 #include <cexec/cexec.h>
@@ -180,6 +181,12 @@ static void run_lazily(ex_pool *p, ex_bulk_job *job, uint64_t helpers, bool shar
     else bulk_complete(job);  /* alone all along */
 }
 
+/* Whether the policy lets other agents run chunks: EX_SEQ and EX_UNSEQ
+ * keep every call on one agent (unseq only lets calls interleave on it,
+ * which a call through a function pointer cannot), so the caller runs the
+ * chunks itself, in order. */
+static bool may_share(ex_execution_policy policy) { return policy == EX_PAR || policy == EX_PAR_UNSEQ; }
+
 void exi_pool_bulk(void *self, ex_bulk_job *job) {
     ex_pool *p = self;
     uint64_t shape = job->shape;
@@ -192,11 +199,12 @@ void exi_pool_bulk(void *self, ex_bulk_job *job) {
     uint64_t chunks = grain == 1 ? shape : shape / grain + (shape % grain != 0);
     uint64_t helpers = chunks > 1 ? chunks - 1 : 0;
     if (helpers > p->n - 1) helpers = p->n - 1;
+    if (!may_share(job->policy)) helpers = 0;
     job->scratch[BJ_NEXT] = 0;
     job->scratch[BJ_INSIDE] = 1;  /* the caller; publish counts the helpers */
     job->scratch[BJ_CHUNKS] = chunks;
     job->scratch[BJ_GRAIN] = grain;
-    if (!helpers) {  /* one chunk, or one worker: the caller alone */
+    if (!helpers) {  /* one chunk, one worker, or a sequenced policy: the caller alone, in index order */
         while (run_next_chunk_alone(job)) {}
         bulk_complete(job);
         return;

@@ -121,7 +121,7 @@ static ex_sender *build_bulk(void *v) {
     bulk_ctx *c = v;
     for (int i = 0; i < 600; i++) atomic_store(&c->hits[i], 0);
     ex_sender *s = ex_then(ex_schedule(ex_pool_scheduler(c->pool)), then_ret1, NULL, EX_SIG0, EX_SIG(EX_T_INT));
-    s = ex_bulk(s, 600, bulk_count, c->hits);
+    s = ex_bulk(s, EX_PAR, 600, bulk_count, c->hits);
     return ex_let_value(s, let_plus1, NULL, EX_SIG(EX_T_INT));
 }
 

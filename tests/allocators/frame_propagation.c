@@ -101,7 +101,7 @@ Test(frame_allocators, pool_bulk_helpers_come_from_the_pool_allocator) {
     enum { SHAPE = 1000 };
     static atomic_uint hits[SHAPE];
     for (int i = 0; i < SHAPE; i++) atomic_init(&hits[i], 0);
-    ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(p), ex_bulk(ex_just(ex_int(5)), SHAPE, bulk_count, hits)));
+    ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(p), ex_bulk(ex_just(ex_int(5)), EX_PAR, SHAPE, bulk_count, hits)));
     expect_value_int(&r, 5);
     ex_result_destroy(&r);
     for (int i = 0; i < SHAPE; i++) cr_assert_eq(atomic_load(&hits[i]), 1u, "index %d ran once", i);

@@ -265,7 +265,7 @@ static long run_bulks(ex_pool *p, atomic_uint *hits) {
     long before = test_alloc_count();
     for (int k = 0; k < BULK_RUNS; k++) {
         for (int i = 0; i < BULK_SHAPE; i++) atomic_init(&hits[i], 0);
-        ex_sender *s = ex_bulk(ex_just(ex_int(5)), BULK_SHAPE, bulk_count, hits);
+        ex_sender *s = ex_bulk(ex_just(ex_int(5)), EX_PAR, BULK_SHAPE, bulk_count, hits);
         ex_result r = ex_sync_wait(ex_starts_on(ex_pool_scheduler(p), s));
         expect_value_int(&r, 5);
         ex_result_destroy(&r);

@@ -67,8 +67,8 @@ static void run_parallel_schedule(ex_pool *p, size_t shape, size_t grain) {
     par_init(&c, p, shape);
     after a;
     after_init(&a, p);
-    ex_sender *b = grain ? ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), shape, grain, par_fn, &c)
-                         : ex_bulk(ex_schedule(ex_pool_scheduler(p)), shape, par_fn, &c);
+    ex_sender *b = grain ? ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), EX_PAR, shape, grain, par_fn, &c)
+                         : ex_bulk(ex_schedule(ex_pool_scheduler(p)), EX_PAR, shape, par_fn, &c);
     ex_result r = ex_sync_wait(then_after(b, &a));
     expect_value_result(&r);
     cr_assert_eq(a.calls, 1);
@@ -99,7 +99,7 @@ POOL_TEST(exec_bulk, pool_shape_zero_completes_with_the_values, 2) {
     after a;
     after_init(&a, p);
     ex_result r = ex_sync_wait(then_after(
-        ex_bulk(ex_continues_on(ex_just(ex_int(11)), ex_pool_scheduler(p)), 0, par_fn, &c), &a));
+        ex_bulk(ex_continues_on(ex_just(ex_int(11)), ex_pool_scheduler(p)), EX_PAR, 0, par_fn, &c), &a));
     expect_value_result(&r);
     cr_assert_eq(atomic_load(&c.calls), 0);
     expect_after_int(&a, 11);
@@ -115,7 +115,7 @@ POOL_TEST(exec_bulk, pool_continues_on_forwards_the_values, 2) {
     after a;
     after_init(&a, p);
     ex_result r = ex_sync_wait(then_after(
-        ex_bulk(ex_continues_on(ex_just(vals[0], vals[1], vals[2]), ex_pool_scheduler(p)), 5000, par_fn, &c), &a));
+        ex_bulk(ex_continues_on(ex_just(vals[0], vals[1], vals[2]), ex_pool_scheduler(p)), EX_PAR, 5000, par_fn, &c), &a));
     expect_value_result(&r);
     par_expect_each_once(&c);
     cr_assert_eq(atomic_load(&c.bad_values), 0, "f did not see the child's values");
@@ -145,7 +145,7 @@ POOL_TEST(exec_bulk, pool_chunked_chunks_are_disjoint_and_cover_the_shape, 2) {
         after a;
         after_init(&a, p);
         ex_result r = ex_sync_wait(then_after(
-            ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), cases[k][0], cases[k][1], chunk_fn, &c), &a));
+            ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), EX_PAR, cases[k][0], cases[k][1], chunk_fn, &c), &a));
         expect_value_result(&r);
         chunk_expect_cover(&c);
         if (cases[k][1])
@@ -160,7 +160,7 @@ POOL_TEST(exec_bulk, pool_chunked_chunks_are_disjoint_and_cover_the_shape, 2) {
 POOL_TEST(exec_bulk, pool_chunked_grain_larger_than_shape_is_one_chunk, 2) {
     chunk_ctx c;
     chunk_init(&c, 50, 0);
-    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), 50, 1000, chunk_fn, &c));
+    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 50, 1000, chunk_fn, &c));
     expect_value_result(&r);
     cr_assert_eq(atomic_load(&c.chunks), 1, "a grain above the shape gives one chunk");
     cr_assert_eq(atomic_load(&c.first_begin), 0);
@@ -174,7 +174,7 @@ POOL_TEST(exec_bulk, pool_uneven_body_uses_both_workers, 2) {
     par_ctx c;
     par_init(&c, p, 4000);
     c.body = BODY_GROWING;  /* 2us at index 0 up to ~42us at the end: ~90ms in all */
-    ex_result r = ex_sync_wait(ex_bulk(ex_schedule(ex_pool_scheduler(p)), 4000, par_fn, &c));
+    ex_result r = ex_sync_wait(ex_bulk(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 4000, par_fn, &c));
     expect_value_result(&r);
     par_expect_each_once(&c);
     unsigned m = atomic_load(&c.workers);
@@ -194,7 +194,7 @@ POOL_TEST(exec_bulk, pool_one_very_slow_index_does_not_hold_back_the_rest, 2) {
         c.body = BODY_BLOCK_FIRST;
         c.block_index = 0;
         c.block_until = (long)(64 - grain + 1);  /* index 0 itself and every other chunk */
-        ex_result r = ex_sync_wait(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), 64, grain, par_fn, &c));
+        ex_result r = ex_sync_wait(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 64, grain, par_fn, &c));
         expect_value_result(&r);
         cr_assert_eq(atomic_load(&c.block_timed_out), 0,
                      "grain %zu: the other chunks did not all run while index 0 was slow (%ld of 64 ran by the end)",
@@ -214,7 +214,7 @@ POOL_TEST(exec_bulk, pool_first_error_stops_chunks_not_yet_started, 2) {
     c.fail_err = ex_err_data(EX_EUSER + 9, "index 0 failed", &payload);
     after a;
     after_init(&a, p);
-    ex_result r = ex_sync_wait(then_after(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), 100000, 1, par_fn, &c), &a));
+    ex_result r = ex_sync_wait(then_after(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 100000, 1, par_fn, &c), &a));
     expect_error(&r, EX_EUSER + 9);
     cr_assert_str_eq(r.error.msg, "index 0 failed");
     cr_assert_eq(r.error.data, &payload);
@@ -231,7 +231,7 @@ POOL_TEST(exec_bulk, pool_error_in_a_late_index_is_the_result, 2) {
     par_init(&c, p, 2000);
     c.fail_at = 1999;
     c.fail_err = ex_err(EX_EUSER + 3, "last index failed");
-    ex_result r = ex_sync_wait(ex_bulk(ex_schedule(ex_pool_scheduler(p)), 2000, par_fn, &c));
+    ex_result r = ex_sync_wait(ex_bulk(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 2000, par_fn, &c));
     expect_error(&r, EX_EUSER + 3);
     cr_assert_eq(atomic_load(&c.hits[1999]), 1);
     par_fini(&c);
@@ -242,7 +242,7 @@ POOL_TEST(exec_bulk, pool_error_with_a_grain_is_the_result, 2) {
     par_init(&c, p, 1000);
     c.fail_at = 0;
     c.fail_err = ex_err(EX_EUSER + 4, "grain failed");
-    ex_result r = ex_sync_wait(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), 1000, 10, par_fn, &c));
+    ex_result r = ex_sync_wait(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 1000, 10, par_fn, &c));
     expect_error(&r, EX_EUSER + 4);
     cr_assert_str_eq(r.error.msg, "grain failed");
     for (size_t i = 0; i < c.shape; i++) cr_assert_leq(atomic_load(&c.hits[i]), 1);
@@ -266,9 +266,9 @@ POOL_TEST(exec_bulk, pool_stop_requested_before_start_completes_stopped, 2) {
     par_init(&c, p, 1000);
     /* The environment's scheduler is the pool: the bulk of just runs on it,
      * and sees the receiver's stop token already stopped. */
-    expect_stopped_before_any_index(p, &c, ex_bulk(ex_just(ex_int(1)), 1000, par_fn, &c), true);
+    expect_stopped_before_any_index(p, &c, ex_bulk(ex_just(ex_int(1)), EX_PAR, 1000, par_fn, &c), true);
     /* Child scheduled on the pool with stop already requested. */
-    expect_stopped_before_any_index(p, &c, ex_bulk(ex_schedule(ex_pool_scheduler(p)), 1000, par_fn, &c), false);
+    expect_stopped_before_any_index(p, &c, ex_bulk(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 1000, par_fn, &c), false);
     par_fini(&c);
 }
 
@@ -279,7 +279,7 @@ POOL_TEST(exec_bulk, pool_stop_requested_during_the_bulk_completes_stopped, 2) {
     arec_init_stoppable(&ar, p, false);
     c.stop_at = 10;
     c.stop = &ar.stop;
-    ex_sender *s = ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), 100000, 1, par_fn, &c);
+    ex_sender *s = ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 100000, 1, par_fn, &c);
     arec_run_to_end(s, &ar);
     cr_assert_eq(atomic_load(&ar.stops), 1, "expected set_stopped: values %d errors %d", atomic_load(&ar.values),
                  atomic_load(&ar.errors));
@@ -298,7 +298,7 @@ POOL_TEST(exec_bulk, pool_stop_via_write_env_in_sync_wait, 2) {
     par_init(&c, p, 50000);
     c.stop_at = 3;
     c.stop = &src;
-    ex_result r = ex_sync_wait(ex_write_env(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), 50000, 1, par_fn, &c),
+    ex_result r = ex_sync_wait(ex_write_env(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 50000, 1, par_fn, &c),
                                             &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&src))));
     cr_assert_eq(r.disposition, EX_DISP_STOPPED, "disposition %d", r.disposition);
     cr_assert_lt(atomic_load(&c.calls), 50000);
@@ -314,7 +314,7 @@ POOL_TEST(exec_bulk, env_scheduler_path_runs_in_parallel, 2) {
     after a;
     after_init(&a, p);
     ex_result r = ex_sync_wait(
-        then_after(ex_starts_on(ex_pool_scheduler(p), ex_bulk(ex_just(ex_int(3)), 64, par_fn, &c)), &a));
+        then_after(ex_starts_on(ex_pool_scheduler(p), ex_bulk(ex_just(ex_int(3)), EX_PAR, 64, par_fn, &c)), &a));
     expect_value_result(&r);
     cr_assert_eq(atomic_load(&c.block_timed_out), 0, "no second worker ran an index (worker mask %#x)",
                  atomic_load(&c.workers));
@@ -333,7 +333,7 @@ POOL_TEST(exec_bulk, env_scheduler_from_the_receiver_on_the_main_thread, 2) {
     arec_init(&ar, p);
     arec_with_scheduler(&ar, ex_pool_scheduler(p));
     c.body = BODY_WAIT_OTHER_WORKER;  /* index 0 waits until a pool worker ran an index */
-    ex_sender *s = ex_bulk(ex_just(ex_int(8)), 20000, par_fn, &c);
+    ex_sender *s = ex_bulk(ex_just(ex_int(8)), EX_PAR, 20000, par_fn, &c);
     ex_value v = ex_int(8);
     par_expect_values(&c, &v, 1);
     ex_operation *op = arec_run_start(s, &ar);
@@ -353,7 +353,7 @@ POOL_TEST(exec_bulk, env_scheduler_from_the_receiver_on_the_main_thread, 2) {
 POOL_TEST(exec_bulk, pool_with_more_helpers_than_inline_allocates_them, 6) {  /* 5 helpers > EX_BULK_INLINE_HELPERS */
     par_ctx c;
     par_init(&c, p, 100000);
-    ex_sender *s = ex_bulk(ex_schedule(ex_pool_scheduler(p)), 100000, par_fn, &c);
+    ex_sender *s = ex_bulk(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 100000, par_fn, &c);
     long before = test_alloc_count();
     ex_result r = ex_sync_wait(s);
     long during = test_alloc_count() - before;
@@ -366,7 +366,7 @@ POOL_TEST(exec_bulk, pool_with_more_helpers_than_inline_allocates_them, 6) {  /*
     /* Several runs back to back: nothing accumulates. */
     for (int k = 0; k < 20; k++) {
         par_init(&c, p, 5000);
-        r = ex_sync_wait(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), 5000, 7, par_fn, &c));
+        r = ex_sync_wait(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 5000, 7, par_fn, &c));
         expect_value_result(&r);
         par_expect_each_once(&c);
         par_fini(&c);
@@ -379,7 +379,7 @@ POOL_TEST(exec_bulk, pool_helper_allocation_failure_still_completes, 6) {
      * helpers, never a different result). */
     par_ctx c;
     par_init(&c, p, 50000);
-    ex_sender *s = ex_bulk(ex_schedule(ex_pool_scheduler(p)), 50000, par_fn, &c);
+    ex_sender *s = ex_bulk(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 50000, par_fn, &c);
     long before = test_alloc_count();
     ex_result r = ex_sync_wait(ex_sender_retain(s));
     long during = test_alloc_count() - before;
@@ -416,7 +416,7 @@ POOL_TEST(exec_bulk, pool_stores_tuple_values_for_the_parallel_run, 2) {
     after a;
     after_init(&a, p);
     ex_sender *s = then_after(
-        ex_bulk(ex_continues_on(ex_just(ex_tuple_value(&ts), ex_int(5)), ex_pool_scheduler(p)), 3000, par_fn, &c), &a);
+        ex_bulk(ex_continues_on(ex_just(ex_tuple_value(&ts), ex_int(5)), ex_pool_scheduler(p)), EX_PAR, 3000, par_fn, &c), &a);
     src[0] = ex_int(-1);  /* the sender owns a deep copy */
     ex_result r = ex_sync_wait(s);
     expect_value_result(&r);
@@ -446,7 +446,7 @@ static void oom_sweep(unsigned threads) {
         long failed_before = test_stats.failed;
         test_alloc_fail_at(k);
         ex_sender *s = then_after(
-            ex_bulk(ex_continues_on(ex_just(ex_tuple_value(&t), ex_str("x")), ex_pool_scheduler(p)), 2000, par_fn, &c),
+            ex_bulk(ex_continues_on(ex_just(ex_tuple_value(&t), ex_str("x")), ex_pool_scheduler(p)), EX_PAR, 2000, par_fn, &c),
             &a);
         ex_result r = ex_sync_wait(s);
         bool failed = test_stats.failed != failed_before;
@@ -498,7 +498,7 @@ static uint64_t wakes_of_small_bulks(size_t shape, int runs) {
     for (int k = 0; k < runs; k++) {
         par_ctx c;
         par_init(&c, p, shape);
-        ex_result r = ex_sync_wait(ex_bulk(ex_schedule(ex_pool_scheduler(p)), shape, par_fn, &c));
+        ex_result r = ex_sync_wait(ex_bulk(ex_schedule(ex_pool_scheduler(p)), EX_PAR, shape, par_fn, &c));
         expect_value_result(&r);
         par_expect_each_once(&c);
         worker_mask |= (unsigned)atomic_load(&c.workers) & ~(~0u << ex_pool_size(p));
@@ -542,7 +542,7 @@ Test(exec_bulk, long_bulk_from_a_lent_caller_wakes_a_parked_worker) {
     uint64_t woken0 = test_pool_workers_woken(p);
     atomic_int calls = 0;
     /* 8 chunks of 2 ms: after the first, the rest is worth a wake-up. */
-    ex_result r = ex_sync_wait(ex_bulk(ex_schedule(ex_pool_scheduler(p)), 8, slow_index, &calls));
+    ex_result r = ex_sync_wait(ex_bulk(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 8, slow_index, &calls));
     expect_value_result(&r);
     cr_assert_eq(atomic_load(&calls), 8);
     double end = test_now_s() + TEST_WAIT_LIMIT_S;

@@ -17,7 +17,7 @@ Test(exec_bulk, sequential_runs_every_index_in_order_with_the_childs_values) {
     rec rc;
     rec_init(&rc);
     inline_run ir;
-    ex_sender *s = ex_bulk(ex_just(ex_int(7), ex_str("seven")), 10, seq_fn, &c);
+    ex_sender *s = ex_bulk(ex_just(ex_int(7), ex_str("seven")), EX_PAR, 10, seq_fn, &c);
     cr_assert_eq(ex_sender_status(s).code, 0);
     run_inline(&ir, s, &rc);
     cr_assert_eq(rec_total(&rc), 1, "a bulk of just completes inside start");
@@ -44,7 +44,7 @@ Test(exec_bulk, sequential_runs_every_index_in_order_with_the_childs_values) {
 Test(exec_bulk, sequential_without_values_passes_none) {
     seq_ctx c;
     seq_init(&c);
-    ex_result r = ex_sync_wait(ex_bulk(ex_just(), 5, seq_fn, &c));
+    ex_result r = ex_sync_wait(ex_bulk(ex_just(), EX_PAR, 5, seq_fn, &c));
     expect_value_result(&r);
     cr_assert_eq(r.n, 0);
     cr_assert_eq(c.calls, 5);
@@ -62,7 +62,7 @@ Test(exec_bulk, sequential_on_the_inline_scheduler) {
     rec rc;
     rec_init(&rc);
     inline_run ir;
-    ex_sender *s = ex_bulk(ex_schedule(ex_inline_scheduler()), 6, seq_fn, &c);
+    ex_sender *s = ex_bulk(ex_schedule(ex_inline_scheduler()), EX_PAR, 6, seq_fn, &c);
     run_inline(&ir, s, &rc);
     cr_assert_eq(rc.values, 1);
     cr_assert_eq(rc.n, 0);
@@ -79,7 +79,7 @@ Test(exec_bulk, sequential_on_the_inline_scheduler) {
 Test(exec_bulk, shape_zero_never_calls_f_and_forwards_the_values) {
     seq_ctx c;
     seq_init(&c);
-    ex_result r = ex_sync_wait(ex_bulk(ex_just(ex_int(3), ex_double(2.5)), 0, seq_fn, &c));
+    ex_result r = ex_sync_wait(ex_bulk(ex_just(ex_int(3), ex_double(2.5)), EX_PAR, 0, seq_fn, &c));
     expect_value_result(&r);
     cr_assert_eq(c.calls, 0);
     cr_assert_eq(r.n, 2);
@@ -98,7 +98,7 @@ Test(exec_bulk, sequential_error_stops_later_indices) {
     rec rc;
     rec_init(&rc);
     inline_run ir;
-    ex_sender *s = ex_bulk(ex_just(ex_int(1)), 10, seq_fn, &c);
+    ex_sender *s = ex_bulk(ex_just(ex_int(1)), EX_PAR, 10, seq_fn, &c);
     run_inline(&ir, s, &rc);
     cr_assert_eq(rc.errors, 1);
     cr_assert_eq(rc.values + rc.stops, 0);
@@ -117,7 +117,7 @@ Test(exec_bulk, error_without_message_gets_one) {
     seq_init(&c);
     c.fail_at = 0;
     c.fail_err.code = EX_EUSER + 1;  /* msg NULL */
-    ex_result r = ex_sync_wait(ex_bulk(ex_just(), 3, seq_fn, &c));
+    ex_result r = ex_sync_wait(ex_bulk(ex_just(), EX_PAR, 3, seq_fn, &c));
     expect_error(&r, EX_EUSER + 1);
     cr_assert_eq(c.calls, 1);
     expect_no_leaks();
@@ -127,7 +127,7 @@ Test(exec_bulk, child_error_passes_through_without_calling_f) {
     static int payload;
     seq_ctx c;
     seq_init(&c);
-    ex_result r = ex_sync_wait(ex_bulk(ex_just_error(ex_err_data(EX_EUSER + 2, "child", &payload)), 5, seq_fn, &c));
+    ex_result r = ex_sync_wait(ex_bulk(ex_just_error(ex_err_data(EX_EUSER + 2, "child", &payload)), EX_PAR, 5, seq_fn, &c));
     expect_error(&r, EX_EUSER + 2);
     cr_assert_str_eq(r.error.msg, "child");
     cr_assert_eq(r.error.data, &payload);
@@ -138,7 +138,7 @@ Test(exec_bulk, child_error_passes_through_without_calling_f) {
 Test(exec_bulk, child_stopped_passes_through_without_calling_f) {
     seq_ctx c;
     seq_init(&c);
-    ex_result r = ex_sync_wait(ex_bulk(ex_just_stopped(), 5, seq_fn, &c));
+    ex_result r = ex_sync_wait(ex_bulk(ex_just_stopped(), EX_PAR, 5, seq_fn, &c));
     cr_assert_eq(r.disposition, EX_DISP_STOPPED);
     cr_assert_eq(c.calls, 0);
     expect_no_leaks();
@@ -148,12 +148,12 @@ Test(exec_bulk, null_child_or_function_is_einval) {
     seq_ctx c;
     seq_init(&c);
     ex_sender *s[6];
-    s[0] = ex_bulk(NULL, 3, seq_fn, &c);
-    s[1] = ex_bulk(ex_just(ex_int(1)), 3, NULL, &c);
-    s[2] = ex_bulk_grain(NULL, 3, 1, seq_fn, &c);
-    s[3] = ex_bulk_grain(ex_just(), 3, 1, NULL, &c);
-    s[4] = ex_bulk_chunked(NULL, 3, 1, chunk_fn, &c);
-    s[5] = ex_bulk_chunked(ex_just(), 3, 1, NULL, &c);
+    s[0] = ex_bulk(NULL, EX_PAR, 3, seq_fn, &c);
+    s[1] = ex_bulk(ex_just(ex_int(1)), EX_PAR, 3, NULL, &c);
+    s[2] = ex_bulk_grain(NULL, EX_PAR, 3, 1, seq_fn, &c);
+    s[3] = ex_bulk_grain(ex_just(), EX_PAR, 3, 1, NULL, &c);
+    s[4] = ex_bulk_chunked(NULL, EX_PAR, 3, 1, chunk_fn, &c);
+    s[5] = ex_bulk_chunked(ex_just(), EX_PAR, 3, 1, NULL, &c);
     for (int i = 0; i < 6; i++) {
         expect_invalid(s[i], EX_EINVAL);
     }
@@ -164,7 +164,7 @@ Test(exec_bulk, null_child_or_function_is_einval) {
 Test(exec_bulk, invalid_child_is_reported_with_its_error) {
     seq_ctx c;
     seq_init(&c);
-    ex_sender *s = ex_bulk(too_many_values(), 3, seq_fn, &c);
+    ex_sender *s = ex_bulk(too_many_values(), EX_PAR, 3, seq_fn, &c);
     expect_invalid(s, EX_EINVAL);
     cr_assert_eq(c.calls, 0);
     expect_no_leaks();
@@ -173,7 +173,7 @@ Test(exec_bulk, invalid_child_is_reported_with_its_error) {
 Test(exec_bulk, signatures_are_the_childs_plus_error) {
     seq_ctx c;
     seq_init(&c);
-    ex_sender *s = ex_bulk(ex_just(ex_int(1), ex_str("a")), 3, seq_fn, &c);
+    ex_sender *s = ex_bulk(ex_just(ex_int(1), ex_str("a")), EX_PAR, 3, seq_fn, &c);
     expect_sigs(s, EX_SIG(EX_T_INT, EX_T_STR), 0, 0);
     const ex_sigs *sg = ex_sender_sigs(s);
     cr_assert(sg->flags & EX_SIGS_ERROR, "f may fail: the bulk sender may complete with an error");
@@ -184,7 +184,7 @@ Test(exec_bulk, signatures_are_the_childs_plus_error) {
 Test(exec_bulk, sender_is_multi_shot) {
     seq_ctx c;
     seq_init(&c);
-    ex_sender *s = ex_bulk(ex_just(ex_int(4)), 4, seq_fn, &c);
+    ex_sender *s = ex_bulk(ex_just(ex_int(4)), EX_PAR, 4, seq_fn, &c);
     for (int k = 0; k < 3; k++) {
         ex_result r = ex_sync_wait(ex_sender_retain(s));
         expect_value_int(&r, 4);
@@ -198,7 +198,7 @@ Test(exec_bulk, sequential_chunked_covers_the_shape_once) {
     chunk_ctx c;
     chunk_init(&c, 100, 0);
     c.expect_thread = test_thread_id();
-    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_just(ex_int(1)), 100, 7, chunk_fn, &c));
+    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_just(ex_int(1)), EX_PAR, 100, 7, chunk_fn, &c));
     expect_value_int(&r, 1);
     cr_assert_geq(atomic_load(&c.chunks), 1);
     chunk_expect_cover(&c);
@@ -210,7 +210,7 @@ Test(exec_bulk, sequential_chunked_covers_the_shape_once) {
 Test(exec_bulk, sequential_chunked_shape_zero_is_not_called) {
     chunk_ctx c;
     chunk_init(&c, 0, 0);
-    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_just(ex_int(1)), 0, 1, chunk_fn, &c));
+    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_just(ex_int(1)), EX_PAR, 0, 1, chunk_fn, &c));
     expect_value_int(&r, 1);
     cr_assert_eq(atomic_load(&c.chunks), 0);
     free(c.hits);

@@ -234,11 +234,11 @@ static ex_error chunk_fail(void *ctx, size_t b, size_t e, const ex_value *v, siz
 Test(owned_errors, bulk_on_the_pool_keeps_one_and_releases_the_rest) {
     owned_errors_reset();
     ex_pool *p = test_pool_new(2);
-    ex_result r = ex_sync_wait(ex_bulk_grain(ex_starts_on(ex_pool_scheduler(p), ex_just()), 64, 1, bulk_fail, NULL));
+    ex_result r = ex_sync_wait(ex_bulk_grain(ex_starts_on(ex_pool_scheduler(p), ex_just()), EX_PAR, 64, 1, bulk_fail, NULL));
     expect_error(&r, EX_EUSER + 1);
     (void)owned_error_id(r.error);
     ex_result_destroy(&r);
-    r = ex_sync_wait(ex_bulk_chunked(ex_starts_on(ex_pool_scheduler(p), ex_just()), 64, 1, chunk_fail, NULL));
+    r = ex_sync_wait(ex_bulk_chunked(ex_starts_on(ex_pool_scheduler(p), ex_just()), EX_PAR, 64, 1, chunk_fail, NULL));
     expect_error(&r, EX_EUSER + 1);
     ex_result_destroy(&r);
     test_pool_free(p);
@@ -249,7 +249,7 @@ Test(owned_errors, bulk_on_the_pool_keeps_one_and_releases_the_rest) {
 
 Test(owned_errors, sequential_bulk_hands_over_its_first_error) {
     owned_errors_reset();
-    ex_result r = ex_sync_wait(ex_bulk(ex_just(), 8, bulk_fail, NULL));
+    ex_result r = ex_sync_wait(ex_bulk(ex_just(), EX_PAR, 8, bulk_fail, NULL));
     expect_error(&r, EX_EUSER + 1);
     cr_assert_eq(owned_error_id(r.error), 0);
     ex_result_destroy(&r);

@@ -259,7 +259,7 @@ Test(exec_timeout, the_message_names_stages_and_builders) {
         const char *msg;
     } valid[] = {
         { ex_when_all(until_stopped(), until_stopped()), 999, "ex_timeout: ex_when_all did not complete within 999 ns" },
-        { ex_bulk_chunked(ex_when_all(until_stopped()), 4, 1, chunk_fn, NULL),
+        { ex_bulk_chunked(ex_when_all(until_stopped()), EX_PAR, 4, 1, chunk_fn, NULL),
           1001 * EX_NS_PER_US, "ex_timeout: ex_bulk_chunked(chunk_fn) did not complete within 1.001 ms" },
         { ex_then(until_stopped(), plus_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), 0,
           "ex_timeout: ex_then(plus_one) did not complete within 0 ns" },

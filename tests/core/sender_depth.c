@@ -75,7 +75,7 @@ Test(exec_sender, every_adaptor_adds_one_level_of_depth) {
         ex_into_variant(ex_sender_retain(t)), ex_stopped_as_optional(ex_sender_retain(t)),
         ex_continues_on(ex_sender_retain(t), ex_inline_scheduler()), ex_starts_on(ex_inline_scheduler(), ex_sender_retain(t)),
         ex_write_env(ex_sender_retain(t), &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler())),
-        ex_split(ex_sender_retain(t)), ex_bulk(ex_sender_retain(t), 1, deep_pass, NULL),
+        ex_split(ex_sender_retain(t)), ex_bulk(ex_sender_retain(t), EX_PAR, 1, deep_pass, NULL),
     };
     for (size_t i = 0; i < sizeof ss / sizeof ss[0]; i++) {
         cr_assert_eq(ex_sender_status(ss[i]).code, EX_OK, "adaptor %zu", i);
@@ -159,7 +159,7 @@ static ex_sender *deep_wrap(int kind, ex_sender *s, counter *c) {
     case DEEP_THEN: return then_count(s, c);
     case DEEP_UPON_ERROR: return ex_upon_error(s, deep_keep, NULL, EX_SIG(EX_T_INT));
     case DEEP_LET: return ex_let_value(s, deep_let_same, NULL, EX_SIG(EX_T_INT));
-    case DEEP_BULK: return ex_bulk(s, 1, deep_pass, NULL);
+    case DEEP_BULK: return ex_bulk(s, EX_PAR, 1, deep_pass, NULL);
     case DEEP_WHEN_ALL: return ex_when_all_n(&s, 1);
     case DEEP_SPLIT: return ex_split(s);
     case DEEP_CONTINUES_ON: return ex_continues_on(s, in);

@@ -216,14 +216,14 @@ Test(size_limits, pool_bulk_with_shape_near_size_max_runs_until_the_first_error)
     static const size_t grains[] = { 2, 1, 0, 1000, SIZE_MAX / 2 - 1 };
     for (size_t k = 0; k < sizeof grains / sizeof grains[0]; k++) {
         counted c = { 0 };
-        expect_runs_until_the_error(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), SIZE_MAX, grains[k], count_until, &c), &c);
+        expect_runs_until_the_error(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), EX_PAR, SIZE_MAX, grains[k], count_until, &c), &c);
         counted c2 = { 0 };
-        expect_runs_until_the_error(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), SIZE_MAX - 1, grains[k], count_until, &c2),
+        expect_runs_until_the_error(ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), EX_PAR, SIZE_MAX - 1, grains[k], count_until, &c2),
                                     &c2);
     }
     /* The same off the pool, sequentially. */
     counted c = { 0 };
-    expect_runs_until_the_error(ex_bulk_grain(ex_just(), SIZE_MAX, 2, count_until, &c), &c);
+    expect_runs_until_the_error(ex_bulk_grain(ex_just(), EX_PAR, SIZE_MAX, 2, count_until, &c), &c);
     test_pool_free(p);
     expect_no_leaks();
 }
@@ -260,7 +260,7 @@ Test(size_limits, pool_bulk_chunks_end_at_shape_without_wrapping) {
     /* Two chunks: [0, SIZE_MAX - 1) and [SIZE_MAX - 1, SIZE_MAX). */
     ranges rg;
     ranges_init(&rg, false);
-    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), SIZE_MAX, SIZE_MAX - 1, note_range, &rg));
+    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), EX_PAR, SIZE_MAX, SIZE_MAX - 1, note_range, &rg));
     cr_expect_eq(r.disposition, EX_DISP_VALUE);
     cr_assert_eq(rg.n, 2, "%zu chunks instead of 2", rg.n);
     size_t covered = 0;
@@ -273,7 +273,7 @@ Test(size_limits, pool_bulk_chunks_end_at_shape_without_wrapping) {
     ex_result_destroy(&r);
     /* A grain of SIZE_MAX: one chunk, the whole shape. */
     ranges_init(&rg, false);
-    r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), SIZE_MAX, SIZE_MAX, note_range, &rg));
+    r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), EX_PAR, SIZE_MAX, SIZE_MAX, note_range, &rg));
     cr_expect_eq(r.disposition, EX_DISP_VALUE);
     cr_assert_eq(rg.n, 1);
     cr_expect_eq(rg.begin[0], 0);
@@ -287,7 +287,7 @@ Test(size_limits, pool_bulk_default_grain_near_size_max_is_shape_over_chunks) {
     ex_pool *p = test_pool_new(2);
     ranges rg;
     ranges_init(&rg, true);
-    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), SIZE_MAX, 0, note_range, &rg));
+    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(ex_pool_scheduler(p)), EX_PAR, SIZE_MAX, 0, note_range, &rg));
     cr_expect_eq(r.disposition, EX_DISP_ERROR);
     cr_assert_geq(rg.n, 1);
     size_t parts = 8 * 2, want = SIZE_MAX / parts + 1;  /* ceil(SIZE_MAX / 16) */
@@ -315,7 +315,7 @@ Test(size_limits, bulk_job_run_never_hands_a_reversed_range_to_the_body) {
     ranges rg;
     ranges_init(&rg, false);
     ex_scheduler sch = { &wrapping_vt, NULL };
-    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(sch), SIZE_MAX, 0, note_range, &rg));
+    ex_result r = ex_sync_wait(ex_bulk_chunked(ex_schedule(sch), EX_PAR, SIZE_MAX, 0, note_range, &rg));
     cr_expect_eq(r.disposition, EX_DISP_VALUE);
     for (size_t k = 0; k < rg.n && k < 8; k++)
         cr_expect_lt(rg.begin[k], rg.end[k], "the body got [%zu, %zu)", rg.begin[k], rg.end[k]);
@@ -364,7 +364,7 @@ Test(size_limits, more_than_max_arity_values_are_einval_not_an_overflow) {
     ex_pool *p = test_pool_new(2);
     counted c = { 0 };
     /* The pool's bulk (found through the environment) stores the values. */
-    ex_result r = ex_sync_wait(ex_write_env(ex_bulk(&nine_sender, 4, count_until, &c), &ex_key_get_scheduler,
+    ex_result r = ex_sync_wait(ex_write_env(ex_bulk(&nine_sender, EX_PAR, 4, count_until, &c), &ex_key_get_scheduler,
                                             ex_sched_value(ex_pool_scheduler(p))));
     cr_expect_eq(r.disposition, EX_DISP_ERROR, "bulk on the pool");
     cr_expect_eq(r.error.code, EX_EINVAL);
@@ -474,7 +474,7 @@ Test(size_limits, adaptor_layouts_saturate_instead_of_wrapping) {
         ex_starts_on(inl, &huge64),
         ex_write_env(&huge64, &ex_key_get_scheduler, ex_sched_value(inl)),
         ex_into_variant(&huge64),
-        ex_bulk(&huge64, 4, count_until, NULL),
+        ex_bulk(&huge64, EX_PAR, 4, count_until, NULL),
         ex_on_closure(&huge64, inl, identity, NULL),
     };
     for (size_t k = 0; k < sizeof parents / sizeof parents[0]; k++) {

@@ -12,7 +12,7 @@
 
 #if defined(ex_then) || defined(ex_upon_error) || defined(ex_upon_stopped) || defined(ex_let_value) ||   \
     defined(ex_let_value_borrowed) || defined(ex_let_error) || defined(ex_let_stopped) || defined(ex_bulk) || \
-    defined(ex_bulk_grain) || defined(ex_bulk_chunked)
+    defined(ex_bulk_grain) || defined(ex_bulk_chunked) || defined(ex_bulk_unchunked)
 #error "the stage-naming macros are for C only"
 #endif
 
@@ -59,7 +59,7 @@ int main() {
     check(r.disposition == EX_DISP_VALUE && r.values[0].as.i == 42, "ex_then with a lambda");
     ex_result_destroy(&r);
 
-    r = ex_sync_wait(ex_bulk_named(ex_just(), 4, fails_quietly, nullptr, "fill"));
+    r = ex_sync_wait(ex_bulk_named(ex_just(), EX_PAR, 4, fails_quietly, nullptr, "fill"));
     check(r.disposition == EX_DISP_ERROR && std::strcmp(r.error.msg, "ex_bulk(fill): the function failed") == 0,
           "ex_bulk_named names the stage at run time");
     ex_result_destroy(&r);

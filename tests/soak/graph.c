@@ -428,9 +428,9 @@ static ex_sender *build_split(slot *s, node *nd) {
 static ex_sender *build_bulk(slot *s, node *nd) {
     ex_sender *c = graph_build(s, nd->kids[0]), *b;
     switch (nd->fn) {
-    case B_PLAIN: b = ex_bulk(c, nd->shape, bulk_fn, nd); break;
-    case B_GRAIN: b = ex_bulk_grain(c, nd->shape, nd->grain + 1, bulk_fn, nd); break;
-    default: b = ex_bulk_chunked(c, nd->shape, nd->grain, chunk_fn, nd); break;
+    case B_PLAIN: b = ex_bulk(c, EX_PAR, nd->shape, bulk_fn, nd); break;
+    case B_GRAIN: b = ex_bulk_grain(c, EX_PAR, nd->shape, nd->grain + 1, bulk_fn, nd); break;
+    default: b = ex_bulk_chunked(c, EX_PAR, nd->shape, nd->grain, chunk_fn, nd); break;
     }
     return ex_then(b, bulk_check_fn, nd, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
 }

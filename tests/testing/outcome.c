@@ -279,7 +279,7 @@ Test(testing_outcome, the_outcome_is_named_after_the_sender) {
     expect_named(ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), "ex_then(add_one)");
     expect_named(ex_then_named(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT), NULL), "ex_then");
     expect_named(ex_let_value(ex_just(ex_int(1)), keep_going, NULL, EX_SIG(EX_T_INT)), "ex_let_value(keep_going)");
-    expect_named(ex_bulk(ex_just(ex_int(1)), 3, each, NULL), "ex_bulk(each)");
+    expect_named(ex_bulk(ex_just(ex_int(1)), EX_PAR, 3, each, NULL), "ex_bulk(each)");
     expect_named(ex_just_stopped(), "ex_just_stopped");
     expect_named(NULL, "a NULL sender");
 
