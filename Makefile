@@ -207,7 +207,7 @@ $(BUILD)/examples/deadline_service: examples/deadline_service.c examples/deadlin
 examples: $(EX_BIN)
 
 # Builds and runs every example (each checks its own result).
-RUN_EXAMPLES := hello_world retry pool_stats fib inclusive_scan spawn_scope algorithms task_hello task_pipeline requests service deadline_service manual_scheduler
+RUN_EXAMPLES := hello_world retry pool_stats fib inclusive_scan spawn_scope algorithms task_hello task_pipeline requests service deadline_service manual_scheduler fanout
 run-examples: $(RUN_EXAMPLES:%=$(BUILD)/examples/%)
 	@for d in $(RUN_EXAMPLES); do echo "== $$d"; $(BUILD)/examples/$$d || exit 1; done
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* cexec/when_all.h - when_all and when_all_with_variant ([exec.when.all]).
+/* cexec/when_all.h - when_all and when_all_with_variant ([exec.when.all]),
+ * and ex_when_all_collect_n, a fan-out over a run-time number of children.
  *
  * Starts every child and completes when all have completed: with the
  * children's values concatenated in argument order, or with the first
@@ -38,7 +39,8 @@ extern "C" {
  * the array, from 0, and what it sends: "ex_when_all: child 2 sends (int,
  * int) and (double); a when_all child may send at most one value
  * signature ...", "ex_when_all: the children send 10 values in all; at
- * most EX_MAX_ARITY (8) fit (child 2 takes the count from 6 to 9)". */
+ * most EX_MAX_ARITY (8) fit (child 2 takes the count from 6 to 9;
+ * ex_when_all_collect_n takes any number)". */
 ex_sender *ex_when_all_n(ex_sender *const *children, size_t n);
 
 /* ex_when_all(a, b, ...) */
@@ -61,6 +63,48 @@ ex_sender *ex_when_all_with_variant_n(ex_sender *const *children, size_t n);
 #else
 #define ex_when_all_with_variant(...) exi_cxx_when_all_with_variant({ __VA_ARGS__ })
 #endif
+
+/* A fan-out over a run-time number of children (a cexec extension:
+ * stdexec's when_all is fixed-arity at compile time, and ex_when_all_n
+ * stops at EX_MAX_ARITY values in all).  Takes ownership of the n
+ * children.  Runs them as ex_when_all does: the same stop token for the
+ * children, the first error wins and requests stop on the others, stopped
+ * when a child completed stopped and none failed (or when stop was
+ * requested before start: then no child starts), completion on the agent
+ * of the last child to complete, the same fork-join on a pool.
+ *
+ * Completes with ONE value, an EX_T_TUPLE of n elements in the array's
+ * order; element i is an EX_T_TUPLE of child i's own values (0 to
+ * EX_MAX_ARITY of them), whose index is the value signature they matched
+ * when the child has several (as ex_into_variant tells it), else 0.  So
+ * children may differ in arity, send no value, send tuples themselves or
+ * have several value signatures, and there is no limit on the total.
+ * Summing the answers of n requests (examples/fanout.c):
+ *
+ *     ex_result r = ex_sync_wait(ex_when_all_collect_n(requests, n));
+ *     if (r.disposition == EX_DISP_VALUE) {
+ *         const ex_tuple *all = r.values[0].as.tuple;
+ *         for (size_t i = 0; i < n; i++) *sum += all->v[i].as.tuple->v[0].as.i;
+ *     }
+ *
+ * The tuples live in the operation state and are lent for the call, as
+ * every value is: a receiver that keeps them deep-copies them (ex_result
+ * does).  Values a child sends that hold tuples are deep-copied when it
+ * completes, with the environment's allocator (EX_ENOMEM on failure,
+ * which then counts as the child's error); nothing else allocates while
+ * it runs.  The operation state grows with n, laid out when the sender is
+ * built (about 90 bytes a child, plus 24 for each value it may send, plus
+ * its own operation): ex_sync_wait and ex_connect_alloc allocate it.
+ *
+ * Signatures: set_value(tuple), unless a child never sends a value;
+ * set_error when a child may fail, may send a tuple or has signatures known
+ * only at run time; set_stopped.  n == 0 is a fan-out over nothing: the
+ * value is an empty tuple (children may then be NULL).  A NULL array with
+ * n > 0, a NULL or invalid child, or n >= UINT32_MAX give an invalid sender
+ * (EX_EINVAL, or the child's error), every child released; a message names
+ * the child by its index: "ex_when_all_collect: child 3 is a NULL input
+ * sender". */
+ex_sender *ex_when_all_collect_n(ex_sender *const *children, size_t n);
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,7 @@ typedef struct exi_when_all_sender {
     size_t n;
     size_t hops;           /* children that start by queueing an item (starts_on) */
     size_t values_off;     /* in the operation: the value arrays ... */
+    size_t collect_off;    /* ... a collect's result (0 in a when_all's) ... */
     size_t ops_off;        /* ... then the children's operations (aligned each) */
     ex_sender *children[];
 } exi_when_all_sender;

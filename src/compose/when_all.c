@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* when_all.c - [exec.when.all].
+/* when_all.c - [exec.when.all], and ex_when_all_collect_n (a cexec
+ * extension: a fan-out over a run-time number of children).
  *
  * One block: the header, one slot per child (its values, borrowed tuple
- * storage, its receiver identity), then the children's operations.  Who
- * completes, and with what, is exi_join's rule (shared with the task fork). */
+ * storage, its receiver identity), a collect's result, then the children's
+ * operations.  Who completes, and with what, is exi_join's rule (shared
+ * with the task fork); the two differ only in what the values become. */
 #include <string.h>
 
 #include <stdalign.h>
@@ -28,6 +30,8 @@ typedef struct wa_slot {
     uint8_t cap;          /* values this child may send (EX_MAX_ARITY if dynamic) */
     uint8_t n;            /* values it sent */
     bool hop;             /* the child is a starts_on (exi_on.h) */
+    uint8_t index;        /* collect: the value signature its values matched */
+    uint32_t variant;     /* collect: 1 + its copy in the op's variants (several value signatures), else 0 */
     ex_value *v;          /* cap values, inside the block */
     void *nested;         /* tuple contents, from the env's allocator */
     size_t nested_size;
@@ -44,6 +48,7 @@ typedef struct when_all_op {
     const ex_allocator *alloc;
     size_t size;               /* of the whole block (the sender's op_size) */
     size_t hops;               /* children that queue an item when started */
+    ex_value *collected;       /* collect: the result's n elements, their n tuples, then variants_of; NULL: a when_all */
     wa_slot slots[];
 } when_all_op;
 
@@ -74,8 +79,8 @@ static void arrive(when_all_op *o);
 static __attribute__((noinline, cold)) const char *sent_too_many(const when_all_op *o) {
     size_t total = 0;
     for (size_t i = 0; i < o->n; i++) total += o->slots[i].n;
-    const char *t = exi_error_text("ex_when_all: the children sent %zu values in all; at most EX_MAX_ARITY (%d) fit",
-                                   total, EX_MAX_ARITY);
+    const char *t = exi_error_text("ex_when_all: the children sent %zu values in all; at most EX_MAX_ARITY (%d) fit "
+                                   "(ex_when_all_collect_n takes any number)", total, EX_MAX_ARITY);
     return t ? t : "ex_when_all: the children sent more than EX_MAX_ARITY values";
 }
 
@@ -89,8 +94,8 @@ static __attribute__((noinline, cold)) const char *child_sent_too_many(const whe
     return t ? t : "ex_when_all: a child sent more values than its signature allows";
 }
 
-static __attribute__((noinline, cold)) const char *null_child(size_t i) {
-    const char *t = exi_error_text("ex_when_all: child %zu is a NULL input sender", i);
+static __attribute__((noinline, cold)) const char *null_child(const char *who, size_t i) {
+    const char *t = exi_error_text("%s: child %zu is a NULL input sender", who, i);
     return t ? t : "ex_when_all: NULL input sender";
 }
 
@@ -114,7 +119,8 @@ static __attribute__((noinline, cold)) const char *too_many_values(ex_sender *co
             total += c->sigs.values[0].arity;
     }
     const char *t = exi_error_text("ex_when_all: the children send %zu values in all; at most EX_MAX_ARITY (%d) fit "
-                                   "(child %zu takes the count from %u to %u)", total, EX_MAX_ARITY, i, before,
+                                   "(child %zu takes the count from %u to %u; ex_when_all_collect_n takes any number)",
+                                   total, EX_MAX_ARITY, i, before,
                                    before + (unsigned)children[i]->sigs.values[0].arity);
     return t ? t : "ex_when_all: the children's values add up to more than EX_MAX_ARITY";
 }
@@ -125,6 +131,26 @@ static void request_stop_cb(ex_stop_callback *cb) {
     if (exi_join_forward_stop(&o->join)) arrive(o);
 }
 
+/* A collect's value: one tuple whose element i is a tuple of child i's
+ * values, each pointing at the child's slot (they stay put until the
+ * operation is destroyed, which the receiver may not do before this call
+ * returns). */
+static void complete_collected(when_all_op *o) {
+    size_t n = o->n;
+    ex_value *elems = o->collected;
+    ex_tuple *tuples = (ex_tuple *)(void *)(elems + n);
+    for (size_t i = 0; i < n; i++) {
+        const wa_slot *s = &o->slots[i];
+        tuples[i].index = s->index;
+        tuples[i].n = s->n;
+        tuples[i].v = s->v;
+        elems[i] = ex_tuple_value(&tuples[i]);
+    }
+    ex_tuple all = { 0, (uint32_t)n, elems };
+    ex_value v = ex_tuple_value(&all);
+    ex_set_value(o->r, &v, 1);
+}
+
 static void complete(when_all_op *o) {
     ex_stop_callback_deregister(&o->on_stop);
     uint32_t d = exi_load_acq_u32(&o->join.disposition);
@@ -132,6 +158,8 @@ static void complete(when_all_op *o) {
         ex_set_error(o->r, o->join.err);
     } else if (d == EXI_JOIN_STOPPED) {
         ex_set_stopped(o->r);
+    } else if (o->collected) {
+        complete_collected(o);
     } else {
         /* The slots' arrays follow each other in the block, each as long
          * as its child may send: the values close up in place, towards
@@ -159,6 +187,23 @@ static void arrive(when_all_op *o) {
 
 static void fail(when_all_op *o, ex_error e) { exi_join_fail(&o->join, e, NULL, NULL); }
 
+/* Whether a collect keeps a copy of a child's signatures, to tell which
+ * one its values matched (the tuple's index). */
+static inline bool has_variants(const ex_sigs *cs) { return cs->nvalues > 1; }
+
+/* Where a collect's copies of signatures go: after its n elements and n
+ * tuples. */
+static ex_sigs *variants_of(ex_value *collected, size_t n) {
+    return (ex_sigs *)(void *)((ex_tuple *)(void *)(collected + n) + n);
+}
+
+/* Which of a child's value signatures (v, n) matches, as into_variant
+ * tells it (0 if none does). */
+static uint8_t matched_signature(const ex_sigs *cs, const ex_value *v, size_t n) {
+    int i = ex_sigs_find(cs, v, n);
+    return i < 0 ? 0 : (uint8_t)i;
+}
+
 static void wa_set_value(void *self, const ex_value *v, size_t n) {
     wa_slot *s = self;
     when_all_op *o = s->op;
@@ -167,8 +212,12 @@ static void wa_set_value(void *self, const ex_value *v, size_t n) {
             fail(o, ex_err(EX_EINVAL, child_sent_too_many(o, s, v, n)));
         } else {
             ex_error e = exi_values_copy(s->v, v, n, o->alloc, &s->nested, &s->nested_size);
-            if (e.code) fail(o, e);
-            else s->n = (uint8_t)n;
+            if (e.code) {
+                fail(o, e);
+            } else {
+                s->n = (uint8_t)n;
+                if (s->variant) s->index = matched_signature(&variants_of(o->collected, o->n)[s->variant - 1], v, n);
+            }
         }
     }
     arrive(o);
@@ -220,6 +269,10 @@ static void wa_start(ex_operation *op) {
     wa_slot *slots = o->slots;
     uintptr_t lo = (uintptr_t)o, hi = lo + o->size;
     size_t hops = o->hops;
+    if (__builtin_expect(n == 0, 0)) {  /* a collect of no children: nothing to wait for */
+        complete(o);
+        return;
+    }
     ex_work *held = NULL;  /* while set, the operation cannot complete */
     for (size_t i = 0; i < n; i++) {
         if (!held && slots[i].hop) held = exi_starts_on_start_lazy(slots[i].child);  /* (started, if not held) */
@@ -257,8 +310,15 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->alloc = ex_get_allocator(env);
     o->token = ex_get_stop_token(env);
     exi_env_pair_init_token_alloc(&o->child_env, ex_stop_source_token(&o->join.stop), o->alloc, ex_env_forward(env));
-    /* The layout ex_when_all_n made: value arrays, then the children's
-     * operations at their alignments. */
+    ex_sigs *variants = NULL;
+    uint32_t nvariants = 0;
+    o->collected = NULL;
+    if (ws->collect_off) {
+        o->collected = (ex_value *)(void *)((char *)storage + ws->collect_off);
+        variants = variants_of(o->collected, ws->n);
+    }
+    /* The layout lay_out made: value arrays, a collect's result, then the
+     * children's operations at their alignments. */
     const wa_child *layout = child_layout(ws);
     for (size_t i = 0; i < ws->n; i++) {
         const wa_child *lc = &layout[i];
@@ -267,6 +327,12 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
         sl->cap = lc->cap;
         sl->hop = lc->hop;
         sl->n = 0;
+        sl->index = 0;
+        sl->variant = 0;
+        if (variants && has_variants(&ws->children[i]->sigs)) {
+            variants[nvariants++] = ws->children[i]->sigs;
+            sl->variant = nvariants;
+        }
         sl->v = (ex_value *)(void *)((char *)storage + lc->v_off);
         sl->nested = NULL;
         sl->child = (ex_operation *)(void *)((char *)storage + lc->op_off);
@@ -286,6 +352,64 @@ static void wa_destroy(ex_sender *s) {
 }
 
 const ex_sender_vtable exi_when_all_vt = { "ex_when_all", wa_connect, NULL, wa_destroy };
+/* Its own vtable: the task layer runs an awaited ex_when_all as a fork
+ * (exi_is_when_all), which completes with the values concatenated. */
+static const ex_sender_vtable when_all_collect_vt = { "ex_when_all_collect", wa_connect, NULL, wa_destroy };
+
+/* a * b, saturating at SIZE_MAX as ex_size_add does. */
+static inline size_t size_mul(size_t a, size_t b) {
+    size_t p;
+    return __builtin_mul_overflow(a, b, &p) ? SIZE_MAX : p;
+}
+
+/* More children than a when_all can count (its join and a collect's
+ * tuple count in 32 bits) or than its sender can list. */
+static inline bool too_many_children(size_t n) {
+    return n >= UINT32_MAX || n > (SIZE_MAX - sizeof(when_all_sender)) / (sizeof(ex_sender *) + sizeof(wa_child));
+}
+
+/* Allocates the sender of n children (not too_many_children) and lays
+ * out its operation: the header and a slot per child, the children's
+ * value arrays (`nvalues` in all; with `collect`, each as long as the
+ * longest of the child's value signatures), `extra` bytes (a collect's
+ * result), then the children's operations at their alignments.  Takes
+ * the children; sizes saturate, so an absurd layout stays absurd and
+ * connect refuses it.  NULL when out of memory (the children not taken). */
+static inline __attribute__((always_inline)) when_all_sender *lay_out(const ex_sender_vtable *vt, ex_sender *const *children,
+                                                                       size_t n, size_t nvalues, size_t extra, bool collect) {
+    ex_sender *s = exi_sender_alloc_bare(vt, sizeof(when_all_sender) + n * (sizeof(ex_sender *) + sizeof(wa_child)));
+    if (!s) return NULL;
+    when_all_sender *ws = (when_all_sender *)s;
+    ws->n = n;
+    wa_child *layout = (wa_child *)(void *)(ws->children + n);
+    size_t off = ex_align_up(ex_size_add(sizeof(when_all_op), size_mul(n, sizeof(wa_slot))), alignof(ex_value));
+    ws->values_off = off;
+    size_t v_off = off;
+    off = ex_size_add(off, size_mul(nvalues, sizeof(ex_value)));
+    ws->collect_off = collect ? off : 0;
+    off = ex_size_add(off, extra);
+    ws->ops_off = off;
+    size_t align = alignof(when_all_op);
+    size_t hops = 0;
+    for (size_t i = 0; i < n; i++) {
+        ex_sender *c = children[i];
+        wa_child *lc = &layout[i];
+        ws->children[i] = c;
+        lc->cap = collect ? exi_sigs_max_arity(&c->sigs) : exi_value_cap(&c->sigs);
+        lc->hop = exi_is_starts_on(c);
+        lc->v_off = v_off;
+        v_off = ex_size_add(v_off, (size_t)lc->cap * sizeof(ex_value));
+        hops += lc->hop;
+        off = ex_align_up(off, c->op_align);
+        lc->op_off = off;
+        off = ex_size_add(off, c->op_size);
+        align = ex_max_size(align, c->op_align);
+    }
+    ws->hops = hops;
+    s->op_size = off;
+    s->op_align = align;
+    return ws;
+}
 
 ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     if (!children || n == 0) return ex_invalid_sender(EX_EINVAL, "ex_when_all: needs at least one sender");
@@ -304,7 +428,7 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
             /* (ex_check_input only here: its result, returned through memory,
              * stalled every when_all on store forwarding) */
             ex_error e = ex_check_input(children[i], "ex_when_all: NULL input sender");
-            return ex_reject(e.code, children[i] ? e.msg : null_child(i), n, children);
+            return ex_reject(e.code, children[i] ? e.msg : null_child("ex_when_all", i), n, children);
         }
         const ex_sigs *cs = &children[i]->sigs;
         if (children[i]->depth > depth) depth = children[i]->depth;
@@ -328,44 +452,53 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     }
     bool one_sig = can_value && !dynamic;
     if (can_value && dynamic) flags |= EX_SIGS_DYNAMIC;
+    if (too_many_children(n)) return ex_reject(EX_EINVAL, "ex_when_all: too many children", n, children);
 
-    if (n > (SIZE_MAX - sizeof(when_all_sender)) / (sizeof(ex_sender *) + sizeof(wa_child)))
-        return ex_reject(EX_EINVAL, "ex_when_all: too many children", n, children);
-    ex_sender *s = exi_sender_alloc_bare(&exi_when_all_vt, sizeof(when_all_sender) + n * (sizeof(ex_sender *) + sizeof(wa_child)));
-    if (!s) return ex_reject(EX_ENOMEM, NULL, n, children);
-    when_all_sender *ws = (when_all_sender *)s;
-    ws->n = n;
-    wa_child *layout = (wa_child *)(void *)(ws->children + n);
-    size_t off = ex_align_up(sizeof(when_all_op) + n * sizeof(wa_slot), alignof(ex_value));
-    ws->values_off = off;
-    size_t v_off = off;
-    off += nvalues * sizeof(ex_value);
-    ws->ops_off = off;
-    size_t align = alignof(when_all_op);
-    size_t hops = 0;
-    for (size_t i = 0; i < n; i++) {
-        ex_sender *c = children[i];
-        wa_child *lc = &layout[i];
-        ws->children[i] = c;
-        lc->cap = exi_value_cap(&c->sigs);
-        lc->hop = exi_is_starts_on(c);
-        lc->v_off = v_off;
-        v_off += lc->cap * sizeof(ex_value);
-        hops += lc->hop;
-        off = ex_align_up(off, c->op_align);
-        lc->op_off = off;
-        off = ex_size_add(off, c->op_size);
-        align = ex_max_size(align, c->op_align);
-    }
-    ws->hops = hops;
-    s->op_size = off;
-    s->op_align = align;
+    when_all_sender *ws = lay_out(&exi_when_all_vt, children, n, nvalues, 0, false);
+    if (!ws) return ex_reject(EX_ENOMEM, NULL, n, children);
+    ex_sender *s = &ws->base;
     s->depth = depth + 1;
     /* Only the used part (at most one value signature): copying a whole
      * ex_sigs built aside stalls on store forwarding. */
     s->sigs.flags = flags;
     s->sigs.nvalues = one_sig ? 1 : 0;
     if (one_sig) s->sigs.values[0] = out;
+    return s;
+}
+
+ex_sender *ex_when_all_collect_n(ex_sender *const *children, size_t n) {
+    static const char who[] = "ex_when_all_collect";
+    if (!children && n) return ex_invalid_sender(EX_EINVAL, "ex_when_all_collect: NULL array of children");
+    if (too_many_children(n)) return ex_reject(EX_EINVAL, "ex_when_all_collect: too many children", n, children);
+    uint8_t flags = EX_SIGS_STOPPED;
+    bool can_value = true;   /* a child that never sends a value rules one out */
+    uint32_t depth = 0;
+    size_t nvalues = 0, nvariants = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ex_sender *c = children[i];
+        if (!c || c->status.code != EX_OK || c->depth >= EX_SENDER_MAX_DEPTH) {
+            ex_error e = ex_check_input(c, "ex_when_all_collect: NULL input sender");
+            return ex_reject(e.code, c ? e.msg : null_child(who, i), n, children);
+        }
+        const ex_sigs *cs = &c->sigs;
+        if (c->depth > depth) depth = c->depth;
+        flags |= (uint8_t)(cs->flags & EX_SIGS_ERROR);
+        if (exi_sigs_keeping_may_fail(cs)) flags |= EX_SIGS_ERROR;  /* tuples to copy, or arities checked at run time */
+        if (cs->nvalues == 0 && !(cs->flags & EX_SIGS_DYNAMIC)) can_value = false;
+        nvalues = ex_size_add(nvalues, exi_sigs_max_arity(cs));
+        nvariants += has_variants(cs);
+    }
+    /* Per child an element and its tuple; per child of several value
+     * signatures a copy of them. */
+    size_t extra = ex_size_add(size_mul(n, sizeof(ex_value) + sizeof(ex_tuple)), size_mul(nvariants, sizeof(ex_sigs)));
+    when_all_sender *ws = lay_out(&when_all_collect_vt, children, n, nvalues, extra, true);
+    if (!ws) return ex_reject(EX_ENOMEM, NULL, n, children);
+    ex_sender *s = &ws->base;
+    s->depth = depth + 1;
+    static const ex_sig one_tuple = { 1, { EX_T_TUPLE } };
+    s->sigs.flags = flags;
+    s->sigs.nvalues = can_value ? 1 : 0;
+    if (can_value) s->sigs.values[0] = one_tuple;
     return s;
 }
 
