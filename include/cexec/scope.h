@@ -166,9 +166,10 @@ ex_sender *ex_associate(ex_sender *s, ex_scope_token t);
  *     a token of its own, linked to both (as C++'s stop_when under
  *     write_env): stop requested on env's token or by the scope's
  *     request_stop reaches the work, on the requesting thread.
- *   - The rest of env is the work's environment as it is.  env's nodes
- *     (and the allocator) must stay valid until the work completed (the
- *     scope's join completing tells); env is not copied.
+ *   - The rest of env is the work's environment as it is.  env's nodes,
+ *     the allocator and the source of env's stop token must stay valid
+ *     until the work completed (the scope's join completing tells); env
+ *     is not copied.
  *
  * An error of the work goes to the scope (its join).  Errors (s is not
  * started, nothing is left associated or allocated): EX_ESHUTDOWN when the
@@ -201,7 +202,8 @@ ex_error ex_spawn_env(ex_sender *s, ex_scope_token t, ex_env env);
  *   - Stop token: s sees the future's own token, stopped by the future's
  *     consumer as said above, by a stop request on env's token, and (a
  *     counting scope) by the scope's request_stop.
- *   - env's nodes must stay valid until s completed. */
+ *   - env's nodes and the source of its stop token must stay valid until
+ *     s completed. */
 ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t);
 ex_sender *ex_spawn_future_env(ex_sender *s, ex_scope_token t, ex_env env);
 
