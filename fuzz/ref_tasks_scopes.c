@@ -113,9 +113,10 @@ void r_eval_task(rstate *st, unsigned i, const g_node *nd, rctx cx, r_set *out) 
  * first error of spawned work (any of those that may fail: which one is
  * first is timing), else the node reports the first spawn that failed,
  * else value(number of children).  Spawned work sees the spawn
- * environment (the node's receiver's with SC_ENV, else none) plus, for a
- * counting scope, the scope's stop token; nothing observes the node's own
- * stop token. */
+ * environment (the node's receiver's with SC_ENV, else none); a counting
+ * scope's work sees the scope's stop token, or, when the environment has
+ * a token, a token of the spawn's linked to both (ex_spawn_env).  Only
+ * the spawned work observes the node's own stop token (with SC_ENV). */
 void r_eval_scope(rstate *st, const g_node *nd, rctx cx, r_set *out) {
     bool counting = nd->op & SC_COUNTING, env = nd->op & SC_ENV;
     unsigned stop_mode = counting ? (nd->op >> SC_STOP_SHIFT) & 3 : 0;
@@ -129,9 +130,19 @@ void r_eval_scope(rstate *st, const g_node *nd, rctx cx, r_set *out) {
         sc.top_linked = false;
     }
     if (counting) {
+        r_stop scope_stop = stop_mode == SC_STOP_BEFORE ? RS_ALWAYS : stop_mode == SC_STOP_AFTER ? RS_RACE : RS_NEVER;
+        if (sc.tok != TOK_NEVER) {
+            /* Linked to env's token (a top request reaches it at once, as
+             * it reaches env's) and to the scope's. */
+            r_stop outer = (r_stop)sc.stop;
+            sc.stop = outer == RS_ALWAYS || scope_stop == RS_ALWAYS ? RS_ALWAYS
+                      : outer == RS_RACE || scope_stop == RS_RACE   ? RS_RACE
+                                                                     : RS_NEVER;
+        } else {
+            sc.top_linked = false;
+            sc.stop = scope_stop;
+        }
         sc.tok = TOK_OTHER;
-        sc.top_linked = false;
-        sc.stop = stop_mode == SC_STOP_BEFORE ? RS_ALWAYS : stop_mode == SC_STOP_AFTER ? RS_RACE : RS_NEVER;
     }
     r_set c[3];
     bool spawned[3];

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* cexec/scope.h - counting scopes: structured launching of work whose
  * completion nobody awaits directly (the C++26 simple_counting_scope and
- * counting_scope, with spawn and spawn_future).
+ * counting_scope, with associate, spawn and spawn_future: P3149,
+ * [exec.scope], [exec.associate], [exec.spawn], [exec.spawn.future]).
  *
  * A scope counts the operations associated with it.  ex_spawn connects a
  * sender into storage from its environment's allocator, starts it, and
- * keeps the scope from being joined until it completes.  The join sender
- * completes once no association is left.  A counting scope can also request
- * stop on everything spawned into it.
+ * keeps the scope from being joined until it completes; ex_associate
+ * makes a sender whose operations keep it from being joined until they
+ * are destroyed.  The join sender completes once no association is left.
+ * A counting scope can also request stop on everything spawned into it.
  *
  * C has no compile-time check that a spawned sender cannot fail, so an
  * error of spawned work is not lost: the scope keeps the first one and its
@@ -39,7 +41,9 @@ typedef struct ex_scope_impl {
 typedef struct ex_simple_counting_scope { ex_scope_impl impl; } ex_simple_counting_scope;
 typedef struct ex_counting_scope { ex_scope_impl impl; } ex_counting_scope;
 
-/* A token: what spawn needs.  Copy freely while the scope lives. */
+/* A token: what spawn and associate need (C++'s scope_token:
+ * try_associate, disassociate and wrap below).  Copy freely while the
+ * scope lives. */
 typedef struct ex_scope_token { ex_scope_impl *scope; } ex_scope_token;
 
 /* Initialise an open scope with no association.  EX_EAGAIN if a mutex
@@ -104,26 +108,104 @@ ex_error ex_counting_scope_destroy(ex_counting_scope *s);
 bool ex_scope_token_try_associate(ex_scope_token t);
 void ex_scope_token_disassociate(ex_scope_token t);
 
-/* Starts s (taking ownership) as work of the scope.  Its operation comes
- * from env's allocator (ex_spawn: the default allocator) and is freed when
- * it completes; its environment is env plus, for a counting scope, the
- * scope's stop token.  Errors (s is not started): EX_ESHUTDOWN when the
- * scope is closed, EX_ENOMEM, EX_EINVAL (NULL or invalid s, connect
- * failure). */
+/* token.wrap(s) ([exec.scope.concepts]): what associate, spawn and
+ * spawn_future run in place of s.  For a counting scope s run with a stop
+ * token that the scope's request_stop stops as well as its receiver's
+ * (ex_link_stop_token(s, the scope's token): its signatures and
+ * allocation are that adaptor's); for a simple scope s itself.  Takes s;
+ * a NULL token gives an EX_EINVAL invalid sender. */
+ex_sender *ex_scope_token_wrap(ex_scope_token t, ex_sender *s);
+
+/* associate(s, t) ([exec.associate], P3149): s, run as work of the scope.
+ * Takes s.  The association is taken here, when the sender is built:
+ *   - The scope is open: the sender owns an association, so the scope's
+ *     join waits until the sender is released or an operation took the
+ *     association over.  The first ex_connect takes it over (C++ connects
+ *     an associate sender by moving it); each later connect (a sender is
+ *     multi-shot: C++ connects a copy) tries a new association, and
+ *     without one (the scope is closed by then) its operation completes
+ *     set_stopped in start, s never connected.  An operation that holds an
+ *     association ends it when it is destroyed (ex_operation_destroy,
+ *     after s's operation): completing is not enough, and an operation
+ *     destroyed without being started ends it too.  A failed connect
+ *     leaves the sender as it was.
+ *   - The scope is closed (or joined): s is released at once, and every
+ *     operation completes set_stopped in start.
+ * What runs is ex_scope_token_wrap(t, s) (a counting scope's
+ * request_stop stops it), connected straight to the receiver: its
+ * completions and the receiver's environment pass unchanged, on the
+ * thread where they happen.  Signatures: the wrapped sender's plus
+ * set_stopped, whether or not the association was made.  Errors go to the
+ * receiver (the scope does not keep them, unlike spawned work's).
+ *
+ * Releasing the sender or destroying an operation may end the last
+ * association and complete a waiting join (on its receiver's scheduler).
+ * So a join cannot complete while an associate operation is alive: a join
+ * run in the same when_all as an associate sender, or awaited by the
+ * operation's owner before destroying it, waits for ever (as in C++).
+ *
+ * Errors (invalid senders, nothing associated): EX_EINVAL for a NULL s or
+ * token, s's own error for an invalid s, EX_ETOODEEP, EX_ENOMEM. */
+ex_sender *ex_associate(ex_sender *s, ex_scope_token t);
+
+/* Starts s (taking ownership) as work of the scope ([exec.spawn]):
+ * ex_spawn(s, t) is ex_spawn_env(s, t, ex_env_empty()).
+ *
+ * The environment given overrides the sender's:
+ *   - Allocator: one block holds the spawn's state and s's operation (and,
+ *     when the stop tokens must be linked, the linked source), and comes
+ *     from the allocator env answers get_allocator with; else from the one
+ *     s's attributes answer it with (ex_sender_attrs), which the work's
+ *     environment then answers too; else ex_get_allocator(env) (env's
+ *     scheduler's default, else the process default).  The block goes
+ *     back to that allocator when s completes, before the association
+ *     ends.  Nothing else is allocated (what s allocates while it runs
+ *     comes from the allocator its environment answers).
+ *   - Stop token: a simple scope's work sees env's token.  A counting
+ *     scope's sees the scope's token when env has none (or the same); else
+ *     a token of its own, linked to both (as C++'s stop_when under
+ *     write_env): stop requested on env's token or by the scope's
+ *     request_stop reaches the work, on the requesting thread.
+ *   - The rest of env is the work's environment as it is.  env's nodes,
+ *     the allocator and the source of env's stop token must stay valid
+ *     until the work completed (the scope's join completing tells); env
+ *     is not copied.
+ *
+ * An error of the work goes to the scope (its join).  Errors (s is not
+ * started, nothing is left associated or allocated): EX_ESHUTDOWN when the
+ * scope is closed, EX_ENOMEM, EX_EINVAL (NULL or invalid s, NULL token,
+ * connect failure). */
 ex_error ex_spawn(ex_sender *s, ex_scope_token t);
 ex_error ex_spawn_env(ex_sender *s, ex_scope_token t, ex_env env);
 
 /* Starts s (taking ownership) now, as work of the scope, and returns a
- * sender of its result: connecting and starting that sender waits for the
- * result (or completes at once with it).  The future may be connected
- * once; it completes on the agent where s completed, or inline.  A stop
- * request on the future's receiver, releasing the future without ever
- * connecting it, or destroying its connected operation without starting
- * it, requests stop on s (nobody will read the result).  If s cannot be started, the returned
- * sender is an invalid sender carrying the error (EX_ESHUTDOWN, EX_ENOMEM, EX_EINVAL; see
- * ex_sender_status): run on its own it completes with that error, and adaptors built on it
- * are invalid too. */
+ * sender of its result ([exec.spawn.future]): connecting and starting that
+ * sender waits for the result (or completes at once with it).  The future
+ * may be connected once; it completes on the agent where s completed, or
+ * inline.  A stop request on the future's receiver, releasing the future
+ * without ever connecting it, or destroying its connected operation
+ * without starting it, requests stop on s (nobody will read the result).
+ * If s cannot be started, the returned sender is an invalid sender
+ * carrying the error (EX_ESHUTDOWN, EX_ENOMEM, EX_EINVAL; see
+ * ex_sender_status): run on its own it completes with that error, and
+ * adaptors built on it are invalid too.  ex_spawn_future(s, t) is
+ * ex_spawn_future_env(s, t, ex_env_empty()).
+ *
+ * The environment given overrides the sender's, as for ex_spawn_env:
+ *   - Allocator (chosen the same way): one block holds the shared state
+ *     and s's operation; the result's values that need storage (tuples)
+ *     are copied into blocks of it too.  The block goes back to it when the
+ *     later of s's completion and the future's end (its release, or its
+ *     operation's destroy) happens: the allocator must outlive both.  The
+ *     future sender itself comes from the default allocator, as every
+ *     sender does.
+ *   - Stop token: s sees the future's own token, stopped by the future's
+ *     consumer as said above, by a stop request on env's token, and (a
+ *     counting scope) by the scope's request_stop.
+ *   - env's nodes and the source of its stop token must stay valid until
+ *     s completed. */
 ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t);
+ex_sender *ex_spawn_future_env(ex_sender *s, ex_scope_token t, ex_env env);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #include "base/exi_macros.h"
 #include "core/exi_error.h"
 #include "core/exi_sender.h"
+#include "core/exi_stop.h"
 #include "core/exi_value.h"
 
 enum { JOINING = 1, CLOSED = 2, ONE = 4 };
@@ -287,40 +288,163 @@ static void record_error(ex_scope_impl *s, ex_error e) {
     else exi_error_drop(e);
 }
 
+/* ---------------------------------------------------------------- tokens */
+
+/* [exec.scope.counting] token.wrap: a counting scope's stop reaches what
+ * is wrapped (stop_when with the scope's token, ex_link_stop_token here);
+ * a simple scope's wrap is the sender itself. */
+ex_sender *ex_scope_token_wrap(ex_scope_token t, ex_sender *s) {
+    if (!t.scope) return exi_reject1(EX_EINVAL, "ex_scope_token_wrap: NULL scope token", s);
+    if (!t.scope->stoppable) return s;
+    return ex_link_stop_token(s, ex_stop_source_token(&t.scope->stop));
+}
+
+/* ------------------------------------------------------ spawn environment */
+
+/* The allocator of a spawn's block ([exec.spawn], [exec.spawn.future]):
+ * the one env answers get_allocator with; else the one the sender's
+ * attributes name, which the work's environment then answers too (C++'s
+ * JOIN-ENV(prop(get_allocator, alloc), env)); else ex_get_allocator(env)
+ * (env's scheduler's default, else the process default). */
+typedef struct spawn_alloc {
+    const ex_allocator *a;
+    bool tell;   /* the work's environment must answer get_allocator with a */
+} spawn_alloc;
+
+static bool answers_allocator(ex_env e, const ex_allocator **out) {
+    ex_value v;
+    if (!ex_env_query(e, &ex_key_get_allocator, &v) || v.type != EX_T_ALLOC || !v.as.alloc) return false;
+    *out = v.as.alloc;
+    return true;
+}
+
+static spawn_alloc spawn_allocator(const ex_sender *s, ex_env env) {
+    spawn_alloc al = { NULL, false };
+    if (answers_allocator(env, &al.a)) return al;
+    if (answers_allocator(ex_sender_attrs(s), &al.a)) {
+        al.tell = true;
+        return al;
+    }
+    al.a = ex_get_allocator(env);
+    return al;
+}
+
+/* The environment spawned work sees: env, with get_stop_token answering
+ * `token` when set_token, and get_allocator answering al.a when told. */
+static ex_env work_env(ex_env_pair *pair, ex_env env, bool set_token, ex_stop_token token, spawn_alloc al) {
+    ex_value tv = ex_token_value(token), av = ex_alloc_value(al.a);
+    if (set_token && al.tell) ex_env_pair_init2(pair, &ex_key_get_stop_token, tv, &ex_key_get_allocator, av, env);
+    else if (set_token) ex_env_pair_init(pair, &ex_key_get_stop_token, tv, env);
+    else if (al.tell) ex_env_pair_init(pair, &ex_key_get_allocator, av, env);
+    else return env;
+    return ex_env_of_pair(pair);
+}
+
 /* ----------------------------------------------------------------- spawn */
 
+/* Work spawned into a counting scope with a stop token in env sees a
+ * token of its own, linked to both (token.wrap's stop_when under
+ * write_env(env) in C++).  A parent's request runs the work's callbacks,
+ * and the work may complete inside one: finishing there would free the
+ * linked source while that request still walks it.  So a request holds
+ * the block across itself (a count of the work plus the requests in
+ * flight, as link_stop.c), and the last to leave finishes. */
+typedef struct spawn_link {
+    ex_linked_stop_source link;   /* parents: env's token, the scope's */
+    uint32_t holds;               /* 1 until the work completes, + requests in flight */
+    struct spawn_block *b;
+} spawn_link;
+
+/* One block from the spawn's allocator: this header, the work's
+ * operation, then (when linked) the spawn_link. */
 typedef struct spawn_block {
     ex_scope_impl *scope;
     const ex_allocator *alloc;
     size_t size, align;
-    ex_env env;
-    ex_env_pair stop_env;   /* counting scope: its stop token joined to env */
+    ex_env env;             /* what the work sees */
+    ex_env_pair env_pair;   /* its node, when it adds keys to the caller's env */
+    spawn_link *link;       /* NULL: the work sees env's token or the scope's as they are */
     ex_operation *op;
 } spawn_block;
 
 static void spawn_finish(spawn_block *b) {
     ex_scope_token t = { b->scope };
+    /* No parent's request touches the block once this returns (one running
+     * on another thread is waited for; it finds no hold to take). */
+    if (b->link) ex_linked_stop_source_destroy(&b->link->link);
     ex_operation_destroy(b->op);
     ex_deallocate(b->alloc, b, b->size, b->align);
     ex_scope_token_disassociate(t);  /* last: it may let the scope be joined and destroyed */
 }
 
-static void sp_set_value(void *self, const ex_value *v, size_t n) { (void)v, (void)n; spawn_finish(self); }
+static void spawn_leave(spawn_link *l) {
+    if (exi_faa_u32(&l->holds, (uint32_t)-1) == 1) spawn_finish(l->b);
+}
+
+/* The work completed: finish now unless a parent's request holds the
+ * block (then the last request to leave finishes). */
+static void spawn_completed(spawn_block *b) {
+    spawn_link *l = b->link;
+    uint32_t alone = 1;
+    if (!l || exi_cas_u32(&l->holds, &alone, 0)) spawn_finish(b);
+    else spawn_leave(l);
+}
+
+/* A parent's request reached the linked source. */
+static void spawn_parent_stopped(ex_linked_stop_source *ls) {
+    spawn_link *l = EXI_CONTAINER_OF(ls, spawn_link, link);
+    /* Held, unless the work completed: its finish is unlinking the parents
+     * and waits for this callback to return. */
+    uint32_t c = exi_load_acq_u32(&l->holds);
+    do {
+        if (c == 0) return;
+    } while (!exi_cas_u32(&l->holds, &c, c + 1));
+    (void)ex_stop_source_request_stop(&ls->source);
+    spawn_leave(l);
+}
+
+static void sp_set_value(void *self, const ex_value *v, size_t n) { (void)v, (void)n; spawn_completed(self); }
 static void sp_set_error(void *self, ex_error e) {
     spawn_block *b = self;
     record_error(b->scope, e);
-    spawn_finish(b);
+    spawn_completed(b);
 }
-static void sp_set_stopped(void *self) { spawn_finish(self); }
+static void sp_set_stopped(void *self) { spawn_completed(self); }
 static ex_env sp_env(void *self) { return ((spawn_block *)self)->env; }
 
 static const ex_receiver_vtable spawn_rcvr_vt = { sp_set_value, sp_set_error, sp_set_stopped, sp_env, NULL };
 
-/* The environment spawned work sees. */
-static ex_env spawn_env(ex_scope_impl *scope, ex_env_pair *pair, ex_env env) {
-    if (!scope->stoppable) return env;
-    ex_env_pair_init(pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&scope->stop)), env);
-    return ex_env_of_pair(pair);
+/* Whether the work needs a source linked to env's token and the scope's:
+ * a counting scope, and a token in env that is not the scope's. */
+static bool needs_link(ex_scope_impl *scope, ex_stop_token outer) {
+    return scope->stoppable && ex_stop_token_stop_possible(outer) &&
+           !ex_stop_token_equal(outer, ex_stop_source_token(&scope->stop));
+}
+
+/* The block's layout: header, operation at *op_off, link at *link_off
+ * (when linked); sizes saturate (ex_allocate then fails). */
+static void spawn_layout(const ex_sender *s, bool linked, size_t *op_off, size_t *link_off, size_t *size,
+                         size_t *align) {
+    *op_off = ex_align_up(sizeof(spawn_block), s->op_align);
+    *size = ex_size_add(*op_off, s->op_size);
+    *align = ex_max_size(alignof(spawn_block), s->op_align);
+    *link_off = 0;
+    if (!linked) return;
+    *link_off = ex_align_up(*size, alignof(spawn_link));
+    *size = ex_size_add(*link_off, sizeof(spawn_link));
+    *align = ex_max_size(*align, alignof(spawn_link));
+}
+
+/* Links the block's own source to env's token and the scope's (a parent
+ * already stopped stops it here); returns the token the work sees. */
+static ex_stop_token spawn_link_init(spawn_block *b, size_t link_off, ex_stop_token outer) {
+    spawn_link *l = (spawn_link *)(void *)((char *)b + link_off);
+    l->holds = 1;
+    l->b = b;
+    b->link = l;
+    ex_stop_token parents[2] = { outer, ex_stop_source_token(&b->scope->stop) };
+    (void)exi_linked_stop_source_init_fire(&l->link, parents, 2, spawn_parent_stopped);  /* cannot fail: 2 parents */
+    return ex_linked_stop_source_token(&l->link);
 }
 
 ex_error ex_spawn_env(ex_sender *s, ex_scope_token t, ex_env env) {
@@ -337,26 +461,31 @@ ex_error ex_spawn_env(ex_sender *s, ex_scope_token t, ex_env env) {
         ex_sender_release(s);
         return ex_err(EX_ESHUTDOWN, "ex_spawn: the scope is closed");
     }
-    const ex_allocator *a = ex_get_allocator(env);
-    size_t off = ex_align_up(sizeof(spawn_block), s->op_align);
-    size_t size = ex_size_add(off, s->op_size), align = ex_max_size(alignof(spawn_block), s->op_align);
-    spawn_block *b = ex_allocate(a, size, align);
+    spawn_alloc al = spawn_allocator(s, env);
+    ex_stop_token outer = ex_get_stop_token(env);
+    bool linked = needs_link(t.scope, outer);
+    size_t off, link_off, size, align;
+    spawn_layout(s, linked, &off, &link_off, &size, &align);
+    spawn_block *b = ex_allocate(al.a, size, align);
     if (!b) {
         ex_sender_release(s);
         ex_scope_token_disassociate(t);
         return ex_err(EX_ENOMEM, "ex_spawn: out of memory for the operation");
     }
     b->scope = t.scope;
-    b->alloc = a;
+    b->alloc = al.a;
     b->size = size;
     b->align = align;
-    b->env = spawn_env(t.scope, &b->stop_env, env);
+    b->link = NULL;
+    ex_stop_token token = linked ? spawn_link_init(b, link_off, outer) : ex_stop_source_token(&t.scope->stop);
+    b->env = work_env(&b->env_pair, env, t.scope->stoppable, token, al);
     b->op = (ex_operation *)(void *)((char *)b + off);
     ex_receiver r = { &spawn_rcvr_vt, b };
     e = ex_connect_child(s, r, b->op);
     ex_sender_release(s);
     if (e.code) {
-        ex_deallocate(a, b, size, align);
+        if (b->link) ex_linked_stop_source_destroy(&b->link->link);
+        ex_deallocate(al.a, b, size, align);
         ex_scope_token_disassociate(t);
         return e;
     }
@@ -385,9 +514,11 @@ typedef struct future_state {
     uint32_t refs;
     uint32_t taken;           /* the future was connected */
     void *consumer;           /* NULL, a waiting future_op, or F_DONE */
-    ex_stop_source stop;
+    ex_stop_source stop;          /* the work's token */
     ex_stop_callback scope_stop;  /* counting scope's stop -> ours */
-    ex_env_pair env;
+    ex_stop_callback env_stop;    /* the stop token of the spawn's env -> ours */
+    ex_env_pair env_pair;
+    ex_env env;                   /* what the work sees */
     uint32_t disposition;
     exi_store values;
     ex_error err;
@@ -417,6 +548,7 @@ static void future_notify(future_op *o) {
 
 static void future_done(future_state *st, uint32_t disposition) {
     ex_stop_callback_deregister(&st->scope_stop);
+    ex_stop_callback_deregister(&st->env_stop);
     exi_store_rel_u32(&st->disposition, disposition);
     void *waiting = exi_fas_ptr(&st->consumer, F_DONE);
     if (waiting) future_notify(waiting);
@@ -441,7 +573,7 @@ static void fs_set_error(void *self, ex_error e) {
     future_done(st, F_ERROR);
 }
 static void fs_set_stopped(void *self) { future_done(self, F_STOPPED); }
-static ex_env fs_env(void *self) { return ex_env_of_pair(&((future_state *)self)->env); }
+static ex_env fs_env(void *self) { return ((future_state *)self)->env; }
 
 static const ex_receiver_vtable future_rcvr_vt = { fs_set_value, fs_set_error, fs_set_stopped, fs_env, NULL };
 
@@ -454,7 +586,8 @@ static void stop_future(future_state *st) {
     future_release(st);
 }
 
-static void request_own_stop(ex_stop_callback *cb) { stop_future(EXI_CONTAINER_OF(cb, future_state, scope_stop)); }
+static void scope_stopped(ex_stop_callback *cb) { stop_future(EXI_CONTAINER_OF(cb, future_state, scope_stop)); }
+static void env_stopped(ex_stop_callback *cb) { stop_future(EXI_CONTAINER_OF(cb, future_state, env_stop)); }
 
 static void consumer_stop(ex_stop_callback *cb) { stop_future(EXI_CONTAINER_OF(cb, future_op, on_stop)->st); }
 
@@ -508,7 +641,7 @@ static void future_sender_destroy(ex_sender *s) {
 
 static const ex_sender_vtable future_vt = { "ex_spawn_future", future_connect, NULL, future_sender_destroy };
 
-ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t) {
+ex_sender *ex_spawn_future_env(ex_sender *s, ex_scope_token t, ex_env env) {
     ex_error e = ex_check_input(s, "ex_spawn_future: NULL sender");
     if (e.code) return exi_reject1(e.code, e.msg, s);
     if (!t.scope) return exi_reject1(EX_EINVAL, "ex_spawn_future: NULL scope token", s);
@@ -518,7 +651,8 @@ ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t) {
         ex_sender_release(fs);
         return exi_reject1(EX_ESHUTDOWN, "ex_spawn_future: the scope is closed", s);
     }
-    const ex_allocator *a = ex_default_allocator();
+    spawn_alloc al = spawn_allocator(s, env);
+    const ex_allocator *a = al.a;
     size_t off = ex_align_up(sizeof(future_state), s->op_align);
     size_t size = ex_size_add(off, s->op_size), align = ex_max_size(alignof(future_state), s->op_align);
     future_state *st = ex_allocate(a, size, align);
@@ -531,7 +665,7 @@ ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t) {
     st->taken = 0;
     st->consumer = NULL;
     ex_stop_source_init(&st->stop);
-    ex_env_pair_init(&st->env, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&st->stop)), ex_env_empty());
+    st->env = work_env(&st->env_pair, env, true, ex_stop_source_token(&st->stop), al);
     st->disposition = 0;
     exi_store_init(&st->values);
     st->err = ex_ok();
@@ -541,6 +675,7 @@ ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t) {
     st->align = align;
     st->op = (ex_operation *)(void *)((char *)st + off);
     st->scope_stop.src = NULL;
+    st->env_stop.src = NULL;
     ex_receiver r = { &future_rcvr_vt, st };
     e = ex_connect_child(s, r, st->op);
     ex_sigs sigs = s->sigs;
@@ -558,8 +693,13 @@ ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t) {
     fs->op_size = sizeof(future_op);
     fs->op_align = alignof(future_op);
     fs->depth = depth + 1;
+    /* The work's token follows the scope's (token.wrap) and env's (C++:
+     * stop_when under write_env(env)); one already stopped stops it here. */
     if (t.scope->stoppable)
-        ex_stop_callback_register(&st->scope_stop, ex_stop_source_token(&t.scope->stop), request_own_stop);
+        ex_stop_callback_register(&st->scope_stop, ex_stop_source_token(&t.scope->stop), scope_stopped);
+    ex_stop_callback_register(&st->env_stop, ex_get_stop_token(env), env_stopped);
     ex_start(st->op);
     return fs;
 }
+
+ex_sender *ex_spawn_future(ex_sender *s, ex_scope_token t) { return ex_spawn_future_env(s, t, ex_env_empty()); }

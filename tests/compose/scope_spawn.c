@@ -223,9 +223,10 @@ SIMPLE_SCOPE_TEST(simple_scope_gives_spawned_work_no_stop_token, 0) {
     sc_join_ok(s);
 }
 
-COUNTING_SCOPE_TEST(spawn_env_stop_token_is_replaced_by_the_counting_scopes, 2) {
-    /* The spawned work of a counting scope sees the scope's token, so the
-     * scope's request_stop reaches it even if env carried another token. */
+COUNTING_SCOPE_TEST(spawn_env_stop_token_is_linked_to_the_counting_scopes, 2) {
+    /* The spawned work of a counting scope sees a token linked to the
+     * scope's, so the scope's request_stop reaches it even if env carried
+     * another token (scope_spawn_env.c: env's token reaches it too). */
     ex_stop_source other;
     ex_stop_source_init(&other);
     ex_env_pair env;

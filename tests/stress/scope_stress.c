@@ -2,17 +2,24 @@
 /* scope_stress.c - counting_scope: several threads spawn pool work while
  * the main thread requests stop on the scope, closes it (or, in some
  * rounds, leaves it open) and joins it; another thread spawns futures and
- * consumes them racing their completion.  Every spawn that returned EX_OK
+ * consumes them racing their completion; two more connect the same
+ * associate senders at once.  Half the spawns and futures are given an
+ * environment whose stop token the main thread requests at a random
+ * moment in some rounds (linked to the scope's: the request races the
+ * work completing on the pool).  Every spawn that returned EX_OK
  * completes exactly once, before the join completes; a spawn refused with
  * EX_ESHUTDOWN never runs; the join completes exactly once, with the error
  * of failed work if some work failed; every future completes its consumer
- * exactly once with the work's result; the scope can be destroyed right
- * after the join; nothing leaks. */
+ * exactly once with the work's result; of the two operations connected
+ * from one associate sender (built while the scope was open) the first
+ * to take the association runs, the other runs or completes stopped,
+ * and both finish before the join; the scope can be destroyed right after
+ * the join; nothing leaks. */
 #include <string.h>
 
 #include "stress_util.h"
 
-enum { ROUNDS = 1000, SPAWNERS = 2, PER_SPAWNER = 48, FUTURES = 8 };
+enum { ROUNDS = 800, SPAWNERS = 2, PER_SPAWNER = 48, FUTURES = 8, ASSOCS = 4, ASSOCIATORS = 2 };
 enum { F_IMMEDIATE, F_DELAYED, F_DROP, F_DEFERRED, F_ACTIONS };
 #define NOT_TRIED (-1)
 
@@ -28,6 +35,15 @@ static uint32_t go, ready;     /* start line for the spawning threads */
 static uint32_t spawned;       /* spawns made so far (relaxed: a trigger only) */
 static uint32_t paced;         /* spawners yield after every spawn */
 static uint32_t stopped_works; /* spawned work that completed stopped */
+
+/* The environment half the spawns and futures are given: its stop token
+ * (requested in some rounds) is linked to the scope's.  It outlives the
+ * work: the round joins before it is reinitialised. */
+static ex_stop_source env_stop;
+static ex_env_pair env_pair;
+static uint32_t env_spawns;    /* spawns and futures given env (relaxed) */
+
+static ex_env spawn_env(void) { return ex_env_of_pair(&env_pair); }
 
 typedef struct slot {
     int result;        /* ex_spawn's code, NOT_TRIED */
@@ -67,12 +83,23 @@ static ex_sender *make_work(slot *s) {
     return ex_upon_stopped(w, work_stopped_fn, s, EX_SIG0);
 }
 
+/* make_work after a short timer on the pool: a stop request cancels the
+ * timer and completes the work inside the request, on the requesting
+ * thread (so a spawn must outlive the request that reached it). */
+static ex_sender *make_timed_work(slot *s) {
+    ex_sender *w = ex_then(ex_schedule_after(sch, (int64_t)rnd(50) * 1000), work_fn, s, EX_SIG0, EX_SIG0);
+    return ex_upon_stopped(w, work_stopped_fn, s, EX_SIG0);
+}
+
 static void spawner(void *arg) {
     slot *mine = arg;
     __atomic_fetch_add(&ready, 1, __ATOMIC_RELEASE);
     while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE)) sched_yield();
     for (int i = 0; i < PER_SPAWNER; i++) {
-        ex_error e = ex_spawn(make_work(&mine[i]), ex_counting_scope_token(&scope));
+        bool with_env = i & 1;
+        if (with_env) __atomic_fetch_add(&env_spawns, 1, __ATOMIC_RELAXED);
+        ex_error e = with_env ? ex_spawn_env(make_timed_work(&mine[i]), ex_counting_scope_token(&scope), spawn_env())
+                              : ex_spawn(make_work(&mine[i]), ex_counting_scope_token(&scope));
         __atomic_store_n(&mine[i].result, e.code, __ATOMIC_RELEASE);
         __atomic_fetch_add(&spawned, 1, __ATOMIC_RELAXED);
         if (e.code) break;  /* closed: every later spawn is refused too */
@@ -125,7 +152,9 @@ static void futurist(void *arg) {
         fut *f = &futs[j];
         ex_sender *w = ex_then(ex_schedule(sch), fut_fn, f, EX_SIG0, EX_SIG(EX_T_INT));
         w = ex_let_stopped(w, fut_stopped_fn, f);
-        f->s = ex_spawn_future(w, ex_counting_scope_token(&scope));
+        if (j & 1) __atomic_fetch_add(&env_spawns, 1, __ATOMIC_RELAXED);
+        f->s = j & 1 ? ex_spawn_future_env(w, ex_counting_scope_token(&scope), spawn_env())
+                     : ex_spawn_future(w, ex_counting_scope_token(&scope));
         f->status = ex_sender_status(f->s).code;
         switch (f->action) {
         case F_DELAYED: spin_delay(rnd(2000)); /* fall through */
@@ -146,6 +175,37 @@ static void futurist(void *arg) {
             fut_connect(f);
             break;
         }
+    }
+}
+
+/* ------------------------------------------------------------- associate */
+
+/* ASSOCS associate senders built by main while the scope is open; each
+ * associator connects every one of them (the two racing for the
+ * association the sender took when built), starts it, waits for it and
+ * destroys the operation (which ends its association), then drops its
+ * reference. */
+static ex_sender *assoc_senders[ASSOCS];
+static slot assoc_slots[ASSOCS];
+static srec assoc_out[ASSOCIATORS][ASSOCS];
+static uint32_t assoc_hung;
+
+static void associator(void *arg) {
+    srec *out = arg;
+    __atomic_fetch_add(&ready, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE)) sched_yield();
+    for (int k = 0; k < ASSOCS; k++) {
+        ex_operation *op = NULL;
+        srec_init(&out[k]);
+        ex_error e = ex_connect_alloc(assoc_senders[k], srec_receiver(&out[k]), &op);
+        if (e.code) {
+            out[k].disp = -e.code;  /* checked by main */
+        } else {
+            ex_start(op);
+            if (wait_flag(&out[k].done)) ex_operation_free(op);
+            else __atomic_store_n(&assoc_hung, 1, __ATOMIC_RELAXED);  /* leaked on purpose: it may still run */
+        }
+        ex_sender_release(assoc_senders[k]);
     }
 }
 
@@ -185,12 +245,14 @@ int main(void) {
     sch = ex_pool_scheduler(pool);
     long baseline = stress_in_use();
 
-    static agent spawners[SPAWNERS], future_agent;
+    static agent spawners[SPAWNERS], future_agent, associators[ASSOCIATORS];
     for (int t = 0; t < SPAWNERS; t++) agent_start(&spawners[t]);
     agent_start(&future_agent);
+    for (int t = 0; t < ASSOCIATORS; t++) agent_start(&associators[t]);
 
     unsigned freed_after_join = 0;
     unsigned n_ok = 0, n_refused = 0, n_open_joins = 0, n_join_errors = 0, fut_disp[4] = { 0 };
+    unsigned n_env_spawns = 0, n_env_stops = 0, n_assoc_runs = 0, n_assoc_refused = 0;
     double t0 = now_s();
 
     for (int round = 0; round < ROUNDS; round++) {
@@ -198,7 +260,19 @@ int main(void) {
         CHECK(e.code == 0, "round %d: scope init", round);
         checks++;
         if (e.code) break;
-        join_done = completions = late = failed_runs = go = ready = spawned = 0;
+        join_done = completions = late = failed_runs = go = ready = spawned = env_spawns = 0;
+        ex_stop_source_init(&env_stop);
+        ex_env_pair_init(&env_pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&env_stop)),
+                         ex_env_empty());
+        for (int k = 0; k < ASSOCS; k++) {
+            slot *as = &assoc_slots[k];
+            as->result = EX_OK;
+            as->fail = false;
+            as->completed = 0;
+            /* Built while the scope is open: each holds an association. */
+            assoc_senders[k] = ex_associate(make_work(as), ex_counting_scope_token(&scope));
+            ex_sender_retain(assoc_senders[k]);  /* a reference per associator */
+        }
         bool inject = rnd(4) == 0;
         for (int t = 0; t < SPAWNERS; t++)
             for (int i = 0; i < PER_SPAWNER; i++) {
@@ -215,6 +289,7 @@ int main(void) {
             f->value = round * 100 + j;
         }
         bool request_stop = rnd(10) < 6;
+        bool stop_env = rnd(2) == 0;
         bool close_first = rnd(5) != 0;
         bool use_sync_wait = rnd(2) == 0;
         bool join_on_pool = rnd(2) == 0;
@@ -223,7 +298,8 @@ int main(void) {
 
         for (int t = 0; t < SPAWNERS; t++) agent_arm(&spawners[t], spawner, slots[t], 0);
         agent_arm(&future_agent, futurist, NULL, 0);
-        while (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) != SPAWNERS + 1) sched_yield();
+        for (int t = 0; t < ASSOCIATORS; t++) agent_arm(&associators[t], associator, assoc_out[t], 0);
+        while (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) != SPAWNERS + 1 + ASSOCIATORS) sched_yield();
         __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
 
         /* Stop, close and join land anywhere from before the first spawn to
@@ -235,12 +311,31 @@ int main(void) {
             close_at = stop_at;
             stop_at = t;
         }
-        while (__atomic_load_n(&spawned, __ATOMIC_RELAXED) < stop_at) sched_yield();
+        uint32_t env_stop_at = rnd(SPAWNERS * PER_SPAWNER + 1);
+        bool env_stopped = false;
+        while (__atomic_load_n(&spawned, __ATOMIC_RELAXED) < stop_at) {
+            if (stop_env && !env_stopped && __atomic_load_n(&spawned, __ATOMIC_RELAXED) >= env_stop_at) {
+                ex_stop_source_request_stop(&env_stop);
+                env_stopped = true;
+            }
+            sched_yield();
+        }
         spin_delay(rnd(3000));
         if (request_stop) ex_counting_scope_request_stop(&scope);
-        while (__atomic_load_n(&spawned, __ATOMIC_RELAXED) < close_at) sched_yield();
+        while (__atomic_load_n(&spawned, __ATOMIC_RELAXED) < close_at) {
+            if (stop_env && !env_stopped && __atomic_load_n(&spawned, __ATOMIC_RELAXED) >= env_stop_at) {
+                ex_stop_source_request_stop(&env_stop);
+                env_stopped = true;
+            }
+            sched_yield();
+        }
         spin_delay(rnd(3000));
         if (close_first) ex_counting_scope_close(&scope);
+        if (stop_env && !env_stopped) {
+            ex_stop_source_request_stop(&env_stop);
+            env_stopped = true;
+        }
+        if (env_stopped) n_env_stops++;
 
         srec jr;
         srec_init_plain(&jr);
@@ -286,7 +381,8 @@ int main(void) {
         ok = true;
         for (int t = 0; t < SPAWNERS; t++) ok = ok && agent_wait(&spawners[t]);
         ok = ok && agent_wait(&future_agent);
-        CHECK(ok, "round %d: a spawning thread hung", round);
+        for (int t = 0; t < ASSOCIATORS; t++) ok = ok && agent_wait(&associators[t]);
+        CHECK(ok && !__atomic_load_n(&assoc_hung, __ATOMIC_RELAXED), "round %d: a spawning thread hung", round);
         checks++;
         if (!ok) break;
         for (int jx = 0; jx < FUTURES; jx++) {
@@ -371,20 +467,48 @@ int main(void) {
                 CHECK(vr == 1 && f->out.n == 1 && f->out.v[0].type == EX_T_INT && f->out.v[0].as.i == f->value,
                       "round %d: future %d: wrong value", round, jx);
             } else if (f->out.disp == D_STOPPED) {
-                CHECK(sr == 1 && request_stop, "round %d: future %d stopped (stop requested: %d, stopped runs %u)", round,
-                      jx, request_stop, sr);
+                bool may_stop = request_stop || (env_stopped && (jx & 1));
+                CHECK(sr == 1 && may_stop, "round %d: future %d stopped (stop requested: %d, env's: %d, stopped runs %u)",
+                      round, jx, request_stop, env_stopped, sr);
             } else {
                 CHECK(0, "round %d: future %d: unexpected disposition %d (code %d)", round, jx, f->out.disp, f->out.err.code);
             }
             checks++;
         }
 
+        /* Associate: every operation completed once; those that ran (value:
+         * the work maps stopped to a value) are the work's runs, at least
+         * one per sender (it was built while the scope was open). */
+        uint32_t assoc_runs = 0;
+        for (int k = 0; k < ASSOCS; k++) {
+            uint32_t runs = __atomic_load_n(&assoc_slots[k].completed, __ATOMIC_RELAXED), values = 0;
+            for (int t = 0; t < ASSOCIATORS; t++) {
+                srec *o = &assoc_out[t][k];
+                CHECK(o->disp == D_VALUE || o->disp == D_STOPPED,
+                      "round %d: associate %d, connect %d: disposition %d (a negative one: connect failed)", round, k, t,
+                      o->disp);
+                CHECK(__atomic_load_n(&o->calls, __ATOMIC_ACQUIRE) == 1, "round %d: associate %d, connect %d completed %u times",
+                      round, k, t, o->calls);
+                checks += 2;
+                if (o->disp == D_VALUE) values++;
+                else n_assoc_refused++;
+            }
+            CHECK(runs >= 1 && runs == values,
+                  "round %d: associate %d: the work ran %u times, %u operations completed with a value", round, k, runs,
+                  values);
+            checks++;
+            assoc_runs += runs;
+        }
+        n_assoc_runs += assoc_runs;
+        n_env_spawns += __atomic_load_n(&env_spawns, __ATOMIC_RELAXED);
+
         /* The join. */
         srec_expect_once(j, "the join", round, &checks);
-        CHECK(join_snapshot == ok_spawns + ok_futures,
-              "round %d: when the join completed %u works had completed, but %u spawns and %u futures were accepted "
-              "(%s)",
-              round, join_snapshot, ok_spawns, ok_futures, close_first ? "closed, then joined" : "joined while open");
+        CHECK(join_snapshot == ok_spawns + ok_futures + assoc_runs,
+              "round %d: when the join completed %u works had completed, but %u spawns, %u futures and %u associated "
+              "runs were accepted (%s)",
+              round, join_snapshot, ok_spawns, ok_futures, assoc_runs,
+              close_first ? "closed, then joined" : "joined while open");
         uint32_t late_n = __atomic_load_n(&late, __ATOMIC_RELAXED);
         CHECK(late_n == 0, "round %d: %u accepted works completed after the join had completed (%s)", round, late_n,
               close_first ? "closed, then joined" : "joined while open");
@@ -401,7 +525,9 @@ int main(void) {
         if (!request_stop) {
             bool all_values = true;
             for (int jx = 0; jx < FUTURES; jx++)
-                if (futs[jx].status == EX_OK && futs[jx].action == F_IMMEDIATE && futs[jx].out.disp != D_VALUE) all_values = false;
+                if (futs[jx].status == EX_OK && futs[jx].action == F_IMMEDIATE && futs[jx].out.disp != D_VALUE &&
+                    !(env_stopped && (jx & 1)))
+                    all_values = false;
             CHECK(all_values, "round %d: without a stop request a consumed future did not give its value", round);
             checks++;
         }
@@ -438,11 +564,13 @@ int main(void) {
     checks++;
     for (int t = 0; t < SPAWNERS; t++) agent_stop(&spawners[t]);
     agent_stop(&future_agent);
+    for (int t = 0; t < ASSOCIATORS; t++) agent_stop(&associators[t]);
     stress_pool_free(pool, &checks);
     ex_set_default_allocator(NULL);
     printf("scope_stress: %d rounds in %.2f s (%u spawns accepted, %u stopped, %u refused; %u joins without close, "
-           "%u join errors; futures value %u, error %u, stopped %u)\n",
+           "%u join errors; futures value %u, error %u, stopped %u; %u spawns and futures with env, its token "
+           "stopped in %u rounds; associate: %u runs, %u connects without an association)\n",
            ROUNDS, now_s() - t0, n_ok, stopped_works, n_refused, n_open_joins, n_join_errors, fut_disp[D_VALUE],
-           fut_disp[D_ERROR], fut_disp[D_STOPPED]);
+           fut_disp[D_ERROR], fut_disp[D_STOPPED], n_env_spawns, n_env_stops, n_assoc_runs, n_assoc_refused);
     return stress_finish("scope_stress", checks);
 }
