@@ -8,9 +8,10 @@
  * returns is handed over, cexec/error.h).
  *
  * Where it runs: if the child's value completion scheduler, or else the
- * receiver environment's scheduler, customises bulk (an ex_pool does), the
- * index space is cut into chunks that the resource's agents take
- * dynamically and the sender completes on the agent that finished last;
+ * receiver environment's scheduler, customises bulk (an ex_pool does, and
+ * ex_parallel_scheduler() on any backend), the index space is cut into
+ * chunks that the resource's agents take dynamically and the sender
+ * completes on the agent that finished last;
  * a stop request seen between chunks skips the rest and completes with
  * set_stopped.  Otherwise the loop is the sequential one of the wording, on
  * the agent where the child completed.  Parallel execution stores the

@@ -34,8 +34,8 @@
  * everything pool.h says of a pool's scheduler holds: lent callers (a
  * thread waiting in ex_sync_wait runs the work it waits for), its timers
  * (timer.h), its frame allocator.  A custom backend has no clock:
- * ex_schedule_at / ex_schedule_after on it give senders that fail to
- * connect with EX_ENOTSUP.
+ * ex_schedule_at / ex_schedule_after on its handle give invalid senders
+ * (EX_ENOTSUP).
  *
  * Lifetime.  The parallel scheduler lives as long as the process: its
  * memory is never freed, so a handle stays safe to use after
@@ -56,7 +56,8 @@
  * to stop; the handler leaves it alone.  Memory is never freed at exit
  * (it stays reachable: leak checkers report nothing), so threads still
  * running during exit can use their handles safely.  (A library unloaded
- * by dlclose therefore leaves the pool's few KiB per worker behind.)
+ * by dlclose therefore leaves the pool's memory behind: about 20 KiB per
+ * worker.)
  *
  * fork().  In a child process, the parallel scheduler of the parent is a
  * pool of the parent's: it has no workers and refuses work with
