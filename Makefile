@@ -134,7 +134,17 @@ $(BUILD)/tests/%.o: tests/%.c | $(TEST_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/cexec_tests: $(TEST_OBJ) $(BUILD)/libcexec.a
+# Programs whose end is what a suite tests (tests/exit/: the parallel
+# scheduler's exit handler): the suite runs each in a child process, so
+# they are built with the test binary.
+EXIT_SRC := $(wildcard tests/exit/*.c)
+EXIT_BIN := $(EXIT_SRC:tests/exit/%.c=$(BUILD)/exit/%)
+
+$(BUILD)/exit/%: tests/exit/%.c $(BUILD)/libcexec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude $(SAN) $(CFLAGS) -o $@ $< $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
+
+$(BUILD)/tests/cexec_tests: $(TEST_OBJ) $(BUILD)/libcexec.a | $(EXIT_BIN)
 	$(CC) -o $@ $(TEST_OBJ) $(BUILD)/libcexec.a $(LDFLAGS_ALL) -lcriterion $(LIBS)
 
 # Tests that must fail (tests/testing/failing/, C and C++): each checks

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* algorithms.c - the parallel algorithms of <cexec/algorithms.h> on a pool:
+/* algorithms.c - the parallel algorithms of <cexec/algorithms.h> on the
+ * process's parallel scheduler (cexec/parallel_scheduler.h):
  * an inclusive scan and a reduction of doubles, an exclusive scan of
  * int64 (prefix offsets), a generic scan with a non-commutative operation
  * (composition of affine maps), for_each_index and transform, composed
@@ -60,10 +61,7 @@ static bool ran(ex_result *r, ex_value *v) {
 int main(int argc, char **argv) {
     size_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
     if (n == 0) return fail("need at least one element");
-    ex_pool *pool;
-    ex_error e = ex_pool_create(NULL, &pool);
-    if (e.code) return fail(e.msg);
-    ex_scheduler sch = ex_pool_scheduler(pool);
+    ex_scheduler sch = ex_parallel_scheduler();  /* its pool is created here, once per process */
 
     double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
     int64_t *len = malloc(n * sizeof *len), *off = malloc(n * sizeof *off);
@@ -86,7 +84,7 @@ int main(int argc, char **argv) {
 
     /* Where each record starts when records of length len[i] are packed:
      * an exclusive scan; its total is the packed size.  Then the sum of the
-     * squares, as a pipeline: transform on the pool, then reduce. */
+     * squares, as a pipeline: transform in parallel, then reduce. */
     r = ex_sync_wait(ex_exclusive_scan_i64(sch, len, off, n, 0));
     if (!ran(&r, &v) || v.as.i != off[n - 1] + len[n - 1]) return fail("exclusive scan");
     printf("%zu records packed into %lld slots\n", n, (long long)v.as.i);
@@ -116,7 +114,7 @@ int main(int argc, char **argv) {
         if (seen[i] != 1) return fail("for_each_index visited an index twice or never");
 
     printf("inclusive scan, exclusive scan, transform, reduce, generic scan, for_each_index: ok on %u workers\n",
-           ex_pool_size(pool));
+           ex_pool_size(ex_parallel_scheduler_pool()));
     free(x), free(y), free(len), free(off), free(maps), free(runs), free(seen);
-    return ex_pool_destroy(pool).code ? 1 : 0;
+    return 0;  /* the parallel scheduler's pool is shut down at exit */
 }

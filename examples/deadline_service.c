@@ -23,14 +23,9 @@
 #include "deadline/request.h"  /* the pipeline of one request, tested in examples/testing/ */
 
 int main(void) {
-    ex_pool *p;
-    ex_error e = ex_pool_create(NULL, &p);
-    if (e.code) {
-        fprintf(stderr, "deadline_service: %s\n", e.msg);
-        return 1;
-    }
-    ex_scheduler pool = ex_pool_scheduler(p);
+    ex_scheduler pool = ex_parallel_scheduler();  /* the process's pool, with its timers */
     ex_counting_scope scope;
+    ex_error e;
     if ((e = ex_counting_scope_init(&scope)).code) {
         fprintf(stderr, "deadline_service: %s\n", e.msg);
         return 1;
@@ -53,7 +48,6 @@ int main(void) {
     int joined = r.disposition == EX_DISP_VALUE;
     ex_result_destroy(&r);
     (void)ex_counting_scope_destroy(&scope);
-    (void)ex_pool_destroy(p);
 
     int count[5] = { 0 }, bad = !joined;
     for (int i = 0; i < REQUESTS; i++) {

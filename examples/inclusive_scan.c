@@ -7,7 +7,8 @@
  *     | bulk(tile_count, add the preceding tiles' total to each tile)
  *     | then(return the output)
  *
- * on a work-stealing pool, checked against a serial scan.  The inputs are
+ * on the process's parallel scheduler (get_parallel_scheduler, P2079),
+ * checked against a serial scan.  The inputs are
  * small integers held in doubles, so every partial sum is exact and the two
  * results must be equal bit for bit.
  *
@@ -144,13 +145,9 @@ static double seconds(void) {
 
 int main(int argc, char **argv) {
     size_t size = argc > 1 ? strtoull(argv[1], NULL, 10) : 10000000;
-    ex_pool *pool;
-    ex_error e = ex_pool_create(NULL, &pool);
-    if (e.code) {
-        fprintf(stderr, "inclusive_scan: %s\n", e.msg);
-        return 1;
-    }
-    size_t tiles = argc > 2 ? strtoull(argv[2], NULL, 10) : 4 * ex_pool_size(pool);
+    ex_scheduler sch = ex_parallel_scheduler();
+    unsigned workers = ex_default_thread_count();  /* the parallel scheduler's pool size */
+    size_t tiles = argc > 2 ? strtoull(argv[2], NULL, 10) : 4 * workers;
     if (tiles == 0) tiles = 1;
     double *input = malloc(size * sizeof *input), *output = malloc(size * sizeof *output);
     double *expected = malloc(size * sizeof *expected), *partials = malloc((tiles + 1) * sizeof *partials);
@@ -172,7 +169,7 @@ int main(int argc, char **argv) {
 
     scan_ctx ctx = { input, output, size, 0 };
     t0 = seconds();
-    ex_result r = ex_sync_wait(async_inclusive_scan(ex_pool_scheduler(pool), &ctx, partials, init, &tiles));
+    ex_result r = ex_sync_wait(async_inclusive_scan(sch, &ctx, partials, init, &tiles));
     double parallel = seconds() - t0;
 
     bool p2300_ok = r.disposition == EX_DISP_VALUE && r.values[0].as.p == output;
@@ -181,7 +178,7 @@ int main(int argc, char **argv) {
     /* The reduce-then-scan variant on the same data. */
     for (size_t i = 0; i < size; i++) output[i] = -1;
     t0 = seconds();
-    ex_result r2 = ex_sync_wait(async_inclusive_scan_rts(ex_pool_scheduler(pool), &ctx, partials, init, &tiles));
+    ex_result r2 = ex_sync_wait(async_inclusive_scan_rts(sch, &ctx, partials, init, &tiles));
     double rts = seconds() - t0;
     bool rts_ok = r2.disposition == EX_DISP_VALUE;
     for (size_t i = 0; rts_ok && i < size; i++) rts_ok = output[i] == expected[i];
@@ -197,9 +194,9 @@ int main(int argc, char **argv) {
     if (!status)
         printf("inclusive_scan: %zu doubles, %zu tiles, %u workers: serial %.2f ms, P2300 sender scan %.2f ms, "
                "same pipeline with reduce-then-scan bodies %.2f ms (single runs; see make bench) - results equal\n",
-               size, tiles, ex_pool_size(pool), serial * 1e3, parallel * 1e3, rts * 1e3);
+               size, tiles, workers, serial * 1e3, parallel * 1e3, rts * 1e3);
     ex_result_destroy(&r);
     free(input), free(output), free(expected), free(partials);
-    return ex_pool_destroy(pool).code || status;
+    return status;
 }
 #endif

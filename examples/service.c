@@ -96,14 +96,11 @@ static int check(const char *what, ex_result *r, int64_t want) {
 }
 
 int main(void) {
-    ex_pool *pool;
-    ex_error e = ex_pool_create(NULL, &pool);
-    if (e.code) {
-        fprintf(stderr, "service: %s\n", e.msg);
-        return 1;
-    }
-    ex_scheduler sch = ex_pool_scheduler(pool);
+    /* The process's parallel scheduler: its pool is created at this first
+     * call and shut down when the process exits. */
+    ex_scheduler sch = ex_parallel_scheduler();
     ex_counting_scope scope;
+    ex_error e;
     if ((e = ex_counting_scope_init(&scope)).code) {
         fprintf(stderr, "service: %s\n", e.msg);
         return 1;
@@ -154,6 +151,5 @@ int main(void) {
     printf("%-34s %s\n", "100 audit records, scope joined", bad ? "WRONG" : "ok");
     ex_result_destroy(&joined);
     bad |= ex_counting_scope_destroy(&scope).code != 0;
-    bad |= ex_pool_destroy(pool).code != 0;
     return bad;
 }

@@ -16,7 +16,7 @@ typedef struct service {
     unsigned long long checksum;
 } service;
 
-/* One request: some work, counted.  Runs on a pool worker. */
+/* One request: some work, counted.  Runs on the parallel scheduler. */
 static ex_error handle(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)out;
     service *svc = ctx;
@@ -42,15 +42,10 @@ static ex_error answer(void *ctx, const ex_value *in, size_t n, ex_value *out) {
 
 int main(int argc, char **argv) {
     unsigned requests = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 1000;
-    ex_pool *pool;
-    ex_error e = ex_pool_create(NULL, &pool);
-    if (e.code) {
-        fprintf(stderr, "spawn_scope: %s\n", e.msg);
-        return 1;
-    }
-    ex_scheduler sch = ex_pool_scheduler(pool);
+    ex_scheduler sch = ex_parallel_scheduler();
     service svc = { 0, 0, 0 };
     ex_counting_scope scope;
+    ex_error e;
     if ((e = ex_counting_scope_init(&scope)).code) {
         fprintf(stderr, "spawn_scope: %s\n", e.msg);
         return 1;
@@ -71,7 +66,7 @@ int main(int argc, char **argv) {
     /* A batch that is cancelled before it runs: stop the scope first. */
     ex_counting_scope_request_stop(&scope);
     for (unsigned i = 0; i < 100; i++) {
-        /* The pool's schedule sees the scope's stop token already stopped
+        /* The schedule sees the scope's stop token already stopped
          * and completes set_stopped without running handle. */
         ex_sender *req = ex_upon_stopped(ex_then(ex_schedule(sch), handle, &svc, EX_SIG0, EX_SIG0), on_cancelled, &svc,
                                          EX_SIG0);
@@ -88,5 +83,5 @@ int main(int argc, char **argv) {
            svc.handled, requests, svc.cancelled, side, svc.checksum);
     if (svc.handled != requests || svc.cancelled != 100 || side != 42) status = 1;
     if (ex_counting_scope_destroy(&scope).code) status = 1;
-    return ex_pool_destroy(pool).code || status;
+    return status;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* task_pipeline.c - a task that
- *   1. moves itself to a thread pool (ex_change_coroutine_scheduler),
+ *   1. moves itself to the process's parallel scheduler, a thread pool
+ *      (ex_change_coroutine_scheduler),
  *   2. awaits when_all of two child tasks running on the pool,
  *   3. moves back to where it started (sync_wait's thread),
  *   4. then works in rounds on the pool until it is cancelled from outside:
@@ -15,7 +16,7 @@
 #include <cexec/cexec.h>
 
 typedef struct shared {
-    ex_pool *pool;
+    ex_pool *pool;  /* the parallel scheduler's, to check where code runs */
     ex_stop_source stop;
     atomic_int rounds;
     int failures;
@@ -84,9 +85,12 @@ int main(void) {
     shared s = { .failures = 0 };
     atomic_init(&s.rounds, 0);
     ex_stop_source_init(&s.stop);
-    ex_error e = ex_pool_create(NULL, &s.pool);
-    if (e.code) {
-        fprintf(stderr, "task_pipeline: %s\n", e.msg);
+    ex_scheduler par = ex_parallel_scheduler();
+    s.pool = ex_parallel_scheduler_pool();
+    if (!s.pool) {
+        ex_result failed = ex_sync_wait(ex_schedule(par));  /* the reason it has no pool */
+        fprintf(stderr, "task_pipeline: %s\n", failed.disposition == EX_DISP_ERROR ? failed.error.msg : "no pool");
+        ex_result_destroy(&failed);
         return 1;
     }
     pthread_t th;
@@ -97,7 +101,6 @@ int main(void) {
     check(&s, r.disposition == EX_DISP_STOPPED, "the task did not complete stopped");
     if (r.disposition == EX_DISP_ERROR) fprintf(stderr, "task_pipeline: error: %s\n", r.error.msg);
     ex_result_destroy(&r);
-    ex_pool_destroy(s.pool);
     if (s.failures) return 1;
     printf("task_pipeline: ok\n");
     return 0;

@@ -4,7 +4,8 @@
  *
  * Each builder returns a sender that, when started, runs the algorithm on
  * `sch`: on an ex_pool every worker takes part (through the pool's bulk
- * customisation); on a scheduler without a parallel bulk (inline, run_loop,
+ * customisation), and so on the process's ex_parallel_scheduler(), whatever
+ * its backend; on a scheduler without a parallel bulk (inline, run_loop,
  * single_thread_context) one agent of sch runs it all.  The work starts
  * with a schedule onto sch, so the sender may be started from any thread.
  *

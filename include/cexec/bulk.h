@@ -16,8 +16,9 @@
  * (EX_EINVAL, "ex_bulk(name): invalid execution policy").
  *
  * Where it runs: if the child's value completion scheduler, or else the
- * receiver environment's scheduler, customises bulk (an ex_pool does), the
- * resource runs it as the policy allows.  On a pool, EX_PAR and
+ * receiver environment's scheduler, customises bulk (an ex_pool does, and
+ * ex_parallel_scheduler() on any backend), the resource runs it as the
+ * policy allows.  On a pool, EX_PAR and
  * EX_PAR_UNSEQ cut the index space into chunks that its agents take
  * dynamically, and the sender completes on the agent that finished last;
  * EX_SEQ and EX_UNSEQ run the same chunks one after another, in index

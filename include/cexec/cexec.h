@@ -29,6 +29,7 @@
 #include <cexec/split.h>
 #include <cexec/scope.h>
 #include <cexec/pool.h>
+#include <cexec/parallel_scheduler.h>
 #include <cexec/allocators.h>
 #include <cexec/algorithms.h>
 #include <cexec/strand.h>

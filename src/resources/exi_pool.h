@@ -64,6 +64,16 @@ uint64_t exi_pool_backlog_here(ex_scheduler sch);
 /* The worker count of the pool behind sch, or 0 when sch is not a pool's. */
 unsigned exi_pool_size_of(ex_scheduler sch);
 
+/* ex_pool_shutdown that waits at most wait_ns for the workers to finish
+ * the items they run: for the end of the process, where an item may never
+ * return (the parallel scheduler's exit handler).  EX_ETIMEDOUT when a
+ * worker has not come back by then: p refuses work from then on, the
+ * workers that came back are joined, queued items are left as they are
+ * (neither run nor cancelled) and the trace is not written; a later
+ * ex_pool_shutdown or ex_pool_destroy completes the shutdown, waiting as
+ * usual.  Other errors as ex_pool_shutdown's. */
+ex_error exi_pool_shutdown_by(struct ex_pool *p, int64_t wait_ns);
+
 /* Lending (docs/pool.md, "Lent callers").  A thread outside every pool
  * that is about to wait for an operation (ex_sync_wait) opens an offer
  * before it starts the operation.  While the offer is open, the thread's

@@ -818,17 +818,46 @@ static void free_pool(ex_pool *p) {
     ex_deallocate(a, p, sizeof *p, alignof(ex_pool));
 }
 
-/* Stops and joins the started workers, then cancels what is queued. */
-static void stop_workers(ex_pool *p) {
+/* Tells the workers to stop and wakes them: each finishes the item it
+ * runs, if any, and exits. */
+static void signal_stop(ex_pool *p) {
     (void)exi_fas_u32(&p->stopping, 1);
     for (unsigned i = 0; i < p->n; i++) exi_event_inc(&p->workers[i].event);
-    for (unsigned i = 0; i < p->n; i++)
-        if (p->workers[i].started) pthread_join(p->workers[i].thread, NULL);
-    /* External submitters and lent callers that passed a gate before
-     * `stopping` finish their push; later ones see `stopping` and are
-     * refused. */
+}
+
+/* Joins the workers not joined yet.  With a deadline (CLOCK_REALTIME, as
+ * pthread_timedjoin_np wants), leaves a worker that has not exited by then
+ * (one still inside an item) and returns false once the others are
+ * joined; a later call joins the rest. */
+static bool join_workers(ex_pool *p, const struct timespec *deadline) {
+    bool all = true;
+    for (unsigned i = 0; i < p->n; i++) {
+        exi_worker *w = &p->workers[i];
+        if (!w->started) continue;
+        if (!deadline) pthread_join(w->thread, NULL);
+        else if (pthread_timedjoin_np(w->thread, NULL, deadline)) {
+            all = false;
+            continue;
+        }
+        w->started = false;
+    }
+    return all;
+}
+
+/* External submitters and lent callers that passed a gate before
+ * `stopping` finish their push; later ones see `stopping` and are
+ * refused. */
+static void wait_gates(ex_pool *p) {
     for (unsigned i = 0; i < p->slots; i++)
         while (exi_load_acq_u32(&p->workers[i].inbox.gate)) sched_yield();
+}
+
+/* Stops and joins the started workers (then drain cancels what is
+ * queued). */
+static void stop_workers(ex_pool *p) {
+    signal_stop(p);
+    (void)join_workers(p, NULL);
+    wait_gates(p);
 }
 
 /* Cancels every queued item; a cancellation may queue nothing new (the pool
@@ -1039,8 +1068,9 @@ static ex_error check_owner_call(ex_pool *p, const char *forked_msg, const char 
     return ex_ok();
 }
 
-ex_error ex_pool_shutdown(ex_pool *p) {
-    if (!p) return ex_err(EX_EINVAL, "ex_pool_shutdown: NULL pool");
+/* ex_pool_shutdown; with a deadline, EX_ETIMEDOUT when a worker still
+ * runs an item then (see exi_pool_shutdown_by). */
+static ex_error shutdown_by(ex_pool *p, const struct timespec *deadline) {
     ex_error e = check_owner_call(p, "ex_pool_shutdown: the pool was created before fork(), in another process",
                                   "ex_pool_shutdown: called on one of the pool's own workers");
     if (e.code) return e;
@@ -1052,15 +1082,34 @@ ex_error ex_pool_shutdown(ex_pool *p) {
     if (!p->shut) {
         exi_store_rlx_ptr((void **)&p->shutting_thread, (void *)(uintptr_t)exi_thread_id());
         exi_pool_clock_detach(p);  /* no advance posts to the pool from here on */
-        stop_workers(p);
-        drain(p);
-        exi_pool_drop_timers(p);
-        write_trace(p);
-        p->shut = true;
+        signal_stop(p);
+        if (join_workers(p, deadline)) {
+            wait_gates(p);
+            drain(p);
+            exi_pool_drop_timers(p);
+            write_trace(p);
+            p->shut = true;
+        } else {
+            e = ex_err(EX_ETIMEDOUT, "ex_pool_shutdown: a worker was still running an item at the deadline");
+        }
         exi_store_rlx_ptr((void **)&p->shutting_thread, NULL);
     }
     pthread_mutex_unlock(&p->shutdown_mu);
-    return ex_ok();
+    return e;
+}
+
+ex_error ex_pool_shutdown(ex_pool *p) {
+    if (!p) return ex_err(EX_EINVAL, "ex_pool_shutdown: NULL pool");
+    return shutdown_by(p, NULL);
+}
+
+ex_error exi_pool_shutdown_by(ex_pool *p, int64_t wait_ns) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    int64_t ns = (int64_t)deadline.tv_nsec + wait_ns % 1000000000;
+    deadline.tv_sec += (time_t)(wait_ns / 1000000000 + ns / 1000000000);
+    deadline.tv_nsec = (long)(ns % 1000000000);
+    return shutdown_by(p, &deadline);
 }
 
 ex_error ex_pool_destroy(ex_pool *p) {
