@@ -22,10 +22,13 @@
  *   set_stopped() when the receiver's stop token has stop requested when
  *   the item runs or when the backend drops the item, and with
  *   set_error(EX_ESHUTDOWN) once shut down (or the backend's error);
- * - bulk, bulk_grain and bulk_chunked (bulk.h) on it run in parallel
- *   through the backend: the scheduler's bulk customisation (the
- *   scheduler vtable's bulk hook, the one the pool uses) hands the job to
- *   the backend;
+ * - bulk, bulk_grain, bulk_chunked and bulk_unchunked (bulk.h) on it run
+ *   as their policy allows: EX_PAR and EX_PAR_UNSEQ in parallel through
+ *   the backend (the scheduler's bulk customisation, the scheduler
+ *   vtable's bulk hook the pool uses, hands the job to the backend's
+ *   bulk, or shares it out through its schedule); EX_SEQ and EX_UNSEQ in
+ *   index order on the agent that started the bulk, never handed to the
+ *   backend's bulk;
  * - ex_post queues a work item on a backend agent; ex_dispatch runs it
  *   inline on a worker of the default pool, else queues it.
  *
@@ -103,7 +106,9 @@ typedef struct ex_parallel_backend {
     /* Optional.  Runs a bulk job (the contract of ex_bulk_job in
      * scheduler.h: ex_bulk_job_run over disjoint ranges that cover
      * [0, job->shape), in parallel, stopping once a call returns false,
-     * then ex_bulk_job_done once, after the last run returned).  It must
+     * then ex_bulk_job_done once, after the last run returned).  It gets
+     * only jobs whose policy allows parallel runs (EX_PAR, EX_PAR_UNSEQ);
+     * job->unchunked asks for one index per range.  It must
      * complete the job even when it cannot run it in parallel (then it
      * runs the ranges on the calling thread).  NULL: the parallel
      * scheduler shares the job out itself, through schedule: the caller

@@ -7,7 +7,8 @@
  * sleeps measure its time, not CLOCK_MONOTONIC.  It stands still until
  * ex_virtual_clock_advance moves it: the advance fires exactly the timers
  * that fall due on the way, in deadline order across every resource on
- * the clock (equal deadlines: first armed first), each with the clock at
+ * the clock (equal deadlines on one resource: first armed first; across
+ * resources: in the order they were given the clock), each with the clock at
  * its own deadline, and returns.  A 30-second timeout is tested in
  * microseconds, the same way every run.
  *
@@ -27,7 +28,8 @@
  *
  * A resource on a virtual clock never waits for a deadline in real time.
  * Stop requests still remove a pending timer at once.  The clock must
- * outlive every resource given it (destroy is EX_EBUSY until then).
+ * outlive every resource given it: destroy is EX_EBUSY until each is
+ * destroyed (a pool shut down but not destroyed still counts).
  * Thread-safe: advances are serialised; arming and cancelling on the
  * resources go on during an advance. */
 #ifndef CEXEC_VIRTUAL_CLOCK_H

@@ -62,6 +62,7 @@ typedef struct sync_state {
 #define NO_TIMER ((uint64_t)INT64_MAX)
 
 void (*exi_sync_sleep_hook)(void);
+void (*exi_sync_cancel_hook)(void);
 
 static void futex_wake(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
 
@@ -176,16 +177,22 @@ static enum exi_timer_arm sloop_arm(void *resource, exi_timer_op *op) {
     return a;
 }
 
-/* From the stop callback's thread.  The unlock is its last access to st:
- * the timer completes after it (here, or in the start that the mark
- * refuses), and the wait cannot end before that. */
+/* From the stop callback's thread.  Pinned like an arm: the timer need
+ * not belong to the waited operation (a spawned one still armed when it
+ * completed), so once it is out of the heap the wait may see nothing
+ * left and end, while this thread still holds st's lock.  The unpin is
+ * the last access. */
 static bool sloop_cancel(void *resource, exi_timer_op *op) {
     sync_state *st = resource;
+    (void)exi_faa_u32(&st->flags, SYNC_PIN);
     timers_lock(st);
     bool armed = op->node.in_heap;
     if (armed) timers_take(st, &op->node);
     else op->cancel_requested = true;
+    void (*hook)(void) = exi_load_rlx_ptr((void *const *)&exi_sync_cancel_hook);
+    if (hook) hook();
     timers_unlock(st);
+    (void)exi_faa_u32(&st->flags, (uint32_t)-SYNC_PIN);
     return armed;
 }
 

@@ -14,6 +14,11 @@ extern void (*exi_stop_counted_hook)(void);
  * its loop empty and before it sleeps. */
 extern void (*exi_sync_sleep_hook)(void);
 
+/* Called by a cancel of a timer on ex_sync_wait's loop (sloop_cancel)
+ * between taking the timer out and releasing the heap's lock: the wait
+ * may see no timer left from there on. */
+extern void (*exi_sync_cancel_hook)(void);
+
 /* Called by the pool's timer arm (resources/pool_timers.c) after it armed
  * the timer and released the timers' lock: from there on the timer may
  * fire, its operation go away and the pool be destroyed. */

@@ -223,18 +223,20 @@ static ex_error join_connect(const ex_sender *s, ex_receiver r, void *storage) {
         return ex_err(EX_EINVAL, join_no_scheduler_msg);
     ex_error e = join_sched_storage(o, sch, env);
     if (e.code) return e;
-    ex_receiver hop = { &join_hop_vt, o };
-    e = sch.vt->connect_schedule(sch.self, hop, o->sched_op);
-    if (e.code) {
-        if (o->sched_block) ex_deallocate(o->sched_alloc, o->sched_block, o->sched_size, o->sched_align);
-        return e;
-    }
+    /* Before the hop's connect: a scheduler may ask the hop's receiver for
+     * its environment there, which is the join's receiver's. */
     o->base.vt = &join_op_vt;
     o->r = r;
     o->scope = ((const join_sender *)s)->scope;
     o->next = NULL;
     o->failed = false;
     o->outcome = ex_ok();
+    ex_receiver hop = { &join_hop_vt, o };
+    e = sch.vt->connect_schedule(sch.self, hop, o->sched_op);
+    if (e.code) {
+        if (o->sched_block) ex_deallocate(o->sched_alloc, o->sched_block, o->sched_size, o->sched_align);
+        return e;
+    }
     return ex_ok();
 }
 

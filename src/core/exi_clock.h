@@ -37,8 +37,10 @@ typedef struct exi_clock_client {
 struct ex_clock {
     pthread_mutex_t mu;          /* the clients; held for a whole advance */
     uint64_t now;                /* ns; read without mu */
-    exi_clock_client *clients;
+    exi_clock_client *clients;   /* what an advance walks */
     size_t n, cap;
+    size_t users;                /* resources given the clock and not yet gone: destroy waits for 0 */
+    ex_work *refused;            /* timers a resource could not take: dropped after the advance */
     const ex_allocator *alloc;   /* the default allocator at create: the clock's and its array's */
 };
 
@@ -50,10 +52,25 @@ static inline int64_t exi_clock_now(const ex_clock *c) {
 /* Whether a resource on c waits for deadlines in real time. */
 static inline bool exi_clock_is_real(const ex_clock *c) { return c == NULL; }
 
-/* A resource on c (not NULL) from its init to its destroy.  EX_ENOMEM. */
+/* A resource on c (not NULL) from its init: an advance walks it, and it
+ * counts as a user of c.  EX_ENOMEM. */
 ex_error exi_clock_attach(ex_clock *c, void *resource, const exi_clock_client_vt *vt);
 
-/* The resource leaves c; waits for an advance under way. */
+/* An advance no longer walks the resource (it shut down); waits for an
+ * advance under way.  It still counts as a user. */
 void exi_clock_detach(ex_clock *c, void *resource);
+
+/* The resource no longer reads c at all (its memory goes): one user
+ * fewer. */
+void exi_clock_release(ex_clock *c);
+
+/* From a fire_due (under c's mutex): a due timer's work the resource
+ * could not queue (it shuts down).  The advance cancels it (the timer
+ * completes set_stopped) once it released c's mutex: a completion may
+ * call the clock. */
+static inline void exi_clock_refused(ex_clock *c, ex_work *w) {
+    w->next = c->refused;
+    c->refused = w;
+}
 
 #endif

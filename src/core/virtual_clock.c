@@ -28,7 +28,7 @@ ex_error ex_virtual_clock_create(int64_t start_ns, ex_clock **out) {
 ex_error ex_virtual_clock_destroy(ex_clock *c) {
     if (!c) return ex_ok();
     pthread_mutex_lock(&c->mu);
-    size_t users = c->n;
+    size_t users = c->users;
     pthread_mutex_unlock(&c->mu);
     if (users)
         return ex_err(EX_EBUSY, "ex_virtual_clock_destroy: resources still keep time on the clock (destroy them first)");
@@ -57,8 +57,15 @@ ex_error exi_clock_attach(ex_clock *c, void *resource, const exi_clock_client_vt
         c->cap = cap;
     }
     c->clients[c->n++] = (exi_clock_client){ resource, vt };
+    c->users++;
     pthread_mutex_unlock(&c->mu);
     return ex_ok();
+}
+
+void exi_clock_release(ex_clock *c) {
+    pthread_mutex_lock(&c->mu);
+    c->users--;
+    pthread_mutex_unlock(&c->mu);
 }
 
 void exi_clock_detach(ex_clock *c, void *resource) {
@@ -101,6 +108,21 @@ static size_t advance_locked(ex_clock *c, int64_t until) {
     return fired;
 }
 
+/* Takes the refused timers (under mu), to cancel after unlocking. */
+static ex_work *take_refused(ex_clock *c) {
+    ex_work *w = c->refused;
+    c->refused = NULL;
+    return w;
+}
+
+static void cancel_refused(ex_work *w) {
+    while (w) {
+        ex_work *next = w->next;  /* the cancel may free w's operation */
+        w->cancel(w);
+        w = next;
+    }
+}
+
 ex_error ex_virtual_clock_advance_to(ex_clock *c, int64_t deadline_ns, size_t *fired) {
     if (fired) *fired = 0;
     if (!c) return ex_err(EX_EINVAL, "ex_virtual_clock_advance_to: NULL clock");
@@ -111,7 +133,9 @@ ex_error ex_virtual_clock_advance_to(ex_clock *c, int64_t deadline_ns, size_t *f
         return ex_err(EX_EINVAL, "ex_virtual_clock_advance_to: the deadline is before the clock's time");
     }
     size_t n = advance_locked(c, deadline_ns);
+    ex_work *refused = take_refused(c);
     pthread_mutex_unlock(&c->mu);
+    cancel_refused(refused);
     if (fired) *fired = n;
     return ex_ok();
 }
@@ -127,7 +151,9 @@ ex_error ex_virtual_clock_advance(ex_clock *c, int64_t duration_ns, size_t *fire
         return ex_err(EX_EINVAL, "ex_virtual_clock_advance: the duration overflows the clock");
     }
     size_t n = advance_locked(c, now + duration_ns);
+    ex_work *refused = take_refused(c);
     pthread_mutex_unlock(&c->mu);
+    cancel_refused(refused);
     if (fired) *fired = n;
     return ex_ok();
 }

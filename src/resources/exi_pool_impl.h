@@ -34,6 +34,7 @@ typedef struct exi_worker {
                                  next; taken by exchange (the holder, a thief, the drain, close) */
     pthread_t thread;
     bool started;
+    uint32_t exited;          /* set (release) as worker_main returns: a bounded join polls it */
     uint64_t rng;
     ex_work *held_back;       /* items held back by the owner (exi_pool_hold_started), newest first */
     bool timer_kick;          /* the owner armed a new earliest timer with nobody keeping time: it
@@ -110,10 +111,13 @@ void exi_pool_kick_unkept(ex_pool *p);
 /* Completes every armed timer stopped (shutdown, after the workers left). */
 void exi_pool_drop_timers(ex_pool *p);
 
-/* On a virtual clock: the pool keeps time on it from create (EX_ENOMEM)
- * to shutdown. */
+/* On a virtual clock: advances walk the pool from create (attach,
+ * EX_ENOMEM) to shutdown (detach); the pool reads the clock until its
+ * memory goes (release, in destroy: a retained handle may still arm a
+ * timer, which reads the clock before it is refused). */
 ex_error exi_pool_clock_attach(ex_pool *p);
 void exi_pool_clock_detach(ex_pool *p);
+void exi_pool_clock_release(ex_pool *p);
 
 /* The pool's connect_schedule_at. */
 ex_error exi_pool_connect_at(void *self, ex_timer_when when, ex_receiver r, void *storage);

@@ -242,7 +242,10 @@ ex_error ex_manual_scheduler_destroy(ex_manual_scheduler *m) {
     pthread_mutex_unlock(&m->mu);
     /* Before the mutex goes: a completion may still submit (refused). */
     cancel_all(all);
-    if (m->clock) exi_clock_detach(m->clock, m);  /* waits for an advance that looks at m */
+    if (m->clock) {
+        exi_clock_detach(m->clock, m);  /* waits for an advance that looks at m */
+        exi_clock_release(m->clock);
+    }
     pthread_mutex_destroy(&m->mu);
     return ex_ok();
 }

@@ -18,7 +18,9 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_fork.h"
+#include "core/exi_error.h"
 #include "core/exi_scheduler.h"
+#include "resources/exi_bulk_helpers.h"
 #include "resources/exi_pool.h"
 
 /* How long the exit handler waits for workers still inside an item. */
@@ -193,25 +195,12 @@ static void share_helper_run(ex_work *w) { share_participate(((ex_bulk_helper *)
  * run the chunks. */
 static void share_helper_cancel(ex_work *w) { share_leave(((ex_bulk_helper *)(void *)w)->job); }
 
-/* The job's own helper items, or allocated ones for more (fewer when that
- * fails: slower, never wrong). */
-static ex_bulk_helper *share_helpers(ex_bulk_job *job, uint64_t *helpers) {
-    job->extra = NULL;
-    job->extra_size = 0;
-    if (*helpers <= EX_BULK_INLINE_HELPERS) return job->helpers;
-    size_t bytes = (size_t)*helpers * sizeof(ex_bulk_helper);
-    ex_bulk_helper *h = ex_allocate(ex_bulk_job_allocator(job), bytes, alignof(ex_bulk_helper));
-    if (!h) {
-        *helpers = EX_BULK_INLINE_HELPERS;
-        return job->helpers;
-    }
-    job->extra = h;
-    job->extra_size = bytes;
-    return h;
-}
+/* The most agents a shared job is cut for (as a pool's workers). */
+#define EXI_SHARE_MAX_AGENTS 4096u
 
 static void share(ex_bulk_job *job) {
     uint64_t agents = par.backend.concurrency ? par.backend.concurrency : ex_default_thread_count();
+    if (agents > EXI_SHARE_MAX_AGENTS) agents = EXI_SHARE_MAX_AGENTS;  /* bounds the helper array */
     uint64_t shape = job->shape, parts = 8 * agents;
     /* Rounded up without wrapping near SIZE_MAX. */
     uint64_t grain = job->grain ? job->grain : shape <= parts ? 1 : shape / parts + (shape % parts != 0);
@@ -221,7 +210,7 @@ static void share(ex_bulk_job *job) {
     /* Sequenced policies: one agent, the caller, chunks in index order
      * (the counter hands them out in order). */
     if (job->policy == EX_SEQ || job->policy == EX_UNSEQ) helpers = 0;
-    ex_bulk_helper *h = share_helpers(job, &helpers);
+    ex_bulk_helper *h = exi_bulk_helper_items(job, &helpers);
     job->scratch[SH_NEXT] = 0;
     job->scratch[SH_CHUNKS] = chunks;
     job->scratch[SH_GRAIN] = grain;
@@ -231,7 +220,11 @@ static void share(ex_bulk_job *job) {
         h[i].work.next = NULL;
         h[i].work.execute = share_helper_run;
         h[i].work.cancel = share_helper_cancel;
-        if (backend_schedule(&h[i].work).code) share_leave(job);  /* refused: the others run its chunks */
+        ex_error e = backend_schedule(&h[i].work);
+        if (e.code) {  /* refused: the others run its chunks; the error was given to us */
+            exi_error_drop(e);
+            share_leave(job);
+        }
     }
     share_participate(job);
 }
@@ -239,8 +232,9 @@ static void share(ex_bulk_job *job) {
 /* Once shut down, the calling thread runs it all (as the pool does). */
 static void backend_bulk(void *self, ex_bulk_job *job) {
     (void)self;
-    if (!backend_shut() && par.backend.bulk) par.backend.bulk(par.backend.self, job);
-    else share(job);
+    bool parallel = job->policy == EX_PAR || job->policy == EX_PAR_UNSEQ;
+    if (parallel && !backend_shut() && par.backend.bulk) par.backend.bulk(par.backend.self, job);
+    else share(job);  /* a sequenced job runs in order on this agent */
 }
 
 static const ex_scheduler_vtable backend_vt = {

@@ -487,6 +487,7 @@ static void *worker_main(void *arg) {
         }
     }
     set_slot(NULL);
+    exi_store_rel_u32(&me->exited, 1);
     return NULL;
 }
 
@@ -825,20 +826,35 @@ static void signal_stop(ex_pool *p) {
     for (unsigned i = 0; i < p->n; i++) exi_event_inc(&p->workers[i].event);
 }
 
-/* Joins the workers not joined yet.  With a deadline (CLOCK_REALTIME, as
- * pthread_timedjoin_np wants), leaves a worker that has not exited by then
- * (one still inside an item) and returns false once the others are
+/* Whether w returned from worker_main by the CLOCK_MONOTONIC deadline (a
+ * step of the wall clock must not stretch the wait; a plain
+ * pthread_join follows, which thread checkers understand, unlike
+ * pthread_clockjoin_np).  Polls: it runs once, at exit. */
+static bool exited_by(exi_worker *w, const struct timespec *deadline) {
+    for (;;) {
+        if (exi_load_acq_u32(&w->exited)) return true;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > deadline->tv_sec || (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec))
+            return false;
+        struct timespec nap = { 0, 500 * 1000 };
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* Joins the workers not joined yet.  With a deadline (CLOCK_MONOTONIC),
+ * leaves a worker that has not exited by then (one still inside an item) and returns false once the others are
  * joined; a later call joins the rest. */
 static bool join_workers(ex_pool *p, const struct timespec *deadline) {
     bool all = true;
     for (unsigned i = 0; i < p->n; i++) {
         exi_worker *w = &p->workers[i];
         if (!w->started) continue;
-        if (!deadline) pthread_join(w->thread, NULL);
-        else if (pthread_timedjoin_np(w->thread, NULL, deadline)) {
+        if (deadline && !exited_by(w, deadline)) {
             all = false;
             continue;
         }
+        pthread_join(w->thread, NULL);
         w->started = false;
     }
     return all;
@@ -1052,6 +1068,7 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
         if (pthread_create(&w->thread, NULL, worker_main, w)) {
             stop_workers(p);
             exi_pool_clock_detach(p);
+            exi_pool_clock_release(p);
             free_pool(p);
             return ex_err(EX_EAGAIN, "ex_pool_create: pthread_create failed");
         }
@@ -1105,7 +1122,7 @@ ex_error ex_pool_shutdown(ex_pool *p) {
 
 ex_error exi_pool_shutdown_by(ex_pool *p, int64_t wait_ns) {
     struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
     int64_t ns = (int64_t)deadline.tv_nsec + wait_ns % 1000000000;
     deadline.tv_sec += (time_t)(wait_ns / 1000000000 + ns / 1000000000);
     deadline.tv_nsec = (long)(ns % 1000000000);
@@ -1135,6 +1152,7 @@ ex_error ex_pool_destroy(ex_pool *p) {
         struct timespec poll = { 0, 10 * 1000 * 1000 };  /* a drop that read `closing` too early */
         syscall(SYS_futex, &p->holders, FUTEX_WAIT_PRIVATE, h, &poll, NULL, 0);
     }
+    exi_pool_clock_release(p);
     free_pool(p);
     return ex_ok();
 }

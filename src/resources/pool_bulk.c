@@ -8,6 +8,7 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_trace.h"
+#include "resources/exi_bulk_helpers.h"
 #include "resources/exi_pool.h"
 #include "resources/exi_pool_impl.h"
 
@@ -122,25 +123,10 @@ static bool publish(ex_pool *p, ex_bulk_job *job, ex_bulk_helper *h, uint64_t he
     return quiet;
 }
 
-/* The helper items for `*helpers` helpers: the job's own, or allocated
- * (fewer when that fails: slower, never wrong). */
-static ex_bulk_helper *helper_items(ex_bulk_job *job, uint64_t *helpers) {
-    if (*helpers <= EX_BULK_INLINE_HELPERS) return job->helpers;
-    size_t bytes = (size_t)*helpers * sizeof(ex_bulk_helper);
-    ex_bulk_helper *h = ex_allocate(ex_bulk_job_allocator(job), bytes, alignof(ex_bulk_helper));
-    if (!h) {
-        *helpers = EX_BULK_INLINE_HELPERS;
-        return job->helpers;
-    }
-    job->extra = h;
-    job->extra_size = bytes;
-    return h;
-}
-
 /* Queues up to *helpers helpers (fewer when their items cannot be
  * allocated); returns whether all went quietly (publish). */
 static bool share(ex_pool *p, ex_bulk_job *job, uint64_t *helpers) {
-    ex_bulk_helper *h = helper_items(job, helpers);
+    ex_bulk_helper *h = exi_bulk_helper_items(job, helpers);
     return publish(p, job, h, *helpers);
 }
 

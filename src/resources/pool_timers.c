@@ -28,6 +28,7 @@
 #include "base/exi_atomic.h"
 #include "base/exi_fork.h"
 #include "base/exi_test_hooks.h"
+#include "core/exi_error.h"
 #include "resources/exi_pool_impl.h"
 
 /* Caller holds timers_mu: next_deadline follows the heap.  An earlier
@@ -137,11 +138,17 @@ void (*exi_pool_timer_armed_hook)(void);
 static enum exi_timer_arm pool_arm(void *self, exi_timer_op *op) {
     ex_pool *p = self;
     enum exi_timer_arm a = EXI_TIMER_ARMED;
+    bool due_now = false;
     pthread_mutex_lock(&p->timers_mu);
     if (op->cancel_requested) {
         a = EXI_TIMER_REFUSED_STOPPED;
     } else if (exi_load_acq_u32(&p->stopping) || p->fork_gen != exi_fork_generation()) {
         a = EXI_TIMER_REFUSED_SHUTDOWN;  /* shutdown drops timers after `stopping`, under this lock */
+    } else if (p->clock && op->node.deadline <= exi_clock_now(p->clock)) {
+        /* Due on a virtual clock, which no worker watches: it fires now,
+         * as a run loop or a manual scheduler would fire it, not at the
+         * next advance. */
+        due_now = true;
     } else {
         exi_timer_heap_insert(&p->timers, &op->node);
         if (exi_timer_heap_min(&p->timers) == &op->node && !p->clock) {
@@ -154,6 +161,13 @@ static enum exi_timer_arm pool_arm(void *self, exi_timer_op *op) {
         }
     }
     pthread_mutex_unlock(&p->timers_mu);
+    if (due_now) {
+        /* Not in the heap: a cancel only marks it, and fired() sees the
+         * stop.  The post is the last touch of op and p. */
+        ex_error e = ex_post(ex_pool_scheduler(p), &op->work);
+        if (e.code) exi_error_drop(e);
+        return e.code ? EXI_TIMER_REFUSED_SHUTDOWN : EXI_TIMER_ARMED;
+    }
     if (a == EXI_TIMER_ARMED) {
         void (*hook)(void) = exi_load_rlx_ptr((void *const *)&exi_pool_timer_armed_hook);
         if (hook) hook();
@@ -204,7 +218,11 @@ static bool clock_fire_due(void *self, int64_t now) {
     else t = NULL;
     pthread_mutex_unlock(&p->timers_mu);
     if (!t) return false;
-    if (ex_post(ex_pool_scheduler(p), &exi_timer_op_of(t)->work).code) exi_timer_drop(t);  /* shutting down */
+    ex_error e = ex_post(ex_pool_scheduler(p), &exi_timer_op_of(t)->work);
+    if (e.code) {  /* refused (a pool inherited across fork): dropped once the advance let go of the clock */
+        exi_error_drop(e);
+        exi_clock_refused(p->clock, &exi_timer_op_of(t)->work);
+    }
     return true;
 }
 
@@ -224,4 +242,8 @@ ex_error exi_pool_clock_attach(ex_pool *p) {
 
 void exi_pool_clock_detach(ex_pool *p) {
     if (p->clock) exi_clock_detach(p->clock, p);
+}
+
+void exi_pool_clock_release(ex_pool *p) {
+    if (p->clock) exi_clock_release(p->clock);
 }

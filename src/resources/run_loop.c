@@ -189,7 +189,10 @@ ex_error ex_run_loop_destroy(ex_run_loop *loop) {
     bool busy = exi_load_acq_u64(&loop->count) != 0 || exi_load_acq_u32(&loop->in_run) ||
                 exi_load_acq_u64(&loop->armed) != 0;
     if (busy) return ex_err(EX_EBUSY, "ex_run_loop_destroy: work is queued, timers are armed or the loop is running");
-    if (loop->clock) exi_clock_detach(loop->clock, loop);
+    if (loop->clock) {
+        exi_clock_detach(loop->clock, loop);
+        exi_clock_release(loop->clock);
+    }
     pthread_cond_destroy(&loop->cv);
     pthread_mutex_destroy(&loop->mu);
     return ex_ok();

@@ -7,7 +7,10 @@
  * due and complete stopped if not.  Times are checked from below only. */
 #include <string.h>
 
+#include <pthread.h>
+
 #include "common/helpers.h"
+#include "base/exi_test_hooks.h"
 
 TEST_SUITE(sync_wait_timers, 30);
 
@@ -250,5 +253,80 @@ Test(sync_wait_timers, when_the_wait_ends_due_timers_fire_and_others_complete_st
         ex_operation_destroy(l.op[i]);
         free(l.storage[i]);
     }
+    expect_no_leaks();
+}
+
+/* ------------------------------------------- a cancel as the wait ends */
+
+/* A timer on the loop that the waited operation does not own, cancelled
+ * from another thread just as the wait ends: the cancel takes it out of
+ * the heap, so the wait sees no timer left; it must still not return
+ * (and its frame go) before the cancel let go of the heap's lock.  The
+ * hook holds the cancel there for 50 ms and notes whether sync_wait
+ * returned meanwhile. */
+static atomic_int cancel_inside, returned_during_cancel, wait_returned;
+
+static void hold_the_cancel(void) {
+    atomic_store(&cancel_inside, 1);
+    test_sleep_ms(50);
+    if (atomic_load(&wait_returned)) atomic_store(&returned_during_cancel, 1);
+}
+
+typedef struct detached {
+    ex_stop_source src;
+    ex_env_pair pair;
+    ex_operation *op;
+    void *storage;
+    atomic_int stopped;
+    pthread_t canceller;
+} detached;
+
+static void det_value(void *self, const ex_value *v, size_t n) {
+    (void)self, (void)v, (void)n;
+}
+static void det_error(void *self, ex_error e) {
+    (void)self;
+    ex_error_release(e);
+}
+static void det_stopped(void *self) { atomic_store(&((detached *)self)->stopped, 1); }
+static ex_env det_env(void *self) { return ex_env_of_pair(&((detached *)self)->pair); }
+static const ex_receiver_vtable det_vt = { det_value, det_error, det_stopped, det_env, NULL };
+
+static void *request_stop_elsewhere(void *arg) {
+    ex_stop_source_request_stop(&((detached *)arg)->src);
+    return NULL;
+}
+
+/* Arms an hour's timer on the loop that nobody waits for, has another
+ * thread cancel it, and completes once that cancel is inside the lock. */
+static ex_sender *arm_and_cancel_elsewhere(void *ctx, const ex_value *in, size_t n) {
+    (void)n;
+    detached *d = ctx;
+    ex_sender *s = ex_schedule_after(in[0].as.sched, HOUR);
+    d->storage = malloc(s->op_size);
+    cr_assert(d->storage);
+    cr_assert_eq(ex_connect(s, (ex_receiver){ &det_vt, d }, d->storage, s->op_size, &d->op).code, EX_OK);
+    ex_sender_release(s);
+    ex_start(d->op);
+    cr_assert_eq(pthread_create(&d->canceller, NULL, request_stop_elsewhere, d), 0);
+    while (!atomic_load(&cancel_inside)) test_nap_us(50);
+    return ex_just(ex_int(1));
+}
+
+Test(sync_wait_timers, a_cancel_elsewhere_as_the_wait_ends_is_over_before_it_returns) {
+    detached d;
+    memset(&d, 0, sizeof d);
+    ex_stop_source_init(&d.src);
+    ex_env_pair_init(&d.pair, &ex_key_get_stop_token, ex_token_value(ex_stop_source_token(&d.src)), ex_env_empty());
+    exi_sync_cancel_hook = hold_the_cancel;
+    expect_sync_int(loop_scheduler_then(arm_and_cancel_elsewhere, &d), 1);
+    atomic_store(&wait_returned, 1);
+    pthread_join(d.canceller, NULL);
+    exi_sync_cancel_hook = NULL;
+    cr_assert_eq(atomic_load(&returned_during_cancel), 0,
+                 "ex_sync_wait returned while a cancel still held its loop's lock (a write into a dead frame)");
+    cr_assert_eq(atomic_load(&d.stopped), 1);
+    ex_operation_destroy(d.op);
+    free(d.storage);
     expect_no_leaks();
 }

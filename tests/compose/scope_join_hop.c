@@ -216,6 +216,42 @@ Test(exec_scope, a_failing_hop_delivers_its_error) {
     expect_owned_all_released(1);
 }
 
+/* A scheduler whose connect asks the receiver for its environment (here:
+ * the stop token), as any scheduler may: the join's hop must answer with
+ * the join's receiver's environment already at connect. */
+static ex_error env_reading_connect(void *self, ex_receiver r, void *storage) {
+    (void)ex_stop_token_stop_requested(ex_get_stop_token(ex_receiver_env(r)));
+    return test_connect_schedule_inline(self, r, storage);
+}
+static const ex_scheduler_vtable env_reading_vt = {
+    .name = "test.env-reading",
+    .schedule_op_size = sizeof(test_schedule_op),
+    .schedule_op_align = alignof(test_schedule_op),
+    .connect_schedule = env_reading_connect,
+    .progress = EX_PROGRESS_WEAKLY_PARALLEL,
+};
+
+Test(exec_scope, a_scheduler_may_read_the_hops_environment_at_connect) {
+    ex_counting_scope sc;
+    cr_assert_eq(ex_counting_scope_init(&sc).code, 0);
+    ex_scope_token t = ex_counting_scope_token(&sc);
+    cr_assert(ex_scope_token_try_associate(t));
+    rec rc;
+    rec_init(&rc);
+    rec_with_scheduler(&rc, (ex_scheduler){ &env_reading_vt, NULL });
+    ex_sender *j = ex_counting_scope_join(&sc);
+    inline_run buf;
+    memset(&buf, 0xa5, sizeof buf);  /* what the hop would read before its receiver is set */
+    ex_operation *op = connect_inline(&buf, j, &rc);
+    ex_start(op);
+    ex_scope_token_disassociate(t);
+    rec_expect_values(&rc, 0);
+    ex_operation_destroy(op);
+    ex_sender_release(j);
+    cr_assert_eq(ex_counting_scope_destroy(&sc).code, 0);
+    expect_no_leaks();
+}
+
 /* The hop sees the receiver's stop token: a run loop's schedule completes
  * stopped when stop was requested.  (The wait itself is not cancelled: the
  * join completes only once the last association ended.) */

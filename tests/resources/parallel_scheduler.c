@@ -239,6 +239,20 @@ Test(parallel_scheduler, a_shared_sequenced_bulk_runs_in_order_on_one_agent) {
     expect_no_leaks();
 }
 
+/* A backend with a bulk of its own never gets a sequenced job: its bulk
+ * runs in parallel, which EX_SEQ forbids. */
+Test(parallel_scheduler, a_backend_bulk_never_gets_a_sequenced_job) {
+    test_backend_install(&tb, 3, true);
+    ex_sender *s = ex_bulk_grain(ex_schedule(ex_parallel_scheduler()), EX_SEQ, 64, 1, note_seq, NULL);
+    expect_sync_values(s, 0);
+    cr_assert_eq(atomic_load(&tb.bulks), 0, "the backend's bulk got a sequenced job");
+    cr_assert_eq(atomic_load(&seq_n), 64u);
+    for (size_t i = 0; i < 64; i++) cr_assert_eq(seq_order[i], i);
+    cr_assert_eq(atomic_load(&seq_other_thread), 0);
+    cr_assert_eq(ex_parallel_scheduler_shutdown().code, EX_OK);
+    expect_no_leaks();
+}
+
 Test(parallel_scheduler, a_backend_bulk_gets_the_job) {
     test_backend_install(&tb, 2, true);
     ex_sender *s = ex_bulk_chunked(ex_schedule(ex_parallel_scheduler()), EX_PAR, BULK_SHAPE, 0, visit_chunk, NULL);

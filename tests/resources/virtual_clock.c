@@ -374,3 +374,52 @@ Test(virtual_clock, a_manual_scheduler_that_cannot_attach_is_enomem) {
     cr_assert_eq(ex_virtual_clock_destroy(c).code, EX_OK, "a failed init stayed attached");
     expect_no_leaks();
 }
+
+/* A timer already due when armed fires at once on a pool on a virtual
+ * clock too (no worker watches the clock: the arm posts it), as on a run
+ * loop or a manual scheduler; without that a zero timeout waited for the
+ * next advance. */
+Test(virtual_clock, a_timer_due_when_armed_fires_on_a_pool_without_an_advance) {
+    ex_clock *c = clock_at(5 * EX_NS_PER_S);
+    ex_pool_config cfg = test_pool_config(2, "vclock");
+    cfg.clock = c;
+    ex_pool *p = test_pool_new_cfg(&cfg);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    ex_result r = ex_sync_wait(ex_schedule_after(sch, 0));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    r = ex_sync_wait(ex_schedule_at(sch, EX_NS_PER_S));
+    cr_assert_eq(r.disposition, EX_DISP_VALUE);
+    cr_assert_eq(ex_virtual_clock_armed(c), 0u);
+    /* Stopped before it ran: exactly one completion, stopped. */
+    arec ar;
+    arec_init(&ar, p);
+    arec_with_stop(&ar);
+    ex_stop_source_request_stop(&ar.stop);
+    ex_sender *s = ex_schedule_after(sch, 0);
+    ex_operation *op = arec_run_start(s, &ar);
+    cr_assert_eq(wait_int_reaches(&ar.total, 1), 1);
+    cr_assert_eq(atomic_load(&ar.stops), 1);
+    run_destroy_release(op, s);
+    test_pool_free(p);
+    cr_assert_eq(ex_virtual_clock_destroy(c).code, EX_OK);
+    expect_no_leaks();
+}
+
+/* A pool shut down but not destroyed still reads the clock (a retained
+ * handle's timer computes its deadline before the refusal): the clock's
+ * destroy waits for the pool's. */
+Test(virtual_clock, a_shut_down_pool_still_holds_its_clock) {
+    ex_clock *c = clock_at(0);
+    ex_pool_config cfg = test_pool_config(1, "vclock");
+    cfg.clock = c;
+    ex_pool *p = test_pool_new_cfg(&cfg);
+    cr_assert_eq(ex_pool_shutdown(p).code, EX_OK);
+    cr_assert_eq(ex_virtual_clock_destroy(c).code, EX_EBUSY);
+    ex_result r = ex_sync_wait(ex_schedule_after(ex_pool_scheduler(p), EX_NS_PER_S));
+    cr_assert_eq(r.disposition, EX_DISP_ERROR);
+    cr_assert_eq(r.error.code, EX_ESHUTDOWN);
+    ex_result_destroy(&r);
+    test_pool_free(p);
+    cr_assert_eq(ex_virtual_clock_destroy(c).code, EX_OK);
+    expect_no_leaks();
+}
