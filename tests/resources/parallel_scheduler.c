@@ -226,13 +226,19 @@ static ex_error note_seq(void *ctx, size_t i, const ex_value *v, size_t n) {
     return ex_ok();
 }
 
-Test(parallel_scheduler, a_shared_sequenced_bulk_runs_in_order_on_one_agent) {
-    test_backend_install(&tb, 3, false);
+/* Runs an EX_SEQ bulk of 64 on the parallel scheduler and checks it ran
+ * in index order on one agent. */
+static void expect_sequenced_run(void) {
     ex_sender *s = ex_bulk_grain(ex_schedule(ex_parallel_scheduler()), EX_SEQ, 64, 1, note_seq, NULL);
     expect_sync_values(s, 0);
     cr_assert_eq(atomic_load(&seq_n), 64u);
     for (size_t i = 0; i < 64; i++) cr_assert_eq(seq_order[i], i, "index %zu ran %zu-th", seq_order[i], i);
     cr_assert_eq(atomic_load(&seq_other_thread), 0, "a sequenced bulk ran on two agents");
+}
+
+Test(parallel_scheduler, a_shared_sequenced_bulk_runs_in_order_on_one_agent) {
+    test_backend_install(&tb, 3, false);
+    expect_sequenced_run();
     cr_assert_eq(atomic_load(&tb.schedules), 1, "helpers were scheduled for a sequenced bulk: %d schedules",
                  atomic_load(&tb.schedules));
     cr_assert_eq(ex_parallel_scheduler_shutdown().code, EX_OK);
@@ -243,12 +249,8 @@ Test(parallel_scheduler, a_shared_sequenced_bulk_runs_in_order_on_one_agent) {
  * runs in parallel, which EX_SEQ forbids. */
 Test(parallel_scheduler, a_backend_bulk_never_gets_a_sequenced_job) {
     test_backend_install(&tb, 3, true);
-    ex_sender *s = ex_bulk_grain(ex_schedule(ex_parallel_scheduler()), EX_SEQ, 64, 1, note_seq, NULL);
-    expect_sync_values(s, 0);
+    expect_sequenced_run();
     cr_assert_eq(atomic_load(&tb.bulks), 0, "the backend's bulk got a sequenced job");
-    cr_assert_eq(atomic_load(&seq_n), 64u);
-    for (size_t i = 0; i < 64; i++) cr_assert_eq(seq_order[i], i);
-    cr_assert_eq(atomic_load(&seq_other_thread), 0);
     cr_assert_eq(ex_parallel_scheduler_shutdown().code, EX_OK);
     expect_no_leaks();
 }
