@@ -47,6 +47,19 @@ void r_eval_then(rstate *st, const g_node *nd, rctx cx, r_set *out) {
     }
 }
 
+/* The body's environment: the child's completion scheduler for the let's
+ * channel, when it has one, with the allocator resolved under it cached
+ * for the body (let.c's join_completion_scheduler: the same shortcut as
+ * starts_on's, README "findings"). */
+static rctx let_body_ctx(const rstate *st, rctx cx, uint8_t body_sched) {
+    rctx bc = cx;
+    if (body_sched != CS_NONE) {
+        bc.env_sched = body_sched;
+        r_alloc_shortcut(st, &bc);
+    }
+    return bc;
+}
+
 void r_eval_let(rstate *st, const g_node *nd, rctx cx, r_set *out) {
     r_set c;
     r_eval(st, nd->child[0], cx, &c);
@@ -82,8 +95,7 @@ void r_eval_let(rstate *st, const g_node *nd, rctx cx, r_set *out) {
         case LF_BODY: {
             unsigned v = o->top_req ? 1 : 0;
             if (!body_done[v]) {
-                rctx bc = cx;
-                if (body_sched != CS_NONE) bc.env_sched = body_sched;
+                rctx bc = let_body_ctx(st, cx, body_sched);
                 bc.stop = (uint8_t)r_observe(st, cx, o->top_req);
                 r_eval_conn(st, nd->child[1], bc, &body[v]);
                 r_walk_spawns(st, nd->child[1]);
@@ -104,8 +116,7 @@ void r_eval_let(rstate *st, const g_node *nd, rctx cx, r_set *out) {
     /* Phase 1 walks the body whenever it might run (the child's set may
      * be a placeholder there). */
     if (nd->fn == LF_BODY && called && !body_done[0] && !body_done[1] && st->phase == 1) {
-        rctx bc = cx;
-        if (body_sched != CS_NONE) bc.env_sched = body_sched;
+        rctx bc = let_body_ctx(st, cx, body_sched);
         r_set tmp;
         r_eval_conn(st, nd->child[1], bc, &tmp);
         r_walk_spawns(st, nd->child[1]);

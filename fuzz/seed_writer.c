@@ -181,6 +181,8 @@ static const seed seeds[] = {
     /* The allocator shortcut of starts_on and when_all (README, findings). */
     SEED("regress_alloc_shortcut", 0, 0, 0, STARTS(2), STARTS(0), READENV(2)),
     SEED("regress_alloc_shortcut_when_all", 0, 0, 0, WHEN2, STARTS(2), READENV(2), JUST1(0)),
+    /* The same shortcut in a let body run on its child's completion scheduler. */
+    SEED("regress_alloc_shortcut_let", 4, 0, 0, LET_V(3, 0), CONT(2), JUST0, STARTS(0), READENV(2)),
 };
 
 int main(int argc, char **argv) {

@@ -40,7 +40,13 @@ bool ex_get_delegation_scheduler(ex_env e, ex_scheduler *out);
 ex_stop_token ex_get_stop_token(ex_env e);                   /* never-stop if absent */
 /* The environment's allocator; else the default allocator of the
  * environment's scheduler (an ex_pool's configured one); else the process
- * default (ex_default_allocator). */
+ * default (ex_default_allocator).
+ * One shortcut: starts_on, when_all and a let body run on its child's
+ * completion scheduler resolve the allocator once, when connected, and
+ * answer that to everything below them; so work under a further change of
+ * scheduler, with no allocator written, allocates from the outer one
+ * (e.g. the pool's arenas under starts_on(inline) inside pool work).  Write
+ * the allocator (ex_write_env) where that matters. */
 const struct ex_allocator *ex_get_allocator(ex_env e);
 
 /* Environment of a receiver (empty when its vtable has no env). */
