@@ -4,9 +4,10 @@
 #
 #   make model-check                  every check below, in $(BUILD)/model/<check>/
 #   make model-check MODEL_ONLY="park-2w deque"   only those checks
+#   make model-check MODEL_JOBS=1     one at a time (default: one per core)
 #
-# Each check runs `spin -a` on a copy of its model with its -D switches,
-# compiles pan with gcc (-DSAFETY for safety; -DNP and `pan -l -f`, weak
+# Each check (scripts/model-check-one.sh) runs `spin -a` on a copy of its
+# model with its -D switches, compiles pan with gcc (-DSAFETY for safety; -DNP and `pan -l -f`, weak
 # fairness, for non-progress cycles; -DCOLLAPSE state compression, still
 # exhaustive; $(MODEL_OPT), or -O0 for the broken variants, which stop at
 # their first error), runs it, and prints the states stored,
@@ -23,6 +24,8 @@ MODEL_MEMLIM  ?= 4096
 MODEL_DEPTH   ?= 1000000
 MODEL_ONLY    ?=
 MODEL_OPT     ?= -O2
+# Checks run at once: one per core (each may take up to MODEL_MEMLIM MB).
+MODEL_JOBS    ?= $(shell nproc 2>/dev/null || echo 1)
 
 # name:model:expect:mode:switches (switches comma-separated)
 MODEL_CHECKS := \
@@ -84,40 +87,21 @@ model-check: | $(BUILD)/.deps-model
 	@command -v $(SPIN) >/dev/null 2>&1 || { echo "model-check: $(SPIN) not found (Debian package spin: apt-get install spin)" >&2; exit 1; }
 	@command -v $(MODEL_CC) >/dev/null 2>&1 || { echo "model-check: $(MODEL_CC) not found" >&2; exit 1; }
 	@mkdir -p $(MODEL_BUILD)
-	@pass=0; fail=0; t0=$$(date +%s); summary=$(MODEL_BUILD)/summary.txt; : > $$summary; \
+	@t0=$$(date +%s); summary=$(MODEL_BUILD)/summary.txt; list=$(MODEL_BUILD)/checks.txt; : > $$list; \
 	for c in $(MODEL_CHECKS); do \
-	    name=$$(echo "$$c" | cut -d: -f1); model=$$(echo "$$c" | cut -d: -f2); \
-	    expect=$$(echo "$$c" | cut -d: -f3); mode=$$(echo "$$c" | cut -d: -f4); \
-	    defs=$$(echo "$$c" | cut -d: -f5 | tr ',' ' '); \
+	    name=$${c%%:*}; \
 	    if [ -n "$(MODEL_ONLY)" ]; then case " $(MODEL_ONLY) " in *" $$name "*) ;; *) continue ;; esac; fi; \
-	    d=$(MODEL_BUILD)/$$name; rm -rf $$d; mkdir -p $$d; cp model/$$model.pml $$d/; \
-	    if [ "$$mode" = np ]; then ccf="-DNP -DNFAIR=4"; runf="-l -f"; else ccf="-DSAFETY"; runf=""; fi; \
-	    if [ "$$expect" = pass ]; then opt="$(MODEL_OPT)"; else opt=-O0; fi; \
-	    if ! (cd $$d && $(SPIN) $$defs -a $$model.pml > spin.log 2>&1 && \
-	          $(MODEL_CC) $$opt -w $$ccf -DCOLLAPSE -DMEMLIM=$(MODEL_MEMLIM) -o pan pan.c > cc.log 2>&1); then \
-	        echo "model-check: $$name FAILED to build (see $$d/spin.log, $$d/cc.log)"; fail=$$((fail + 1)); continue; \
-	    fi; \
-	    (cd $$d && ./pan -m$(MODEL_DEPTH) $$runf > pan.log 2>&1); \
-	    errors=$$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' $$d/pan.log | tail -n 1); \
-	    states=$$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' $$d/pan.log | tail -n 1); \
-	    visited=$$(sed -n 's/.*states, stored (\([0-9.e+]*\) visited).*/, \1 visited/p' $$d/pan.log | tail -n 1); \
-	    depth=$$(sed -n 's/.*depth reached \([0-9][0-9]*\).*/\1/p' $$d/pan.log | tail -n 1); \
-	    secs=$$(sed -n 's/^pan: elapsed time \([0-9.e+]*\) seconds.*/\1/p' $$d/pan.log | tail -n 1); \
-	    what="$$mode$${defs:+ $$defs}"; \
-	    if [ -z "$$errors" ]; then \
-	        verdict=FAILED; why="pan printed no result (see $$d/pan.log)"; \
-	    elif [ "$$expect" = pass ]; then \
-	        if [ "$$errors" != 0 ]; then verdict=FAILED; why="errors: $$errors: $$(grep -m1 -E 'pan:1:|violated|cycle' $$d/pan.log) (trail: cd $$d && spin -t -p $$defs $$model.pml)"; \
-	        elif grep -q -E 'Search not completed|max search depth too small|reached -DMEMLIM' $$d/pan.log; then verdict=FAILED; why="search not completed (see $$d/pan.log)"; \
-	        else verdict=ok; why="errors: 0"; fi; \
-	    else \
-	        if [ "$$errors" != 0 ]; then verdict=ok; why="error found as it must be: $$(grep -m1 -E 'pan:1:' $$d/pan.log | sed 's/^pan:1: //') (trail: cd $$d && spin -t -p $$defs $$model.pml)"; \
-	        else verdict=FAILED; why="a broken variant passed: the model cannot see this bug"; fi; \
-	    fi; \
-	    line=$$(printf '%-27s %-6s %s states%s, depth %s, %s s  [%s: %s]  %s' $$name $$verdict "$$states" "$$visited" "$$depth" "$$secs" $$model "$$what" "$$why"); \
-	    echo "model-check: $$line"; echo "$$line" >> $$summary; \
-	    if [ $$verdict = ok ]; then pass=$$((pass + 1)); else fail=$$((fail + 1)); fi; \
+	    echo "$$c" >> $$list; \
 	done; \
-	echo "model-check: $$(( $$(date +%s) - t0 )) s in all; summary in $$summary"; \
+	SPIN="$(SPIN)" MODEL_CC="$(MODEL_CC)" MODEL_OPT="$(MODEL_OPT)" MODEL_MEMLIM=$(MODEL_MEMLIM) MODEL_DEPTH=$(MODEL_DEPTH) \
+	    xargs -P $(MODEL_JOBS) -n 1 sh scripts/model-check-one.sh $(MODEL_BUILD) < $$list; \
+	pass=0; fail=0; : > $$summary; \
+	while read -r c; do \
+	    v=$(MODEL_BUILD)/$${c%%:*}/verdict; \
+	    if [ -s $$v ]; then cat $$v >> $$summary; else echo "$${c%%:*} FAILED no verdict" >> $$summary; fi; \
+	    if [ -s $$v ] && [ "$$(awk '{ print $$2; exit }' $$v)" = ok ]; then pass=$$((pass + 1)); else fail=$$((fail + 1)); fi; \
+	done < $$list; \
+	echo "model-check: $$(( $$(date +%s) - t0 )) s in all, $(MODEL_JOBS) at a time; summary in $$summary"; \
+	grep -v '^[^ ]* *ok ' $$summary | sed 's/^/model-check: FAILED: /' || true; \
 	echo "model-check: $$pass passed, $$fail failed"; \
 	[ $$fail -eq 0 ] && [ $$pass -gt 0 ]
