@@ -167,7 +167,7 @@ static ex_error batch_connect(const ex_sender *s, ex_receiver r, void *storage) 
 
 static void batch_destroy(ex_sender *s) { ex_sender_release(((batch_sender *)s)->schedule); }
 
-static const ex_sender_vtable batch_vt = { "pool bench batch", batch_connect, NULL, batch_destroy };
+static const ex_sender_vtable batch_vt = { "pool bench batch", batch_connect, NULL, batch_destroy, NULL };
 
 static ex_sender *batch_sender_new(ex_scheduler sch, size_t k) {
     ex_sender *s = ex_sender_alloc(&batch_vt, sizeof(batch_sender));

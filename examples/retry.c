@@ -88,7 +88,7 @@ static ex_error retry_connect(const ex_sender *s, ex_receiver r, void *storage) 
 
 static void retry_destroy(ex_sender *s) { ex_sender_release(((retry_sender *)s)->child); }
 
-static const ex_sender_vtable retry_vt = { "retry", retry_connect, NULL, retry_destroy };
+static const ex_sender_vtable retry_vt = { "retry", retry_connect, NULL, retry_destroy, NULL };
 
 /* Takes ownership of child.  max_attempts >= 1. */
 static ex_sender *retry(ex_sender *child, unsigned max_attempts) {

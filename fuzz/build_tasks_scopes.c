@@ -137,7 +137,7 @@ static void scope_sender_destroy(ex_sender *s) {
     for (unsigned j = 0; j < ss->n; j++) ex_sender_release(ss->child[j]);
 }
 
-static const ex_sender_vtable scope_vt = { "fuzz_scope", scope_connect, NULL, scope_sender_destroy };
+static const ex_sender_vtable scope_vt = { "fuzz_scope", scope_connect, NULL, scope_sender_destroy, NULL };
 
 ex_sender *sg_build_scope(unsigned i, ex_sender **memo) {
     const g_node *nd = &G.g.nodes[i];

@@ -185,7 +185,7 @@ static ex_env tap_attrs(const ex_sender *s) {
 
 static void tap_destroy(ex_sender *s) { ex_sender_release(((tap_sender *)s)->child); }
 
-static const ex_sender_vtable tap_vt = { "fuzz_tap", tap_connect, tap_attrs, tap_destroy };
+static const ex_sender_vtable tap_vt = { "fuzz_tap", tap_connect, tap_attrs, tap_destroy, NULL };
 
 ex_sender *sg_wrap(ex_sender *child, unsigned node, bool opaque) {
     ex_sender *s = ex_sender_alloc(&tap_vt, sizeof(tap_sender));

@@ -15,10 +15,11 @@
  * EX_SEQ for one that is not.  Another value gives an invalid sender
  * (EX_EINVAL, "ex_bulk(name): invalid execution policy").
  *
- * Where it runs: if the child's value completion scheduler, or else the
- * receiver environment's scheduler, customises bulk (an ex_pool does, and
- * ex_parallel_scheduler() on any backend), the resource runs it as the
- * policy allows.  On a pool, EX_PAR and
+ * Where it runs: if the domain (cexec/domain.h) of the child's value
+ * completion scheduler replaces bulk when the sender is built, or else the
+ * domain of the receiver environment's scheduler does when it is connected
+ * (an ex_pool's does, and ex_parallel_scheduler()'s on any backend), the
+ * resource runs it as the policy allows (ex_bulk_run_on, below).  On a pool, EX_PAR and
  * EX_PAR_UNSEQ cut the index space into chunks that its agents take
  * dynamically, and the sender completes on the agent that finished last;
  * EX_SEQ and EX_UNSEQ run the same chunks one after another, in index
@@ -141,6 +142,22 @@ ex_sender *ex_bulk_unchunked(ex_sender *child, ex_execution_policy policy, size_
  * "ex_bulk_unchunked(name)". */
 ex_sender *ex_bulk_unchunked_named(ex_sender *child, ex_execution_policy policy, size_t shape, ex_bulk_fn fn,
                                    void *ctx, const char *name);
+
+/* What runs a bulk job on a resource (the contract of ex_bulk_job,
+ * scheduler.h): self is the resource. */
+struct ex_bulk_job;
+typedef void (*ex_bulk_run_fn)(void *self, struct ex_bulk_job *job);
+
+/* For a domain's transform_sender (cexec/domain.h), given a sender of
+ * ex_bulk, ex_bulk_grain, ex_bulk_chunked or ex_bulk_unchunked (tags
+ * ex_tag_bulk, ex_tag_bulk_chunked, ex_tag_bulk_unchunked): a copy of it
+ * (holding its own reference to the child) that, when the child's values
+ * arrive, hands its job to run(self, job) in place of the sequential loop.
+ * run gets every policy; EX_SEQ and EX_UNSEQ jobs must run on the calling
+ * agent (ex_bulk_job says how each binds it).  This is how the pool and
+ * the parallel scheduler run bulk.  Errors, as an invalid sender: EX_EINVAL
+ * (NULL s or run, or s not of that family), EX_ENOMEM. */
+ex_sender *ex_bulk_run_on(const ex_sender *s, ex_bulk_run_fn run, void *self);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 #include <cexec/env.h>
 #include <cexec/sender.h>
 #include <cexec/scheduler.h>
+#include <cexec/domain.h>
 #include <cexec/run_loop.h>
 #include <cexec/single_thread_context.h>
 #include <cexec/manual_scheduler.h>

@@ -24,9 +24,9 @@
  *   set_error(EX_ESHUTDOWN) once shut down (or the backend's error);
  * - bulk, bulk_grain, bulk_chunked and bulk_unchunked (bulk.h) on it run
  *   as their policy allows: EX_PAR and EX_PAR_UNSEQ in parallel through
- *   the backend (the scheduler's bulk customisation, the scheduler
- *   vtable's bulk hook the pool uses, hands the job to the backend's
- *   bulk, or shares it out through its schedule); EX_SEQ and EX_UNSEQ in
+ *   the backend (the scheduler's domain, cexec/domain.h, takes the bulk
+ *   as the pool's does and hands its job to the backend's bulk, or
+ *   shares it out through its schedule); EX_SEQ and EX_UNSEQ in
  *   index order on the agent that started the bulk, never handed to the
  *   backend's bulk;
  * - ex_post queues a work item on a backend agent; ex_dispatch runs it

@@ -2,9 +2,9 @@
 /* cexec/scheduler.h - schedulers ([exec.sched], [exec.schedule]) and the
  * inline scheduler.
  *
- * ex_scheduler is a two-word handle {vtable, resource}.  The vtable is also
- * where a resource customises algorithms (P2300's domains): later
- * components add bulk, post and dispatch hooks here. */
+ * ex_scheduler is a two-word handle {vtable, resource}.  The vtable also
+ * names the resource's domain (cexec/domain.h), through which it replaces
+ * algorithms (its bulk), and its post, dispatch and timer hooks. */
 #ifndef CEXEC_SCHEDULER_H
 #define CEXEC_SCHEDULER_H
 
@@ -47,7 +47,8 @@ typedef struct ex_bulk_helper {
     struct ex_bulk_job *job;
 } ex_bulk_helper;
 
-/* The index space of one bulk execution, handed to a resource's bulk hook.
+/* The index space of one bulk execution, handed to the function a domain
+ * gave ex_bulk_run_on (bulk.h).
  * The resource calls ex_bulk_job_run for disjoint ranges that together
  * cover [0, shape), as `policy` allows, stops handing out ranges once a
  * call returns false, and calls ex_bulk_job_done exactly once, after every
@@ -117,10 +118,13 @@ typedef struct ex_scheduler_vtable {
      * yield runs after what is waiting).  For long runners that hand the
      * agent back (a strand's turn).  NULL: post. */
     ex_error (*yield)(void *self, ex_work *w);
-    /* Runs a bulk job on this resource (NULL: ex_bulk runs the sequential
-     * loop of [exec.bulk]).  Takes over the job; see ex_bulk_job (which
-     * says how its policy binds the hook). */
-    void (*bulk)(void *self, ex_bulk_job *job);
+    /* The resource's domain (cexec/domain.h): what it does in place of
+     * cexec's algorithms, bulk among them (ex_bulk_run_on).  NULL: the
+     * default domain, which replaces nothing. */
+    const struct ex_domain *domain;
+    /* Agents that run this resource's work at once, for algorithms that
+     * size their parts by it (NULL hook: 1). */
+    unsigned (*concurrency)(void *self);
     /* The resource's default frame allocator (NULL hook or result: none).
      * An environment that names no allocator but whose get_scheduler is
      * this resource allocates through it (see ex_get_allocator). */

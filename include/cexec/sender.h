@@ -35,6 +35,9 @@ typedef struct ex_sender_vtable {
     ex_env (*attrs)(const ex_sender *s);
     /* Releases what the sender holds (child senders).  NULL: nothing. */
     void (*destroy)(ex_sender *s);
+    /* The algorithm, for domains (cexec/domain.h).  NULL: none; no domain
+     * is offered the sender. */
+    const struct ex_tag *tag;
 } ex_sender_vtable;
 
 struct ex_allocator;
@@ -165,7 +168,10 @@ static inline size_t ex_size_add(size_t a, size_t b) { return a > SIZE_MAX - b ?
 static inline size_t ex_max_size(size_t a, size_t b) { return a > b ? a : b; }
 
 /* Connects a child sender without ex_connect's argument checks (the parent
- * already validated it); storage must be sized and aligned for it. */
+ * already validated it); storage must be sized and aligned for it.  For a
+ * child whose environment has the parent's scheduler and domain; an
+ * adaptor that gives its child another get_scheduler or get_domain uses
+ * ex_connect_child_in_env (cexec/domain.h). */
 static inline ex_error ex_connect_child(const ex_sender *child, ex_receiver r, void *storage) {
     return child->vt->connect(child, r, storage);
 }

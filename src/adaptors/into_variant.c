@@ -107,9 +107,9 @@ static void v_destroy(ex_sender *s) {
 }
 
 static const ex_sender_vtable v_vts[] = {
-    { "ex_into_variant", v_connect, v_attrs, v_destroy },
-    { "ex_stopped_as_optional", v_connect, v_attrs, v_destroy },
-    { "ex_stopped_as_error", v_connect, v_attrs, v_destroy },
+    { "ex_into_variant", v_connect, v_attrs, v_destroy, NULL },
+    { "ex_stopped_as_optional", v_connect, v_attrs, v_destroy, NULL },
+    { "ex_stopped_as_error", v_connect, v_attrs, v_destroy, NULL },
 };
 
 static ex_sender *make_variant(variant_kind kind, ex_sender *child, ex_error err, const char *null_msg) {

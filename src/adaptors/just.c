@@ -55,7 +55,7 @@ static void just_destroy(ex_sender *s) {
     ex_deallocate(s->alloc, js->nested, js->nested_size, alignof(ex_value));
 }
 
-const ex_sender_vtable exi_just_vt = { "ex_just", just_connect, NULL, just_destroy };
+const ex_sender_vtable exi_just_vt = { "ex_just", just_connect, NULL, just_destroy, NULL };
 
 /* (s is a just: exi_just_flat_values checked) */
 bool exi_just_flat_values_of(const ex_sender *s, const ex_value **v, size_t *n) {
@@ -86,7 +86,7 @@ ex_sender *ex_just_n(const ex_value *v, size_t n) {
 
 /* -------------------------------------------------------------- just_error */
 
-static const ex_sender_vtable just_error_vt = { "ex_just_error", exi_error_connect, NULL, exi_error_sender_destroy };
+static const ex_sender_vtable just_error_vt = { "ex_just_error", exi_error_connect, NULL, exi_error_sender_destroy, NULL };
 
 /* Takes e's reference (cexec/error.h): the sender holds it, each operation
  * takes one of its own, and the sender's last release drops it. */
@@ -120,7 +120,7 @@ static ex_error stopped_connect(const ex_sender *s, ex_receiver r, void *storage
     return ex_ok();
 }
 
-static const ex_sender_vtable just_stopped_vt = { "ex_just_stopped", stopped_connect, NULL, NULL };
+static const ex_sender_vtable just_stopped_vt = { "ex_just_stopped", stopped_connect, NULL, NULL, NULL };
 
 static ex_sender just_stopped_sender = {
     .vt = &just_stopped_vt,
@@ -178,7 +178,7 @@ static ex_error read_env_connect(const ex_sender *s, ex_receiver r, void *storag
     return ex_ok();
 }
 
-static const ex_sender_vtable read_env_vt = { "ex_read_env", read_env_connect, NULL, NULL };
+static const ex_sender_vtable read_env_vt = { "ex_read_env", read_env_connect, NULL, NULL, NULL };
 
 ex_sender *ex_read_env(const ex_key *key, ex_type type) {
     if (!key) return ex_invalid_sender(EX_EINVAL, "ex_read_env: NULL key");

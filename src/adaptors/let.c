@@ -16,6 +16,7 @@
 #include "adaptors/exi_stage_name.h"
 #include "core/exi_env.h"
 #include "core/exi_error_text.h"
+#include "core/exi_domain.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -194,7 +195,7 @@ static void run_inner(let_op *o, ex_sender *s2) {
     ex_receiver r2 = { &r2_vt, o };
     /* (a fresh variable: copying the error the callee just wrote into
      * another stalls on store forwarding) */
-    ex_error ce = ex_connect_child(s2, r2, block);
+    ex_error ce = exi_connect_child_in_env(s2, r2, block);  /* the body's environment decides its domain */
     if (ce.code) {
         ex_deallocate(a, block, s2->op_size, s2->op_align);
         release_returned(o, s2);
@@ -281,6 +282,8 @@ static __attribute__((noinline)) bool join_completion_scheduler(let_op *o, const
 }
 
 static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    ex_error le;
+    if (exi_late_replaced(s, r, storage, &le)) return le;
     const let_sender *ls = (const let_sender *)s;
     let_op *o = storage;
     o->base.vt = &let_op_vt;
@@ -314,11 +317,11 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
 static void let_destroy(ex_sender *s) { ex_sender_release(((let_sender *)s)->child); }
 
 static const ex_sender_vtable let_vts[] = {
-    { "ex_let_value", let_connect, NULL, let_destroy },
-    { "ex_let_error", let_connect, NULL, let_destroy },
-    { "ex_let_stopped", let_connect, NULL, let_destroy },
+    { "ex_let_value", let_connect, NULL, let_destroy, &ex_tag_let_value },
+    { "ex_let_error", let_connect, NULL, let_destroy, &ex_tag_let_error },
+    { "ex_let_stopped", let_connect, NULL, let_destroy, &ex_tag_let_stopped },
 };
-static const ex_sender_vtable let_value_borrowed_vt = { "ex_let_value_borrowed", let_connect, NULL, let_destroy };
+static const ex_sender_vtable let_value_borrowed_vt = { "ex_let_value_borrowed", let_connect, NULL, let_destroy, NULL };
 
 static ex_sender *make_let(let_kind kind, bool borrowed, ex_sender *child, let_fn fn, bool fn_null, void *ctx,
                            ex_sig in, const char *name) {
@@ -365,7 +368,7 @@ static ex_sender *make_let(let_kind kind, bool borrowed, ex_sender *child, let_f
     ls->in = in;
     s->sigs = sigs;
     exi_layout_one_child(s, sizeof(let_op), alignof(let_op), child);
-    return s;
+    return exi_early_from_child(s, child);
 }
 
 /* (The plain names are macros in C, let.h: parenthesised, they name the

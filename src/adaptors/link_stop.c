@@ -217,7 +217,7 @@ static ex_env l_attrs(const ex_sender *s) { return ex_env_forward(ex_sender_attr
 
 static void l_destroy(ex_sender *s) { ex_sender_release(((link_sender *)s)->child); }
 
-static const ex_sender_vtable link_vt = { "ex_link_stop_token", l_connect, l_attrs, l_destroy };
+static const ex_sender_vtable link_vt = { "ex_link_stop_token", l_connect, l_attrs, l_destroy, NULL };
 
 ex_sender *ex_link_stop_token(ex_sender *child, ex_stop_token extra) {
     ex_error e = ex_check_input(child, "ex_link_stop_token: NULL input sender");

@@ -12,6 +12,7 @@
 #include "adaptors/exi_on.h"
 #include "adaptors/exi_write_env.h"
 #include "base/exi_macros.h"
+#include "core/exi_domain.h"
 #include "core/exi_env.h"
 #include "core/exi_error.h"
 #include "core/exi_sender.h"
@@ -59,6 +60,8 @@ static void so_destroy_op(ex_operation *op) {
 static const ex_operation_vtable so_op_vt = { so_start, so_destroy_op };
 
 static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    ex_error le;
+    if (exi_late_replaced(s, r, storage, &le)) return le;
     const starts_on_sender *ss = (const starts_on_sender *)s;
     starts_on_op *o = storage;
     o->h.base.vt = &so_op_vt;
@@ -74,7 +77,7 @@ static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
     /* Its own variable, and ex_ok() on success: copying the error the
      * callee just wrote stalls on store forwarding; only its code is read
      * on the way. */
-    ex_error ce = ex_connect_child(ss->child, cr, o->child);
+    ex_error ce = exi_connect_child_in_env(ss->child, cr, o->child);  /* under sch: its domain */
     if (ce.code) {
         ex_operation_destroy(o->h.sched_op);
         return ce;
@@ -88,7 +91,7 @@ static void so_destroy(ex_sender *s) { ex_sender_release(((starts_on_sender *)s)
  * (default get-attrs of a single-child sender). */
 static ex_env so_attrs(const ex_sender *s) { return ex_env_forward(ex_sender_attrs(((const starts_on_sender *)s)->child)); }
 
-const ex_sender_vtable exi_starts_on_vt = { "ex_starts_on", so_connect, so_attrs, so_destroy };
+const ex_sender_vtable exi_starts_on_vt = { "ex_starts_on", so_connect, so_attrs, so_destroy, &ex_tag_starts_on };
 
 ex_sender *ex_starts_on(ex_scheduler sch, ex_sender *child) {
     ex_error e = ex_check_input(child, "ex_starts_on: NULL input sender");
@@ -106,7 +109,8 @@ ex_sender *ex_starts_on(ex_scheduler sch, ex_sender *child) {
     s->sigs = child->sigs;
     s->sigs.flags |= sch.vt->schedule_flags;
     s->depth = child->depth + 1;
-    return s;
+    /* [exec.starts.on]: the early domain is the scheduler's. */
+    return sch.vt->domain ? exi_transform_early(s, sch.vt->domain, sch) : s;
 }
 
 /* ------------------------------------------------- continues_on / schedule_from */
@@ -210,6 +214,10 @@ static const ex_operation_vtable co_op_vt = { co_start, co_destroy_op };
 
 static ex_error co_connect(const ex_sender *s, ex_receiver r, void *storage) {
     const continues_sender *cs = (const continues_sender *)s;
+    /* get-domain-late: a hop's late domain is its scheduler's (ex_on's
+     * hop back, whose scheduler comes from the environment, has none). */
+    ex_error le;
+    if (!cs->from_env && cs->sch.vt->domain && exi_late_offer(s, r, storage, &le, cs->sch.vt->domain, cs->sch)) return le;
     continues_op *o = storage;
     ex_scheduler sch = cs->sch;
     if (cs->from_env) {
@@ -256,8 +264,8 @@ static ex_env co_attrs(const ex_sender *s) {
 
 static void co_destroy(ex_sender *s) { ex_sender_release(((continues_sender *)s)->child); }
 
-static const ex_sender_vtable continues_vt = { "ex_continues_on", co_connect, co_attrs, co_destroy };
-static const ex_sender_vtable affine_vt = { "ex_affine_on", co_connect, co_attrs, co_destroy };
+static const ex_sender_vtable continues_vt = { "ex_continues_on", co_connect, co_attrs, co_destroy, &ex_tag_continues_on };
+static const ex_sender_vtable affine_vt = { "ex_affine_on", co_connect, co_attrs, co_destroy, &ex_tag_continues_on };
 
 static ex_sender *make_continues(ex_sender *child, const ex_scheduler *sch, const char *who_null, const char *who_sched,
                                  bool affine) {
@@ -298,7 +306,7 @@ static ex_sender *make_continues(ex_sender *child, const ex_scheduler *sch, cons
     s->op_size = ex_size_add(cs->child_off, child->op_size);
     s->op_align = ex_max_size(ex_max_size(alignof(continues_op), align), child->op_align);
     s->depth = child->depth + 1;
-    return s;
+    return exi_early_from_child(s, child);
 }
 
 ex_sender *ex_continues_on(ex_sender *child, ex_scheduler sch) {

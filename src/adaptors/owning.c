@@ -51,7 +51,7 @@ static void o_destroy(ex_sender *s) {
     os->destroy(os->ctx);
 }
 
-static const ex_sender_vtable owning_vt = { "ex_owning_ctx", o_connect, o_attrs, o_destroy };
+static const ex_sender_vtable owning_vt = { "ex_owning_ctx", o_connect, o_attrs, o_destroy, NULL };
 
 ex_sender *ex_owning_ctx(ex_sender *s, void *ctx, void (*destroy)(void *ctx)) {
     if (!destroy) return exi_reject1(EX_EINVAL, "ex_owning_ctx: NULL destroy function", s);

@@ -15,6 +15,7 @@
 #include "base/exi_test_hooks.h"
 #include "base/exi_thread.h"
 #include "core/exi_debug.h"
+#include "core/exi_domain.h"
 #include "core/exi_env.h"
 #include "core/exi_error.h"
 #include "core/exi_scheduler.h"
@@ -462,6 +463,15 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
 ex_result ex_sync_wait(ex_sender *s) {
     if (!s) return error_result(ex_err(EX_EINVAL, "ex_sync_wait: NULL sender"));
     if (exi_sender_dead(s)) exi_debug_dead_sender(s, "ex_sync_wait");
+    if (s->sigs.nvalues <= 1 && s->vt->attrs) {
+        /* apply_sender: the domain the sender completes in may run it. */
+        ex_result applied;
+        result_clear(&applied);
+        if (exi_apply_sync_wait(s, &applied)) {
+            ex_sender_release(s);
+            return applied;
+        }
+    }
     if (exi_single_thread_context_here()) {
         /* Its work runs only on this thread, which would be blocked. */
         ex_sender_release(s);
@@ -502,7 +512,7 @@ ex_result ex_sync_wait(ex_sender *s) {
         /* What ex_connect checks holds: a valid receiver, storage sized
          * and aligned for a valid alignment, a receiver accepting all
          * (its checks were a twentieth of a short wait). */
-        e = ex_connect_child(s, r, storage);
+        e = exi_connect_child_in_env(s, r, storage);
         op = storage;
     } else {
         e = ex_connect(s, r, storage, heap ? s->op_size : sizeof stack_op, &op);

@@ -10,6 +10,7 @@
 #include <cexec/cexec.h>
 
 #include "adaptors/exi_stage_name.h"
+#include "core/exi_domain.h"
 #include "core/exi_error_text.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
@@ -145,6 +146,8 @@ static void then_op_destroy(ex_operation *op) { ex_operation_destroy(((then_op *
 static const ex_operation_vtable then_op_vt = { then_start, then_op_destroy };
 
 static ex_error then_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    ex_error le;
+    if (exi_late_replaced(s, r, storage, &le)) return le;
     const then_sender *ts = (const then_sender *)s;
     then_op *o = storage;
     o->base.vt = &then_op_vt;
@@ -168,9 +171,9 @@ static ex_env then_attrs(const ex_sender *s) {
 static void then_destroy(ex_sender *s) { ex_sender_release(((then_sender *)s)->child); }
 
 static const ex_sender_vtable then_vts[] = {
-    { "ex_then", then_connect, then_attrs, then_destroy },
-    { "ex_upon_error", then_connect, then_attrs, then_destroy },
-    { "ex_upon_stopped", then_connect, then_attrs, then_destroy },
+    { "ex_then", then_connect, then_attrs, then_destroy, &ex_tag_then },
+    { "ex_upon_error", then_connect, then_attrs, then_destroy, &ex_tag_upon_error },
+    { "ex_upon_stopped", then_connect, then_attrs, then_destroy, &ex_tag_upon_stopped },
 };
 
 /* The invalid sender for a bad argument: the fixed text, named. */
@@ -228,7 +231,7 @@ static ex_sender *make_then(then_kind kind, ex_sender *child, void *fn, void *ct
     ts->out = out;
     s->sigs = sigs;
     exi_layout_one_child(s, sizeof(then_op), alignof(then_op), child);
-    return s;
+    return exi_early_from_child(s, child);
 }
 
 /* (The plain names are macros in C, then.h: parenthesised, they name the

@@ -5,6 +5,7 @@
 #include <cexec/cexec.h>
 
 #include "adaptors/exi_write_env.h"
+#include "core/exi_domain.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 
@@ -53,7 +54,10 @@ static ex_error w_connect(const ex_sender *s, ex_receiver r, void *storage) {
     ex_env_pair_init(&o->env, ws->key, v, env);
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(write_env_op), ws->child));
     ex_receiver cr = { &w_rcvr_vt, o };
-    ex_error e = ex_connect_child(ws->child, cr, o->child);
+    /* A written scheduler or domain is the child's late domain. */
+    ex_error e = ws->key == &ex_key_get_scheduler || ws->key == &ex_key_get_domain
+                     ? exi_connect_child_in_env(ws->child, cr, o->child)
+                     : ex_connect_child(ws->child, cr, o->child);
     if (e.code) ex_sender_release(o->keep);
     return e;
 }
@@ -66,7 +70,7 @@ static void w_destroy(ex_sender *s) {
     ex_deallocate(s->alloc, ws->nested, ws->nested_size, alignof(ex_value));
 }
 
-static const ex_sender_vtable write_env_vt = { "ex_write_env", w_connect, w_attrs, w_destroy };
+static const ex_sender_vtable write_env_vt = { "ex_write_env", w_connect, w_attrs, w_destroy, NULL };
 
 ex_sender *exi_write_env(ex_sender *child, const ex_key *key, ex_value value, const ex_key *from_key,
                          const char *missing_msg) {

@@ -50,8 +50,9 @@ static size_t loop_finish(exi_tiled_op *o, ex_value *out) {
 
 static const exi_tiled_kind loop_kind_vt = { false, loop_tile, loop_finish, EXI_TILES_PER_PART };
 static const ex_sender_vtable for_each_vt = { "ex_for_each_index", exi_tiled_connect, exi_tiled_attrs,
-                                              exi_tiled_destroy };
-static const ex_sender_vtable transform_vt = { "ex_transform", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
+                                              exi_tiled_destroy, &ex_tag_for_each_index };
+static const ex_sender_vtable transform_vt = { "ex_transform", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy,
+                                               &ex_tag_transform };
 
 /* About 16 tiles per participant (the counter evens out uneven tiles), and
  * no tile below `least` indices. */

@@ -71,7 +71,7 @@ static size_t reduce_finish(exi_tiled_op *o, ex_value *out) {
 }
 
 static const exi_tiled_kind reduce_kind = { true, reduce_tile, reduce_finish, EXI_REDUCE_TILES_PER_PART };
-static const ex_sender_vtable reduce_vt = { "ex_reduce", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
+static const ex_sender_vtable reduce_vt = { "ex_reduce", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy, &ex_tag_reduce };
 
 static reduce_sender *reduce_alloc(size_t extra, ex_scheduler sch, size_t n, size_t elem, ex_sig sig) {
     exi_tiled_sender *t =

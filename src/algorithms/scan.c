@@ -114,8 +114,10 @@ static size_t scan_finish(exi_tiled_op *o, ex_value *out) {
 }
 
 static const exi_tiled_kind scan_kind = { true, scan_tile, scan_finish, EXI_SCAN_TILES_PER_PART };
-static const ex_sender_vtable inclusive_vt = { "ex_inclusive_scan", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
-static const ex_sender_vtable exclusive_vt = { "ex_exclusive_scan", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy };
+static const ex_sender_vtable inclusive_vt = { "ex_inclusive_scan", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy,
+                                               &ex_tag_inclusive_scan };
+static const ex_sender_vtable exclusive_vt = { "ex_exclusive_scan", exi_tiled_connect, exi_tiled_attrs, exi_tiled_destroy,
+                                               &ex_tag_exclusive_scan };
 
 static scan_sender *scan_alloc(bool exclusive, size_t extra, ex_scheduler sch, size_t n, size_t elem, ex_sig sig) {
     exi_tiled_sender *t = exi_tiled_alloc(exclusive ? &exclusive_vt : &inclusive_vt, sizeof(scan_sender) + extra,

@@ -9,17 +9,17 @@
 
 #include "algorithms/exi_tiled.h"
 #include "base/exi_atomic.h"
+#include "core/exi_domain.h"
 #include "core/exi_error.h"
 #include "core/exi_value.h"
-#include "resources/exi_pool.h"
 
 /* The key under which the inner operation finds its tiled operation. */
 static const ex_key tiled_run_key = { "cexec.tiled_run", true };
 
 unsigned exi_scheduler_concurrency(ex_scheduler sch) {
-    if (!sch.vt || !sch.vt->bulk) return 1;
-    unsigned n = exi_pool_size_of(sch);
-    return n ? n : ex_default_thread_count();
+    if (!sch.vt || !sch.vt->concurrency) return 1;
+    unsigned n = sch.vt->concurrency(sch.self);
+    return n ? n : 1;
 }
 
 /* ------------------------------------------------------------- the tiles */
@@ -146,6 +146,8 @@ static void tiled_op_destroy(ex_operation *op) {
 static const ex_operation_vtable tiled_op_vt = { tiled_start, tiled_op_destroy };
 
 ex_error exi_tiled_connect(const ex_sender *sender, ex_receiver r, void *storage) {
+    ex_error le;
+    if (exi_late_replaced(sender, r, storage, &le)) return le;
     const exi_tiled_sender *s = (const exi_tiled_sender *)sender;
     exi_tiled_op *o = storage;
     ex_env env = ex_receiver_env(r);
@@ -167,7 +169,7 @@ ex_error exi_tiled_connect(const ex_sender *sender, ex_receiver r, void *storage
                       ex_env_forward(env));
     ex_receiver ir = { s->parts > 1 ? &bulk_rcvr_vt : &one_rcvr_vt, o };
     o->s = s;
-    ex_error e = ex_connect_child(s->inner, ir, inner_of(o, s));
+    ex_error e = exi_connect_child_in_env(s->inner, ir, inner_of(o, s));
     if (e.code) {
         if (o->scratch) ex_deallocate(o->alloc, o->scratch, s->scratch_size, alignof(max_align_t));
         return e;
@@ -209,6 +211,11 @@ ex_sender *exi_tiled_finish(exi_tiled_sender *s) {
     ex_sender *inner = s->parts > 1 ? ex_bulk_grain(ex_starts_on(s->sch, ex_read_env(&tiled_run_key, EX_T_PTR)), EX_PAR,
                                                     s->parts, 1, participant, NULL)
                                     : ex_schedule(s->sch);
+    /* The participants' bulk runs on sch: offered to its domain now (the
+     * pool's and the parallel scheduler's run it on their agents), not
+     * at every connect. */
+    const ex_domain *d = s->sch.vt->domain;
+    if (s->parts > 1 && d) inner = exi_transform_early(inner, d, s->sch);
     ex_error e = ex_sender_status(inner);
     if (e.code) {
         ex_sender_release(inner);
@@ -220,5 +227,6 @@ ex_sender *exi_tiled_finish(exi_tiled_sender *s) {
     s->base.op_size = ex_size_add(s->inner_off, inner->op_size);
     s->base.op_align = ex_max_size(alignof(exi_tiled_op), inner->op_align);
     s->base.depth = inner->depth + 1;
-    return &s->base;
+    /* The algorithm itself: offered to sch's domain, as starts_on is. */
+    return d ? exi_transform_early(&s->base, d, s->sch) : &s->base;
 }

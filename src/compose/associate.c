@@ -86,7 +86,7 @@ static void a_destroy(ex_sender *s) {
     if (exi_load_acq_u32(&as->held)) ex_scope_token_disassociate(as->token);  /* never taken over */
 }
 
-static const ex_sender_vtable assoc_vt = { "ex_associate", a_connect, NULL, a_destroy };
+static const ex_sender_vtable assoc_vt = { "ex_associate", a_connect, NULL, a_destroy, NULL };
 
 ex_sender *ex_associate(ex_sender *s, ex_scope_token t) {
     ex_error e = ex_check_input(s, "ex_associate: NULL sender");

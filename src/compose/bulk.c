@@ -14,6 +14,7 @@
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
 #include "compose/exi_bulk.h"
+#include "core/exi_domain.h"
 #include "core/exi_error.h"
 #include "core/exi_error_text.h"
 #include "core/exi_sender.h"
@@ -51,7 +52,8 @@ typedef struct bulk_sender {
     bulk_fn fn;
     void *ctx;
     const char *name;          /* the stage's, for messages; NULL: none */
-    ex_scheduler child_sched;  /* the child's value completion scheduler if it customises bulk, else vt == NULL */
+    ex_bulk_run_fn run;        /* a domain's (ex_bulk_run_on), else NULL: the sequential loop */
+    void *run_self;
 } bulk_sender;
 
 typedef struct bulk_op {
@@ -64,7 +66,8 @@ typedef struct bulk_op {
     bulk_fn fn;
     void *ctx;
     size_t shape, grain;
-    ex_scheduler sched;      /* resource with a bulk hook, or vt == NULL */
+    ex_bulk_run_fn run;      /* the resource's, or NULL: the sequential loop */
+    void *run_self;
     /* parallel execution */
     ex_bulk_job job;
     exi_store values;
@@ -146,7 +149,7 @@ static void job_init(bulk_op *o) {
 
 static void b_set_value(void *self, const ex_value *v, size_t n) {
     bulk_op *o = self;
-    if (!o->sched.vt) {
+    if (!o->run) {
         /* [exec.bulk]: the sequential loop on the completing agent. */
         ex_error e = o->shape ? run_range(o, 0, o->shape, v, n) : ex_ok();
         if (e.code) {
@@ -167,7 +170,7 @@ static void b_set_value(void *self, const ex_value *v, size_t n) {
     o->err = ex_ok();
     o->token = ex_get_stop_token(ex_receiver_env(o->r));
     job_init(o);
-    o->sched.vt->bulk(o->sched.self, &o->job);
+    o->run(o->run_self, &o->job);
 }
 
 static void b_set_error(void *self, ex_error e) { ex_set_error(((bulk_op *)self)->r, e); }
@@ -186,35 +189,12 @@ static void b_destroy_op(ex_operation *op) {
 
 static const ex_operation_vtable b_op_vt = { b_start, b_destroy_op };
 
-/* The child's value completion scheduler if it customises bulk, else the
- * invalid handle.  Asked once, when the sender is made: a sender's
- * attributes are part of the immutable recipe (a query per connect was a
- * twentieth of a short bulk's launch). */
-static ex_scheduler child_bulk_scheduler(const ex_sender *child) {
-    ex_scheduler s;
-    if (ex_get_completion_scheduler(child, &ex_key_completion_scheduler_value, &s) && s.vt && s.vt->bulk) return s;
-    s.vt = NULL;
-    s.self = NULL;
-    return s;
-}
-
 /* Whether the child's value completion scheduler promises concurrent
  * forward progress (asked once, when the sender is made). */
 static bool child_concurrent(const ex_sender *child) {
     ex_scheduler s;
     return ex_get_completion_scheduler(child, &ex_key_completion_scheduler_value, &s) && s.vt &&
            s.vt->progress == EX_PROGRESS_CONCURRENT;
-}
-
-/* The resource that runs the bulk: the child's value completion scheduler,
- * else the environment's scheduler, if it customises bulk. */
-static ex_scheduler bulk_resource(const bulk_sender *bs, ex_receiver r) {
-    if (bs->child_sched.vt) return bs->child_sched;
-    ex_scheduler s;
-    if (ex_get_scheduler(ex_receiver_env(r), &s) && s.vt && s.vt->bulk) return s;
-    s.vt = NULL;
-    s.self = NULL;
-    return s;
 }
 
 /* bulk_unchunked promises each index an agent of its own: on a scheduler
@@ -227,11 +207,17 @@ static bool breaks_concurrency(const bulk_sender *bs, ex_receiver r) {
     return ex_get_scheduler(ex_receiver_env(r), &s) && s.vt && s.vt->progress == EX_PROGRESS_CONCURRENT;
 }
 
+/* A resource runs the bulk when the domain of the child's completion
+ * scheduler replaced it when built (early), or the environment's domain
+ * does now (late): either way through ex_bulk_run_on. */
 static ex_error b_connect(const ex_sender *s, ex_receiver r, void *storage) {
     const bulk_sender *bs = (const bulk_sender *)s;
+    ex_error le;
+    if (!bs->run && exi_late_replaced(s, r, storage, &le)) return le;
     bulk_op *o = storage;
-    o->sched = bulk_resource(bs, r);
-    if (!o->sched.vt && breaks_concurrency(bs, r))
+    o->run = bs->run;
+    o->run_self = bs->run_self;
+    if (!o->run && breaks_concurrency(bs, r))
         return ex_err(EX_EINVAL, exi_stage_fixed(texts[bs->builder].not_concurrent, bs->name));
     o->base.vt = &b_op_vt;
     o->r = r;
@@ -253,7 +239,14 @@ static ex_env b_attrs(const ex_sender *s) { return ex_env_forward(ex_sender_attr
 
 static void b_destroy(ex_sender *s) { ex_sender_release(((bulk_sender *)s)->child); }
 
-static const ex_sender_vtable bulk_vt = { "ex_bulk", b_connect, b_attrs, b_destroy };
+static const ex_sender_vtable bulk_vts[] = {
+    [BULK] = { "ex_bulk", b_connect, b_attrs, b_destroy, &ex_tag_bulk },
+    [BULK_GRAIN] = { "ex_bulk_grain", b_connect, b_attrs, b_destroy, &ex_tag_bulk },
+    [BULK_CHUNKED] = { "ex_bulk_chunked", b_connect, b_attrs, b_destroy, &ex_tag_bulk_chunked },
+    [BULK_UNCHUNKED] = { "ex_bulk_unchunked", b_connect, b_attrs, b_destroy, &ex_tag_bulk_unchunked },
+};
+
+static bool is_bulk(const ex_sender *s) { return s->vt >= bulk_vts && s->vt < bulk_vts + 4; }
 
 static bool valid_policy(ex_execution_policy policy) {
     switch (policy) {
@@ -266,9 +259,13 @@ static bool valid_policy(ex_execution_policy policy) {
     return false;
 }
 
+static ex_sender *run_on(const ex_sender *s, ex_bulk_run_fn run, void *self);
+static const exi_bulk_ops bulk_ops = { run_on };
+
 static ex_sender *make_bulk(bulk_builder builder, ex_sender *child, ex_execution_policy policy, size_t shape,
                             size_t grain, void *fn, void *ctx, const char *name) {
     const bulk_texts *t = &texts[builder];
+    exi_bulk_ops_register(&bulk_ops);  /* before a domain can be given a bulk sender */
     ex_error e = ex_check_input(child, t->null_child);
     if (e.code) {
         if (!child) return exi_reject1(EX_EINVAL, exi_stage_fixed(t->null_child, name), child);
@@ -276,7 +273,7 @@ static ex_sender *make_bulk(bulk_builder builder, ex_sender *child, ex_execution
     }
     if (!fn) return exi_reject1(EX_EINVAL, exi_stage_fixed(t->null_fn, name), child);
     if (!valid_policy(policy)) return exi_reject1(EX_EINVAL, exi_stage_fixed(t->bad_policy, name), child);
-    ex_sender *s = ex_sender_alloc(&bulk_vt, sizeof(bulk_sender));
+    ex_sender *s = ex_sender_alloc(&bulk_vts[builder], sizeof(bulk_sender));
     if (!s) return exi_reject1(EX_ENOMEM, NULL, child);
     bulk_sender *bs = (bulk_sender *)s;
     bs->child = child;
@@ -289,12 +286,29 @@ static ex_sender *make_bulk(bulk_builder builder, ex_sender *child, ex_execution
     memcpy(&bs->fn, &fn, sizeof fn);
     bs->ctx = ctx;
     bs->name = name;
-    bs->child_sched = child_bulk_scheduler(child);
     s->sigs = child->sigs;
     if (child->sigs.nvalues || (child->sigs.flags & EX_SIGS_DYNAMIC))
         s->sigs.flags |= EX_SIGS_ERROR | EX_SIGS_STOPPED;  /* f may fail; a parallel run may stop */
     exi_layout_one_child(s, sizeof(bulk_op), alignof(bulk_op), child);
-    return s;
+    return exi_early_from_child(s, child);
+}
+
+/* ex_bulk_run_on (core/domain.c) once it knows s is a bulk sender. */
+static ex_sender *run_on(const ex_sender *s, ex_bulk_run_fn run, void *self) {
+    if (!is_bulk(s)) return ex_invalid_sender(EX_EINVAL, "ex_bulk_run_on: not a sender of ex_bulk or its family");
+    const bulk_sender *from = (const bulk_sender *)s;
+    ex_sender *t = ex_sender_alloc(s->vt, sizeof(bulk_sender));
+    if (!t) return ex_invalid_sender(EX_ENOMEM, "ex_bulk_run_on: out of memory");
+    bulk_sender *bs = (bulk_sender *)t;
+    ex_sender head = *t;  /* the new block's own header */
+    *bs = *from;
+    t->refs = head.refs;
+    t->size = head.size;
+    t->alloc = head.alloc;
+    ex_sender_retain(bs->child);
+    bs->run = run;
+    bs->run_self = self;
+    return t;
 }
 
 /* A function pointer as the data pointer make_bulk keeps in its union. */
@@ -345,7 +359,7 @@ ex_sender *(ex_bulk_unchunked)(ex_sender *child, ex_execution_policy policy, siz
 }
 
 bool exi_bulk_stage(const ex_sender *s, const char **builder, const char **name) {
-    if (s->vt != &bulk_vt) return false;
+    if (!is_bulk(s)) return false;
     const bulk_sender *bs = (const bulk_sender *)s;
     *builder = texts[bs->builder].stage;
     *name = bs->name;

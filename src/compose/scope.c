@@ -10,6 +10,7 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
+#include "core/exi_domain.h"
 #include "core/exi_error.h"
 #include "core/exi_sender.h"
 #include "core/exi_stop.h"
@@ -240,7 +241,7 @@ static ex_error join_connect(const ex_sender *s, ex_receiver r, void *storage) {
     return ex_ok();
 }
 
-static const ex_sender_vtable join_vt = { "ex_counting_scope_join", join_connect, NULL, NULL };
+static const ex_sender_vtable join_vt = { "ex_counting_scope_join", join_connect, NULL, NULL, NULL };
 
 static ex_sender *scope_join(ex_scope_impl *scope) {
     ex_sender *s = ex_sender_alloc(&join_vt, sizeof(join_sender));
@@ -483,7 +484,7 @@ ex_error ex_spawn_env(ex_sender *s, ex_scope_token t, ex_env env) {
     b->env = work_env(&b->env_pair, env, t.scope->stoppable, token, al);
     b->op = (ex_operation *)(void *)((char *)b + off);
     ex_receiver r = { &spawn_rcvr_vt, b };
-    e = ex_connect_child(s, r, b->op);
+    e = exi_connect_child_in_env(s, r, b->op);
     ex_sender_release(s);
     if (e.code) {
         if (b->link) ex_linked_stop_source_destroy(&b->link->link);
@@ -641,7 +642,7 @@ static void future_sender_destroy(ex_sender *s) {
     future_release(st);
 }
 
-static const ex_sender_vtable future_vt = { "ex_spawn_future", future_connect, NULL, future_sender_destroy };
+static const ex_sender_vtable future_vt = { "ex_spawn_future", future_connect, NULL, future_sender_destroy, NULL };
 
 ex_sender *ex_spawn_future_env(ex_sender *s, ex_scope_token t, ex_env env) {
     ex_error e = ex_check_input(s, "ex_spawn_future: NULL sender");
@@ -679,7 +680,7 @@ ex_sender *ex_spawn_future_env(ex_sender *s, ex_scope_token t, ex_env env) {
     st->scope_stop.src = NULL;
     st->env_stop.src = NULL;
     ex_receiver r = { &future_rcvr_vt, st };
-    e = ex_connect_child(s, r, st->op);
+    e = exi_connect_child_in_env(s, r, st->op);
     ex_sigs sigs = s->sigs;
     uint32_t depth = s->depth;
     ex_sender_release(s);

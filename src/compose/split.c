@@ -11,6 +11,7 @@
 
 #include "base/exi_atomic.h"
 #include "base/exi_macros.h"
+#include "core/exi_domain.h"
 #include "core/exi_error.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
@@ -163,7 +164,7 @@ static void split_destroy(ex_sender *s) {
     if (st) state_release(st);
 }
 
-static const ex_sender_vtable split_vt = { "ex_split", split_connect, NULL, split_destroy };
+static const ex_sender_vtable split_vt = { "ex_split", split_connect, NULL, split_destroy, NULL };
 
 ex_sender *ex_split(ex_sender *child) {
     ex_error e = ex_check_input(child, "ex_split: NULL input sender");
@@ -194,7 +195,7 @@ ex_sender *ex_split(ex_sender *child) {
     st->size = size;
     st->align = align;
     ex_receiver cr = { &split_rcvr_vt, st };
-    e = ex_connect_child(child, cr, st->child_op);
+    e = exi_connect_child_in_env(child, cr, st->child_op);
     if (e.code) {
         ex_deallocate(a, st, size, align);
         ex_sender_release(s);

@@ -335,7 +335,7 @@ static ex_error t_connect(const ex_sender *s, ex_receiver r, void *storage) {
 
 static void t_destroy(ex_sender *s) { ex_sender_release(((timeout_sender *)s)->child); }
 
-static const ex_sender_vtable timeout_vt = { "ex_timeout", t_connect, NULL, t_destroy };
+static const ex_sender_vtable timeout_vt = { "ex_timeout", t_connect, NULL, t_destroy, NULL };
 
 /* -------------------------------------------------------------- building */
 

@@ -16,6 +16,7 @@
 #include "base/exi_macros.h"
 #include "compose/exi_join.h"
 #include "compose/exi_when_all.h"
+#include "core/exi_domain.h"
 #include "core/exi_env.h"
 #include "core/exi_error_text.h"
 #include "core/exi_sender.h"
@@ -298,6 +299,8 @@ static void wa_destroy_op(ex_operation *op) {
 static const ex_operation_vtable wa_op_vt = { wa_start, wa_destroy_op };
 
 static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    ex_error le;
+    if (s->vt->tag && exi_late_replaced(s, r, storage, &le)) return le;
     const when_all_sender *ws = (const when_all_sender *)s;
     when_all_op *o = storage;
     o->base.vt = &wa_op_vt;
@@ -351,10 +354,11 @@ static void wa_destroy(ex_sender *s) {
     for (size_t i = 0; i < ws->n; i++) exi_sender_release(ws->children[i]);
 }
 
-const ex_sender_vtable exi_when_all_vt = { "ex_when_all", wa_connect, NULL, wa_destroy };
+const ex_sender_vtable exi_when_all_vt = { "ex_when_all", wa_connect, NULL, wa_destroy, &ex_tag_when_all };
 /* Its own vtable: the task layer runs an awaited ex_when_all as a fork
- * (exi_is_when_all), which completes with the values concatenated. */
-static const ex_sender_vtable when_all_collect_vt = { "ex_when_all_collect", wa_connect, NULL, wa_destroy };
+ * (exi_is_when_all), which completes with the values concatenated.  No
+ * tag: a cexec extension, which no domain is offered. */
+static const ex_sender_vtable when_all_collect_vt = { "ex_when_all_collect", wa_connect, NULL, wa_destroy, NULL };
 
 /* a * b, saturating at SIZE_MAX as ex_size_add does. */
 static inline size_t size_mul(size_t a, size_t b) {
@@ -463,7 +467,7 @@ ex_sender *ex_when_all_n(ex_sender *const *children, size_t n) {
     s->sigs.flags = flags;
     s->sigs.nvalues = one_sig ? 1 : 0;
     if (one_sig) s->sigs.values[0] = out;
-    return s;
+    return exi_early_from_children(s, children, n);
 }
 
 ex_sender *ex_when_all_collect_n(ex_sender *const *children, size_t n) {

@@ -233,8 +233,8 @@ static void race_destroy(ex_sender *s) {
     for (size_t i = 0; i < rs->n; i++) ex_sender_release(rs->children[i]);
 }
 
-static const ex_sender_vtable when_any_vt = { "ex_when_any", race_connect, NULL, race_destroy };
-static const ex_sender_vtable stop_when_vt = { "ex_stop_when", race_connect, NULL, race_destroy };
+static const ex_sender_vtable when_any_vt = { "ex_when_any", race_connect, NULL, race_destroy, NULL };
+static const ex_sender_vtable stop_when_vt = { "ex_stop_when", race_connect, NULL, race_destroy, NULL };
 
 /* -------------------------------------------------------------- building */
 

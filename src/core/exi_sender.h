@@ -59,6 +59,10 @@ static inline ex_sender *exi_sender_alloc_bare(const ex_sender_vtable *vt, size_
  * declared acceptance. */
 ex_error exi_check_accepts(const ex_sender *s, ex_receiver r, const char *who);
 
+/* ex_connect_alloc without setting the late domain: for a domain's
+ * replacement, under which nothing is offered again. */
+ex_error exi_connect_alloc_as_is(const ex_sender *s, ex_receiver r, ex_operation **op);
+
 /* Finishes a builder: sets op layout for a one-child adaptor whose own part
  * of the operation is `own` bytes with alignment `own_align` and child
  * placed after it, and its depth (one more than the child's).  Returns the

@@ -23,7 +23,7 @@ static ex_env schedule_attrs(const ex_sender *s) {
     return ex_env_of_pair(&((const schedule_sender *)s)->attrs);
 }
 
-static const ex_sender_vtable schedule_vt = { "ex_schedule", schedule_connect, schedule_attrs, NULL };
+static const ex_sender_vtable schedule_vt = { "ex_schedule", schedule_connect, schedule_attrs, NULL, NULL };
 
 ex_sender *ex_schedule(ex_scheduler sch) {
     if (!sch.vt || !sch.vt->connect_schedule)

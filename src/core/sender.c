@@ -8,6 +8,7 @@
 
 #include "allocators/exi_builtin.h"
 #include "base/exi_atomic.h"
+#include "core/exi_domain.h"
 #include "core/exi_error.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
@@ -49,7 +50,7 @@ ex_error exi_error_connect(const ex_sender *s, ex_receiver r, void *storage) {
 
 void exi_error_sender_destroy(ex_sender *s) { exi_error_drop(((error_sender *)s)->e); }
 
-static const ex_sender_vtable invalid_vt = { "ex_invalid_sender", exi_error_connect, NULL, NULL };
+static const ex_sender_vtable invalid_vt = { "ex_invalid_sender", exi_error_connect, NULL, NULL, NULL };
 
 static ex_sender oom_sender = {
     .vt = &invalid_vt,
@@ -162,7 +163,7 @@ static bool receiver_valid(ex_receiver r) {
     return r.vt && r.vt->set_value && r.vt->set_error && r.vt->set_stopped;
 }
 
-ex_error ex_connect(const ex_sender *s, ex_receiver r, void *storage, size_t size, ex_operation **op) {
+static ex_error connect_checked(const ex_sender *s, ex_receiver r, void *storage, size_t size, ex_operation **op) {
     if (!op) return ex_err(EX_EINVAL, "ex_connect: op out-parameter is NULL");
     *op = NULL;
     if (!s) return ex_err(EX_EINVAL, "ex_connect: NULL sender");
@@ -185,13 +186,27 @@ ex_error ex_connect(const ex_sender *s, ex_receiver r, void *storage, size_t siz
     return ex_ok();
 }
 
+/* The late domain of the connect in progress on this thread (here, where
+ * connects begin; domain.c reads it). */
+EXI_TLS exi_late exi_late_now;
+EXI_TLS unsigned exi_in_domain;
+
+/* A root connect: r's environment decides the late domain of everything
+ * connected under it (exi_domain.h). */
+ex_error ex_connect(const ex_sender *s, ex_receiver r, void *storage, size_t size, ex_operation **op) {
+    exi_late prev = exi_late_enter(r);
+    ex_error e = connect_checked(s, r, storage, size, op);
+    exi_late_leave(prev);
+    return e;
+}
+
 typedef struct alloc_header {
     const ex_allocator *alloc;
     void *block;
     size_t size, align;
 } alloc_header;
 
-ex_error ex_connect_alloc(const ex_sender *s, ex_receiver r, ex_operation **op) {
+ex_error exi_connect_alloc_as_is(const ex_sender *s, ex_receiver r, ex_operation **op) {
     if (!op) return ex_err(EX_EINVAL, "ex_connect_alloc: op out-parameter is NULL");
     *op = NULL;
     if (!s) return ex_err(EX_EINVAL, "ex_connect_alloc: NULL sender");
@@ -212,8 +227,15 @@ ex_error ex_connect_alloc(const ex_sender *s, ex_receiver r, ex_operation **op) 
     h->block = block;
     h->size = total;
     h->align = align;
-    ex_error e = ex_connect(s, r, block + head, s->op_size, op);
+    ex_error e = connect_checked(s, r, block + head, s->op_size, op);
     if (e.code) ex_deallocate(a, block, total, align);
+    return e;
+}
+
+ex_error ex_connect_alloc(const ex_sender *s, ex_receiver r, ex_operation **op) {
+    exi_late prev = exi_late_enter(r);
+    ex_error e = exi_connect_alloc_as_is(s, r, op);
+    exi_late_leave(prev);
     return e;
 }
 

@@ -30,8 +30,8 @@ static ex_error timed_connect(const ex_sender *s, ex_receiver r, void *storage) 
 static ex_env timed_attrs(const ex_sender *s) { return ex_env_of_pair(&((const timed_sender *)s)->attrs); }
 
 static const ex_sender_vtable timed_vts[] = {
-    { "ex_schedule_at", timed_connect, timed_attrs, NULL },
-    { "ex_schedule_after", timed_connect, timed_attrs, NULL },
+    { "ex_schedule_at", timed_connect, timed_attrs, NULL, NULL },
+    { "ex_schedule_after", timed_connect, timed_attrs, NULL, NULL },
 };
 
 static ex_sender *timed_new(ex_scheduler sch, ex_timer_when when) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* exi_bulk_helpers.h - the helper items a resource's bulk hook queues to
+/* exi_bulk_helpers.h - the helper items a resource's bulk run queues to
  * share a job (the pool's, the parallel scheduler's shared path).
  * Internal. */
 #ifndef EXI_BULK_HELPERS_H

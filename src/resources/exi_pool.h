@@ -61,9 +61,6 @@ ex_error exi_pool_post_started(ex_scheduler sch, ex_work *w);
  * holds (thieves may be taking some).  0 anywhere else. */
 uint64_t exi_pool_backlog_here(ex_scheduler sch);
 
-/* The worker count of the pool behind sch, or 0 when sch is not a pool's. */
-unsigned exi_pool_size_of(ex_scheduler sch);
-
 /* ex_pool_shutdown that waits at most wait_ns for the workers to finish
  * the items they run: for the end of the process, where an item may never
  * return (the parallel scheduler's exit handler).  EX_ETIMEDOUT when a

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* exi_pool_impl.h - the pool's own structures, shared by its files
- * (pool.c: workers, submission, scheduler, life cycle; pool_bulk.c: the
- * bulk hook).  Internal to resources/; the rest of the library uses
+ * (pool.c: workers, submission, scheduler, domain, life cycle;
+ * pool_bulk.c: the bulk).  Internal to resources/; the rest of the library uses
  * exi_pool.h. */
 #ifndef EXI_POOL_IMPL_H
 #define EXI_POOL_IMPL_H
@@ -159,7 +159,8 @@ exi_worker *exi_pool_current(void);
  * were coming. */
 void exi_pool_nudge_idle(ex_pool *p, const exi_worker *except);
 
-/* The pool scheduler's bulk hook (pool_bulk.c). */
+/* The pool's bulk run function, given to ex_bulk_run_on by its domain
+ * (pool_bulk.c). */
 void exi_pool_bulk(void *self, ex_bulk_job *job);
 
 #endif

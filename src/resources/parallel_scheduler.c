@@ -237,6 +237,25 @@ static void backend_bulk(void *self, ex_bulk_job *job) {
     else share(job);  /* a sequenced job runs in order on this agent */
 }
 
+static const ex_scheduler_vtable backend_vt;
+
+/* The parallel scheduler's domain: bulk goes to the backend (backend_bulk). */
+static const ex_tag *const par_domain_tags[] = { &ex_tag_bulk, &ex_tag_bulk_chunked, &ex_tag_bulk_unchunked, NULL };
+
+static ex_sender *par_transform(const ex_domain *d, ex_scheduler sch, ex_sender *s, const ex_env *env) {
+    (void)d;
+    (void)env;
+    if (sch.vt != &backend_vt) return NULL;
+    return ex_bulk_run_on(s, backend_bulk, sch.self);
+}
+
+static const ex_domain par_domain = { "parallel_scheduler", par_domain_tags, par_transform, NULL, NULL };
+
+static unsigned backend_concurrency(void *self) {
+    (void)self;
+    return par.backend.concurrency ? par.backend.concurrency : ex_default_thread_count();
+}
+
 static const ex_scheduler_vtable backend_vt = {
     .name = "parallel_scheduler",
     .schedule_op_size = sizeof(exi_queued_op),
@@ -246,7 +265,8 @@ static const ex_scheduler_vtable backend_vt = {
     .progress = EX_PROGRESS_PARALLEL,
     .post = backend_post,
     .dispatch = backend_post,  /* a backend cannot tell its own agents: dispatch queues */
-    .bulk = backend_bulk,
+    .domain = &par_domain,
+    .concurrency = backend_concurrency,
 };
 
 static ex_scheduler backend_handle(void) {

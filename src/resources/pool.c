@@ -734,6 +734,24 @@ static void pool_release(void *self) {
     if (closing) syscall(SYS_futex, &p->holders, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
+static const ex_scheduler_vtable pool_vt;
+
+/* The pool's domain: bulk runs on the pool's agents (pool_bulk.c).  The
+ * scheduler it was found through names the pool; one named by an
+ * environment's get_domain alone names none, and bulk stays sequential. */
+static const ex_tag *const pool_domain_tags[] = { &ex_tag_bulk, &ex_tag_bulk_chunked, &ex_tag_bulk_unchunked, NULL };
+
+static ex_sender *pool_transform(const ex_domain *d, ex_scheduler sch, ex_sender *s, const ex_env *env) {
+    (void)d;
+    (void)env;
+    if (sch.vt != &pool_vt) return NULL;
+    return ex_bulk_run_on(s, exi_pool_bulk, sch.self);
+}
+
+static const ex_domain pool_domain = { "pool", pool_domain_tags, pool_transform, NULL, NULL };
+
+static unsigned pool_concurrency(void *self) { return ex_pool_size(self); }
+
 static const ex_scheduler_vtable pool_vt = {
     .name = "pool",
     .schedule_op_size = sizeof(exi_queued_op),
@@ -745,7 +763,8 @@ static const ex_scheduler_vtable pool_vt = {
     .post = pool_post,
     .dispatch = pool_dispatch,
     .yield = pool_yield,
-    .bulk = exi_pool_bulk,
+    .domain = &pool_domain,
+    .concurrency = pool_concurrency,
     .allocator = pool_allocator,
     .retain = pool_retain,
     .release = pool_release,
@@ -762,8 +781,6 @@ ex_scheduler ex_pool_scheduler(ex_pool *p) {
 /* ------------------------------------------------------- create / destroy */
 
 unsigned ex_pool_size(const ex_pool *p) { return p ? p->n : 0; }
-
-unsigned exi_pool_size_of(ex_scheduler sch) { return sch.vt == &pool_vt ? ex_pool_size(sch.self) : 0; }
 
 bool exi_pool_post_here(ex_scheduler sch, ex_work *w) {
     exi_worker *me = tls_worker;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_bulk.c - the pool's bulk hook: chunks of one bulk job shared by
- * the caller and idle workers (EX_PAR, EX_PAR_UNSEQ), or run by the caller
- * alone in index order (EX_SEQ, EX_UNSEQ). */
+/* pool_bulk.c - the pool's bulk (its domain hands every bulk job here):
+ * chunks of one bulk job shared by the caller and idle workers (EX_PAR,
+ * EX_PAR_UNSEQ), or run by the caller alone in index order (EX_SEQ,
+ * EX_UNSEQ). */
 #include <stdalign.h>
 
 #include <cexec/cexec.h>

@@ -173,7 +173,7 @@ static ex_error task_connect(const ex_sender *s, ex_receiver r, void *storage) {
     return ex_ok();
 }
 
-const ex_sender_vtable exi_task_vt = { "ex_task_create", task_connect, NULL, NULL };
+const ex_sender_vtable exi_task_vt = { "ex_task_create", task_connect, NULL, NULL, NULL };
 
 ex_sender *ex_task_create(ex_task_fn fn, void *arg, const ex_task_options *opt) {
     if (!fn) return ex_invalid_sender(EX_EINVAL, "ex_task_create: NULL function");

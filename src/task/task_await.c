@@ -9,6 +9,7 @@
 #include "base/exi_macros.h"
 #include "compose/exi_join.h"
 #include "compose/exi_when_all.h"
+#include "core/exi_domain.h"
 #include "core/exi_sender.h"
 #include "core/exi_value.h"
 #include "resources/exi_pool.h"
@@ -518,7 +519,7 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
      * without ex_connect's checks. */
     ex_receiver r = { &exi_task_await_receiver_vt, t };
     ex_operation *op = storage;
-    ex_error e = ex_connect_child(s, r, storage);
+    ex_error e = exi_connect_child_in_env(s, r, storage);  /* the task's environment decides the domain */
     if (e.code) {
         ex_sender_release(s);
         await_fail(out, e);

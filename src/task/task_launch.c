@@ -68,7 +68,7 @@ static ex_error h_connect(const ex_sender *s, ex_receiver r, void *storage) {
 
 static void h_destroy(ex_sender *s) { ex_sender_release(((handled_sender *)s)->child); }
 
-static const ex_sender_vtable handled_vt = { "ex_task_launch", h_connect, NULL, h_destroy };
+static const ex_sender_vtable handled_vt = { "ex_task_launch", h_connect, NULL, h_destroy, NULL };
 
 ex_error ex_task_launch(ex_scope_token scope, ex_scheduler sch, ex_sender *task, const ex_task_handlers *h) {
     ex_error e = ex_check_input(task, "ex_task_launch: NULL task");

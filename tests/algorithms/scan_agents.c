@@ -185,14 +185,21 @@ static void own_bulk(void *self, ex_bulk_job *job) {
     ex_bulk_job_done(job);
 }
 
-/* The inline scheduler's schedule, with this bulk hook and parallel
- * forward progress. */
+/* The inline scheduler's schedule, with a domain that runs bulk through
+ * own_bulk, parallel forward progress and the default thread count. */
+static unsigned own_concurrency(void *self) {
+    (void)self;
+    return ex_default_thread_count();
+}
+
 static ex_scheduler own_scheduler(own_res *res) {
     static ex_scheduler_vtable vt;
     vt = *ex_inline_scheduler().vt;
     vt.name = "own_bulk";
     vt.progress = EX_PROGRESS_PARALLEL;
-    vt.bulk = own_bulk;
+    static const test_bulk_domain domain = TEST_BULK_DOMAIN("own_bulk", own_bulk);
+    vt.domain = &domain.domain;
+    vt.concurrency = own_concurrency;
     ex_scheduler sch = { &vt, res };
     return sch;
 }

@@ -28,7 +28,7 @@ static ex_error test_connect(const ex_sender *s, ex_receiver r, void *storage) {
     return ex_ok();
 }
 
-const ex_sender_vtable test_sender_vt = { "test.sender", test_connect, NULL, NULL };
+const ex_sender_vtable test_sender_vt = { "test.sender", test_connect, NULL, NULL, NULL };
 
 ex_sender *test_sender_new(void (*start)(test_op *op), void *ctx, const ex_sigs *sigs) {
     test_sender *ts = (test_sender *)ex_sender_alloc(&test_sender_vt, sizeof(test_sender));

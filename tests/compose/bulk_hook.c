@@ -31,13 +31,15 @@ static void rev_bulk(void *self, ex_bulk_job *job) {
     ex_bulk_job_done(job);
 }
 
+static const test_bulk_domain rev_domain = TEST_BULK_DOMAIN("reverse_halves", rev_bulk);
+
 static const ex_scheduler_vtable rev_vt = {
     .name = "reverse_halves",
     .schedule_op_size = sizeof(test_schedule_op),
     .schedule_op_align = alignof(test_schedule_op),
     .connect_schedule = test_connect_schedule_inline,
     .progress = EX_PROGRESS_WEAKLY_PARALLEL,
-    .bulk = rev_bulk,
+    .domain = &rev_domain.domain,
 };
 
 static ex_error chunk_fn_unused(void *ctx, size_t begin, size_t end, const ex_value *v, size_t n) {

@@ -28,7 +28,7 @@ static void answer_destroy(ex_sender *s) {
     (void)s;
     answer_destroyed++;
 }
-static const ex_sender_vtable answer_vt = { "answer", answer_connect, NULL, answer_destroy };
+static const ex_sender_vtable answer_vt = { "answer", answer_connect, NULL, answer_destroy, NULL };
 
 Test(exec_sender, authored_sender_works_with_adaptors) {
     answer_destroyed = 0;

@@ -298,7 +298,7 @@ Test(size_limits, pool_bulk_default_grain_near_size_max_is_shape_over_chunks) {
     expect_no_leaks();
 }
 
-/* A resource whose bulk hook hands out a range whose end wrapped. */
+/* A resource whose bulk hands out a range whose end wrapped. */
 static void wrapping_bulk(void *self, ex_bulk_job *job) {
     (void)self;
     size_t begin = job->shape - 1;
@@ -306,9 +306,12 @@ static void wrapping_bulk(void *self, ex_bulk_job *job) {
     ex_bulk_job_done(job);
 }
 
+static const test_bulk_domain wrapping_domain = TEST_BULK_DOMAIN("wrapping_bulk", wrapping_bulk);
+
 static const ex_scheduler_vtable wrapping_vt = {
     .name = "wrapping_bulk", .schedule_op_size = sizeof(test_schedule_op), .schedule_op_align = alignof(test_schedule_op),
-    .connect_schedule = test_connect_schedule_inline, .progress = EX_PROGRESS_WEAKLY_PARALLEL, .bulk = wrapping_bulk,
+    .connect_schedule = test_connect_schedule_inline, .progress = EX_PROGRESS_WEAKLY_PARALLEL,
+    .domain = &wrapping_domain.domain,
 };
 
 Test(size_limits, bulk_job_run_never_hands_a_reversed_range_to_the_body) {

@@ -76,7 +76,7 @@ static ex_error us_connect(const ex_sender *s, ex_receiver r, void *storage) {
     return ex_ok();
 }
 
-static const ex_sender_vtable us_vt = { "fork_stress.until_stopped", us_connect, NULL, NULL };
+static const ex_sender_vtable us_vt = { "fork_stress.until_stopped", us_connect, NULL, NULL, NULL };
 
 static ex_sender *until_stopped(void) {
     ex_sender *s = ex_sender_alloc(&us_vt, sizeof(ex_sender));

@@ -127,7 +127,7 @@ static ex_error main_connect(const ex_sender *s, ex_receiver r, void *storage) {
     return ex_ok();
 }
 
-static const ex_sender_vtable main_vt = { "race_stress.main_child", main_connect, NULL, NULL };
+static const ex_sender_vtable main_vt = { "race_stress.main_child", main_connect, NULL, NULL, NULL };
 
 static ex_sender *main_child(void) {
     ex_sender *s = ex_sender_alloc(&main_vt, sizeof(ex_sender));
@@ -345,7 +345,7 @@ static ex_error cb_connect(const ex_sender *s, ex_receiver r, void *storage) {
     return ex_ok();
 }
 
-static const ex_sender_vtable cb_vt = { "race_stress.value_on_stop", cb_connect, NULL, NULL };
+static const ex_sender_vtable cb_vt = { "race_stress.value_on_stop", cb_connect, NULL, NULL, NULL };
 
 static ex_sender *value_on_stop(void) {
     ex_sender *s = ex_sender_alloc(&cb_vt, sizeof(ex_sender));

@@ -102,7 +102,7 @@ static ex_error agent_connect(const ex_sender *s, ex_receiver r, void *storage) 
     return ex_ok();
 }
 
-static const ex_sender_vtable agent_child_vt = { "timeout_stress.agent_child", agent_connect, NULL, NULL };
+static const ex_sender_vtable agent_child_vt = { "timeout_stress.agent_child", agent_connect, NULL, NULL, NULL };
 
 static ex_sender *agent_child(child_ctx *c) {
     ex_sender *s = ex_sender_alloc(&agent_child_vt, sizeof(agent_sender));

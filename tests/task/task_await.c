@@ -103,7 +103,7 @@ static ex_error remote_connect(const ex_sender *s, ex_receiver r, void *storage)
     return ex_ok();
 }
 
-static const ex_sender_vtable remote_vt = { "test.remote", remote_connect, NULL, NULL };
+static const ex_sender_vtable remote_vt = { "test.remote", remote_connect, NULL, NULL, NULL };
 
 static ex_sender *remote_sender_new(ex_scheduler sch, int64_t v) {
     remote_sender *s = (remote_sender *)int_sender_alloc(&remote_vt, sizeof(remote_sender), sizeof(remote_op),
@@ -121,7 +121,7 @@ static ex_error refuse_connect(const ex_sender *s, ex_receiver r, void *storage)
     return ex_err(EX_EUSER + 7, "test.refuse: connect refused");
 }
 
-static const ex_sender_vtable refuse_vt = { "test.refuse", refuse_connect, NULL, NULL };
+static const ex_sender_vtable refuse_vt = { "test.refuse", refuse_connect, NULL, NULL, NULL };
 
 static ex_sender *refuse_sender_new(void) {
     ex_sender *s = int_sender_alloc(&refuse_vt, sizeof(ex_sender), 64, alignof(max_align_t), 0);
@@ -352,7 +352,7 @@ static ex_error sized_connect(const ex_sender *s, ex_receiver r, void *storage) 
     return ex_ok();
 }
 
-static const ex_sender_vtable sized_vt = { "test.sized", sized_connect, NULL, NULL };
+static const ex_sender_vtable sized_vt = { "test.sized", sized_connect, NULL, NULL, NULL };
 
 static ex_sender *sized_sender_new(size_t op_size, int64_t v) {
     sized_sender *s = (sized_sender *)int_sender_alloc(&sized_vt, sizeof(sized_sender),

@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: MIT */
+/* Domains ([exec.domain.default], transform_sender, apply_sender;
+ * cexec/domain.h): a test scheduler whose domain customises then,
+ * let_value, bulk, when_all and sync_wait, early (when the sender is
+ * built) and late (when it is connected), as the peers' "can be
+ * customized early/late" tests do. */
+#include <stdalign.h>
+#include <string.h>
+
+#include "common/helpers.h"
+
+/* ------------------------------------------------------- the test domain */
+
+/* What the domain was offered, by tag and step. */
+typedef struct offers {
+    int early[8], late[8];
+    bool wrap;        /* replace a then by a then around it (must not loop) */
+    bool big;         /* replace late by a sender with a larger operation */
+    bool keep;        /* replace nothing; only count */
+    bool mismatched;  /* replace late by a sender of other values */
+    bool only_then;   /* replace thens only */
+} offers;
+
+static offers seen;
+
+static const ex_tag *const customised[] = { &ex_tag_then, &ex_tag_let_value, &ex_tag_bulk, &ex_tag_when_all,
+                                            &ex_tag_continues_on, &ex_tag_inclusive_scan, NULL };
+
+static int tag_index(const ex_tag *t) {
+    for (int i = 0; customised[i]; i++)
+        if (customised[i] == t) return i;
+    return 7;
+}
+
+/* The replacement's values say what it replaced: 100 + tag early, 200 +
+ * tag late; a when_all of two values sends the code twice. */
+static ex_sender *replacement(const ex_sender *s, int code) {
+    if (ex_sender_tag(s) == &ex_tag_when_all && ex_sender_sigs(s)->nvalues == 1 &&
+        ex_sender_sigs(s)->values[0].arity == 2)
+        return ex_just(ex_int(code), ex_int(code));
+    return ex_just(ex_int(code));
+}
+
+static ex_error times_ten(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)n;
+    out[0] = ex_int(in[0].as.i * 10);
+    return ex_ok();
+}
+
+/* The late replacement of `big`: three thens, which send one int as a
+ * then does, in more room. */
+static ex_error plus0(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)n;
+    out[0] = in[0];
+    return ex_ok();
+}
+
+static ex_sender *big_replacement(int code) {
+    ex_sender *s = ex_just(ex_int(code));
+    for (int i = 0; i < 3; i++) s = ex_then(s, plus0, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    return s;
+}
+
+static ex_sender *test_transform(const ex_domain *d, ex_scheduler sch, ex_sender *s, const ex_env *env) {
+    (void)d, (void)sch;
+    int k = tag_index(ex_sender_tag(s));
+    if (env) seen.late[k]++;
+    else seen.early[k]++;
+    if (seen.keep || (seen.only_then && ex_sender_tag(s) != &ex_tag_then)) return NULL;
+    if (seen.wrap) {
+        if (ex_sender_tag(s) != &ex_tag_then) return NULL;
+        /* A then around the sender: built while the domain transforms, so
+         * not offered again, early or late. */
+        return ex_then(ex_sender_retain(s), times_ten, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    }
+    if (env && seen.mismatched) return ex_just(ex_str("not an int"));
+    if (env && seen.big) return big_replacement(200 + k);
+    return replacement(s, (env ? 200 : 100) + k);
+}
+
+static bool test_apply(const ex_domain *d, ex_scheduler sch, const ex_tag *tag, ex_sender *s, void *result) {
+    (void)d, (void)sch, (void)s;
+    if (tag != &ex_tag_sync_wait) return false;
+    ex_result *r = result;
+    r->disposition = EX_DISP_VALUE;
+    r->n = 1;
+    r->values[0] = ex_int(42);
+    return true;
+}
+
+static const ex_domain test_domain = { "test", customised, test_transform, test_apply, NULL };
+
+static const ex_scheduler_vtable test_vt = {
+    .name = "test_domain_scheduler",
+    .schedule_op_size = sizeof(test_schedule_op),
+    .schedule_op_align = alignof(test_schedule_op),
+    .connect_schedule = test_connect_schedule_inline,
+    .progress = EX_PROGRESS_WEAKLY_PARALLEL,
+    .domain = &test_domain,
+};
+
+static ex_scheduler test_sched(void) {
+    ex_scheduler s = { &test_vt, NULL };
+    return s;
+}
+
+static ex_sender *let_just10(void *ctx, const ex_value *in, size_t n) {
+    (void)ctx, (void)in, (void)n;
+    return ex_just(ex_int(10));
+}
+
+static ex_error bulk_noop(void *ctx, size_t i, const ex_value *v, size_t n) {
+    (void)ctx, (void)i, (void)v, (void)n;
+    return ex_ok();
+}
+
+/* ------------------------------------------------------------ the queries */
+
+Test(domain, tags_name_the_algorithm_that_built_a_sender) {
+    ex_sender *t = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    cr_expect_eq(ex_sender_tag(t), &ex_tag_then);
+    ex_sender *b = ex_bulk(ex_just(), EX_PAR, 2, bulk_noop, NULL);
+    cr_expect_eq(ex_sender_tag(b), &ex_tag_bulk);
+    ex_sender *j = ex_just();
+    cr_expect_null(ex_sender_tag(j), "just has no tag");
+    cr_expect_null(ex_sender_tag(NULL));
+    cr_expect_str_eq(ex_tag_then.name, "then");
+    ex_sender_release(t);
+    ex_sender_release(b);
+    ex_sender_release(j);
+    expect_no_leaks();
+}
+
+Test(domain, a_domain_is_found_through_a_scheduler_an_environment_or_a_completion_scheduler) {
+    cr_expect_eq(ex_scheduler_domain(test_sched()), &test_domain);
+    cr_expect_null(ex_scheduler_domain(ex_inline_scheduler()));
+    ex_env_pair by_sched, by_key;
+    ex_env_pair_init(&by_sched, &ex_key_get_scheduler, ex_sched_value(test_sched()), ex_env_empty());
+    ex_scheduler sch;
+    cr_expect_eq(ex_get_domain(ex_env_of_pair(&by_sched), &sch), &test_domain);
+    cr_expect_eq(sch.vt, &test_vt);
+    ex_env_pair_init(&by_key, &ex_key_get_domain, ex_domain_value(&test_domain), ex_env_empty());
+    cr_expect_eq(ex_get_domain(ex_env_of_pair(&by_key), &sch), &test_domain);
+    cr_expect_null(sch.vt, "named by get_domain: no scheduler");
+    cr_expect_null(ex_get_domain(ex_env_empty(), NULL));
+    ex_sender *s = ex_schedule(test_sched());
+    cr_expect_eq(ex_sender_domain(s, &sch), &test_domain);
+    cr_expect_eq(sch.vt, &test_vt);
+    ex_sender_release(s);
+    expect_no_leaks();
+}
+
+/* ---------------------------------------------------------------- early */
+
+Test(domain, then_can_be_customised_early) {
+    ex_sender *s = ex_then(ex_schedule(test_sched()), add_one, NULL, EX_SIG0, EX_SIG(EX_T_INT));
+    cr_expect_null(ex_sender_tag(s), "replaced when built: a just");
+    expect_sync_int(s, 100);
+    cr_expect_eq(seen.early[0], 1);
+    cr_expect_eq(seen.late[0], 0);
+    expect_no_leaks();
+}
+
+Test(domain, let_value_can_be_customised_early) {
+    expect_sync_int(ex_let_value(ex_schedule(test_sched()), let_just10, NULL, EX_SIG0), 101);
+    expect_no_leaks();
+}
+
+Test(domain, bulk_can_be_customised_early) {
+    expect_sync_int(ex_bulk(ex_continues_on(ex_just(ex_int(5)), test_sched()), EX_PAR, 4, bulk_noop, NULL), 102);
+    expect_no_leaks();
+}
+
+Test(domain, when_all_can_be_customised_early_when_its_children_agree) {
+    ex_sender *s = ex_when_all(ex_continues_on(ex_just(ex_int(1)), test_sched()),
+                               ex_continues_on(ex_just(ex_int(2)), test_sched()));
+    ex_result r = ex_sync_wait(s);
+    expect_value_arity(&r, 2);
+    cr_expect_eq(r.values[0].as.i, 103);
+    ex_result_destroy(&r);
+    /* A child without a completion scheduler has no say. */
+    r = ex_sync_wait(ex_when_all(ex_continues_on(ex_just(ex_int(1)), test_sched()), ex_just(ex_int(2))));
+    expect_value_arity(&r, 2);
+    cr_expect_eq(r.values[0].as.i, 103);
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
+
+Test(domain, when_all_of_children_in_two_domains_is_not_customised) {
+    static const ex_domain other = { "other", NULL, test_transform, NULL, NULL };
+    static const ex_scheduler_vtable other_vt = {
+        .name = "other", .schedule_op_size = sizeof(test_schedule_op), .schedule_op_align = alignof(test_schedule_op),
+        .connect_schedule = test_connect_schedule_inline, .domain = &other,
+    };
+    ex_scheduler o = { &other_vt, NULL };
+    seen.keep = true;  /* the hops themselves stay */
+    ex_result r = ex_sync_wait(ex_when_all(ex_continues_on(ex_just(ex_int(1)), test_sched()),
+                                           ex_continues_on(ex_just(ex_int(2)), o)));
+    expect_value_arity(&r, 2);
+    cr_expect_eq(r.values[0].as.i, 1);
+    cr_expect_eq(r.values[1].as.i, 2);
+    cr_expect_eq(seen.early[3], 0, "neither domain was offered the when_all");
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
+
+Test(domain, an_algorithm_is_offered_to_its_schedulers_domain) {
+    int64_t in[4] = { 1, 2, 3, 4 }, out[4] = { 0 };
+    expect_sync_int(ex_inclusive_scan_i64(test_sched(), in, out, 4), 105);
+    cr_expect_eq(out[3], 0, "replaced: the scan did not run");
+    expect_no_leaks();
+}
+
+/* ----------------------------------------------------------------- late */
+
+Test(domain, then_can_be_customised_late) {
+    ex_sender *t = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    cr_expect_eq(ex_sender_tag(t), &ex_tag_then, "no domain when built");
+    expect_sync_int(ex_starts_on(test_sched(), t), 200);
+    cr_expect_eq(seen.early[0], 0);
+    cr_expect_eq(seen.late[0], 1);
+    expect_no_leaks();
+}
+
+Test(domain, let_value_can_be_customised_late) {
+    expect_sync_int(ex_starts_on(test_sched(), ex_let_value(ex_just(), let_just10, NULL, EX_SIG0)), 201);
+    expect_no_leaks();
+}
+
+Test(domain, bulk_can_be_customised_late) {
+    expect_sync_int(ex_starts_on(test_sched(), ex_bulk(ex_just(ex_int(5)), EX_SEQ, 4, bulk_noop, NULL)), 202);
+    expect_no_leaks();
+}
+
+Test(domain, when_all_can_be_customised_late) {
+    ex_result r = ex_sync_wait(ex_starts_on(test_sched(), ex_when_all(ex_just(ex_int(1)), ex_just(ex_int(2)))));
+    expect_value_arity(&r, 2);
+    cr_expect_eq(r.values[0].as.i, 203);
+    cr_expect_eq(r.values[1].as.i, 203);
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
+
+Test(domain, a_hops_late_domain_is_its_schedulers) {
+    /* continues_on(just) has no early domain (just completes nowhere in
+     * particular); connected, it is offered to the scheduler it moves to. */
+    /* (Connected here: sync_wait would apply the domain's own sync_wait.) */
+    rec rc;
+    rec_init(&rc);
+    run_in_place(ex_continues_on(ex_just(ex_int(1)), test_sched()), &rc);
+    rec_expect_value_int(&rc, 204);
+    expect_no_leaks();
+}
+
+Test(domain, an_environment_names_the_late_domain_by_scheduler_or_by_get_domain) {
+    ex_sender *t = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    expect_sync_int(ex_write_env(t, &ex_key_get_scheduler, ex_sched_value(test_sched())), 200);
+    t = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    expect_sync_int(ex_write_env(t, &ex_key_get_domain, ex_domain_value(&test_domain)), 200);
+    /* Outside them, nothing is offered. */
+    expect_sync_int(ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)), 2);
+    cr_expect_eq(seen.late[0], 2);
+    expect_no_leaks();
+}
+
+Test(domain, senders_below_the_first_are_offered_too) {
+    seen.keep = true;
+    ex_sender *inner = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    ex_sender *outer = ex_then(inner, add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    expect_sync_int(ex_starts_on(test_sched(), ex_let_value(ex_just(), let_just10, NULL, EX_SIG0)), 10);
+    expect_sync_int(ex_starts_on(test_sched(), outer), 3);
+    cr_expect_eq(seen.late[0], 2, "both thens, the inner one connected by the outer");
+    cr_expect_eq(seen.late[1], 1);
+    expect_no_leaks();
+}
+
+static ex_sender *let_then(void *ctx, const ex_value *in, size_t n) {
+    (void)ctx, (void)in, (void)n;
+    return ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+}
+
+Test(domain, a_let_body_is_offered_to_the_domain_of_its_environment) {
+    /* The body runs under the child's completion scheduler (the let's
+     * environment names it), whose domain gets the body's then. */
+    seen.only_then = true;
+    expect_sync_int(ex_let_value(ex_schedule(test_sched()), let_then, NULL, EX_SIG0), 200);
+    cr_expect_eq(seen.early[1], 1, "the let itself, when built");
+    cr_expect_eq(seen.late[0], 1, "the body's then, when connected");
+    expect_no_leaks();
+}
+
+/* -------------------------------------------------------- replacements */
+
+Test(domain, what_a_domain_builds_is_not_offered_again) {
+    seen.wrap = true;
+    ex_sender *t = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    expect_sync_int(ex_starts_on(test_sched(), t), 20);
+    cr_expect_eq(seen.late[0], 1, "the wrapping then was not offered");
+    expect_no_leaks();
+}
+
+Test(domain, a_late_replacement_larger_than_the_sender_gets_its_own_block) {
+    seen.big = true;
+    ex_sender *t = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    expect_sync_int(ex_starts_on(test_sched(), t), 200);
+    expect_no_leaks();
+}
+
+Test(domain, a_late_replacement_out_of_memory_fails_the_connect) {
+    seen.big = true;
+    ex_sender *t = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    ex_sender *s = ex_starts_on(test_sched(), t);
+    for (long nth = 1; nth <= 8; nth++) {
+        /* Each allocation in turn: the replacement's senders, its block. */
+        rec rc;
+        rec_init(&rc);
+        _Alignas(max_align_t) unsigned char buf[1024];
+        ex_operation *op = NULL;
+        test_alloc_fail_at(nth);
+        ex_error e = ex_connect(s, rec_receiver(&rc), buf, sizeof buf, &op);
+        test_alloc_fail_at(0);
+        if (!e.code) {
+            ex_start(op);
+            rec_expect_value_int(&rc, 200);
+            ex_operation_destroy(op);
+            break;  /* past the last allocation */
+        }
+        cr_expect_eq(e.code, EX_ENOMEM, "allocation %ld: %s", nth, e.msg ? e.msg : "");
+        cr_expect_eq(rec_total(&rc), 0);
+        ex_error_release(e);
+    }
+    ex_sender_release(s);
+    expect_no_leaks();
+}
+
+Test(domain, a_late_replacement_that_sends_other_values_is_refused) {
+    seen.mismatched = true;
+    ex_sender *t = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    expect_sync_error_msg(ex_starts_on(test_sched(), t), EX_EINVAL,
+                          "cexec: a domain's replacement sends what the sender it replaces does not");
+    expect_no_leaks();
+}
+
+/* ------------------------------------------------------------ sync_wait */
+
+Test(domain, sync_wait_can_be_customised) {
+    ex_result r = ex_sync_wait(ex_schedule(test_sched()));
+    expect_value_int(&r, 42);
+    ex_result_destroy(&r);
+    /* Not a sender that completes there. */
+    expect_sync_int(ex_just(ex_int(7)), 7);
+    expect_no_leaks();
+}
+
+/* ------------------------------------------------- the pool's own domain */
+
+static ex_error note_thread(void *ctx, size_t i, const ex_value *v, size_t n) {
+    (void)v, (void)n;
+    ((pthread_t *)ctx)[i] = pthread_self();
+    return ex_ok();
+}
+
+/* A bulk the pool's domain took is another sender than the one built. */
+Test(domain, the_pools_domain_takes_bulk_early_and_late) {
+    ex_pool *p = test_pool_new(2);
+    ex_scheduler ps = ex_pool_scheduler(p);
+    const ex_domain *d = ex_scheduler_domain(ps);
+    cr_assert_not_null(d);
+    ex_sender *b = ex_bulk(ex_just(), EX_PAR, 2, bulk_noop, NULL);
+    ex_sender *t = d->transform_sender(d, ps, b, NULL);
+    cr_assert_not_null(t, "the pool's domain replaces bulk");
+    cr_expect_eq(ex_sender_tag(t), &ex_tag_bulk);
+    cr_expect_null(d->transform_sender(d, ex_inline_scheduler(), b, NULL), "not the pool's scheduler: kept");
+    ex_sender_release(t);
+    ex_sender_release(b);
+    pthread_t who[2];
+    expect_sync_values(ex_bulk_unchunked(ex_schedule(ps), EX_PAR, 2, note_thread, who), 0);
+    expect_sync_values(ex_starts_on(ps, ex_bulk_unchunked(ex_just(), EX_PAR, 2, note_thread, who)), 0);
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
+/* ------------------------------------------------- an algorithm of yours */
+
+static const ex_tag my_tag = { "my_algorithm" };
+
+typedef struct my_op {
+    ex_operation base;
+    ex_receiver r;
+} my_op;
+
+static void my_start(ex_operation *op) {
+    ex_value v = ex_int(1);
+    ex_set_value(((my_op *)op)->r, &v, 1);
+}
+static const ex_operation_vtable my_op_vt = { my_start, NULL };
+
+static ex_error my_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    ex_error e;
+    if (ex_transform_late(s, r, storage, &e)) return e;
+    my_op *o = storage;
+    o->base.vt = &my_op_vt;
+    o->r = r;
+    return ex_ok();
+}
+
+static const ex_sender_vtable my_vt = { "my_algorithm", my_connect, NULL, NULL, &my_tag };
+
+static ex_sender *my_algorithm(void) {
+    ex_sender *s = ex_sender_alloc(&my_vt, sizeof(ex_sender));
+    if (!s) return ex_invalid_sender(EX_ENOMEM, NULL);
+    s->op_size = sizeof(my_op);
+    s->op_align = alignof(my_op);
+    static const ex_sig one_int = EX_SIG(EX_T_INT);
+    ex_sigs_add_value(&s->sigs, one_int);
+    return s;
+}
+
+Test(domain, an_algorithm_of_yours_with_its_own_tag_can_be_customised_late) {
+    static const ex_domain all = { "all", NULL, test_transform, NULL, NULL };
+    expect_sync_int(ex_write_env(my_algorithm(), &ex_key_get_domain, ex_domain_value(&all)), 207);
+    expect_sync_int(my_algorithm(), 1);
+    expect_no_leaks();
+}
