@@ -82,8 +82,8 @@ struct ex_domain {
     void *ctx;  /* the domain's own data */
 };
 
-/* Names a domain in an environment: it wins over the environment
- * scheduler's.  The value is an EX_T_PTR to a const ex_domain. */
+/* Names a domain in an environment: it wins over the scheduler of an
+ * enclosing environment.  The value is an EX_T_PTR to a const ex_domain. */
 extern const ex_key ex_key_get_domain;
 
 /* The value for ex_key_get_domain: ex_write_env(s, &ex_key_get_domain,
@@ -101,8 +101,10 @@ const ex_tag *ex_sender_tag(const ex_sender *s);
 /* A scheduler's domain (NULL: the default domain, which replaces nothing). */
 const ex_domain *ex_scheduler_domain(ex_scheduler sch);
 
-/* The domain e names: its get_domain, else its scheduler's; NULL for
- * none.  *sch (optional) gets that scheduler, or the invalid handle. */
+/* The domain e names (get_domain): the nearest one named, under
+ * ex_key_get_domain or by a get_scheduler whose scheduler has one (as
+ * P2300's SCHED-ENV does); NULL for none.  *sch (optional) gets that
+ * scheduler, or the invalid handle when the key named it. */
 const ex_domain *ex_get_domain(ex_env e, ex_scheduler *sch);
 
 /* The domain s completes in: its value completion scheduler's (NULL for

@@ -57,6 +57,7 @@ typedef struct let_op {
     bool just_child;         /* the child's values are in args already: no child operation */
     bool just_matches;       /* ... and match `in` (the sender checked them once) */
     bool has_sched;
+    bool late_known;         /* the body's late domain was known at connect (late_domain, late_sch) */
     let_fn fn;
     void *ctx;
     ex_sig in;
@@ -69,6 +70,8 @@ typedef struct let_op {
     exi_store args;          /* the datums fn sees */
     exi_store result;        /* the inner sender's values, kept once its operation is freed */
     ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
+    const ex_domain *late_domain;
+    ex_scheduler late_sch;
     const char *name;        /* the stage's (messages only) */
 } let_op;
 
@@ -195,7 +198,13 @@ static void run_inner(let_op *o, ex_sender *s2) {
     ex_receiver r2 = { &r2_vt, o };
     /* (a fresh variable: copying the error the callee just wrote into
      * another stalls on store forwarding) */
-    ex_error ce = exi_connect_child_in_env(s2, r2, block);  /* the body's environment decides its domain */
+    /* The body's environment decides its late domain: known at connect
+     * in the common case, else read from it now. */
+    exi_late region;
+    if (o->late_known) exi_late_enter_known(&region, o->late_domain, o->late_sch);
+    else exi_late_enter(&region, r2);
+    ex_error ce = ex_connect_child(s2, r2, block);
+    exi_late_leave(&region);
     if (ce.code) {
         ex_deallocate(a, block, s2->op_size, s2->op_align);
         release_returned(o, s2);
@@ -281,9 +290,26 @@ static __attribute__((noinline)) bool join_completion_scheduler(let_op *o, const
     return true;
 }
 
-static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    ex_error le;
-    if (exi_late_replaced(s, r, storage, &le)) return le;
+/* The body's late domain, when known now: its completion scheduler's
+ * when that has one (SCHED-ENV answers get_domain with it), else the
+ * let's own (the body's environment names nothing more). */
+static inline void body_late_domain(let_op *o) {
+    const exi_late *l = exi_late_now;
+    if (o->has_sched && o->env2.value.as.sched.vt->domain) {
+        o->late_sch = o->env2.value.as.sched;
+        o->late_domain = o->late_sch.vt->domain;
+        o->late_known = true;
+    } else if (l->state == EXI_LATE_KNOWN) {
+        o->late_known = true;
+        o->late_domain = l->domain;
+        o->late_sch = l->sch;
+    } else {
+        o->late_known = false;
+    }
+}
+
+static inline __attribute__((always_inline)) ex_error let_connect_now(const ex_sender *s,
+                                                                      ex_receiver r, void *storage) {
     const let_sender *ls = (const let_sender *)s;
     let_op *o = storage;
     o->base.vt = &let_op_vt;
@@ -306,12 +332,18 @@ static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
     /* A child without attributes (just(), most recursions' head) has no
      * completion scheduler: no query. */
     o->has_sched = ls->child->vt->attrs && join_completion_scheduler(o, ls);
+    body_late_domain(o);
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(let_op), ls->child));
     o->just_child = ls->just_child;
     o->just_matches = ls->just_matches;
     if (ls->just_child) return exi_store_set(&o->args, ls->just_v, ls->just_n, NULL);  /* flat: no allocation */
     ex_receiver cr = { &let_rcvr_vt, o };
     return ex_connect_child(ls->child, cr, o->child);
+}
+
+static ex_error let_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    if (exi_late_wants(s)) return exi_connect_late(s, r, storage, let_connect_now);
+    return let_connect_now(s, r, storage);
 }
 
 static void let_destroy(ex_sender *s) { ex_sender_release(((let_sender *)s)->child); }

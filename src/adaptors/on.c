@@ -59,9 +59,7 @@ static void so_destroy_op(ex_operation *op) {
 }
 static const ex_operation_vtable so_op_vt = { so_start, so_destroy_op };
 
-static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    ex_error le;
-    if (exi_late_replaced(s, r, storage, &le)) return le;
+static inline __attribute__((always_inline)) ex_error so_connect_now(const ex_sender *s, ex_receiver r, void *storage) {
     const starts_on_sender *ss = (const starts_on_sender *)s;
     starts_on_op *o = storage;
     o->h.base.vt = &so_op_vt;
@@ -77,12 +75,19 @@ static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
     /* Its own variable, and ex_ok() on success: copying the error the
      * callee just wrote stalls on store forwarding; only its code is read
      * on the way. */
-    ex_error ce = exi_connect_child_in_env(ss->child, cr, o->child);  /* under sch: its domain */
+    /* The child's late domain: sch's when it has one (SCHED-ENV), else
+     * what the child's environment names above it. */
+    ex_error ce = exi_connect_child_under(ss->child, cr, o->child, ss->sch);
     if (ce.code) {
         ex_operation_destroy(o->h.sched_op);
         return ce;
     }
     return ex_ok();
+}
+
+static ex_error so_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    if (exi_late_wants(s)) return exi_connect_late(s, r, storage, so_connect_now);
+    return so_connect_now(s, r, storage);
 }
 
 static void so_destroy(ex_sender *s) { ex_sender_release(((starts_on_sender *)s)->child); }
@@ -217,7 +222,9 @@ static ex_error co_connect(const ex_sender *s, ex_receiver r, void *storage) {
     /* get-domain-late: a hop's late domain is its scheduler's (ex_on's
      * hop back, whose scheduler comes from the environment, has none). */
     ex_error le;
-    if (!cs->from_env && cs->sch.vt->domain && exi_late_offer(s, r, storage, &le, cs->sch.vt->domain, cs->sch)) return le;
+    const ex_domain *hop_domain = cs->from_env ? NULL : cs->sch.vt->domain;
+    if (hop_domain && exi_domain_offers(hop_domain, s->vt->tag) && exi_late_offer(s, r, storage, &le, hop_domain, cs->sch))
+        return le;
     continues_op *o = storage;
     ex_scheduler sch = cs->sch;
     if (cs->from_env) {

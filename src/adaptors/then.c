@@ -145,9 +145,8 @@ static void then_start(ex_operation *op) { ex_start(((then_op *)op)->child); }
 static void then_op_destroy(ex_operation *op) { ex_operation_destroy(((then_op *)op)->child); }
 static const ex_operation_vtable then_op_vt = { then_start, then_op_destroy };
 
-static ex_error then_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    ex_error le;
-    if (exi_late_replaced(s, r, storage, &le)) return le;
+static inline __attribute__((always_inline)) ex_error then_connect_now(const ex_sender *s,
+                                                                       ex_receiver r, void *storage) {
     const then_sender *ts = (const then_sender *)s;
     then_op *o = storage;
     o->base.vt = &then_op_vt;
@@ -162,6 +161,11 @@ static ex_error then_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(then_op), ts->child));
     ex_receiver cr = { &then_rcvr_vt, o };
     return ex_connect_child(ts->child, cr, o->child);
+}
+
+static ex_error then_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    if (exi_late_wants(s)) return exi_connect_late(s, r, storage, then_connect_now);
+    return then_connect_now(s, r, storage);
 }
 
 static ex_env then_attrs(const ex_sender *s) {

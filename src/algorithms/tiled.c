@@ -145,9 +145,8 @@ static void tiled_op_destroy(ex_operation *op) {
 
 static const ex_operation_vtable tiled_op_vt = { tiled_start, tiled_op_destroy };
 
-ex_error exi_tiled_connect(const ex_sender *sender, ex_receiver r, void *storage) {
-    ex_error le;
-    if (exi_late_replaced(sender, r, storage, &le)) return le;
+static inline __attribute__((always_inline)) ex_error exi_tiled_connect_now(const ex_sender *sender,
+                                                                            ex_receiver r, void *storage) {
     const exi_tiled_sender *s = (const exi_tiled_sender *)sender;
     exi_tiled_op *o = storage;
     ex_env env = ex_receiver_env(r);
@@ -176,6 +175,11 @@ ex_error exi_tiled_connect(const ex_sender *sender, ex_receiver r, void *storage
     }
     ex_sender_retain((ex_sender *)(uintptr_t)s);
     return ex_ok();
+}
+
+ex_error exi_tiled_connect(const ex_sender *sender, ex_receiver r, void *storage) {
+    if (exi_late_wants(sender)) return exi_connect_late(sender, r, storage, exi_tiled_connect_now);
+    return exi_tiled_connect_now(sender, r, storage);
 }
 
 /* The algorithm completes on sch (its value completion scheduler). */

@@ -210,10 +210,8 @@ static bool breaks_concurrency(const bulk_sender *bs, ex_receiver r) {
 /* A resource runs the bulk when the domain of the child's completion
  * scheduler replaced it when built (early), or the environment's domain
  * does now (late): either way through ex_bulk_run_on. */
-static ex_error b_connect(const ex_sender *s, ex_receiver r, void *storage) {
+static inline __attribute__((always_inline)) ex_error b_connect_now(const ex_sender *s, ex_receiver r, void *storage) {
     const bulk_sender *bs = (const bulk_sender *)s;
-    ex_error le;
-    if (!bs->run && exi_late_replaced(s, r, storage, &le)) return le;
     bulk_op *o = storage;
     o->run = bs->run;
     o->run_self = bs->run_self;
@@ -233,6 +231,12 @@ static ex_error b_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(bulk_op), bs->child));
     ex_receiver cr = { &b_rcvr_vt, o };
     return ex_connect_child(bs->child, cr, o->child);
+}
+
+static ex_error b_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    /* (A bulk a domain took already is not offered again.) */
+    if (!((const bulk_sender *)s)->run && exi_late_wants(s)) return exi_connect_late(s, r, storage, b_connect_now);
+    return b_connect_now(s, r, storage);
 }
 
 static ex_env b_attrs(const ex_sender *s) { return ex_env_forward(ex_sender_attrs(((const bulk_sender *)s)->child)); }

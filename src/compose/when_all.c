@@ -298,9 +298,7 @@ static void wa_destroy_op(ex_operation *op) {
 
 static const ex_operation_vtable wa_op_vt = { wa_start, wa_destroy_op };
 
-static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    ex_error le;
-    if (s->vt->tag && exi_late_replaced(s, r, storage, &le)) return le;
+static inline __attribute__((always_inline)) ex_error wa_connect_now(const ex_sender *s, ex_receiver r, void *storage) {
     const when_all_sender *ws = (const when_all_sender *)s;
     when_all_op *o = storage;
     o->base.vt = &wa_op_vt;
@@ -347,6 +345,11 @@ static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
         }
     }
     return ex_ok();
+}
+
+static ex_error wa_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    if (s->vt->tag && exi_late_wants(s)) return exi_connect_late(s, r, storage, wa_connect_now);
+    return wa_connect_now(s, r, storage);
 }
 
 static void wa_destroy(ex_sender *s) {

@@ -9,6 +9,7 @@
 #include "base/exi_atomic.h"
 #include "core/exi_debug.h"
 #include "core/exi_domain.h"
+#include "core/exi_env.h"
 #include "core/exi_error.h"
 #include "core/exi_sender.h"
 
@@ -41,14 +42,10 @@ const ex_tag *ex_sender_tag(const ex_sender *s) { return s ? s->vt->tag : NULL; 
 const ex_domain *ex_scheduler_domain(ex_scheduler sch) { return sch.vt ? sch.vt->domain : NULL; }
 
 const ex_domain *ex_get_domain(ex_env e, ex_scheduler *sch) {
-    ex_scheduler none = { 0, 0 };
-    if (sch) *sch = none;
-    ex_value v;
-    if (ex_env_query(e, &ex_key_get_domain, &v) && v.type == EX_T_PTR && v.as.p) return v.as.p;
-    ex_scheduler own;
-    if (!ex_get_scheduler(e, &own) || !own.vt || !own.vt->domain) return NULL;
+    ex_scheduler own = { 0, 0 };
+    const ex_domain *d = exi_env_domain(e, &own);
     if (sch) *sch = own;
-    return own.vt->domain;
+    return d;
 }
 
 const ex_domain *ex_sender_domain(const ex_sender *s, ex_scheduler *sch) {
@@ -60,14 +57,6 @@ const ex_domain *ex_sender_domain(const ex_sender *s, ex_scheduler *sch) {
     return own.vt->domain;
 }
 
-/* Whether d asks to see senders tagged tag. */
-static bool offered(const ex_domain *d, const ex_tag *tag) {
-    if (!tag || (!d->transform_sender)) return false;
-    if (!d->tags) return true;
-    for (const ex_tag *const *t = d->tags; *t; t++)
-        if (*t == tag) return true;
-    return false;
-}
 
 static ex_sender *call_transform(const ex_domain *d, ex_scheduler sch, ex_sender *s, const ex_env *env) {
     exi_in_domain++;
@@ -79,7 +68,7 @@ static ex_sender *call_transform(const ex_domain *d, ex_scheduler sch, ex_sender
 /* ------------------------------------------------------------- early step */
 
 ex_sender *exi_transform_early(ex_sender *s, const ex_domain *d, ex_scheduler sch) {
-    if (exi_in_domain || s->status.code || !offered(d, s->vt->tag)) return s;
+    if (exi_in_domain || s->status.code || !exi_domain_offers(d, s->vt->tag)) return s;
     ex_sender *t = call_transform(d, sch, s, NULL);
     if (!t || t == s) {
         if (t) ex_sender_release(t);  /* a domain that handed s back retained it */
@@ -128,9 +117,9 @@ static ex_error connect_replacement(ex_sender *t, const ex_sender *s, ex_receive
         return ex_err(EX_EINVAL, "cexec: a domain's replacement sends what the sender it replaces does not");
     }
     if (!e.code) {
-        exi_late prev = exi_late_now;
-        exi_late_now.state = EXI_LATE_KNOWN;
-        exi_late_now.domain = NULL;
+        exi_late region;
+        ex_scheduler none = { 0, 0 };
+        exi_late_enter_known(&region, NULL, none);
         size_t align = ex_max_size(t->op_align, 1);
         if (t->op_size <= s->op_size && ((uintptr_t)storage & (align - 1)) == 0) {
             e = t->vt->connect(t, r, storage);
@@ -142,7 +131,7 @@ static ex_error connect_replacement(ex_sender *t, const ex_sender *s, ex_receive
             e = exi_connect_alloc_as_is(t, r, &o->inner);
             if (!e.code) o->base.vt = &moved_vt;
         }
-        exi_late_leave(prev);
+        exi_late_leave(&region);
     } else {
         e = exi_error_copy(e);  /* an invalid replacement's error, which the sender keeps */
     }
@@ -153,25 +142,25 @@ static ex_error connect_replacement(ex_sender *t, const ex_sender *s, ex_receive
 bool exi_late_offer(const ex_sender *s, ex_receiver r, void *storage, ex_error *e, const ex_domain *d, ex_scheduler sch) {
     if (exi_in_domain) return false;
     if (!d) {
-        exi_late *l = &exi_late_now;
+        exi_late *l = exi_late_now;
         if (l->state == EXI_LATE_KNOWN) {
             d = l->domain;
             sch = l->sch;
+        } else if (l->state == EXI_LATE_LAZY) {
+            /* A lazy region: its receiver's environment decides, for every
+             * connect in the region, so it is read once. */
+            d = ex_get_domain(ex_receiver_env(l->r), &sch);
+            l->state = EXI_LATE_KNOWN;
+            l->domain = d;
+            l->offers = d ? exi_domain_offer_bits_cached(d) : 0;
+            l->sch = sch;
         } else {
-            /* Unset: this connect's receiver decides (for this connect only:
-             * nothing says its children share its environment).  Lazy:
-             * the receiver of the connect that set it decides, for every
-             * connect under it until it is restored. */
-            ex_receiver by = l->state == EXI_LATE_LAZY ? l->r : r;
-            d = ex_get_domain(ex_receiver_env(by), &sch);
-            if (l->state == EXI_LATE_LAZY) {
-                l->state = EXI_LATE_KNOWN;
-                l->domain = d;
-                l->sch = sch;
-            }
+            /* No region (a connect called outside ex_connect): this
+             * connect's receiver decides, for this connect only. */
+            d = ex_get_domain(ex_receiver_env(r), &sch);
         }
     }
-    if (!d || !offered(d, s->vt->tag)) return false;
+    if (!d || !exi_domain_offers(d, s->vt->tag)) return false;
     ex_env env = ex_receiver_env(r);
     ex_sender *t = call_transform(d, sch, (ex_sender *)(uintptr_t)s, &env);
     if (!t) return false;
@@ -181,6 +170,14 @@ bool exi_late_offer(const ex_sender *s, ex_receiver r, void *storage, ex_error *
     }
     *e = connect_replacement(t, s, r, storage);
     return true;
+}
+
+ex_error exi_connect_late(const ex_sender *s, ex_receiver r, void *storage,
+                          ex_error (*now)(const ex_sender *s, ex_receiver r, void *storage)) {
+    ex_error e;
+    ex_scheduler none = { 0, 0 };
+    if (exi_late_offer(s, r, storage, &e, NULL, none)) return e;
+    return now(s, r, storage);
 }
 
 ex_sender *ex_transform_early(ex_sender *s, const ex_sender *input) {

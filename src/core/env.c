@@ -102,7 +102,7 @@ const ex_allocator *ex_get_allocator(ex_env e) { return exi_allocator_under(e, N
 
 /* A key's bit in a pair's `above` mask.  The keys the library asks for
  * have a bit each, so that no other key makes them look answered; others
- * share the remaining 60 bits by address (bits 4 to 11, which do not move
+ * share the remaining 59 bits by address (bits 4 to 11, which do not move
  * with address-space randomisation and differ for keys defined next to
  * each other, also when a sanitizer spaces globals out).  Keys sharing a
  * bit only cost lookups. */
@@ -111,9 +111,10 @@ static inline __attribute__((always_inline)) uint64_t key_bit(const ex_key *key)
     if (key == &ex_key_get_allocator) return 2;
     if (key == &ex_key_get_scheduler) return 4;
     if (key == &ex_key_get_delegation_scheduler) return 8;
+    if (key == &ex_key_get_domain) return 16;  /* asked where a connect's late domain is decided */
     uintptr_t a = (uintptr_t)key >> 4;
     unsigned b = (unsigned)((a ^ a >> 2) & 63);
-    return (uint64_t)1 << (b < 4 ? b + 32 : b);
+    return (uint64_t)1 << (b < 5 ? b + 32 : b);
 }
 
 static const ex_env_pair *as_pair(const ex_env_node *n) {
@@ -135,6 +136,33 @@ static bool pair_query(const ex_env_node *n, const ex_key *key, ex_value *out) {
         if (!p) return next.node && next.node->query(next.node, key, out);
         if (key == p->key) { *out = p->value; return true; }
         if (p->key2 && key == p->key2) { *out = p->value2; return true; }
+    }
+}
+
+/* get_domain as P2300 answers it: the nearest node that names a domain,
+ * a pair naming it under ex_key_get_domain, or a pair naming a scheduler
+ * that has one (SCHED-ENV answers get_domain with its scheduler's); a
+ * node of another kind answers for the chain above it. */
+const ex_domain *exi_env_domain(ex_env e, ex_scheduler *sch) {
+    const uint64_t bits = key_bit(&ex_key_get_domain) | key_bit(&ex_key_get_scheduler);
+    for (;;) {
+        const ex_env_pair *p = as_pair(e.node);
+        if (!p) {
+            ex_value v;
+            if (!e.node) return NULL;
+            if (env_query(e, &ex_key_get_domain, &v) && v.type == EX_T_PTR && v.as.p) return v.as.p;
+            if (!env_query(e, &ex_key_get_scheduler, &v) || v.type != EX_T_SCHED || !v.as.sched.vt) return NULL;
+            if (v.as.sched.vt->domain) *sch = v.as.sched;
+            return v.as.sched.vt->domain;
+        }
+        const ex_value *d = pair_own(p, &ex_key_get_domain);
+        if (d && d->type == EX_T_PTR && d->as.p) return d->as.p;
+        const ex_value *s = pair_own(p, &ex_key_get_scheduler);
+        if (s && s->type == EX_T_SCHED && s->as.sched.vt && s->as.sched.vt->domain) {
+            *sch = s->as.sched;
+            return s->as.sched.vt->domain;
+        }
+        e = p->above & bits ? p->up : p->base;  /* both keys forward: the flags do not matter */
     }
 }
 

@@ -5,15 +5,17 @@
  * The late domain is a property of the environment a sender is connected
  * in.  Asking the receiver for its environment at every connect would cost
  * a chain of forwarding env() calls per adaptor, so the domain travels
- * with the connect instead: a thread-local says, for the connect in
- * progress on this thread, which receiver's environment decides it.  Roots
- * (ex_connect, ex_connect_alloc) and adaptors that give their child another
- * scheduler (starts_on, a let body, write_env of get_scheduler or
- * get_domain, a task, a spawn) set it to their child's receiver (lazy: read
- * only when a customisable sender asks) and restore it after; adaptors that
- * leave scheduler and domain alone connect their child with
- * ex_connect_child and leave it as it is.  Outside any connect it is
- * unset, and a connect reads its own receiver's environment. */
+ * with the connect instead: a thread-local points to the region of the
+ * connect in progress on this thread, which says which receiver's
+ * environment decides it, or what it decided.  Roots (ex_connect,
+ * ex_connect_alloc) and adaptors that give their child another scheduler
+ * (starts_on, a let body, write_env of get_scheduler or get_domain, a
+ * task, a spawn) open a region on their stack for their child's connect
+ * (lazy: the environment is read only when a customisable sender asks;
+ * known: when the adaptor knows the domain already) and close it after;
+ * adaptors that leave scheduler and domain alone connect their child with
+ * ex_connect_child inside their parent's region.  Outside any connect
+ * there is none, and a connect reads its own receiver's environment. */
 #ifndef EXI_DOMAIN_H
 #define EXI_DOMAIN_H
 
@@ -23,22 +25,51 @@
 #include "base/exi_macros.h"
 
 typedef enum exi_late_state {
-    EXI_LATE_UNSET,  /* no connect in progress: ask the connect's own receiver */
+    EXI_LATE_NONE,   /* the root: no region open, each connect asks its own receiver */
     EXI_LATE_LAZY,   /* r's environment decides; not read yet */
     EXI_LATE_KNOWN,  /* domain (and sch) decided */
 } exi_late_state;
 
+/* A region: on the stack of the adaptor that opened it, for its child's
+ * connect. */
 typedef struct exi_late {
     uint8_t state;
     const ex_domain *domain;
+    uint64_t offers;  /* KNOWN: exi_tag_bit of every tag domain offers (a superset); else all */
     ex_scheduler sch;
-    ex_receiver r;
+    ex_receiver r;    /* LAZY: whose environment decides */
+    struct exi_late *up;
 } exi_late;
 
-extern EXI_TLS exi_late exi_late_now;
+/* The innermost region open on this thread; the root (state NONE) when
+ * none is. */
+extern EXI_TLS exi_late *exi_late_now;
 /* Above 0 while a domain transforms or applies on this thread: what it
  * builds or runs is not offered to a domain again. */
 extern EXI_TLS unsigned exi_in_domain;
+
+/* Whether d asks to see senders tagged tag (its tags list, NULL: all). */
+static inline bool exi_domain_offers(const ex_domain *d, const ex_tag *tag) {
+    if (!tag || !d->transform_sender) return false;
+    if (!d->tags) return true;
+    for (const ex_tag *const *t = d->tags; *t; t++)
+        if (*t == tag) return true;
+    return false;
+}
+
+/* A tag's bit in exi_late.offers: tags are small globals, 8 bytes
+ * apart, so address bits 3 to 8 tell cexec's apart.  A shared bit only
+ * sends a connect down the exact check. */
+static inline uint64_t exi_tag_bit(const ex_tag *tag) { return (uint64_t)1 << (((uintptr_t)tag >> 3) & 63); }
+
+/* The bits of every tag d offers (all for a domain offered everything). */
+static inline uint64_t exi_domain_offer_bits(const ex_domain *d) {
+    if (!d || !d->transform_sender) return 0;
+    if (!d->tags) return ~(uint64_t)0;
+    uint64_t m = 0;
+    for (const ex_tag *const *t = d->tags; *t; t++) m |= exi_tag_bit(*t);
+    return m;
+}
 
 /* ------------------------------------------------------------ early step */
 
@@ -68,27 +99,71 @@ static inline ex_sender *exi_early_from_children(ex_sender *s, ex_sender *const 
 
 /* ------------------------------------------------------------- late step */
 
-/* Sets the late domain for a child connected under receiver r (whose
- * environment may name another scheduler or domain); returns what to
- * restore afterwards. */
-static inline exi_late exi_late_enter(ex_receiver r) {
-    exi_late prev = exi_late_now;
-    exi_late_now.state = EXI_LATE_LAZY;
-    exi_late_now.r = r;
-    return prev;
+/* Opens region l for a child connected under receiver r, whose
+ * environment may name another scheduler or domain than the parent's. */
+static inline void exi_late_enter(exi_late *l, ex_receiver r) {
+    l->state = EXI_LATE_LAZY;
+    l->offers = ~(uint64_t)0;  /* every tagged connect takes the slow side until read */
+    l->r = r;
+    l->up = exi_late_now;
+    exi_late_now = l;
 }
-static inline void exi_late_leave(exi_late prev) { exi_late_now = prev; }
+
+/* Closes the region l opened (the innermost). */
+static inline void exi_late_leave(exi_late *l) { exi_late_now = l->up; }
+
+/* The offer bits of d, remembered for the last domain asked on this
+ * thread: regions open and close at every step of a recursion, nearly
+ * always under the same domain. */
+extern EXI_TLS const ex_domain *exi_late_bits_domain;
+extern EXI_TLS uint64_t exi_late_bits;
+static inline uint64_t exi_domain_offer_bits_cached(const ex_domain *d) {
+    if (d != exi_late_bits_domain) {
+        exi_late_bits = exi_domain_offer_bits(d);
+        exi_late_bits_domain = d;
+    }
+    return exi_late_bits;
+}
+
+/* Opens region l for a child connected where its late domain is known
+ * already: under a scheduler that has a domain (SCHED-ENV answers
+ * get_domain with it), or in the environment a parent's connect decided. */
+static inline void exi_late_enter_known(exi_late *l, const ex_domain *d, ex_scheduler sch) {
+    l->state = EXI_LATE_KNOWN;
+    l->domain = d;
+    l->offers = d ? exi_domain_offer_bits_cached(d) : 0;
+    l->sch = sch;
+    l->up = exi_late_now;
+    exi_late_now = l;
+}
 
 /* The slow side of exi_late_replaced; d: the domain to ask when the
  * caller knows it (continues_on: its scheduler's), else NULL. */
 bool exi_late_offer(const ex_sender *s, ex_receiver r, void *storage, ex_error *e, const ex_domain *d, ex_scheduler sch);
 
+/* Whether the region's domain may want s (or is not read yet): then the
+ * connect takes exi_connect_late.  The common case, a connect whose late
+ * domain is the default or one that does not want this algorithm, costs
+ * a thread-local load and a bit test. */
+static inline bool exi_late_wants(const ex_sender *s) {
+    return __builtin_expect((exi_late_now->offers & exi_tag_bit(s->vt->tag)) != 0, 0);
+}
+
+/* A customisable sender's connect, when exi_late_wants: offers s to the
+ * late domain, and connects the replacement or, if there is none, s by
+ * its own connect `now`.  Out of line, so that the common connect keeps
+ * its small frame:
+ *   if (exi_late_wants(s)) return exi_connect_late(s, r, storage, x_connect_now);
+ *   return x_connect_now(s, r, storage); */
+ex_error exi_connect_late(const ex_sender *s, ex_receiver r, void *storage,
+                          ex_error (*now)(const ex_sender *s, ex_receiver r, void *storage));
+
 /* First thing in a customisable sender's connect: true when the late
  * domain replaced s, which is then connected in its place (*e: the
- * result).  The common case, a connect whose domain is known to be the
- * default, costs one thread-local load. */
+ * result). */
 static inline bool exi_late_replaced(const ex_sender *s, ex_receiver r, void *storage, ex_error *e) {
-    if (__builtin_expect(exi_late_now.state == EXI_LATE_KNOWN && !exi_late_now.domain, 1)) return false;
+    if (__builtin_expect(!(exi_late_now->offers & exi_tag_bit(s->vt->tag)), 1))
+        return false;  /* the default domain, or one that does not want this algorithm (a pool's, for a then) */
     ex_scheduler none = { 0, 0 };
     return exi_late_offer(s, r, storage, e, NULL, none);
 }
@@ -96,9 +171,10 @@ static inline bool exi_late_replaced(const ex_sender *s, ex_receiver r, void *st
 /* ex_connect_child for a child whose environment (r's) may name another
  * scheduler or domain than the parent's. */
 static inline ex_error exi_connect_child_in_env(const ex_sender *child, ex_receiver r, void *storage) {
-    exi_late prev = exi_late_enter(r);
+    exi_late region;
+    exi_late_enter(&region, r);
     ex_error e = ex_connect_child(child, r, storage);
-    exi_late_leave(prev);
+    exi_late_leave(&region);
     return e;
 }
 
@@ -109,6 +185,26 @@ typedef struct exi_bulk_ops {
     ex_sender *(*run_on)(const ex_sender *s, ex_bulk_run_fn run, void *self);
 } exi_bulk_ops;
 void exi_bulk_ops_register(const exi_bulk_ops *ops);
+
+/* ex_connect_child for a child whose environment (r's) names sch as its
+ * scheduler (starts_on).  Its late domain is sch's when that has one, as
+ * SCHED-ENV answers get_domain; else what the environment names above,
+ * which the open region has decided, or will.  When the region decided
+ * the same, as in a recursion that hops onto the pool it runs on, no
+ * region is opened. */
+static inline ex_error exi_connect_child_under(const ex_sender *child, ex_receiver r, void *storage, ex_scheduler sch) {
+    const ex_domain *d = sch.vt->domain;
+    const exi_late *cur = exi_late_now;
+    if (!d ? cur->state != EXI_LATE_NONE
+           : cur->state == EXI_LATE_KNOWN && cur->domain == d && cur->sch.vt == sch.vt && cur->sch.self == sch.self)
+        return ex_connect_child(child, r, storage);
+    exi_late region;
+    if (d) exi_late_enter_known(&region, d, sch);
+    else exi_late_enter(&region, r);
+    ex_error e = ex_connect_child(child, r, storage);
+    exi_late_leave(&region);
+    return e;
+}
 
 /* apply_sender for ex_sync_wait: true when s's domain ran it (*out set). */
 bool exi_apply_sync_wait(ex_sender *s, ex_result *out);

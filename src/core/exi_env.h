@@ -18,6 +18,11 @@ const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch);
  * written field by field from registers: an ex_value built on the
  * caller's stack (a 4-byte type next to 8-byte words) and read back
  * whole to pass it stalls on store forwarding, at every connect. */
+/* get_domain of e (cexec/domain.h, ex_get_domain): the nearest domain
+ * named, by ex_key_get_domain or by a scheduler that has one; NULL for
+ * none.  *sch gets that scheduler (left alone when named by key). */
+const struct ex_domain *exi_env_domain(ex_env e, ex_scheduler *sch);
+
 void exi_env_pair_init_sched_alloc(ex_env_pair *p, ex_scheduler sch, const ex_allocator *alloc, ex_env parent);
 void exi_env_pair_init_token_alloc(ex_env_pair *p, ex_stop_token token, const ex_allocator *alloc, ex_env parent);
 

@@ -188,15 +188,19 @@ static ex_error connect_checked(const ex_sender *s, ex_receiver r, void *storage
 
 /* The late domain of the connect in progress on this thread (here, where
  * connects begin; domain.c reads it). */
-EXI_TLS exi_late exi_late_now;
+static exi_late late_root = { EXI_LATE_NONE, NULL, ~(uint64_t)0, { NULL, NULL }, { NULL, NULL }, NULL };
+EXI_TLS exi_late *exi_late_now = &late_root;
 EXI_TLS unsigned exi_in_domain;
+EXI_TLS const ex_domain *exi_late_bits_domain;
+EXI_TLS uint64_t exi_late_bits;
 
 /* A root connect: r's environment decides the late domain of everything
  * connected under it (exi_domain.h). */
 ex_error ex_connect(const ex_sender *s, ex_receiver r, void *storage, size_t size, ex_operation **op) {
-    exi_late prev = exi_late_enter(r);
+    exi_late region;
+    exi_late_enter(&region, r);
     ex_error e = connect_checked(s, r, storage, size, op);
-    exi_late_leave(prev);
+    exi_late_leave(&region);
     return e;
 }
 
@@ -233,9 +237,10 @@ ex_error exi_connect_alloc_as_is(const ex_sender *s, ex_receiver r, ex_operation
 }
 
 ex_error ex_connect_alloc(const ex_sender *s, ex_receiver r, ex_operation **op) {
-    exi_late prev = exi_late_enter(r);
+    exi_late region;
+    exi_late_enter(&region, r);
     ex_error e = exi_connect_alloc_as_is(s, r, op);
-    exi_late_leave(prev);
+    exi_late_leave(&region);
     return e;
 }
 
