@@ -32,7 +32,6 @@ const ex_tag ex_tag_for_each_index = { "for_each_index" };
 const ex_tag ex_tag_transform = { "transform" };
 const ex_tag ex_tag_sync_wait = { "sync_wait" };
 
-const ex_key ex_key_get_domain = { "get_domain", true };
 
 
 /* ---------------------------------------------------------------- queries */

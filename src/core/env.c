@@ -13,6 +13,7 @@ const ex_key ex_key_get_allocator = { "get_allocator", true };
 const ex_key ex_key_completion_scheduler_value = { "get_completion_scheduler<set_value>", true };
 const ex_key ex_key_completion_scheduler_error = { "get_completion_scheduler<set_error>", true };
 const ex_key ex_key_completion_scheduler_stopped = { "get_completion_scheduler<set_stopped>", true };
+const ex_key ex_key_get_domain = { "get_domain", true };  /* cexec/domain.h */
 
 static bool pair_query(const ex_env_node *n, const ex_key *key, ex_value *out);
 
