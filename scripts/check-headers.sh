@@ -3,11 +3,12 @@
 # check-headers.sh - every public header compiles on its own, as C17 and
 # as C++17 and C++20, without a warning (-Wall -Wextra -pedantic -Werror);
 # then tests/cxx/macros.cpp (the public macros used from C++), tests/cxx/names.cpp
-# (stage names from C++: the _named builders, no naming macros) and
-# tests/cxx/hpp.cpp and tests/cxx/hpp_time.cpp (the optional C++ handles of
-# cexec/cexec.hpp, which must compile on its own too; its time, timeout
-# and race wrappers) are built against the library with each C++ compiler
-# found and run.
+# (stage names from C++: the _named builders, no naming macros),
+# tests/cxx/hpp.cpp, tests/cxx/hpp_time.cpp and tests/cxx/hpp_scope.cpp (the
+# optional C++ handles of cexec/cexec.hpp, which must compile on its own
+# too; its time, timeout and race wrappers; its scope and parallel
+# scheduler wrappers) and tests/cxx/domain.cpp (a domain built in C++) are
+# built against the library with each C++ compiler found and run.
 #
 #   scripts/check-headers.sh [--self-test] BUILD_DIR
 #
@@ -67,7 +68,7 @@ for cxx in "$CXX" "$CXX2"; do
         printf '#include <cexec/cexec.hpp>\n' > "$tmp/hpp_alone.cpp"
         $cxx -std=$std $STRICT -fsyntax-only -I"$root/include" "$tmp/hpp_alone.cpp" ||
             { echo "check-headers: cexec/cexec.hpp does not compile on its own as $std ($cxx)" >&2; exit 1; }
-        for prog in macros names hpp hpp_time; do
+        for prog in macros names hpp hpp_time hpp_scope domain; do
             out="$tmp/$prog-$(basename "$cxx")-$std"
             $cxx -std=$std $STRICT $SAN -pthread -I"$root/include" -o "$out" "$root/tests/cxx/$prog.cpp" \
                 "$build/libcexec.a" $SAN -pthread $LIBS

@@ -12,13 +12,16 @@
 //   cexec::result late = cexec::sync_wait(cexec::timeout(work, pool.scheduler(), std::chrono::milliseconds(50)));
 //   bool timed_out = late.disposition() == EX_DISP_ERROR && late.error_value().code == EX_ETIMEDOUT;
 //
-// Errors: constructors and sync_wait's value accessors throw cexec::error
-// (code() is the ex_error code); nothing else throws: a builder given bad
-// input (a duration too long for int64_t nanoseconds, say) returns an
-// invalid sender, as the C builders do.  The handles are move-only except
-// cexec::sender, whose copies share the sender (a reference each,
-// ex_sender_retain); the stop sources are neither copied nor moved (their
-// tokens point to them).
+// Errors: constructors, sync_wait's value accessors and the calls that
+// start work or end a resource when told to (spawn, spawn_future,
+// parallel_scheduler_shutdown) throw cexec::error (code() is the ex_error
+// code) when refused; nothing else throws: a builder given bad input (a
+// duration too long for int64_t nanoseconds, a NULL scope token, say)
+// returns an invalid sender, as the C builders do.  The handles are
+// move-only except cexec::sender, whose copies share the sender (a
+// reference each, ex_sender_retain); the scopes, the stop sources and
+// cexec::env are neither copied nor moved (their tokens and environments
+// point to them).
 //
 // Time: cexec::now() and every int64_t deadline are ex_now()'s clock
 // (CLOCK_MONOTONIC, nanoseconds).  The timed builders also take any
@@ -139,13 +142,159 @@ private:
     ex_pool *p_ = nullptr;
 };
 
-// A counting scope; its destructor requires it to be joined (EX_EBUSY
-// otherwise aborts, as for pool).
-class counting_scope {
+namespace detail {
+
+// Throws e as cexec::error and releases the reference to it the C call
+// handed over (an owned error's message is copied first).
+[[noreturn]] inline void throw_given(ex_error e) {
+    error x(e);
+    ex_error_release(e);
+    throw x;
+}
+
+}  // namespace detail
+
+// The process's parallel scheduler (ex_parallel_scheduler, C++26
+// get_parallel_scheduler): the first call creates its pool (or starts
+// using the backend installed before); every call returns an equal
+// handle, which stays usable for the life of the process (nothing to
+// release).  Never throws: when the pool cannot be created, a handle
+// whose work fails with the reason (the next call tries again).
+inline ex_scheduler parallel_scheduler() noexcept { return ex_parallel_scheduler(); }
+
+// ex_parallel_scheduler_shutdown: ends the parallel scheduler for good
+// (queued work completes set_stopped, running items are waited for, the
+// workers joined); from then on every handle refuses work with
+// EX_ESHUTDOWN.  For programs that end it themselves (before a leak check,
+// to write the pool's trace); idempotent.  Throws cexec::error (EX_EINVAL,
+// nothing done) when called on one of its workers, which would wait for
+// itself, or in a fork() child on the parent's pool.
+inline void parallel_scheduler_shutdown() {
+    ex_error e = ex_parallel_scheduler_shutdown();
+    if (e.code) detail::throw_given(e);
+}
+
+// An environment of one or two keys over a parent environment
+// (ex_env_pair): what spawn and spawn_future take to override the work's
+// allocator and stop token, among others.  Its ex_env points into it, so
+// it stays where it was made: neither copied nor moved, and get() (or the
+// conversion to ex_env) is refused on a temporary, which would be gone
+// before the work that reads it.  It, the parent's nodes and what the
+// values point to (the allocator, the stop token's source) must outlive
+// every use: for spawned work, until the work completed (the scope's join
+// tells).  Nothing to destroy; nothing throws.
+class env {
 public:
+    env(const ex_key *key, ex_value value, ex_env parent = ex_env_empty()) noexcept {
+        ex_env_pair_init(&p_, key, value, parent);
+    }
+    env(const ex_key *key, ex_value value, const ex_key *key2, ex_value value2,
+        ex_env parent = ex_env_empty()) noexcept {
+        ex_env_pair_init2(&p_, key, value, key2, value2, parent);
+    }
+    // get_allocator answers a (not NULL).
+    explicit env(const ex_allocator *a, ex_env parent = ex_env_empty()) noexcept
+        : env(&ex_key_get_allocator, ex_alloc_value(a), parent) {}
+    // get_stop_token answers t.
+    explicit env(ex_stop_token t, ex_env parent = ex_env_empty()) noexcept
+        : env(&ex_key_get_stop_token, ex_token_value(t), parent) {}
+    // Both.
+    env(const ex_allocator *a, ex_stop_token t, ex_env parent = ex_env_empty()) noexcept
+        : env(&ex_key_get_allocator, ex_alloc_value(a), &ex_key_get_stop_token, ex_token_value(t), parent) {}
+    env(const env &) = delete;
+    env &operator=(const env &) = delete;
+
+    ex_env get() const & noexcept { return ex_env_of_pair(&p_); }
+    ex_env get() const && = delete;
+    operator ex_env() const & noexcept { return get(); }
+    operator ex_env() const && = delete;
+
+private:
+    ex_env_pair p_;
+};
+
+// ------------------------------------------------------------------ scopes
+//
+// The forms over a token (ex_scope_token: any scope's, valid while its
+// scope is), for code given a token rather than a scope; the scope
+// handles below have them as methods.  All of them consume s (a refused
+// s is released, never started).
+
+// ex_associate ([exec.associate]): s, run as work of t's scope.  While the
+// sender, or an operation connected from it, holds the association, the
+// scope's join waits: release the handle (and destroy its operations) to
+// let it complete.  A closed scope: its operations complete set_stopped.
+// Bad input (a NULL token, an invalid s): an invalid sender (EX_EINVAL,
+// s's own error), as in C; never throws.
+inline sender associate(sender s, ex_scope_token t) { return sender(ex_associate(s.release(), t)); }
+
+// ex_scope_token_wrap (token.wrap(s)): what associate and spawn run in
+// place of s.  A counting scope's: s run with a stop token that the
+// scope's request_stop stops as well as the receiver's; a simple scope's:
+// s itself.  A NULL token: an invalid sender (EX_EINVAL); never throws.
+inline sender wrap(ex_scope_token t, sender s) { return sender(ex_scope_token_wrap(t, s.release())); }
+
+// ex_spawn_env ([exec.spawn]): starts s now as work of t's scope; its
+// values are discarded, its error goes to the scope's join.  e overrides
+// the environment the work sees: its allocator holds the spawn's block,
+// its stop token reaches the work (for a counting scope linked with the
+// scope's request_stop); scope.h says how.  e's nodes, allocator and
+// stop source must stay valid until the work completed (a cexec::env
+// kept alive till the join).  Throws cexec::error when refused
+// (EX_ESHUTDOWN: the scope is closed; EX_ENOMEM; EX_EINVAL: a NULL token,
+// a connect failure; an invalid s: its own error).
+inline void spawn(sender s, ex_scope_token t, ex_env e = ex_env_empty()) {
+    ex_error err = ex_spawn_env(s.release(), t, e);
+    if (err.code) detail::throw_given(err);
+}
+
+// ex_spawn_future_env ([exec.spawn.future]): starts s now as work of t's
+// scope and returns a sender of its result (connect it once; releasing it
+// unconnected requests stop on s).  e as for spawn; its allocator must
+// also outlive the returned sender.  Throws cexec::error when s cannot be
+// started (the errors of spawn), as spawn does, where C returns an
+// invalid sender carrying the error.
+inline sender spawn_future(sender s, ex_scope_token t, ex_env e = ex_env_empty()) {
+    sender future(ex_spawn_future_env(s.release(), t, e));
+    ex_error err = future.status();  // borrowed from the invalid sender
+    if (err.code) throw error(err);
+    return future;
+}
+
+namespace detail {
+
+// What both scope handles do through their token (Scope::token()).
+template <typename Scope>
+class scope_ops {
+public:
+    // Starts s as work of the scope (cexec::spawn); e: no override by
+    // default.  Throws cexec::error when refused.
+    void spawn(sender s, ex_env e = ex_env_empty()) { cexec::spawn(std::move(s), my_token(), e); }
+    // A sender of s's result, s started now (cexec::spawn_future).  Throws
+    // cexec::error when s cannot be started.
+    sender spawn_future(sender s, ex_env e = ex_env_empty()) {
+        return cexec::spawn_future(std::move(s), my_token(), e);
+    }
+    // s as work of the scope (cexec::associate); never throws.
+    sender associate(sender s) { return cexec::associate(std::move(s), my_token()); }
+    // token.wrap(s) (cexec::wrap); never throws.
+    sender wrap(sender s) { return cexec::wrap(my_token(), std::move(s)); }
+
+private:
+    ex_scope_token my_token() noexcept { return static_cast<Scope *>(this)->token(); }
+};
+
+}  // namespace detail
+
+// A counting scope ([exec.scope.counting]): its destructor requires it to
+// be joined, or never used (EX_EBUSY otherwise aborts, as for pool).
+// spawn, spawn_future, associate and wrap: see detail::scope_ops.
+class counting_scope : public detail::scope_ops<counting_scope> {
+public:
+    // Throws cexec::error (ex_counting_scope_init's EX_EAGAIN).
     counting_scope() {
         ex_error e = ex_counting_scope_init(&s_);
-        if (e.code) throw error(e);
+        if (e.code) detail::throw_given(e);
     }
     counting_scope(const counting_scope &) = delete;
     counting_scope &operator=(const counting_scope &) = delete;
@@ -158,17 +307,46 @@ public:
     }
 
     ex_scope_token token() noexcept { return ex_counting_scope_token(&s_); }
-    // Starts s as work of the scope; throws cexec::error when refused.
-    void spawn(sender s) {
-        ex_error e = ex_spawn(s.release(), token());
-        if (e.code) throw error(e);
-    }
+    // Completes once no association is left (set_value, or the first error
+    // of spawned work); closes the scope.
     sender join() noexcept { return sender(ex_counting_scope_join(&s_)); }
+    // No new association from now on: spawn throws EX_ESHUTDOWN.
+    void close() noexcept { ex_counting_scope_close(&s_); }
+    // Requests stop on the scope's work, now and later.
     void request_stop() noexcept { ex_counting_scope_request_stop(&s_); }
     ex_counting_scope *get() noexcept { return &s_; }
 
 private:
     ex_counting_scope s_;
+};
+
+// A simple counting scope ([exec.scope.simple.counting]): a counting scope
+// without request_stop (its work sees the stop token its environment
+// gives, spawn's e).  Joined before it is destroyed, as counting_scope.
+class simple_counting_scope : public detail::scope_ops<simple_counting_scope> {
+public:
+    // Throws cexec::error (ex_simple_counting_scope_init's EX_EAGAIN).
+    simple_counting_scope() {
+        ex_error e = ex_simple_counting_scope_init(&s_);
+        if (e.code) detail::throw_given(e);
+    }
+    simple_counting_scope(const simple_counting_scope &) = delete;
+    simple_counting_scope &operator=(const simple_counting_scope &) = delete;
+    ~simple_counting_scope() {
+        ex_error e = ex_simple_counting_scope_destroy(&s_);
+        if (e.code) {
+            std::fprintf(stderr, "cexec::simple_counting_scope: %s\n", e.msg);
+            std::abort();
+        }
+    }
+
+    ex_scope_token token() noexcept { return ex_simple_counting_scope_token(&s_); }
+    sender join() noexcept { return sender(ex_simple_counting_scope_join(&s_)); }
+    void close() noexcept { ex_simple_counting_scope_close(&s_); }
+    ex_simple_counting_scope *get() noexcept { return &s_; }
+
+private:
+    ex_simple_counting_scope s_;
 };
 
 // An in-place stop source (ex_stop_source).  Its tokens point to it, so it
