@@ -54,10 +54,21 @@ static ex_error w_connect(const ex_sender *s, ex_receiver r, void *storage) {
     ex_env_pair_init(&o->env, ws->key, v, env);
     o->child = (ex_operation *)(void *)((char *)storage + exi_child_offset(sizeof(write_env_op), ws->child));
     ex_receiver cr = { &w_rcvr_vt, o };
-    /* A written scheduler or domain is the child's late domain. */
-    ex_error e = ws->key == &ex_key_get_scheduler || ws->key == &ex_key_get_domain
-                     ? exi_connect_child_in_env(ws->child, cr, o->child)
-                     : ex_connect_child(ws->child, cr, o->child);
+    /* A written scheduler or domain decides the child's late domain. */
+    ex_error e;
+    if (ws->key == &ex_key_get_scheduler && v.type == EX_T_SCHED && v.as.sched.vt) {
+        e = exi_connect_child_under(ws->child, cr, o->child, v.as.sched);
+    } else if (ws->key == &ex_key_get_domain && v.type == EX_T_PTR && v.as.p) {
+        exi_late region;
+        ex_scheduler none = { 0, 0 };
+        exi_late_enter_known(&region, v.as.p, none);
+        e = ex_connect_child(ws->child, cr, o->child);
+        exi_late_leave(&region);
+    } else {
+        e = ws->key == &ex_key_get_scheduler || ws->key == &ex_key_get_domain
+                ? exi_connect_child_in_env(ws->child, cr, o->child)
+                : ex_connect_child(ws->child, cr, o->child);
+    }
     if (e.code) ex_sender_release(o->keep);
     return e;
 }

@@ -195,7 +195,10 @@ void exi_bulk_ops_register(const exi_bulk_ops *ops);
 static inline ex_error exi_connect_child_under(const ex_sender *child, ex_receiver r, void *storage, ex_scheduler sch) {
     const ex_domain *d = sch.vt->domain;
     const exi_late *cur = exi_late_now;
-    if (!d ? cur->state != EXI_LATE_NONE
+    /* (Outside every region, a child without a tag does not ask: those
+     * below it that do ask their own receivers, which is right, and a
+     * task awaiting another task or a just opens nothing.) */
+    if (!d ? cur->state != EXI_LATE_NONE || !child->vt->tag
            : cur->state == EXI_LATE_KNOWN && cur->domain == d && cur->sch.vt == sch.vt && cur->sch.self == sch.self)
         return ex_connect_child(child, r, storage);
     exi_late region;

@@ -519,7 +519,9 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
      * without ex_connect's checks. */
     ex_receiver r = { &exi_task_await_receiver_vt, t };
     ex_operation *op = storage;
-    ex_error e = exi_connect_child_in_env(s, r, storage);  /* the task's environment decides the domain */
+    /* The task's environment decides the domain: its scheduler's, when
+     * that has one (SCHED-ENV), else what its receiver's names. */
+    ex_error e = t->sched.vt ? exi_connect_child_under(s, r, storage, t->sched) : exi_connect_child_in_env(s, r, storage);
     if (e.code) {
         ex_sender_release(s);
         await_fail(out, e);

@@ -422,3 +422,25 @@ Test(domain, an_algorithm_of_yours_with_its_own_tag_can_be_customised_late) {
     expect_sync_int(my_algorithm(), 1);
     expect_no_leaks();
 }
+
+/* ------------------------------------------------------------ in a task */
+
+static ex_task_result await_a_then(ex_task *t, void *arg) {
+    (void)arg;
+    ex_await_result r = ex_await(t, ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT)));
+    if (r.status != EX_AWAIT_VALUE) return ex_task_with_error(r.error);
+    return ex_task_value(r.v[0]);
+}
+
+Test(domain, a_task_on_a_scheduler_with_a_domain_awaits_in_that_domain) {
+    seen.only_then = true;
+    ex_result r = ex_sync_wait(ex_starts_on(test_sched(), ex_task_create(await_a_then, NULL, NULL)));
+    expect_value_int(&r, 200);
+    ex_result_destroy(&r);
+    cr_expect_eq(seen.late[0], 1);
+    /* On a scheduler without one, the then runs. */
+    r = ex_sync_wait(ex_task_create(await_a_then, NULL, NULL));
+    expect_value_int(&r, 2);
+    ex_result_destroy(&r);
+    expect_no_leaks();
+}
