@@ -9,11 +9,13 @@
  *
  *  - early, when a customisable algorithm builds its sender: the domain of
  *    the input's value completion scheduler (for ex_when_all, the one
- *    domain its inputs complete in), asked with env NULL;
- *  - late, when such a sender is connected: the domain of the receiver's
- *    environment (its get_domain, else its scheduler's), asked with that
- *    environment.  For ex_continues_on, the domain of the scheduler it
- *    moves to;
+ *    domain its inputs complete in; for ex_starts_on and the parallel
+ *    algorithms, their scheduler's), asked with env NULL, on the thread
+ *    that builds;
+ *  - late, when such a sender is connected: the domain the receiver's
+ *    environment names (ex_get_domain), asked with that environment, on
+ *    the thread that connects.  For ex_continues_on, the domain of the
+ *    scheduler it moves to;
  *  - for ex_sync_wait (apply_sender): the domain of the sender's value
  *    completion scheduler.
  *
@@ -22,6 +24,10 @@
  * domain returns is not transformed again: builders that the domain calls
  * while it transforms (or applies) skip their early step, and neither the
  * replacement nor anything under it is asked at connect.
+ *
+ * A domain's functions must be thread-safe: builds and connects happen on
+ * any thread.  A transform that fails returns an invalid sender
+ * (ex_invalid_sender: EX_ENOMEM, say), never NULL for "failed".
  *
  * The pool and the parallel scheduler run bulk through their domains: they
  * replace a bulk sender by one that hands its job to their agents

@@ -173,8 +173,8 @@ ex_sender *ex_associate(ex_sender *s, ex_scope_token t);
  *
  * An error of the work goes to the scope (its join).  Errors (s is not
  * started, nothing is left associated or allocated): EX_ESHUTDOWN when the
- * scope is closed, EX_ENOMEM, EX_EINVAL (NULL or invalid s, NULL token,
- * connect failure). */
+ * scope is closed, EX_ENOMEM, EX_EINVAL (NULL s, NULL token), an invalid
+ * s's own error (ex_sender_status), connect's error. */
 ex_error ex_spawn(ex_sender *s, ex_scope_token t);
 ex_error ex_spawn_env(ex_sender *s, ex_scope_token t, ex_env env);
 
@@ -186,8 +186,8 @@ ex_error ex_spawn_env(ex_sender *s, ex_scope_token t, ex_env env);
  * without ever connecting it, or destroying its connected operation
  * without starting it, requests stop on s (nobody will read the result).
  * If s cannot be started, the returned sender is an invalid sender
- * carrying the error (EX_ESHUTDOWN, EX_ENOMEM, EX_EINVAL; see
- * ex_sender_status): run on its own it completes with that error, and
+ * carrying the error (EX_ESHUTDOWN, EX_ENOMEM, EX_EINVAL, an invalid s's
+ * own error; see ex_sender_status): run on its own it completes with that error, and
  * adaptors built on it are invalid too.  ex_spawn_future(s, t) is
  * ex_spawn_future_env(s, t, ex_env_empty()).
  *
