@@ -21,13 +21,18 @@
  *
  * transform_sender gets the sender and returns another that replaces it,
  * or NULL to keep it.  ex_sender_tag says which algorithm built it.  What a
- * domain returns is not transformed again: builders that the domain calls
- * while it transforms (or applies) skip their early step, and neither the
- * replacement nor anything under it is asked at connect.
+ * domain returns is not offered to a domain again where that could recur:
+ * builders called while a domain transforms (or applies) skip their early
+ * step, and nothing connected while a late replacement is connected is
+ * offered.  (An early replacement is an ordinary sender: connected, it is
+ * offered late like any other; work a let in a replacement connects later
+ * is offered as usual.)
  *
- * A domain's functions must be thread-safe: builds and connects happen on
- * any thread.  A transform that fails returns an invalid sender
- * (ex_invalid_sender: EX_ENOMEM, say), never NULL for "failed".
+ * A domain's functions must be thread-safe (builds and connects happen on
+ * any thread), must not throw (C++) or suspend a task, and the domain and
+ * its tags list must not change while senders may ask it.  A transform
+ * that fails returns an invalid sender (ex_invalid_sender: EX_ENOMEM, say),
+ * never NULL for "failed".
  *
  * The pool and the parallel scheduler run bulk through their domains: they
  * replace a bulk sender by one that hands its job to their agents
@@ -71,7 +76,9 @@ struct ex_domain {
      * connect the lookup of the environment. */
     const ex_tag *const *tags;
     /* Returns a sender that replaces s, or NULL to keep s.  s is lent:
-     * keep it past the call with ex_sender_retain (to wrap it, say).
+     * keep it past the call with ex_sender_retain (to wrap it, say); a
+     * domain that returns s itself hands back a reference it took (retain
+     * it first), and s is kept.
      * sch is the scheduler the domain was found through (its handle is
      * invalid, vt NULL, when an environment named the domain itself).
      * env is NULL when s is being built; at connect it is the receiver's

@@ -219,8 +219,9 @@ static const ex_operation_vtable co_op_vt = { co_start, co_destroy_op };
 
 static ex_error co_connect(const ex_sender *s, ex_receiver r, void *storage) {
     const continues_sender *cs = (const continues_sender *)s;
-    /* get-domain-late: a hop's late domain is its scheduler's (ex_on's
-     * hop back, whose scheduler comes from the environment, has none). */
+    /* get-domain-late: a hop's late domain is its scheduler's.  ex_on's
+     * hop back, whose scheduler it reads from the environment below, is
+     * not offered (docs/design.md, "Domains"). */
     ex_error le;
     const ex_domain *hop_domain = cs->from_env ? NULL : cs->sch.vt->domain;
     if (hop_domain && exi_domain_offers(hop_domain, s->vt->tag) && exi_late_offer(s, r, storage, &le, hop_domain, cs->sch))

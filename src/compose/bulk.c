@@ -304,11 +304,15 @@ static ex_sender *run_on(const ex_sender *s, ex_bulk_run_fn run, void *self) {
     ex_sender *t = ex_sender_alloc(s->vt, sizeof(bulk_sender));
     if (!t) return ex_invalid_sender(EX_ENOMEM, "ex_bulk_run_on: out of memory");
     bulk_sender *bs = (bulk_sender *)t;
-    ex_sender head = *t;  /* the new block's own header */
-    *bs = *from;
-    t->refs = head.refs;
-    t->size = head.size;
-    t->alloc = head.alloc;
+    /* The recipe after the header, and the header's immutable fields:
+     * never refs, which other threads may be changing (s is shared). */
+    memcpy((char *)bs + sizeof(ex_sender), (const char *)from + sizeof(ex_sender),
+           sizeof(bulk_sender) - sizeof(ex_sender));
+    t->op_size = s->op_size;
+    t->op_align = s->op_align;
+    t->depth = s->depth;
+    t->sigs = s->sigs;
+    t->status = s->status;
     ex_sender_retain(bs->child);
     bs->run = run;
     bs->run_self = self;

@@ -116,9 +116,13 @@ static ex_error connect_replacement(ex_sender *t, const ex_sender *s, ex_receive
         return ex_err(EX_EINVAL, "cexec: a domain's replacement sends what the sender it replaces does not");
     }
     if (!e.code) {
+        /* Nothing connected under the replacement is offered again: a
+         * domain that wraps s (a then around it, s moved under a starts_on)
+         * would be offered s again for ever. */
         exi_late region;
         ex_scheduler none = { 0, 0 };
         exi_late_enter_known(&region, NULL, none);
+        exi_in_domain++;
         size_t align = ex_max_size(t->op_align, 1);
         if (t->op_size <= s->op_size && ((uintptr_t)storage & (align - 1)) == 0) {
             e = t->vt->connect(t, r, storage);
@@ -130,6 +134,7 @@ static ex_error connect_replacement(ex_sender *t, const ex_sender *s, ex_receive
             e = exi_connect_alloc_as_is(t, r, &o->inner);
             if (!e.code) o->base.vt = &moved_vt;
         }
+        exi_in_domain--;
         exi_late_leave(&region);
     } else {
         e = exi_error_copy(e);  /* an invalid replacement's error, which the sender keeps */

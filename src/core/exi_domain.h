@@ -115,14 +115,22 @@ static inline void exi_late_leave(exi_late *l) { exi_late_now = l->up; }
 /* The offer bits of d, remembered for the last domain asked on this
  * thread: regions open and close at every step of a recursion, nearly
  * always under the same domain. */
-extern EXI_TLS const ex_domain *exi_late_bits_domain;
-extern EXI_TLS uint64_t exi_late_bits;
+typedef struct exi_late_bits_cache {
+    const ex_domain *domain;
+    const ex_tag *const *tags;  /* (a domain on the stack may come back at the same address) */
+    bool transforms;
+    uint64_t bits;
+} exi_late_bits_cache;
+extern EXI_TLS exi_late_bits_cache exi_late_bits;
 static inline uint64_t exi_domain_offer_bits_cached(const ex_domain *d) {
-    if (d != exi_late_bits_domain) {
-        exi_late_bits = exi_domain_offer_bits(d);
-        exi_late_bits_domain = d;
+    exi_late_bits_cache *c = &exi_late_bits;
+    if (d != c->domain || d->tags != c->tags || (d->transform_sender != NULL) != c->transforms) {
+        c->bits = exi_domain_offer_bits(d);
+        c->domain = d;
+        c->tags = d->tags;
+        c->transforms = d->transform_sender != NULL;
     }
-    return exi_late_bits;
+    return c->bits;
 }
 
 /* Opens region l for a child connected where its late domain is known

@@ -191,8 +191,7 @@ static ex_error connect_checked(const ex_sender *s, ex_receiver r, void *storage
 static exi_late late_root = { EXI_LATE_NONE, NULL, ~(uint64_t)0, { NULL, NULL }, { NULL, NULL }, NULL };
 EXI_TLS exi_late *exi_late_now = &late_root;
 EXI_TLS unsigned exi_in_domain;
-EXI_TLS const ex_domain *exi_late_bits_domain;
-EXI_TLS uint64_t exi_late_bits;
+EXI_TLS exi_late_bits_cache exi_late_bits;
 
 /* A root connect: r's environment decides the late domain of everything
  * connected under it (exi_domain.h). */

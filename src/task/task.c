@@ -29,6 +29,15 @@ bool exi_task_env_query(const ex_env_node *n, const ex_key *key, ex_value *out) 
         return true;
     }
     ex_env user = t->user_env.node ? t->user_env : ex_receiver_env(t->r);
+    if (key == &ex_key_get_domain) {
+        /* SCHED-ENV: the task's scheduler's domain, else the nearest the
+         * environment it was started in names (as a region would say). */
+        ex_scheduler by;
+        const ex_domain *d = t->sched.vt && t->sched.vt->domain ? t->sched.vt->domain : ex_get_domain(user, &by);
+        if (!d) return false;
+        *out = ex_domain_value(d);
+        return true;
+    }
     return ex_env_query(ex_env_forward(user), key, out);
 }
 

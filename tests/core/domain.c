@@ -5,6 +5,7 @@
  * built) and late (when it is connected), as the peers' "can be
  * customized early/late" tests do. */
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "common/helpers.h"
@@ -19,6 +20,7 @@ typedef struct offers {
     bool keep;        /* replace nothing; only count */
     bool mismatched;  /* replace late by a sender of other values */
     bool only_then;   /* replace thens only */
+    bool move_under;  /* replace by starts_on(the test scheduler, the sender itself) */
 } offers;
 
 static offers seen;
@@ -61,12 +63,21 @@ static ex_sender *big_replacement(int code) {
     return s;
 }
 
+static ex_scheduler test_sched_of(void);
+static ex_task_result await_a_then(ex_task *t, void *arg);
+
 static ex_sender *test_transform(const ex_domain *d, ex_scheduler sch, ex_sender *s, const ex_env *env) {
     (void)d, (void)sch;
     int k = tag_index(ex_sender_tag(s));
     if (env) seen.late[k]++;
     else seen.early[k]++;
     if (seen.keep || (seen.only_then && ex_sender_tag(s) != &ex_tag_then)) return NULL;
+    if (seen.move_under) {
+        /* Under the scheduler whose domain this is, where s would be
+         * offered again if anything under a replacement were. */
+        if (!env || (ex_sender_tag(s) != &ex_tag_then && ex_sender_tag(s) != &ex_tag_continues_on)) return NULL;
+        return ex_starts_on(test_sched_of(), ex_sender_retain(s));
+    }
     if (seen.wrap) {
         if (ex_sender_tag(s) != &ex_tag_then) return NULL;
         /* A then around the sender: built while the domain transforms, so
@@ -103,6 +114,8 @@ static ex_scheduler test_sched(void) {
     ex_scheduler s = { &test_vt, NULL };
     return s;
 }
+
+static ex_scheduler test_sched_of(void) { return test_sched(); }
 
 static ex_sender *let_just10(void *ctx, const ex_value *in, size_t n) {
     (void)ctx, (void)in, (void)n;
@@ -310,7 +323,8 @@ Test(domain, a_late_replacement_out_of_memory_fails_the_connect) {
     seen.big = true;
     ex_sender *t = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
     ex_sender *s = ex_starts_on(test_sched(), t);
-    for (long nth = 1; nth <= 8; nth++) {
+    bool connected = false;
+    for (long nth = 1; nth <= 16 && !connected; nth++) {
         /* Each allocation in turn: the replacement's senders, its block. */
         rec rc;
         rec_init(&rc);
@@ -323,13 +337,70 @@ Test(domain, a_late_replacement_out_of_memory_fails_the_connect) {
             ex_start(op);
             rec_expect_value_int(&rc, 200);
             ex_operation_destroy(op);
-            break;  /* past the last allocation */
+            connected = true;  /* past the last allocation */
+            continue;
         }
         cr_expect_eq(e.code, EX_ENOMEM, "allocation %ld: %s", nth, e.msg ? e.msg : "");
         cr_expect_eq(rec_total(&rc), 0);
         ex_error_release(e);
     }
+    cr_expect(connected, "every allocation failed in turn, then the connect succeeded");
     ex_sender_release(s);
+    expect_no_leaks();
+}
+
+Test(domain, a_replacement_that_moves_the_sender_under_the_domains_scheduler_is_not_offered_it_again) {
+    /* Without that, then and continues_on would be offered again under
+     * the starts_on for ever. */
+    seen.move_under = true;
+    ex_sender *t = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    expect_sync_int(ex_starts_on(test_sched(), t), 2);
+    cr_expect_eq(seen.late[0], 1);
+    rec rc;
+    rec_init(&rc);
+    run_in_place(ex_continues_on(ex_just(ex_int(1)), test_sched()), &rc);
+    rec_expect_value_int(&rc, 1);
+    cr_expect_eq(seen.late[4], 1);
+    expect_no_leaks();
+}
+
+/* Two domains on the stack in turn, at the same address (the same
+ * frame), offering different algorithms: the second is asked for its
+ * own. */
+static int64_t run_under_domain(const ex_tag *const *tags, ex_sender *s) {
+    ex_domain d = { "on the stack", tags, test_transform, NULL, NULL };
+    ex_result r = ex_sync_wait(ex_write_env(s, &ex_key_get_domain, ex_domain_value(&d)));
+    int64_t v = r.disposition == EX_DISP_VALUE ? r.values[0].as.i : -1;
+    ex_result_destroy(&r);
+    return v;
+}
+
+Test(domain, a_domain_at_the_address_of_another_is_asked_for_its_own_algorithms) {
+    static const ex_tag *const thens[] = { &ex_tag_then, NULL };
+    static const ex_tag *const bulks[] = { &ex_tag_bulk, NULL };
+    cr_expect_eq(run_under_domain(thens, ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT))),
+                 200);
+    cr_expect_eq(run_under_domain(bulks, ex_bulk(ex_just(ex_int(5)), EX_SEQ, 4, bulk_noop, NULL)), 202);
+    expect_no_leaks();
+}
+
+/* Under a scheduler without a domain inside one with a domain, the outer
+ * domain decides, whether a sender is connected there directly or
+ * awaited by a task that runs there. */
+Test(domain, a_scheduler_without_a_domain_leaves_the_enclosing_one_in_force) {
+    seen.only_then = true;
+    ex_sender *t = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    expect_sync_int(ex_starts_on(test_sched(), ex_starts_on(ex_inline_scheduler(), t)), 200);
+    ex_result r = ex_sync_wait(
+        ex_starts_on(test_sched(), ex_starts_on(ex_inline_scheduler(), ex_task_create(await_a_then, NULL, NULL))));
+    expect_value_int(&r, 200);
+    ex_result_destroy(&r);
+    cr_expect_eq(seen.late[0], 2);
+    /* And the environment says so. */
+    ex_env_pair outer, inner;
+    ex_env_pair_init(&outer, &ex_key_get_scheduler, ex_sched_value(test_sched()), ex_env_empty());
+    ex_env_pair_init(&inner, &ex_key_get_scheduler, ex_sched_value(ex_inline_scheduler()), ex_env_of_pair(&outer));
+    cr_expect_eq(ex_get_domain(ex_env_of_pair(&inner), NULL), &test_domain);
     expect_no_leaks();
 }
 
@@ -354,9 +425,9 @@ Test(domain, sync_wait_can_be_customised) {
 
 /* ------------------------------------------------- the pool's own domain */
 
-static ex_error note_thread(void *ctx, size_t i, const ex_value *v, size_t n) {
-    (void)v, (void)n;
-    ((pthread_t *)ctx)[i] = pthread_self();
+static ex_error count_chunks(void *ctx, size_t begin, size_t end, const ex_value *v, size_t n) {
+    (void)begin, (void)end, (void)v, (void)n;
+    atomic_fetch_add((atomic_int *)ctx, 1);
     return ex_ok();
 }
 
@@ -373,9 +444,17 @@ Test(domain, the_pools_domain_takes_bulk_early_and_late) {
     cr_expect_null(d->transform_sender(d, ex_inline_scheduler(), b, NULL), "not the pool's scheduler: kept");
     ex_sender_release(t);
     ex_sender_release(b);
-    pthread_t who[2];
-    expect_sync_values(ex_bulk_unchunked(ex_schedule(ps), EX_PAR, 2, note_thread, who), 0);
-    expect_sync_values(ex_starts_on(ps, ex_bulk_unchunked(ex_just(), EX_PAR, 2, note_thread, who)), 0);
+    /* The sequential loop calls a chunked body once with [0, shape); the
+     * pool cuts the shape into chunks (bulk.h), even for EX_SEQ. */
+    atomic_int calls = 0;
+    expect_sync_values(ex_bulk_chunked(ex_schedule(ps), EX_SEQ, 64, 0, count_chunks, &calls), 0);
+    cr_expect_gt(atomic_load(&calls), 1, "early: the pool ran it (%d chunks)", atomic_load(&calls));
+    atomic_store(&calls, 0);
+    expect_sync_values(ex_starts_on(ps, ex_bulk_chunked(ex_just(), EX_SEQ, 64, 0, count_chunks, &calls)), 0);
+    cr_expect_gt(atomic_load(&calls), 1, "late: the pool ran it (%d chunks)", atomic_load(&calls));
+    atomic_store(&calls, 0);
+    expect_sync_values(ex_bulk_chunked(ex_just(), EX_SEQ, 64, 0, count_chunks, &calls), 0);
+    cr_expect_eq(atomic_load(&calls), 1, "no pool: the sequential loop");
     test_pool_free(p);
     expect_no_leaks();
 }
