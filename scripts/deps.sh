@@ -16,6 +16,7 @@
 #   valgrind   make valgrind
 #   cross      make test-aarch64: the aarch64 cross compiler and qemu-user
 #   model      make model-check: spin
+#   mpi        make mpi, mpi-test: MPICH (mpicc, mpiexec)
 #   bench      make bench / demo: test + oneTBB, Boost.Fiber, libuv (the timer
 #              group's baseline), gnuplot
 #   ci         every purpose above, and python3 for the dlopen check (.ci/run)
@@ -32,8 +33,9 @@ pkgs_for() {
         valgrind) echo "valgrind" ;;
         cross) echo "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" ;;
         model) echo "spin" ;;
+        mpi) echo "mpich libmpich-dev" ;;
         bench) echo "$(pkgs_for test) libtbb-dev libboost-fiber-dev libuv1-dev gnuplot-nox" ;;
-        ci) echo "$(pkgs_for bench) $(pkgs_for clang) $(pkgs_for valgrind) $(pkgs_for cross) $(pkgs_for model) pkg-config python3" ;;
+        ci) echo "$(pkgs_for bench) $(pkgs_for clang) $(pkgs_for valgrind) $(pkgs_for cross) $(pkgs_for model) $(pkgs_for mpi) pkg-config python3" ;;
         *) return 1 ;;
     esac
 }
@@ -47,7 +49,7 @@ for arg in "$@"; do
         --bench) PKGS="$PKGS $(pkgs_for bench)" ;;
         *)
             if ! more=$(pkgs_for "$arg"); then
-                echo "scripts/deps.sh: unknown purpose '$arg' (build test clang valgrind cross model bench ci)" >&2
+                echo "scripts/deps.sh: unknown purpose '$arg' (build test clang valgrind cross model mpi bench ci)" >&2
                 exit 2
             fi
             PKGS="$PKGS $more"
