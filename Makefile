@@ -9,6 +9,7 @@
 #   make examples        build examples/*.c
 #   make demo            the inclusive-scan benchmark: cexec vs serial, oneTBB, OpenMP
 #   make run-examples    build and run every example
+#   make mpi             the optional MPI component, libcexec_mpi.a (mk/mpi.mk, docs/mpi.md)
 #   make install PREFIX=/usr/local
 #   make CC=clang        any of the above with clang
 #   make clean
@@ -41,7 +42,8 @@ TEST_CFLAGS = $(CSTD) $(WARN) $(OPT) -pthread -Iinclude -Isrc -Itests $(SAN) -DB
 
 # src/ has a folder per layer (src/README.md); scripts/check-layers.sh
 # checks that includes only point down.
-SRC      := $(wildcard src/*/*.c)
+# src/mpi/ is the optional MPI component (mk/mpi.mk), never in libcexec.
+SRC      := $(filter-out src/mpi/%,$(wildcard src/*/*.c))
 OBJ      := $(SRC:src/%.c=$(BUILD)/obj/%.o)
 
 # The jemalloc allocator uses a private copy of Debian's libjemalloc_pic.a
@@ -313,7 +315,7 @@ cexec.pc: cexec.pc.in cexec-static.pc.in
 
 install: all cexec.pc man
 	install -d $(DESTDIR)$(PREFIX)/include/cexec/detail $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 include/cexec/*.h include/cexec/*.hpp $(DESTDIR)$(PREFIX)/include/cexec/
+	install -m 644 $(filter-out include/cexec/mpi.h,$(wildcard include/cexec/*.h)) include/cexec/*.hpp $(DESTDIR)$(PREFIX)/include/cexec/
 	install -m 644 include/cexec/detail/*.h $(DESTDIR)$(PREFIX)/include/cexec/detail/
 	install -m 644 $(BUILD)/libcexec.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libcexec.so $(DESTDIR)$(PREFIX)/lib/libcexec.so.$(VERSION)
@@ -326,6 +328,14 @@ install: all cexec.pc man
 	install -d $(DESTDIR)$(PREFIX)/share/doc/cexec $(DESTDIR)$(PREFIX)/share/man/man3
 	install -m 644 $(BUILD)/man/man3/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 	install -m 644 LICENSE THIRD-PARTY-NOTICES $(DESTDIR)$(PREFIX)/share/doc/cexec/
+	@# The MPI component (mk/mpi.mk) only when `make mpi` built it.
+	@if [ -f $(MPI_LIB) ]; then \
+	    echo "install: the MPI component (libcexec_mpi.a, cexec/mpi.h, cexec-mpi.pc)"; \
+	    sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' cexec-mpi.pc.in > $(BUILD)/cexec-mpi.pc && \
+	    install -m 644 include/cexec/mpi.h $(DESTDIR)$(PREFIX)/include/cexec/ && \
+	    install -m 644 $(MPI_LIB) $(DESTDIR)$(PREFIX)/lib/ && \
+	    install -m 644 $(BUILD)/cexec-mpi.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/; \
+	fi
 
 # Removes what install put in place (and the directories it made, if empty).
 uninstall:
@@ -335,6 +345,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec.so
 	rm -f $(DESTDIR)$(PREFIX)/lib/libcexec-jemalloc.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(JE_SONAME) $(DESTDIR)$(PREFIX)/lib/libcexec-jemalloc.so
 	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/cexec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/cexec-static.pc
+	rm -f $(DESTDIR)$(PREFIX)/lib/libcexec_mpi.a $(DESTDIR)$(PREFIX)/lib/pkgconfig/cexec-mpi.pc
 	rm -f $(DESTDIR)$(PREFIX)/share/doc/cexec/LICENSE $(DESTDIR)$(PREFIX)/share/doc/cexec/THIRD-PARTY-NOTICES
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man3/cexec.3 $(DESTDIR)$(PREFIX)/share/man/man3/cexec_*.3 $(DESTDIR)$(PREFIX)/share/man/man3/ex_*.3
 	-rmdir $(DESTDIR)$(PREFIX)/include/cexec/detail $(DESTDIR)$(PREFIX)/include/cexec $(DESTDIR)$(PREFIX)/share/doc/cexec 2>/dev/null

@@ -5,7 +5,7 @@
 #   scripts/check-layers.sh [OBJDIR]
 #
 # src/ has one folder per layer, lowest first (src/README.md):
-LAYERS="base allocators core resources adaptors compose task algorithms testing"
+LAYERS="base allocators core resources adaptors compose task algorithms testing mpi"
 # A file may include internal headers of its own layer and of the layers
 # below it, always as "layer/exi_name.h".  With OBJDIR (the build's obj/
 # folder) the objects are checked too: no object calls up into a higher

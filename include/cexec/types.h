@@ -32,6 +32,7 @@ extern "C" {
 #define EX_EDEADLK   EDEADLK    /* the call would wait for work only the calling thread can run */
 #define EX_ENOTSUP   ENOTSUP    /* the resource does not offer what was asked (a scheduler without a clock) */
 #define EX_ETIMEDOUT ETIMEDOUT  /* ex_timeout: the operation did not complete in time */
+#define EX_EIO       EIO        /* a communication failed: an MPI call reported an error (cexec/mpi.h) */
 #define EX_EUSER     1000
 
 /* An error is a value, never an exception: a code, a message that names

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/* cexec/mpi.h - MPI nonblocking operations as senders, progressed by a
+ * scheduler's agents (the optional component libcexec_mpi: `make mpi`,
+ * `pkg-config --cflags --libs cexec-mpi`; docs/mpi.md).
+ *
+ * Each sender starts its nonblocking MPI call (MPI_Isend, MPI_Irecv,
+ * MPI_Ibarrier, MPI_Iallreduce) when its operation starts and hands the
+ * request to a progress engine (ex_mpi_progress).  The engine is bound to
+ * one scheduler (a pool, usually): while requests are pending, one
+ * progress item runs on that scheduler, tests them in batches with
+ * MPI_Testsome, completes the finished operations on the agent that runs
+ * it, and queues itself again behind the work already waiting (the
+ * scheduler's yield hook).  After a few rounds in which nothing completed
+ * it waits on the scheduler's clock instead (50 us, doubling up to 1 ms),
+ * so a request that stays pending on an idle pool costs about a thousand
+ * MPI_Testsome calls a second, not a core.  With nothing pending, nothing
+ * polls.  No thread ever blocks inside MPI.
+ *
+ * Threads: MPI must run at MPI_THREAD_MULTIPLE (operations start on
+ * whatever thread starts them; the engine tests on the scheduler's
+ * agents).  ex_mpi_init asks for it; ex_mpi_attach checks an MPI the
+ * application initialised.  FUNNELED and SERIALIZED (every MPI call
+ * through one agent) are a later increment: today they give EX_ENOTSUP.
+ *
+ * Errors: an MPI call that fails completes the operation with set_error,
+ * code EX_EIO and an owned message (cexec/error.h) with the call's name,
+ * MPI_Error_string's text and the MPI error class.  MPI returns errors
+ * only where the communicator's error handler is MPI_ERRORS_RETURN: cexec
+ * never changes the handler of a communicator it is given, except that
+ * ex_mpi_init sets MPI_ERRORS_RETURN on MPI_COMM_WORLD.  Under MPI's
+ * default handler (MPI_ERRORS_ARE_FATAL) an error aborts the job.
+ *
+ * Stop: a pending receive whose environment's stop token is stopped is
+ * cancelled (MPI_Cancel, called by the progress item) and completes with
+ * set_stopped once MPI_Test_cancelled says it was; a message that arrived
+ * first completes it with set_value.  Sends and collectives ignore stop
+ * requests and complete normally (MPI cannot cancel them portably).
+ *
+ * Buffers are borrowed: they must stay valid, and a send buffer unchanged,
+ * until the operation completes. */
+#ifndef CEXEC_MPI_H
+#define CEXEC_MPI_H
+
+#include <mpi.h>
+
+#include <cexec/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A progress engine: the pending requests of the operations it was given
+ * and the one item that tests them on its scheduler. */
+typedef struct ex_mpi_progress ex_mpi_progress;
+
+/* Counters of an engine, for tests and tuning (approximate while
+ * requests are pending). */
+typedef struct ex_mpi_progress_stats {
+    uint64_t submitted;   /* requests handed to the engine */
+    uint64_t completed;   /* operations it completed */
+    uint64_t rounds;      /* runs of the progress item */
+    uint64_t testsome;    /* MPI_Testsome calls */
+    uint64_t backoffs;    /* rounds that ended in a timed wait */
+} ex_mpi_progress_stats;
+
+/* Initialises MPI with MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE)
+ * and sets MPI_ERRORS_RETURN on MPI_COMM_WORLD.  Errors: EX_EBUSY if MPI
+ * is already initialised (use ex_mpi_attach); EX_EIO if MPI_Init_thread
+ * fails; EX_ENOTSUP if MPI grants less than MPI_THREAD_MULTIPLE (MPI then
+ * stays initialised: call ex_mpi_finalize). */
+ex_error ex_mpi_init(int *argc, char ***argv);
+
+/* Finalises MPI (MPI_Finalize) if it is initialised and not finalised.
+ * Every engine must have been destroyed first.  Errors: EX_EIO. */
+ex_error ex_mpi_finalize(void);
+
+/* Accepts an MPI the application initialised itself: EX_OK if MPI is
+ * initialised at MPI_THREAD_MULTIPLE; EX_EINVAL if it is not initialised
+ * (or already finalised); EX_ENOTSUP for a lower thread level.  Leaves
+ * every error handler as it is. */
+ex_error ex_mpi_attach(void);
+
+/* Makes an engine whose progress item runs on sch (a pool's scheduler:
+ * its agents run the item and every completion).  sch needs post (and
+ * uses yield and the clock when it has them: without a clock the engine
+ * never waits and keeps yielding while requests are pending).  sch's
+ * resource must outlive the engine and accept work while requests are
+ * pending.  Errors: EX_EINVAL (NULL out, invalid sch, a scheduler without
+ * post, MPI not initialised), EX_ENOTSUP (MPI below
+ * MPI_THREAD_MULTIPLE), EX_ENOMEM. */
+ex_error ex_mpi_progress_create(ex_scheduler sch, ex_mpi_progress **out);
+
+/* Destroys an engine with no pending operation.  Errors: EX_EBUSY (and
+ * nothing is destroyed) while an operation is pending.  NULL-safe. */
+ex_error ex_mpi_progress_destroy(ex_mpi_progress *p);
+
+/* The engine's counters (zero for NULL). */
+ex_mpi_progress_stats ex_mpi_progress_get_stats(const ex_mpi_progress *p);
+
+/* A sender of MPI_Isend(buf, count, datatype, dest, tag, comm), progressed
+ * by p: set_value() once the request completes, set_error (EX_EIO) when
+ * MPI reports an error.  Invalid sender (EX_EINVAL): NULL p, a negative
+ * count, or a NULL buf with count > 0; EX_ENOMEM if it cannot be
+ * allocated. */
+ex_sender *ex_mpi_isend(ex_mpi_progress *p, const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                        MPI_Comm comm);
+
+/* A sender of MPI_Irecv(buf, count, datatype, source, tag, comm): set_value
+ * with three EX_T_INT values, the received count (MPI_Get_count in
+ * datatype's units), the source and the tag of the message (what
+ * MPI_ANY_SOURCE and MPI_ANY_TAG matched).  set_error (EX_EIO) for an MPI
+ * error, a message longer than the buffer among them (MPI_ERR_TRUNCATE);
+ * set_stopped when a stop request cancelled it (see "Stop" above; a
+ * token already stopped at start completes it stopped without a call to
+ * MPI).  Invalid sender as for ex_mpi_isend. */
+ex_sender *ex_mpi_irecv(ex_mpi_progress *p, void *buf, int count, MPI_Datatype datatype, int source, int tag,
+                        MPI_Comm comm);
+
+/* A sender of MPI_Ibarrier(comm): set_value() once every rank of comm has
+ * entered the barrier.  Invalid sender (EX_EINVAL) for a NULL p. */
+ex_sender *ex_mpi_ibarrier(ex_mpi_progress *p, MPI_Comm comm);
+
+/* A sender of MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm):
+ * set_value() once recvbuf holds the reduction (sendbuf may be
+ * MPI_IN_PLACE).  Invalid sender as for ex_mpi_isend, for recvbuf (and a
+ * NULL sendbuf) with count > 0. */
+ex_sender *ex_mpi_iallreduce(ex_mpi_progress *p, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                             MPI_Op op, MPI_Comm comm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT */
+/* mpi/senders.c - isend, irecv, ibarrier and iallreduce as senders.
+ *
+ * One sender type for the four calls: the sender keeps the call's
+ * arguments, the operation copies them, starts the nonblocking call in
+ * start and hands its request to the engine (mpi/progress.c), which calls
+ * op_finish on an agent of its scheduler once the request completed. */
+#include <stdalign.h>
+
+#include <cexec/env.h>
+#include <cexec/error.h>
+#include <cexec/sender.h>
+#include <cexec/stop_token.h>
+#include <cexec/value.h>
+
+#include "mpi/exi_mpi.h"
+
+typedef enum call_kind { K_ISEND, K_IRECV, K_IBARRIER, K_IALLREDUCE } call_kind;
+
+typedef struct mpi_call {
+    call_kind kind;
+    ex_mpi_progress *engine;
+    const void *sbuf;
+    void *rbuf;
+    int count;
+    MPI_Datatype datatype;
+    int peer;  /* dest or source */
+    int tag;
+    MPI_Op op;
+    MPI_Comm comm;
+} mpi_call;
+
+typedef struct mpi_sender {
+    ex_sender base;
+    mpi_call call;
+} mpi_sender;
+
+typedef struct mpi_op {
+    ex_operation base;
+    ex_receiver r;
+    mpi_call call;
+    exi_mpi_pending pend;
+    ex_stop_callback stop_cb;
+    bool stop_registered;
+} mpi_op;
+
+static const char *const call_names[] = { "MPI_Isend", "MPI_Irecv", "MPI_Ibarrier", "MPI_Iallreduce" };
+
+static mpi_op *op_of_pending(exi_mpi_pending *n) { return (mpi_op *)(void *)((char *)n - offsetof(mpi_op, pend)); }
+
+static int issue(mpi_op *o) {
+    mpi_call *c = &o->call;
+    MPI_Request *req = &o->pend.req;
+    switch (c->kind) {
+    case K_ISEND: return MPI_Isend(c->sbuf, c->count, c->datatype, c->peer, c->tag, c->comm, req);
+    case K_IRECV: return MPI_Irecv(c->rbuf, c->count, c->datatype, c->peer, c->tag, c->comm, req);
+    case K_IBARRIER: return MPI_Ibarrier(c->comm, req);
+    case K_IALLREDUCE: return MPI_Iallreduce(c->sbuf, c->rbuf, c->count, c->datatype, c->op, c->comm, req);
+    }
+    return MPI_ERR_OTHER;
+}
+
+static void on_stop(ex_stop_callback *cb) {
+    mpi_op *o = (mpi_op *)(void *)((char *)cb - offsetof(mpi_op, stop_cb));
+    exi_mpi_ask_cancel(o->call.engine, &o->pend);
+}
+
+static void stop_deregister(mpi_op *o) {
+    if (!o->stop_registered) return;
+    ex_stop_callback_deregister(&o->stop_cb);
+    o->stop_registered = false;
+}
+
+/* A receive's value: the count in the datatype's units, source, tag. */
+static void complete_recv(mpi_op *o) {
+    int cancelled = 0, n = 0;
+    if (MPI_Test_cancelled(&o->pend.status, &cancelled) == MPI_SUCCESS && cancelled) {
+        ex_set_stopped(o->r);
+        return;
+    }
+    int rc = MPI_Get_count(&o->pend.status, o->call.datatype, &n);
+    if (rc != MPI_SUCCESS) {
+        ex_set_error(o->r, exi_mpi_error("MPI_Get_count", rc));
+        return;
+    }
+    ex_value v[3] = { ex_int(n), ex_int(o->pend.status.MPI_SOURCE), ex_int(o->pend.status.MPI_TAG) };
+    ex_set_value(o->r, v, 3);
+}
+
+static void op_finish(exi_mpi_pending *n) {
+    mpi_op *o = op_of_pending(n);
+    stop_deregister(o);
+    if (n->rc != MPI_SUCCESS) ex_set_error(o->r, exi_mpi_error(call_names[o->call.kind], n->rc));
+    else if (o->call.kind == K_IRECV) complete_recv(o);
+    else ex_set_value(o->r, NULL, 0);
+}
+
+/* The engine's scheduler refused the progress item (it shuts down): end
+ * the request here, blocking, so its buffer is MPI's no longer. */
+static void fail_unprogressed(mpi_op *o, ex_error e) {
+    if (o->call.kind == K_IRECV) (void)MPI_Cancel(&o->pend.req);
+    (void)MPI_Wait(&o->pend.req, MPI_STATUS_IGNORE);
+    stop_deregister(o);
+    ex_set_error(o->r, e);
+}
+
+static void op_start(ex_operation *op) {
+    mpi_op *o = (mpi_op *)op;
+    ex_stop_token t = ex_never_stop_token();
+    if (o->call.kind == K_IRECV) {
+        t = ex_get_stop_token(ex_receiver_env(o->r));
+        if (ex_stop_token_stop_requested(t)) {
+            ex_set_stopped(o->r);
+            return;
+        }
+    }
+    o->pend.req = MPI_REQUEST_NULL;
+    o->pend.cancel_asked = 0;
+    int rc = issue(o);
+    if (rc != MPI_SUCCESS) {
+        ex_set_error(o->r, exi_mpi_error(call_names[o->call.kind], rc));
+        return;
+    }
+    /* Registered before submit: a stop that came first only marks the
+     * request, and the engine cancels it on its own thread. */
+    if (ex_stop_token_stop_possible(t)) {
+        o->stop_registered = true;
+        (void)ex_stop_callback_register(&o->stop_cb, t, on_stop);
+    }
+    ex_error e = exi_mpi_submit(o->call.engine, &o->pend);
+    if (e.code) fail_unprogressed(o, e);
+}
+
+static const ex_operation_vtable mpi_op_vt = { op_start, NULL };
+
+static ex_error mpi_connect(const ex_sender *s, ex_receiver r, void *storage) {
+    mpi_op *o = storage;
+    o->base.vt = &mpi_op_vt;
+    o->r = r;
+    o->call = ((const mpi_sender *)s)->call;
+    o->pend.finish = op_finish;
+    o->stop_registered = false;
+    return ex_ok();
+}
+
+static const ex_sender_vtable isend_vt = { "ex_mpi_isend", mpi_connect, NULL, NULL, NULL };
+static const ex_sender_vtable irecv_vt = { "ex_mpi_irecv", mpi_connect, NULL, NULL, NULL };
+static const ex_sender_vtable ibarrier_vt = { "ex_mpi_ibarrier", mpi_connect, NULL, NULL, NULL };
+static const ex_sender_vtable iallreduce_vt = { "ex_mpi_iallreduce", mpi_connect, NULL, NULL, NULL };
+
+static ex_sender *make(const ex_sender_vtable *vt, const mpi_call *c, const char *oom) {
+    ex_sender *s = ex_sender_alloc(vt, sizeof(mpi_sender));
+    if (!s) return ex_invalid_sender(EX_ENOMEM, oom);
+    ((mpi_sender *)s)->call = *c;
+    s->op_size = sizeof(mpi_op);
+    s->op_align = alignof(mpi_op);
+    s->sigs = ex_sigs_none();
+    if (c->kind == K_IRECV) {
+        (void)ex_sigs_add_value(&s->sigs, EX_SIG(EX_T_INT, EX_T_INT, EX_T_INT));
+        s->sigs.flags = EX_SIGS_ERROR | EX_SIGS_STOPPED;
+    } else {
+        (void)ex_sigs_add_value(&s->sigs, EX_SIG0);
+        s->sigs.flags = EX_SIGS_ERROR;
+    }
+    return s;
+}
+
+static bool bad_buffer(const void *buf, int count) { return count < 0 || (count > 0 && !buf); }
+
+ex_sender *ex_mpi_isend(ex_mpi_progress *p, const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                        MPI_Comm comm) {
+    if (!p) return ex_invalid_sender(EX_EINVAL, "ex_mpi_isend: NULL progress engine");
+    if (bad_buffer(buf, count)) return ex_invalid_sender(EX_EINVAL, "ex_mpi_isend: negative count or NULL buffer");
+    mpi_call c = { K_ISEND, p, buf, NULL, count, datatype, dest, tag, MPI_OP_NULL, comm };
+    return make(&isend_vt, &c, "ex_mpi_isend: out of memory");
+}
+
+ex_sender *ex_mpi_irecv(ex_mpi_progress *p, void *buf, int count, MPI_Datatype datatype, int source, int tag,
+                        MPI_Comm comm) {
+    if (!p) return ex_invalid_sender(EX_EINVAL, "ex_mpi_irecv: NULL progress engine");
+    if (bad_buffer(buf, count)) return ex_invalid_sender(EX_EINVAL, "ex_mpi_irecv: negative count or NULL buffer");
+    mpi_call c = { K_IRECV, p, NULL, buf, count, datatype, source, tag, MPI_OP_NULL, comm };
+    return make(&irecv_vt, &c, "ex_mpi_irecv: out of memory");
+}
+
+ex_sender *ex_mpi_ibarrier(ex_mpi_progress *p, MPI_Comm comm) {
+    if (!p) return ex_invalid_sender(EX_EINVAL, "ex_mpi_ibarrier: NULL progress engine");
+    mpi_call c = { K_IBARRIER, p, NULL, NULL, 0, MPI_DATATYPE_NULL, 0, 0, MPI_OP_NULL, comm };
+    return make(&ibarrier_vt, &c, "ex_mpi_ibarrier: out of memory");
+}
+
+ex_sender *ex_mpi_iallreduce(ex_mpi_progress *p, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                             MPI_Op op, MPI_Comm comm) {
+    if (!p) return ex_invalid_sender(EX_EINVAL, "ex_mpi_iallreduce: NULL progress engine");
+    if (bad_buffer(recvbuf, count) || bad_buffer(sendbuf, count))
+        return ex_invalid_sender(EX_EINVAL, "ex_mpi_iallreduce: negative count or NULL buffer");
+    mpi_call c = { K_IALLREDUCE, p, sendbuf, recvbuf, count, datatype, 0, 0, op, comm };
+    return make(&iallreduce_vt, &c, "ex_mpi_iallreduce: out of memory");
+}
