@@ -91,6 +91,7 @@
 #define CEXEC_BULK_H
 
 #include <cexec/types.h>
+#include <cexec/domain.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -158,6 +159,32 @@ typedef void (*ex_bulk_run_fn)(void *self, struct ex_bulk_job *job);
  * the parallel scheduler run bulk.  Errors, as an invalid sender: EX_EINVAL
  * (NULL s or run, or s not of that family), EX_ENOMEM. */
 ex_sender *ex_bulk_run_on(const ex_sender *s, ex_bulk_run_fn run, void *self);
+
+/* A ready-made domain for a resource that runs bulk itself (the pool's and
+ * the parallel scheduler's are two), named in the resource's vtable as
+ * .domain = &wrapping_domain.domain after
+ *
+ *   static const ex_bulk_domain wrapping_domain = EX_BULK_DOMAIN("wrapping_bulk", NULL, wrapping_bulk);
+ *
+ * It replaces every sender of the bulk family with ex_bulk_run_on(s, run,
+ * sch.self), where sch is the scheduler it was found through, when sch's
+ * vtable is vt (NULL vt: any scheduler); found through an environment's
+ * get_domain alone (no scheduler), it replaces nothing. */
+typedef struct ex_bulk_domain {
+    ex_domain domain;
+    const struct ex_scheduler_vtable *vt;
+    ex_bulk_run_fn run;
+} ex_bulk_domain;
+
+/* ex_bulk_domain's tags, for EX_BULK_DOMAIN: ex_tag_bulk,
+ * ex_tag_bulk_chunked, ex_tag_bulk_unchunked. */
+extern const ex_tag *const ex_bulk_domain_tags[];
+
+/* ex_bulk_domain's transform_sender, for EX_BULK_DOMAIN: d is the domain
+ * member of an ex_bulk_domain; returns ex_bulk_run_on(s, run, sch.self),
+ * or NULL when sch is invalid or not of the domain's vt. */
+ex_sender *ex_bulk_domain_transform(const ex_domain *d, ex_scheduler sch, ex_sender *s, const ex_env *env);
+#define EX_BULK_DOMAIN(name, vt, run) { { (name), ex_bulk_domain_tags, ex_bulk_domain_transform, NULL, NULL }, (vt), (run) }
 
 #ifdef __cplusplus
 }

@@ -213,6 +213,15 @@ ex_sender *ex_bulk_run_on(const ex_sender *s, ex_bulk_run_fn run, void *self) {
     return ops->run_on(s, run, self);
 }
 
+const ex_tag *const ex_bulk_domain_tags[] = { &ex_tag_bulk, &ex_tag_bulk_chunked, &ex_tag_bulk_unchunked, NULL };
+
+ex_sender *ex_bulk_domain_transform(const ex_domain *d, ex_scheduler sch, ex_sender *s, const ex_env *env) {
+    (void)env;
+    const ex_bulk_domain *bd = (const ex_bulk_domain *)(const void *)d;
+    if (!sch.vt || (bd->vt && sch.vt != bd->vt)) return NULL;  /* which resource would run it? */
+    return ex_bulk_run_on(s, bd->run, sch.self);
+}
+
 /* ------------------------------------------------------------ apply_sender */
 
 bool exi_apply_sync_wait(ex_sender *s, ex_result *out) {

@@ -240,16 +240,7 @@ static void backend_bulk(void *self, ex_bulk_job *job) {
 static const ex_scheduler_vtable backend_vt;
 
 /* The parallel scheduler's domain: bulk goes to the backend (backend_bulk). */
-static const ex_tag *const par_domain_tags[] = { &ex_tag_bulk, &ex_tag_bulk_chunked, &ex_tag_bulk_unchunked, NULL };
-
-static ex_sender *par_transform(const ex_domain *d, ex_scheduler sch, ex_sender *s, const ex_env *env) {
-    (void)d;
-    (void)env;
-    if (sch.vt != &backend_vt) return NULL;
-    return ex_bulk_run_on(s, backend_bulk, sch.self);
-}
-
-static const ex_domain par_domain = { "parallel_scheduler", par_domain_tags, par_transform, NULL, NULL };
+static const ex_bulk_domain par_domain = EX_BULK_DOMAIN("parallel_scheduler", &backend_vt, backend_bulk);
 
 static unsigned backend_concurrency(void *self) {
     (void)self;
@@ -265,7 +256,7 @@ static const ex_scheduler_vtable backend_vt = {
     .progress = EX_PROGRESS_PARALLEL,
     .post = backend_post,
     .dispatch = backend_post,  /* a backend cannot tell its own agents: dispatch queues */
-    .domain = &par_domain,
+    .domain = &par_domain.domain,
     .concurrency = backend_concurrency,
 };
 

@@ -739,16 +739,7 @@ static const ex_scheduler_vtable pool_vt;
 /* The pool's domain: bulk runs on the pool's agents (pool_bulk.c).  The
  * scheduler it was found through names the pool; one named by an
  * environment's get_domain alone names none, and bulk stays sequential. */
-static const ex_tag *const pool_domain_tags[] = { &ex_tag_bulk, &ex_tag_bulk_chunked, &ex_tag_bulk_unchunked, NULL };
-
-static ex_sender *pool_transform(const ex_domain *d, ex_scheduler sch, ex_sender *s, const ex_env *env) {
-    (void)d;
-    (void)env;
-    if (sch.vt != &pool_vt) return NULL;
-    return ex_bulk_run_on(s, exi_pool_bulk, sch.self);
-}
-
-static const ex_domain pool_domain = { "pool", pool_domain_tags, pool_transform, NULL, NULL };
+static const ex_bulk_domain pool_domain = EX_BULK_DOMAIN("pool", &pool_vt, exi_pool_bulk);
 
 static unsigned pool_concurrency(void *self) { return ex_pool_size(self); }
 
@@ -763,7 +754,7 @@ static const ex_scheduler_vtable pool_vt = {
     .post = pool_post,
     .dispatch = pool_dispatch,
     .yield = pool_yield,
-    .domain = &pool_domain,
+    .domain = &pool_domain.domain,
     .concurrency = pool_concurrency,
     .allocator = pool_allocator,
     .retain = pool_retain,

@@ -197,7 +197,7 @@ static ex_scheduler own_scheduler(own_res *res) {
     vt = *ex_inline_scheduler().vt;
     vt.name = "own_bulk";
     vt.progress = EX_PROGRESS_PARALLEL;
-    static const test_bulk_domain domain = TEST_BULK_DOMAIN("own_bulk", own_bulk);
+    static const ex_bulk_domain domain = EX_BULK_DOMAIN("own_bulk", NULL, own_bulk);
     vt.domain = &domain.domain;
     vt.concurrency = own_concurrency;
     ex_scheduler sch = { &vt, res };

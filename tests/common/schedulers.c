@@ -38,10 +38,3 @@ void expect_completion_scheduler(const ex_sender *s, const ex_key *key, ex_sched
     cr_assert(ex_scheduler_equal(got, want), "the completion scheduler for %s is another one", key->name);
 }
 
-const ex_tag *const test_bulk_tags[] = { &ex_tag_bulk, &ex_tag_bulk_chunked, &ex_tag_bulk_unchunked, NULL };
-
-ex_sender *test_bulk_transform(const ex_domain *d, ex_scheduler sch, ex_sender *s, const ex_env *env) {
-    (void)env;
-    const test_bulk_domain *td = (const test_bulk_domain *)(const void *)d;
-    return ex_bulk_run_on(s, td->run, sch.self);
-}

@@ -31,7 +31,7 @@ static void rev_bulk(void *self, ex_bulk_job *job) {
     ex_bulk_job_done(job);
 }
 
-static const test_bulk_domain rev_domain = TEST_BULK_DOMAIN("reverse_halves", rev_bulk);
+static const ex_bulk_domain rev_domain = EX_BULK_DOMAIN("reverse_halves", NULL, rev_bulk);
 
 static const ex_scheduler_vtable rev_vt = {
     .name = "reverse_halves",

@@ -306,7 +306,7 @@ static void wrapping_bulk(void *self, ex_bulk_job *job) {
     ex_bulk_job_done(job);
 }
 
-static const test_bulk_domain wrapping_domain = TEST_BULK_DOMAIN("wrapping_bulk", wrapping_bulk);
+static const ex_bulk_domain wrapping_domain = EX_BULK_DOMAIN("wrapping_bulk", NULL, wrapping_bulk);
 
 static const ex_scheduler_vtable wrapping_vt = {
     .name = "wrapping_bulk", .schedule_op_size = sizeof(test_schedule_op), .schedule_op_align = alignof(test_schedule_op),
