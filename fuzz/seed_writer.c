@@ -183,6 +183,9 @@ static const seed seeds[] = {
     SEED("regress_alloc_shortcut_when_all", 0, 0, 0, WHEN2, STARTS(2), READENV(2), JUST1(0)),
     /* The same shortcut in a let body run on its child's completion scheduler. */
     SEED("regress_alloc_shortcut_let", 4, 0, 0, LET_V(3, 0), CONT(2), JUST0, STARTS(0), READENV(2)),
+    /* A bulk under starts_on(inline) inside pool work runs inline (the pool's domain
+     * in force does not move it): its stopped environment does not stop it. */
+    SEED("regress_bulk_under_inline_in_pool", 0, 4, 0, STARTS(2), STARTS(0), STOPENV(2), BULK(4, 8 | 16 * 2, 4), JUST0),
 };
 
 int main(int argc, char **argv) {

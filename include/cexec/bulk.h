@@ -167,9 +167,11 @@ ex_sender *ex_bulk_run_on(const ex_sender *s, ex_bulk_run_fn run, void *self);
  *   static const ex_bulk_domain wrapping_domain = EX_BULK_DOMAIN("wrapping_bulk", NULL, wrapping_bulk);
  *
  * It replaces every sender of the bulk family with ex_bulk_run_on(s, run,
- * sch.self), where sch is the scheduler it was found through, when sch's
- * vtable is vt (NULL vt: any scheduler); found through an environment's
- * get_domain alone (no scheduler), it replaces nothing. */
+ * sch.self) when sch's vtable is vt (NULL vt: any scheduler), where sch is
+ * the scheduler the bulk will run on: its input's completion scheduler
+ * when built, its environment's get_scheduler when connected (so a bulk
+ * under starts_on(inline) inside pool work runs inline, not on the pool).
+ * Otherwise it replaces nothing. */
 typedef struct ex_bulk_domain {
     ex_domain domain;
     const struct ex_scheduler_vtable *vt;
@@ -181,8 +183,10 @@ typedef struct ex_bulk_domain {
 extern const ex_tag *const ex_bulk_domain_tags[];
 
 /* ex_bulk_domain's transform_sender, for EX_BULK_DOMAIN: d is the domain
- * member of an ex_bulk_domain; returns ex_bulk_run_on(s, run, sch.self),
- * or NULL when sch is invalid or not of the domain's vt. */
+ * member of an ex_bulk_domain; returns ex_bulk_run_on(s, run, self) for
+ * the resource of the scheduler the bulk runs on (sch when built, env's
+ * get_scheduler when connected), or NULL when that scheduler is invalid
+ * or not of the domain's vt. */
 ex_sender *ex_bulk_domain_transform(const ex_domain *d, ex_scheduler sch, ex_sender *s, const ex_env *env);
 #define EX_BULK_DOMAIN(name, vt, run) { { (name), ex_bulk_domain_tags, ex_bulk_domain_transform, NULL, NULL }, (vt), (run) }
 

@@ -80,7 +80,11 @@ struct ex_domain {
      * domain that returns s itself hands back a reference it took (retain
      * it first), and s is kept.
      * sch is the scheduler the domain was found through (its handle is
-     * invalid, vt NULL, when an environment named the domain itself).
+     * invalid, vt NULL, when an environment named the domain itself);
+     * late, that may be an enclosing scheduler (one without a domain
+     * leaves the enclosing domain in force): a domain whose replacement
+     * runs on its resource checks env's get_scheduler, as
+     * ex_bulk_domain (bulk.h) does.
      * env is NULL when s is being built; at connect it is the receiver's
      * environment.  The replacement must send what s declared it sends
      * (a receiver refuses anything else at connect, EX_EINVAL); an invalid

@@ -216,8 +216,12 @@ ex_sender *ex_bulk_run_on(const ex_sender *s, ex_bulk_run_fn run, void *self) {
 const ex_tag *const ex_bulk_domain_tags[] = { &ex_tag_bulk, &ex_tag_bulk_chunked, &ex_tag_bulk_unchunked, NULL };
 
 ex_sender *ex_bulk_domain_transform(const ex_domain *d, ex_scheduler sch, ex_sender *s, const ex_env *env) {
-    (void)env;
     const ex_bulk_domain *bd = (const ex_bulk_domain *)(const void *)d;
+    /* Late, the bulk runs where its environment's scheduler is: the domain
+     * may come from an enclosing scheduler (SCHED-ENV of one without a
+     * domain falls through to it), and work put under another scheduler
+     * (starts_on(inline) inside pool work) stays there. */
+    if (env && !ex_get_scheduler(*env, &sch)) return NULL;
     if (!sch.vt || (bd->vt && sch.vt != bd->vt)) return NULL;  /* which resource would run it? */
     return ex_bulk_run_on(s, bd->run, sch.self);
 }

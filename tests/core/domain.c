@@ -455,6 +455,14 @@ Test(domain, the_pools_domain_takes_bulk_early_and_late) {
     atomic_store(&calls, 0);
     expect_sync_values(ex_bulk_chunked(ex_just(), EX_SEQ, 64, 0, count_chunks, &calls), 0);
     cr_expect_eq(atomic_load(&calls), 1, "no pool: the sequential loop");
+    /* Put under the inline scheduler inside pool work, it stays there:
+     * the pool's domain is in force, but the bulk does not run on the pool
+     * (found by the fuzzer: a stop token the pool's run saw made it
+     * complete stopped where the inline loop sends its values). */
+    atomic_store(&calls, 0);
+    ex_sender *inl = ex_bulk_chunked(ex_just(), EX_SEQ, 64, 0, count_chunks, &calls);
+    expect_sync_values(ex_starts_on(ps, ex_starts_on(ex_inline_scheduler(), inl)), 0);
+    cr_expect_eq(atomic_load(&calls), 1, "under inline in pool work: the sequential loop");
     test_pool_free(p);
     expect_no_leaks();
 }
