@@ -186,6 +186,10 @@ static const seed seeds[] = {
     /* A bulk under starts_on(inline) inside pool work runs inline (the pool's domain
      * in force does not move it): its stopped environment does not stop it. */
     SEED("regress_bulk_under_inline_in_pool", 0, 4, 0, STARTS(2), STARTS(0), STOPENV(2), BULK(4, 8 | 16 * 2, 4), JUST0),
+    /* Every bulk of a bulk of a bulk runs on the pool (a replacement's parts are offered
+     * to the domain): stopped before start, none fails. */
+    SEED("regress_nested_bulk_on_pool", 1 | 128, 2 | 4 * 2, 10, BULK(2, 10, 10), BULK(2, 10, 10), BULK(1, 0, 13),
+         UPON_S(2, 2), JUST1(8)),
 };
 
 int main(int argc, char **argv) {

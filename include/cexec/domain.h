@@ -20,13 +20,15 @@
  *    completion scheduler.
  *
  * transform_sender gets the sender and returns another that replaces it,
- * or NULL to keep it.  ex_sender_tag says which algorithm built it.  What a
- * domain returns is not offered to a domain again where that could recur:
- * builders called while a domain transforms (or applies) skip their early
- * step, and nothing connected while a late replacement is connected is
- * offered.  (An early replacement is an ordinary sender: connected, it is
- * offered late like any other; work a let in a replacement connects later
- * is offered as usual.)
+ * or NULL to keep it.  ex_sender_tag says which algorithm built it.
+ * Builders called while a domain transforms (or applies) skip their early
+ * step, and while a late replacement connects, neither it nor the sender
+ * it replaces is offered again (a domain may wrap the sender it was
+ * given).  The replacement's other parts are offered as usual, as P2300
+ * transforms a replacement's children: a domain must not put into its
+ * replacement a new sender it would replace again, or the replacing does
+ * not end.  An early replacement is an ordinary sender: connected, it is
+ * offered late like any other.
  *
  * A domain's functions must be thread-safe (builds and connects happen on
  * any thread), must not throw (C++) or suspend a task, and the domain and

@@ -105,8 +105,23 @@ static void moved_start(ex_operation *op) { ex_start(((moved_op *)op)->inner); }
 static void moved_destroy(ex_operation *op) { ex_operation_free(((moved_op *)op)->inner); }
 static const ex_operation_vtable moved_vt = { moved_start, moved_destroy };
 
-/* Connects t (owned) where s would have been; nothing under it is offered
- * to a domain again. */
+/* The senders being replaced on this thread and their replacements, while
+ * the replacements connect (a stack: a replacement's part may be replaced
+ * in turn). */
+typedef struct replacing {
+    const ex_sender *s, *t;
+    struct replacing *up;
+} replacing;
+
+static EXI_TLS replacing *replacing_now;
+
+static bool being_replaced(const ex_sender *s) {
+    for (const replacing *m = replacing_now; m; m = m->up)
+        if (m->s == s || m->t == s) return true;
+    return false;
+}
+
+/* Connects t (owned) where s would have been. */
 static ex_error connect_replacement(ex_sender *t, const ex_sender *s, ex_receiver r, void *storage) {
     ex_error e = t->status;
     const char *why = NULL;
@@ -116,13 +131,13 @@ static ex_error connect_replacement(ex_sender *t, const ex_sender *s, ex_receive
         return ex_err(EX_EINVAL, "cexec: a domain's replacement sends what the sender it replaces does not");
     }
     if (!e.code) {
-        /* Nothing connected under the replacement is offered again: a
-         * domain that wraps s (a then around it, s moved under a starts_on)
-         * would be offered s again for ever. */
-        exi_late region;
-        ex_scheduler none = { 0, 0 };
-        exi_late_enter_known(&region, NULL, none);
-        exi_in_domain++;
+        /* While the replacement connects, neither it nor s is offered
+         * again: a domain that wraps s (a then around it, s moved under a
+         * starts_on) would be offered s again for ever.  Everything else
+         * under it is offered as usual, as P2300 transforms a
+         * replacement's children (a bulk inside a bulk on a pool). */
+        replacing mark = { s, t, replacing_now };
+        replacing_now = &mark;
         size_t align = ex_max_size(t->op_align, 1);
         if (t->op_size <= s->op_size && ((uintptr_t)storage & (align - 1)) == 0) {
             e = t->vt->connect(t, r, storage);
@@ -134,8 +149,7 @@ static ex_error connect_replacement(ex_sender *t, const ex_sender *s, ex_receive
             e = exi_connect_alloc_as_is(t, r, &o->inner);
             if (!e.code) o->base.vt = &moved_vt;
         }
-        exi_in_domain--;
-        exi_late_leave(&region);
+        replacing_now = mark.up;
     } else {
         e = exi_error_copy(e);  /* an invalid replacement's error, which the sender keeps */
     }
@@ -144,7 +158,7 @@ static ex_error connect_replacement(ex_sender *t, const ex_sender *s, ex_receive
 }
 
 bool exi_late_offer(const ex_sender *s, ex_receiver r, void *storage, ex_error *e, const ex_domain *d, ex_scheduler sch) {
-    if (exi_in_domain) return false;
+    if (exi_in_domain || (replacing_now && being_replaced(s))) return false;
     if (!d) {
         exi_late *l = exi_late_now;
         if (l->state == EXI_LATE_KNOWN) {

@@ -49,17 +49,12 @@ static ex_error times_ten(void *ctx, const ex_value *in, size_t n, ex_value *out
     return ex_ok();
 }
 
-/* The late replacement of `big`: three thens, which send one int as a
- * then does, in more room. */
-static ex_error plus0(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    (void)ctx, (void)n;
-    out[0] = in[0];
-    return ex_ok();
-}
-
+/* The late replacement of `big`: its value under three starts_on, which
+ * this domain does not customise (its parts are offered to it too), in
+ * more room than a then. */
 static ex_sender *big_replacement(int code) {
     ex_sender *s = ex_just(ex_int(code));
-    for (int i = 0; i < 3; i++) s = ex_then(s, plus0, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    for (int i = 0; i < 3; i++) s = ex_starts_on(ex_inline_scheduler(), s);
     return s;
 }
 
@@ -315,6 +310,9 @@ Test(domain, what_a_domain_builds_is_not_offered_again) {
 Test(domain, a_late_replacement_larger_than_the_sender_gets_its_own_block) {
     seen.big = true;
     ex_sender *t = ex_then(ex_just(ex_int(1)), add_one, NULL, EX_SIG(EX_T_INT), EX_SIG(EX_T_INT));
+    ex_sender *big = big_replacement(0);
+    cr_assert_gt(ex_sender_op_size(big), ex_sender_op_size(t), "the replacement does not fit where the then was");
+    ex_sender_release(big);
     expect_sync_int(ex_starts_on(test_sched(), t), 200);
     expect_no_leaks();
 }
@@ -463,6 +461,22 @@ Test(domain, the_pools_domain_takes_bulk_early_and_late) {
     ex_sender *inl = ex_bulk_chunked(ex_just(), EX_SEQ, 64, 0, count_chunks, &calls);
     expect_sync_values(ex_starts_on(ps, ex_starts_on(ex_inline_scheduler(), inl)), 0);
     cr_expect_eq(atomic_load(&calls), 1, "under inline in pool work: the sequential loop");
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
+/* A replacement's parts are offered too: each bulk of a bulk of a bulk
+ * runs on the pool (found by the fuzzer: under a replacement nothing was
+ * offered, and the inner bulks ran the sequential loop, which does not
+ * see a stop request). */
+Test(domain, a_bulk_inside_a_bulk_on_a_pool_runs_on_the_pool_too) {
+    ex_pool *p = test_pool_new(2);
+    atomic_int inner = 0, outer = 0;
+    ex_sender *s = ex_bulk_chunked(ex_bulk_chunked(ex_just(), EX_SEQ, 64, 0, count_chunks, &inner), EX_SEQ, 64, 0,
+                                   count_chunks, &outer);
+    expect_sync_values(ex_starts_on(ex_pool_scheduler(p), s), 0);
+    cr_expect_gt(atomic_load(&outer), 1, "the outer bulk ran on the pool");
+    cr_expect_gt(atomic_load(&inner), 1, "the inner bulk ran on the pool (%d chunks)", atomic_load(&inner));
     test_pool_free(p);
     expect_no_leaks();
 }
