@@ -71,6 +71,7 @@ typedef struct let_op {
     exi_store result;        /* the inner sender's values, kept once its operation is freed */
     ex_env_pair env2;        /* JOIN-ENV(SCHED-ENV(completion scheduler), FWD-ENV(env)) */
     const ex_domain *late_domain;
+    uint64_t late_offers;
     ex_scheduler late_sch;
     const char *name;        /* the stage's (messages only) */
 } let_op;
@@ -201,7 +202,7 @@ static void run_inner(let_op *o, ex_sender *s2) {
     /* The body's environment decides its late domain: known at connect
      * in the common case, else read from it now. */
     exi_late region;
-    if (o->late_known) exi_late_enter_known(&region, o->late_domain, o->late_sch);
+    if (o->late_known) exi_late_enter_known_bits(&region, o->late_domain, o->late_offers, o->late_sch);
     else exi_late_enter(&region, r2);
     ex_error ce = ex_connect_child(s2, r2, block);
     exi_late_leave(&region);
@@ -298,10 +299,12 @@ static inline void body_late_domain(let_op *o) {
     if (o->has_sched && o->env2.value.as.sched.vt->domain) {
         o->late_sch = o->env2.value.as.sched;
         o->late_domain = o->late_sch.vt->domain;
+        o->late_offers = exi_domain_offer_bits_cached(o->late_domain);
         o->late_known = true;
     } else if (l->state == EXI_LATE_KNOWN) {
         o->late_known = true;
         o->late_domain = l->domain;
+        o->late_offers = l->offers;
         o->late_sch = l->sch;
     } else {
         o->late_known = false;

@@ -183,11 +183,11 @@ enum { SKIP_MAX = 4 };
 
 /* The domain a pair names itself (cexec/domain.h, SCHED-ENV): under
  * ex_key_get_domain, or through a get_scheduler whose scheduler has one. */
-static bool names_domain(const ex_env_pair *p) {
-    const ex_value *d = pair_own(p, &ex_key_get_domain);
-    if (d && d->type == EX_T_PTR && d->as.p) return true;
+static inline bool names_domain(const ex_env_pair *p) {
     const ex_value *s = pair_own(p, &ex_key_get_scheduler);
-    return s && s->type == EX_T_SCHED && s->as.sched.vt && s->as.sched.vt->domain;
+    if (s && s->type == EX_T_SCHED && s->as.sched.vt && s->as.sched.vt->domain) return true;
+    const ex_value *d = pair_own(p, &ex_key_get_domain);
+    return d && d->type == EX_T_PTR && d->as.p;
 }
 
 static void pair_link(ex_env_pair *p, ex_env parent) {
@@ -196,9 +196,12 @@ static void pair_link(ex_env_pair *p, ex_env parent) {
     /* A pair whose domain p would hide without naming one of its own
      * (starts_on(rl) inside starts_on(pool)) stays reachable: get_domain
      * goes past p to it. */
-    const bool p_names = names_domain(p);
-    for (int i = 0; m && i < SKIP_MAX && shadowed(m, up.flags, p->key, p->key2) && (p_names || !names_domain(m));
-         i++) {
+    int p_names = -1;  /* not asked yet: only when m names one */
+    for (int i = 0; m && i < SKIP_MAX && shadowed(m, up.flags, p->key, p->key2); i++) {
+        if (names_domain(m)) {
+            if (p_names < 0) p_names = names_domain(p);
+            if (!p_names) break;
+        }
         unsigned flags = up.flags;
         up = m->up;
         up.flags |= flags;

@@ -136,13 +136,16 @@ static inline uint64_t exi_domain_offer_bits_cached(const ex_domain *d) {
 /* Opens region l for a child connected where its late domain is known
  * already: under a scheduler that has a domain (SCHED-ENV answers
  * get_domain with it), or in the environment a parent's connect decided. */
-static inline void exi_late_enter_known(exi_late *l, const ex_domain *d, ex_scheduler sch) {
+static inline void exi_late_enter_known_bits(exi_late *l, const ex_domain *d, uint64_t offers, ex_scheduler sch) {
     l->state = EXI_LATE_KNOWN;
     l->domain = d;
-    l->offers = d ? exi_domain_offer_bits_cached(d) : 0;
+    l->offers = offers;
     l->sch = sch;
     l->up = exi_late_now;
     exi_late_now = l;
+}
+static inline void exi_late_enter_known(exi_late *l, const ex_domain *d, ex_scheduler sch) {
+    exi_late_enter_known_bits(l, d, d ? exi_domain_offer_bits_cached(d) : 0, sch);
 }
 
 /* The slow side of exi_late_replaced; d: the domain to ask when the
