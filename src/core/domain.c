@@ -204,8 +204,9 @@ ex_sender *ex_transform_early(ex_sender *s, const ex_sender *input) {
 }
 
 bool ex_transform_late(const ex_sender *s, ex_receiver r, void *storage, ex_error *e) {
-    if (!s || !e) return false;
-    return exi_late_replaced(s, r, storage, e);
+    if (!s || !e || !exi_late_wants(s)) return false;
+    ex_scheduler none = { 0, 0 };
+    return exi_late_offer(s, r, storage, e, NULL, none);
 }
 
 ex_error ex_connect_child_in_env(const ex_sender *child, ex_receiver r, void *storage) {

@@ -148,7 +148,7 @@ static inline void exi_late_enter_known(exi_late *l, const ex_domain *d, ex_sche
     exi_late_enter_known_bits(l, d, d ? exi_domain_offer_bits_cached(d) : 0, sch);
 }
 
-/* The slow side of exi_late_replaced; d: the domain to ask when the
+/* The slow side of exi_late_wants (exi_connect_late, ex_transform_late); d: the domain to ask when the
  * caller knows it (continues_on: its scheduler's), else NULL. */
 bool exi_late_offer(const ex_sender *s, ex_receiver r, void *storage, ex_error *e, const ex_domain *d, ex_scheduler sch);
 
@@ -168,16 +168,6 @@ static inline bool exi_late_wants(const ex_sender *s) {
  *   return x_connect_now(s, r, storage); */
 ex_error exi_connect_late(const ex_sender *s, ex_receiver r, void *storage,
                           ex_error (*now)(const ex_sender *s, ex_receiver r, void *storage));
-
-/* First thing in a customisable sender's connect: true when the late
- * domain replaced s, which is then connected in its place (*e: the
- * result). */
-static inline bool exi_late_replaced(const ex_sender *s, ex_receiver r, void *storage, ex_error *e) {
-    if (__builtin_expect(!(exi_late_now->offers & exi_tag_bit(s->vt->tag)), 1))
-        return false;  /* the default domain, or one that does not want this algorithm (a pool's, for a then) */
-    ex_scheduler none = { 0, 0 };
-    return exi_late_offer(s, r, storage, e, NULL, none);
-}
 
 /* ex_connect_child for a child whose environment (r's) may name another
  * scheduler or domain than the parent's. */
