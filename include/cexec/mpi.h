@@ -3,8 +3,8 @@
  * scheduler's agents (the optional component libcexec_mpi: `make mpi`,
  * `pkg-config --cflags --libs cexec-mpi`; docs/mpi.md).
  *
- * Each sender starts its nonblocking MPI call (MPI_Isend, MPI_Irecv,
- * MPI_Ibarrier, MPI_Iallreduce) when its operation starts and hands the
+ * Each sender starts its nonblocking MPI call (MPI_Isend, MPI_Irecv, the
+ * nonblocking collectives) when its operation starts and hands the
  * request to a progress engine (ex_mpi_progress).  The engine is bound to
  * one scheduler (a pool, usually): while requests are pending, one
  * progress item runs on that scheduler, tests them in batches with
@@ -126,6 +126,38 @@ ex_sender *ex_mpi_ibarrier(ex_mpi_progress *p, MPI_Comm comm);
  * NULL sendbuf) with count > 0. */
 ex_sender *ex_mpi_iallreduce(ex_mpi_progress *p, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                              MPI_Op op, MPI_Comm comm);
+
+/* A sender of MPI_Ibcast(buf, count, datatype, root, comm): set_value()
+ * once buf holds the root's data (on the root: once it may be reused).
+ * Invalid sender as for ex_mpi_isend. */
+ex_sender *ex_mpi_ibcast(ex_mpi_progress *p, void *buf, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+
+/* A sender of MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root,
+ * comm): set_value() once the root's recvbuf holds the reduction (on the
+ * other ranks: once sendbuf may be reused; their recvbuf is unused and
+ * may be NULL).  Invalid sender as for ex_mpi_isend, for sendbuf. */
+ex_sender *ex_mpi_ireduce(ex_mpi_progress *p, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                          MPI_Op op, int root, MPI_Comm comm);
+
+/* A sender of MPI_Iscan (inclusive prefix reduction over the ranks of
+ * comm, in rank order): set_value() once recvbuf holds ranks 0..me
+ * reduced.  Invalid sender as for ex_mpi_iallreduce. */
+ex_sender *ex_mpi_iscan(ex_mpi_progress *p, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                        MPI_Op op, MPI_Comm comm);
+
+/* A sender of MPI_Iexscan (exclusive prefix reduction): set_value() once
+ * recvbuf holds ranks 0..me-1 reduced; rank 0's recvbuf is left as MPI
+ * leaves it (undefined).  Invalid sender as for ex_mpi_iallreduce. */
+ex_sender *ex_mpi_iexscan(ex_mpi_progress *p, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                          MPI_Op op, MPI_Comm comm);
+
+/* A sender of MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf,
+ * recvcount, recvtype, comm): set_value() once recvbuf holds every rank's
+ * block in rank order (recvcount elements of recvtype each).  Invalid
+ * sender (EX_EINVAL) for a NULL p, a negative count or a NULL buffer with
+ * its count > 0; EX_ENOMEM if it cannot be allocated. */
+ex_sender *ex_mpi_iallgather(ex_mpi_progress *p, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                             void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
 
 #ifdef __cplusplus
 }

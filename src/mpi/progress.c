@@ -92,7 +92,7 @@ static void take_incoming(ex_mpi_progress *p) {
 /* Issues the cancellations stop callbacks asked for (the item's thread is
  * the only one that touches a request after submit). */
 static void issue_cancel(exi_mpi_pending *n) {
-    if (n->cancel_issued || !exi_load_acq_u32(&n->cancel_asked)) return;
+    if (!n->cancellable || n->cancel_issued || !exi_load_acq_u32(&n->cancel_asked)) return;
     n->cancel_issued = true;
     (void)MPI_Cancel(&n->req);  /* an error here leaves the request to complete normally */
 }
@@ -132,16 +132,31 @@ static size_t test_batch(ex_mpi_progress *p, exi_mpi_pending **batch, int k, exi
     return (size_t)outcount;
 }
 
+/* A node without a request yet (a probe): polled by its own advance. */
+static bool advance_one(ex_mpi_progress *p, exi_mpi_pending *n, exi_mpi_pending **done) {
+    if (!n->advance(n) || n->req != MPI_REQUEST_NULL) return false;
+    active_unlink(p, n);
+    n->next = *done;
+    *done = n;
+    return true;
+}
+
 static size_t test_active(ex_mpi_progress *p, exi_mpi_pending **done) {
     exi_mpi_pending *batch[BATCH];
     size_t completed = 0;
     exi_mpi_pending *n = p->active;
     while (n) {
         int k = 0;
-        for (; n && k < BATCH; n = n->next) {
-            issue_cancel(n);
-            batch[k++] = n;
+        while (n && k < BATCH) {
+            exi_mpi_pending *next = n->next;  /* n may leave the list */
+            if (n->req == MPI_REQUEST_NULL && n->advance) completed += advance_one(p, n, done);
+            if (n->req != MPI_REQUEST_NULL) {
+                issue_cancel(n);
+                batch[k++] = n;
+            }
+            n = next;
         }
+        if (!k) break;
         /* n is read before test_batch unlinks: it is the next batch's first. */
         completed += test_batch(p, batch, k, done);
     }
@@ -237,9 +252,9 @@ static void work_cancel(ex_work *w) {
 
 /* ------------------------------------------------------------ submitting */
 
-ex_error exi_mpi_submit(ex_mpi_progress *p, exi_mpi_pending *n) {
-    n->cancel_issued = false;
-    n->rc = MPI_SUCCESS;
+/* Hands n (with a started request, or an `advance`) to p.  On error (p's
+ * scheduler refused the progress item: EX_ESHUTDOWN) n was not taken. */
+static ex_error submit(ex_mpi_progress *p, exi_mpi_pending *n) {
     pthread_mutex_lock(&p->lock);
     n->next = p->incoming;
     p->incoming = n;
@@ -268,10 +283,36 @@ ex_error exi_mpi_submit(ex_mpi_progress *p, exi_mpi_pending *n) {
     return e;
 }
 
+void exi_mpi_start(ex_mpi_progress *p, exi_mpi_pending *n) {
+    n->req = MPI_REQUEST_NULL;
+    n->cancel_issued = false;
+    n->rc = MPI_SUCCESS;
+    n->fail = ex_ok();
+    if (n->issue) {
+        n->rc = n->issue(n);
+        if (n->rc != MPI_SUCCESS) {
+            n->finish(n);
+            return;
+        }
+    }
+    ex_error e = submit(p, n);
+    if (!e.code) return;
+    /* The scheduler shuts down: end the request here, blocking, so its
+     * buffer is MPI's no longer, and report why. */
+    if (n->req != MPI_REQUEST_NULL) {
+        if (n->cancellable) (void)MPI_Cancel(&n->req);
+        (void)MPI_Wait(&n->req, MPI_STATUS_IGNORE);
+    }
+    n->fail = e;
+    n->finish(n);
+}
+
 void exi_mpi_ask_cancel(ex_mpi_progress *p, exi_mpi_pending *n) {
     exi_store_rel_u32(&n->cancel_asked, 1);
     exi_store_rel_u32(&p->kicked, 1);
 }
+
+bool exi_mpi_cancel_asked(const exi_mpi_pending *n) { return exi_load_acq_u32(&n->cancel_asked) != 0; }
 
 /* ------------------------------------------------------------ the engine */
 

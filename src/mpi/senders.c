@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* mpi/senders.c - isend, irecv, ibarrier and iallreduce as senders.
+/* mpi/senders.c - the point-to-point and collective calls as senders.
  *
- * One sender type for the four calls: the sender keeps the call's
- * arguments, the operation copies them, starts the nonblocking call in
- * start and hands its request to the engine (mpi/progress.c), which calls
- * op_finish on an agent of its scheduler once the request completed. */
+ * One sender type for every call: the sender keeps the call's arguments,
+ * the operation copies them and hands its pending node to the engine
+ * (mpi/progress.c), which issues the call (issue_call) and calls
+ * op_finish once the request completed. */
 #include <stdalign.h>
 
 #include <cexec/env.h>
@@ -15,7 +15,17 @@
 
 #include "mpi/exi_mpi.h"
 
-typedef enum call_kind { K_ISEND, K_IRECV, K_IBARRIER, K_IALLREDUCE } call_kind;
+typedef enum call_kind {
+    K_ISEND,
+    K_IRECV,
+    K_IBARRIER,
+    K_IALLREDUCE,
+    K_IBCAST,
+    K_IREDUCE,
+    K_ISCAN,
+    K_IEXSCAN,
+    K_IALLGATHER,
+} call_kind;
 
 typedef struct mpi_call {
     call_kind kind;
@@ -24,7 +34,9 @@ typedef struct mpi_call {
     void *rbuf;
     int count;
     MPI_Datatype datatype;
-    int peer;  /* dest or source */
+    int rcount;               /* iallgather: the count received from each rank */
+    MPI_Datatype rdatatype;   /* iallgather: its datatype */
+    int peer;  /* dest, source or root */
     int tag;
     MPI_Op op;
     MPI_Comm comm;
@@ -44,18 +56,26 @@ typedef struct mpi_op {
     bool stop_registered;
 } mpi_op;
 
-static const char *const call_names[] = { "MPI_Isend", "MPI_Irecv", "MPI_Ibarrier", "MPI_Iallreduce" };
+static const char *const call_names[] = { "MPI_Isend", "MPI_Irecv",  "MPI_Ibarrier", "MPI_Iallreduce", "MPI_Ibcast",
+                                          "MPI_Ireduce", "MPI_Iscan", "MPI_Iexscan",  "MPI_Iallgather" };
 
 static mpi_op *op_of_pending(exi_mpi_pending *n) { return (mpi_op *)(void *)((char *)n - offsetof(mpi_op, pend)); }
 
-static int issue(mpi_op *o) {
+static int issue_call(exi_mpi_pending *n) {
+    mpi_op *o = op_of_pending(n);
     mpi_call *c = &o->call;
-    MPI_Request *req = &o->pend.req;
+    MPI_Request *req = &n->req;
     switch (c->kind) {
     case K_ISEND: return MPI_Isend(c->sbuf, c->count, c->datatype, c->peer, c->tag, c->comm, req);
     case K_IRECV: return MPI_Irecv(c->rbuf, c->count, c->datatype, c->peer, c->tag, c->comm, req);
     case K_IBARRIER: return MPI_Ibarrier(c->comm, req);
     case K_IALLREDUCE: return MPI_Iallreduce(c->sbuf, c->rbuf, c->count, c->datatype, c->op, c->comm, req);
+    case K_IBCAST: return MPI_Ibcast(c->rbuf, c->count, c->datatype, c->peer, c->comm, req);
+    case K_IREDUCE: return MPI_Ireduce(c->sbuf, c->rbuf, c->count, c->datatype, c->op, c->peer, c->comm, req);
+    case K_ISCAN: return MPI_Iscan(c->sbuf, c->rbuf, c->count, c->datatype, c->op, c->comm, req);
+    case K_IEXSCAN: return MPI_Iexscan(c->sbuf, c->rbuf, c->count, c->datatype, c->op, c->comm, req);
+    case K_IALLGATHER:
+        return MPI_Iallgather(c->sbuf, c->count, c->datatype, c->rbuf, c->rcount, c->rdatatype, c->comm, req);
     }
     return MPI_ERR_OTHER;
 }
@@ -90,18 +110,10 @@ static void complete_recv(mpi_op *o) {
 static void op_finish(exi_mpi_pending *n) {
     mpi_op *o = op_of_pending(n);
     stop_deregister(o);
-    if (n->rc != MPI_SUCCESS) ex_set_error(o->r, exi_mpi_error(call_names[o->call.kind], n->rc));
+    if (n->fail.code) ex_set_error(o->r, n->fail);
+    else if (n->rc != MPI_SUCCESS) ex_set_error(o->r, exi_mpi_error(n->call, n->rc));
     else if (o->call.kind == K_IRECV) complete_recv(o);
     else ex_set_value(o->r, NULL, 0);
-}
-
-/* The engine's scheduler refused the progress item (it shuts down): end
- * the request here, blocking, so its buffer is MPI's no longer. */
-static void fail_unprogressed(mpi_op *o, ex_error e) {
-    if (o->call.kind == K_IRECV) (void)MPI_Cancel(&o->pend.req);
-    (void)MPI_Wait(&o->pend.req, MPI_STATUS_IGNORE);
-    stop_deregister(o);
-    ex_set_error(o->r, e);
 }
 
 static void op_start(ex_operation *op) {
@@ -114,21 +126,14 @@ static void op_start(ex_operation *op) {
             return;
         }
     }
-    o->pend.req = MPI_REQUEST_NULL;
     o->pend.cancel_asked = 0;
-    int rc = issue(o);
-    if (rc != MPI_SUCCESS) {
-        ex_set_error(o->r, exi_mpi_error(call_names[o->call.kind], rc));
-        return;
-    }
-    /* Registered before submit: a stop that came first only marks the
-     * request, and the engine cancels it on its own thread. */
+    /* Registered before the start: a stop that comes first only marks the
+     * node, and the engine cancels the request on its own thread. */
     if (ex_stop_token_stop_possible(t)) {
         o->stop_registered = true;
         (void)ex_stop_callback_register(&o->stop_cb, t, on_stop);
     }
-    ex_error e = exi_mpi_submit(o->call.engine, &o->pend);
-    if (e.code) fail_unprogressed(o, e);
+    exi_mpi_start(o->call.engine, &o->pend);
 }
 
 static const ex_operation_vtable mpi_op_vt = { op_start, NULL };
@@ -138,7 +143,11 @@ static ex_error mpi_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->base.vt = &mpi_op_vt;
     o->r = r;
     o->call = ((const mpi_sender *)s)->call;
+    o->pend.issue = issue_call;
+    o->pend.advance = NULL;
     o->pend.finish = op_finish;
+    o->pend.call = call_names[o->call.kind];
+    o->pend.cancellable = o->call.kind == K_IRECV;
     o->stop_registered = false;
     return ex_ok();
 }
@@ -147,6 +156,11 @@ static const ex_sender_vtable isend_vt = { "ex_mpi_isend", mpi_connect, NULL, NU
 static const ex_sender_vtable irecv_vt = { "ex_mpi_irecv", mpi_connect, NULL, NULL, NULL };
 static const ex_sender_vtable ibarrier_vt = { "ex_mpi_ibarrier", mpi_connect, NULL, NULL, NULL };
 static const ex_sender_vtable iallreduce_vt = { "ex_mpi_iallreduce", mpi_connect, NULL, NULL, NULL };
+static const ex_sender_vtable ibcast_vt = { "ex_mpi_ibcast", mpi_connect, NULL, NULL, NULL };
+static const ex_sender_vtable ireduce_vt = { "ex_mpi_ireduce", mpi_connect, NULL, NULL, NULL };
+static const ex_sender_vtable iscan_vt = { "ex_mpi_iscan", mpi_connect, NULL, NULL, NULL };
+static const ex_sender_vtable iexscan_vt = { "ex_mpi_iexscan", mpi_connect, NULL, NULL, NULL };
+static const ex_sender_vtable iallgather_vt = { "ex_mpi_iallgather", mpi_connect, NULL, NULL, NULL };
 
 static ex_sender *make(const ex_sender_vtable *vt, const mpi_call *c, const char *oom) {
     ex_sender *s = ex_sender_alloc(vt, sizeof(mpi_sender));
@@ -171,7 +185,7 @@ ex_sender *ex_mpi_isend(ex_mpi_progress *p, const void *buf, int count, MPI_Data
                         MPI_Comm comm) {
     if (!p) return ex_invalid_sender(EX_EINVAL, "ex_mpi_isend: NULL progress engine");
     if (bad_buffer(buf, count)) return ex_invalid_sender(EX_EINVAL, "ex_mpi_isend: negative count or NULL buffer");
-    mpi_call c = { K_ISEND, p, buf, NULL, count, datatype, dest, tag, MPI_OP_NULL, comm };
+    mpi_call c = { K_ISEND, p, buf, NULL, count, datatype, 0, MPI_DATATYPE_NULL, dest, tag, MPI_OP_NULL, comm };
     return make(&isend_vt, &c, "ex_mpi_isend: out of memory");
 }
 
@@ -179,21 +193,76 @@ ex_sender *ex_mpi_irecv(ex_mpi_progress *p, void *buf, int count, MPI_Datatype d
                         MPI_Comm comm) {
     if (!p) return ex_invalid_sender(EX_EINVAL, "ex_mpi_irecv: NULL progress engine");
     if (bad_buffer(buf, count)) return ex_invalid_sender(EX_EINVAL, "ex_mpi_irecv: negative count or NULL buffer");
-    mpi_call c = { K_IRECV, p, NULL, buf, count, datatype, source, tag, MPI_OP_NULL, comm };
+    mpi_call c = { K_IRECV, p, NULL, buf, count, datatype, 0, MPI_DATATYPE_NULL, source, tag, MPI_OP_NULL, comm };
     return make(&irecv_vt, &c, "ex_mpi_irecv: out of memory");
 }
 
 ex_sender *ex_mpi_ibarrier(ex_mpi_progress *p, MPI_Comm comm) {
     if (!p) return ex_invalid_sender(EX_EINVAL, "ex_mpi_ibarrier: NULL progress engine");
-    mpi_call c = { K_IBARRIER, p, NULL, NULL, 0, MPI_DATATYPE_NULL, 0, 0, MPI_OP_NULL, comm };
+    mpi_call c = { K_IBARRIER, p, NULL, NULL, 0, MPI_DATATYPE_NULL, 0, MPI_DATATYPE_NULL, 0, 0, MPI_OP_NULL, comm };
     return make(&ibarrier_vt, &c, "ex_mpi_ibarrier: out of memory");
+}
+
+ex_sender *ex_mpi_ibcast(ex_mpi_progress *p, void *buf, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+    if (!p) return ex_invalid_sender(EX_EINVAL, "ex_mpi_ibcast: NULL progress engine");
+    if (bad_buffer(buf, count)) return ex_invalid_sender(EX_EINVAL, "ex_mpi_ibcast: negative count or NULL buffer");
+    mpi_call c = { K_IBCAST, p, NULL, buf, count, datatype, 0, MPI_DATATYPE_NULL, root, 0, MPI_OP_NULL, comm };
+    return make(&ibcast_vt, &c, "ex_mpi_ibcast: out of memory");
+}
+
+/* ireduce's receive buffer matters only at the root: NULL is valid
+ * elsewhere, and MPI checks the root's. */
+ex_sender *ex_mpi_ireduce(ex_mpi_progress *p, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                          MPI_Op op, int root, MPI_Comm comm) {
+    if (!p) return ex_invalid_sender(EX_EINVAL, "ex_mpi_ireduce: NULL progress engine");
+    if (bad_buffer(sendbuf, count))
+        return ex_invalid_sender(EX_EINVAL, "ex_mpi_ireduce: negative count or NULL buffer");
+    mpi_call c = { K_IREDUCE, p, sendbuf, recvbuf, count, datatype, 0, MPI_DATATYPE_NULL, root, 0, op, comm };
+    return make(&ireduce_vt, &c, "ex_mpi_ireduce: out of memory");
+}
+
+/* iallreduce, iscan and iexscan take the same arguments. */
+typedef struct reduce_texts {
+    const char *no_engine, *bad_buffer, *oom;
+} reduce_texts;
+
+static ex_sender *reduce_like(call_kind kind, const ex_sender_vtable *vt, const reduce_texts *t, ex_mpi_progress *p,
+                              const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                              MPI_Comm comm) {
+    if (!p) return ex_invalid_sender(EX_EINVAL, t->no_engine);
+    if (bad_buffer(recvbuf, count) || bad_buffer(sendbuf, count)) return ex_invalid_sender(EX_EINVAL, t->bad_buffer);
+    mpi_call c = { kind, p, sendbuf, recvbuf, count, datatype, 0, MPI_DATATYPE_NULL, 0, 0, op, comm };
+    return make(vt, &c, t->oom);
 }
 
 ex_sender *ex_mpi_iallreduce(ex_mpi_progress *p, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                              MPI_Op op, MPI_Comm comm) {
-    if (!p) return ex_invalid_sender(EX_EINVAL, "ex_mpi_iallreduce: NULL progress engine");
-    if (bad_buffer(recvbuf, count) || bad_buffer(sendbuf, count))
-        return ex_invalid_sender(EX_EINVAL, "ex_mpi_iallreduce: negative count or NULL buffer");
-    mpi_call c = { K_IALLREDUCE, p, sendbuf, recvbuf, count, datatype, 0, 0, op, comm };
-    return make(&iallreduce_vt, &c, "ex_mpi_iallreduce: out of memory");
+    static const reduce_texts t = { "ex_mpi_iallreduce: NULL progress engine",
+                                    "ex_mpi_iallreduce: negative count or NULL buffer",
+                                    "ex_mpi_iallreduce: out of memory" };
+    return reduce_like(K_IALLREDUCE, &iallreduce_vt, &t, p, sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+ex_sender *ex_mpi_iscan(ex_mpi_progress *p, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                        MPI_Op op, MPI_Comm comm) {
+    static const reduce_texts t = { "ex_mpi_iscan: NULL progress engine", "ex_mpi_iscan: negative count or NULL buffer",
+                                    "ex_mpi_iscan: out of memory" };
+    return reduce_like(K_ISCAN, &iscan_vt, &t, p, sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+ex_sender *ex_mpi_iexscan(ex_mpi_progress *p, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                          MPI_Op op, MPI_Comm comm) {
+    static const reduce_texts t = { "ex_mpi_iexscan: NULL progress engine",
+                                    "ex_mpi_iexscan: negative count or NULL buffer", "ex_mpi_iexscan: out of memory" };
+    return reduce_like(K_IEXSCAN, &iexscan_vt, &t, p, sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+ex_sender *ex_mpi_iallgather(ex_mpi_progress *p, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                             void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+    if (!p) return ex_invalid_sender(EX_EINVAL, "ex_mpi_iallgather: NULL progress engine");
+    if (bad_buffer(sendbuf, sendcount) || bad_buffer(recvbuf, recvcount))
+        return ex_invalid_sender(EX_EINVAL, "ex_mpi_iallgather: negative count or NULL buffer");
+    mpi_call c = { K_IALLGATHER, p, sendbuf, recvbuf, sendcount, sendtype, recvcount, recvtype, 0, 0, MPI_OP_NULL,
+                   comm };
+    return make(&iallgather_vt, &c, "ex_mpi_iallgather: out of memory");
 }
