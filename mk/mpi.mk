@@ -52,3 +52,15 @@ mpi-test: $(MPI_TEST_BIN)
 	done
 
 -include $(MPI_OBJ:.o=.d)
+
+# ---- idle cost of MPI progress (bench/mpi_idle.c, one rank)
+MPI_IDLE_BIN := $(BUILD)/mpi/mpi_idle
+
+$(MPI_IDLE_BIN): bench/mpi_idle.c $(MPI_LIB) $(BUILD)/libcexec.a | $(BUILD)/.deps-mpi-ok
+	@mkdir -p $(dir $@)
+	$(MPI_ENV) $(MPICC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $< $(MPI_LIB) \
+	    $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
+
+.PHONY: bench-mpi-idle
+bench-mpi-idle: $(MPI_IDLE_BIN)
+	$(MPIEXEC) -n 1 $(MPI_IDLE_BIN)

@@ -30,6 +30,7 @@
 #include <cexec/split.h>
 #include <cexec/scope.h>
 #include <cexec/pool.h>
+#include <cexec/poller.h>
 #include <cexec/parallel_scheduler.h>
 #include <cexec/allocators.h>
 #include <cexec/algorithms.h>

@@ -5,22 +5,29 @@
  *
  * Each sender starts its nonblocking MPI call (MPI_Isend, MPI_Irecv, the
  * nonblocking collectives) when its operation starts and hands the
- * request to a progress engine (ex_mpi_progress).  The engine is bound to
- * one scheduler (a pool, usually): while requests are pending, one
- * progress item runs on that scheduler, tests them in batches with
- * MPI_Testsome, completes the finished operations on the agent that runs
- * it, and queues itself again behind the work already waiting (the
- * scheduler's yield hook).  After a few rounds in which nothing completed
- * it waits on the scheduler's clock instead (50 us, doubling up to 1 ms),
- * so a request that stays pending on an idle pool costs about a thousand
- * MPI_Testsome calls a second, not a core.  With nothing pending, nothing
- * polls.  No thread ever blocks inside MPI.
+ * request to a progress engine (ex_mpi_progress), bound to one scheduler.
  *
- * Threads: MPI must run at MPI_THREAD_MULTIPLE (operations start on
- * whatever thread starts them; the engine tests on the scheduler's
- * agents).  ex_mpi_init asks for it; ex_mpi_attach checks an MPI the
- * application initialised.  FUNNELED and SERIALIZED (every MPI call
- * through one agent) are a later increment: today they give EX_ENOTSUP.
+ * On a pool's scheduler the engine is a poller of the pool
+ * (cexec/poller.h): while requests are pending, the pool's workers test
+ * them in batches with MPI_Testsome between items, instead of idling and
+ * before they park, one agent at a time; a worker parks with a timeout
+ * (50 us doubling to 1 ms while nothing completes) and a thread waiting
+ * in ex_sync_wait on an MPI operation tests them itself while it waits.
+ * With nothing pending, nothing polls.  Completions run on the agent
+ * whose test found them complete: a worker, or that waiting thread.
+ * On any other scheduler (a run loop, a single-thread context) one
+ * progress item runs on it while requests are pending, queues itself
+ * again behind other work (yield), and after 16 rounds without a
+ * completion waits on the scheduler's clock (50 us doubling to 1 ms).
+ * No thread ever blocks inside MPI.
+ *
+ * Threads: at MPI_THREAD_MULTIPLE operations issue their call on the
+ * thread that starts them.  At MPI_THREAD_SERIALIZED every MPI call of
+ * the engine (the issue too) is made by the agent that polls, one at a
+ * time; the application must not call MPI concurrently itself.  At
+ * MPI_THREAD_FUNNELED the same, and the engine's scheduler must run on
+ * MPI's main thread (a run loop that thread drives: a pool is refused).
+ * MPI_THREAD_SINGLE is refused (EX_ENOTSUP).
  *
  * Errors: an MPI call that fails completes the operation with set_error,
  * code EX_EIO and an owned message (cexec/error.h) with the call's name,
@@ -58,16 +65,17 @@ typedef struct ex_mpi_progress ex_mpi_progress;
 typedef struct ex_mpi_progress_stats {
     uint64_t submitted;   /* requests handed to the engine */
     uint64_t completed;   /* operations it completed */
-    uint64_t rounds;      /* runs of the progress item */
+    uint64_t rounds;      /* rounds of testing (polls, or runs of the progress item) */
     uint64_t testsome;    /* MPI_Testsome calls */
-    uint64_t backoffs;    /* rounds that ended in a timed wait */
+    uint64_t backoffs;    /* item mode: rounds that ended in a timed wait (a pool's waits are its own) */
 } ex_mpi_progress_stats;
 
 /* Initialises MPI with MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE)
- * and sets MPI_ERRORS_RETURN on MPI_COMM_WORLD.  Errors: EX_EBUSY if MPI
- * is already initialised (use ex_mpi_attach); EX_EIO if MPI_Init_thread
- * fails; EX_ENOTSUP if MPI grants less than MPI_THREAD_MULTIPLE (MPI then
- * stays initialised: call ex_mpi_finalize). */
+ * and sets MPI_ERRORS_RETURN on MPI_COMM_WORLD.  A lower level granted
+ * (SERIALIZED, FUNNELED) is accepted: see "Threads" above.  Errors:
+ * EX_EBUSY if MPI is already initialised (use ex_mpi_attach); EX_EIO if
+ * MPI_Init_thread fails; EX_ENOTSUP if MPI grants only
+ * MPI_THREAD_SINGLE (MPI then stays initialised: call ex_mpi_finalize). */
 ex_error ex_mpi_init(int *argc, char ***argv);
 
 /* Finalises MPI (MPI_Finalize) if it is initialised and not finalised.
@@ -75,19 +83,20 @@ ex_error ex_mpi_init(int *argc, char ***argv);
 ex_error ex_mpi_finalize(void);
 
 /* Accepts an MPI the application initialised itself: EX_OK if MPI is
- * initialised at MPI_THREAD_MULTIPLE; EX_EINVAL if it is not initialised
- * (or already finalised); EX_ENOTSUP for a lower thread level.  Leaves
- * every error handler as it is. */
+ * initialised at MPI_THREAD_FUNNELED or above; EX_EINVAL if it is not
+ * initialised (or already finalised); EX_ENOTSUP at MPI_THREAD_SINGLE.
+ * Leaves every error handler as it is. */
 ex_error ex_mpi_attach(void);
 
-/* Makes an engine whose progress item runs on sch (a pool's scheduler:
- * its agents run the item and every completion).  sch needs post (and
- * uses yield and the clock when it has them: without a clock the engine
- * never waits and keeps yielding while requests are pending).  sch's
- * resource must outlive the engine and accept work while requests are
- * pending.  Errors: EX_EINVAL (NULL out, invalid sch, a scheduler without
- * post, MPI not initialised), EX_ENOTSUP (MPI below
- * MPI_THREAD_MULTIPLE), EX_ENOMEM. */
+/* Makes an engine progressed on sch: on a pool's scheduler, as one of
+ * the pool's pollers; on another scheduler, by a progress item (see
+ * above; sch needs post, and uses yield and the clock when it has them:
+ * without a clock the item never waits and keeps yielding while requests
+ * are pending).  sch's resource must outlive the engine and accept work
+ * while requests are pending.  Errors: EX_EINVAL (NULL out, invalid sch,
+ * a scheduler without post, MPI not initialised, a pool at
+ * MPI_THREAD_FUNNELED), EX_ENOTSUP (MPI_THREAD_SINGLE), EX_EBUSY (the
+ * pool holds EX_POOL_POLLERS_MAX pollers), EX_ENOMEM. */
 ex_error ex_mpi_progress_create(ex_scheduler sch, ex_mpi_progress **out);
 
 /* Destroys an engine with no pending operation.  Errors: EX_EBUSY (and

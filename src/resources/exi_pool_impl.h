@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include <cexec/cexec.h>
+#include <cexec/poller.h>
 
 #include "base/exi_trace.h"
 #include "resources/exi_deque.h"
@@ -41,6 +42,7 @@ typedef struct exi_worker {
                                  wakes a parked worker only if it goes on to more work (pool_timers.c) */
     uintptr_t stack_lo, stack_size;  /* the owner thread's stack (pool.c, room_to_nest); 0: unknown */
     ex_pool_worker_stats stats;  /* written by the owner (relaxed), read by anyone */
+    uint64_t last_poll_ns;       /* when this slot last polled the pool's pollers (pool_poll.c) */
     uint64_t holds;              /* scheduler handles taken minus dropped on this worker: its
                                     own (relaxed) writes, summed by destroy after the join */
     exi_trace_buf trace;
@@ -48,6 +50,24 @@ typedef struct exi_worker {
 } exi_worker;
 
 typedef enum exi_wait_policy { EXI_WAIT_ADAPTIVE, EXI_WAIT_PASSIVE, EXI_WAIT_ACTIVE } exi_wait_policy;
+
+/* A poller (cexec/poller.h) is a slot of its pool: the handle stays
+ * valid memory for the pool's life, and its wake-up timer with it, so a
+ * timer that fires after a remove finds a free slot, never freed memory. */
+struct ex_pool_poller {
+    ex_pool *pool;
+    uint32_t busy;            /* 1 while one agent polls, or add/remove writes fn */
+    uint32_t state;           /* EXI_POLL_ACTIVE | EXI_POLL_AGAIN */
+    ex_poll_fn fn;            /* under busy; NULL: the slot is free */
+    void *ctx;
+    bool removed;             /* a remove from inside the poll: the poll leaves state alone */
+    uint32_t armed;           /* the wake-up timer is armed (its op below is in use) */
+    uint64_t backoff_ns;      /* the next wake-up's delay (relaxed: a hint outside busy) */
+    exi_timer_op timer;
+};
+
+#define EXI_POLL_ACTIVE 1u
+#define EXI_POLL_AGAIN 2u
 
 struct ex_pool {
     unsigned n;               /* workers: slots [0, n) */
@@ -81,6 +101,8 @@ struct ex_pool {
     _Alignas(64) uint64_t next_deadline;  /* the earliest armed deadline (int64 ns), EXI_NO_DEADLINE if none */
     uint32_t keeper;          /* 1 + index of the worker parked until next_deadline, or 0 */
     uint64_t keeper_until;    /* the deadline the keeper sleeps until; 0: not published yet */
+    uint32_t polls_active;    /* active pollers: read by every worker after each item, beside next_deadline */
+    ex_pool_poller polls[EX_POOL_POLLERS_MAX];  /* pool_poll.c */
 };
 
 #define EXI_NO_DEADLINE ((uint64_t)INT64_MAX)
@@ -158,6 +180,37 @@ exi_worker *exi_pool_current(void);
  * role on in turn, and a worker woken only to keep time linger as if work
  * were coming. */
 void exi_pool_nudge_idle(ex_pool *p, const exi_worker *except);
+
+/* ---------------------------------------------- pollers (pool_poll.c) */
+
+/* Whether a poller is active: one load while none is. */
+static inline bool exi_pool_polling(ex_pool *p) { return exi_load_rlx_u32(&p->polls_active) != 0; }
+
+/* Polls every active poller that no other agent is polling, on the
+ * calling agent of p; returns whether one of them made progress. */
+bool exi_pool_poll_all(ex_pool *p, exi_worker *me);
+
+/* After an item, while a poller is active: polls if me's last poll is a
+ * few microseconds old. */
+void exi_pool_poll_between(exi_worker *me);
+
+/* A worker found no work and is about to park while a poller is active:
+ * polls once more; true if that made progress (look for work again),
+ * else arms the wake-up timers of the pollers still active and returns
+ * false (park: the timekeeper wakes for them). */
+bool exi_pool_poll_before_park(exi_worker *me);
+
+/* A lent caller stops waiting: the pollers still active get their wake-up
+ * timers, since nobody else may be polling them. */
+void exi_pool_polls_hand_over(ex_pool *p);
+
+/* Whether the calling thread lends itself to p (it holds a lent slot of p,
+ * or just claimed one in its open offer): it polls p's pollers while it
+ * waits (pool.c). */
+bool exi_pool_lend_to(ex_pool *p);
+
+/* Create: ties each poller slot to p. */
+void exi_pool_polls_init(ex_pool *p);
 
 /* The pool's bulk run function, given to ex_bulk_run_on by its domain
  * (pool_bulk.c). */

@@ -443,6 +443,7 @@ static ex_work *linger(exi_worker *me) {
     uint64_t deadline = exi_now_ns() + p->linger_ns;
     for (unsigned r = 1; !stopping(p); r++) {
         sched_yield();
+        if (exi_pool_polling(p)) (void)exi_pool_poll_all(p, me);
         ex_work *w = find_work(me);
         if (w) return w;
         if (exi_pool_timer_due(p)) return NULL;  /* park returns at once; the loop fires it */
@@ -470,7 +471,9 @@ static void *worker_main(void *arg) {
          * queues its follow-up here, found above): a periodic timer would
          * otherwise keep a core busy between its firings. */
         for (unsigned r = 0; !w && !timers_only && r < p->spin_rounds && !stopping(p) && !exi_pool_timer_due(p); r++) {
-            for (int k = 0; k < 16; k++) exi_pause();
+            /* Instead of idling, poll: a completion may queue work here. */
+            if (!exi_pool_polling(p) || !exi_pool_poll_all(p, me))
+                for (int k = 0; k < 16; k++) exi_pause();
             w = find_work(me);
         }
         if (!w && !timers_only) w = linger(me);
@@ -481,6 +484,9 @@ static void *worker_main(void *arg) {
                 exi_pool_kick_unkept(p);
             }
             run_item(me, w);
+            if (exi_pool_polling(p)) exi_pool_poll_between(me);
+        } else if (exi_pool_polling(p) && exi_pool_poll_before_park(me)) {
+            continue;  /* a poll made progress: look for the work it made */
         } else {
             me->timer_kick = false;  /* it parks: it keeps time itself (park reads next_deadline) */
             timers_only = !park(me);
@@ -527,11 +533,20 @@ bool exi_lend_run_one(void) {
     ex_work *w = take_next(me);
     if (!w) w = exi_deque_take(&me->deque);
     if (!w) w = exi_inbox_pop(&me->inbox);
-    if (!w) return false;
+    if (!w && !exi_pool_polling(me->pool)) return false;
     set_slot(me);
-    run_item(me, w);
+    /* Nothing to run: the waiting caller polls instead (pool_poll.c). */
+    bool ran = true;
+    if (w) run_item(me, w);
+    else ran = exi_pool_poll_all(me->pool, me);
     set_slot(NULL);
-    return true;
+    return ran;
+}
+
+bool exi_pool_lend_to(ex_pool *p) {
+    if (tls_worker || !tls_lend.open || forked(p)) return false;
+    if (tls_lend.slot) return tls_lend.slot->pool == p;
+    return claim_lent_slot(p) != NULL;
 }
 
 /* An item left in a lent slot when its holder stops waiting: to a worker,
@@ -546,6 +561,7 @@ void exi_lend_close(const exi_lend_state *outer) {
     tls_lend = *outer;
     if (!me) return;
     ex_pool *p = me->pool;
+    exi_pool_polls_hand_over(p);  /* it polled while it waited: a worker takes over */
     ex_work *w = take_next(me);
     if (w) hand_over(p, w);
     /* Only the holder adds to its deque: seen empty, it is (thieves only
@@ -768,6 +784,8 @@ ex_scheduler ex_pool_scheduler(ex_pool *p) {
     ex_scheduler s = { p ? &pool_vt : NULL, p };  /* NULL: the invalid handle */
     return s;
 }
+
+ex_pool *ex_pool_of_scheduler(ex_scheduler sch) { return sch.vt == &pool_vt ? sch.self : NULL; }
 
 /* ------------------------------------------------------- create / destroy */
 
@@ -1009,6 +1027,7 @@ ex_error ex_pool_create(const ex_pool_config *cfg, ex_pool **out) {
     }
     exi_timer_heap_init(&p->timers);
     p->next_deadline = EXI_NO_DEADLINE;
+    exi_pool_polls_init(p);
     p->alloc = a;
     p->frame_alloc = c.allocator;
     if (!c.allocator && c.frames == EX_POOL_FRAMES_ARENAS) {
