@@ -44,11 +44,22 @@ $(MPI_TEST_BIN): tests/mpi/mpi_senders.c $(MPI_LIB) $(BUILD)/libcexec.a | $(BUIL
 	$(MPI_ENV) $(MPICC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude -Isrc $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $< $(MPI_LIB) \
 	    $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
 
-# Each rank count gets its own run, bounded by MPI_TIMEOUT seconds.
-mpi-test: $(MPI_TEST_BIN)
+MPI_LEVELS_BIN := $(BUILD)/mpi/mpi_levels
+
+$(MPI_LEVELS_BIN): tests/mpi/mpi_levels.c $(MPI_LIB) $(BUILD)/libcexec.a | $(BUILD)/.deps-mpi-ok
+	@mkdir -p $(dir $@)
+	$(MPI_ENV) $(MPICC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude -Isrc $(CK_CFLAGS) $(SAN) $(CFLAGS) -o $@ $< $(MPI_LIB) \
+	    $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
+
+# Each rank count gets its own run, bounded by MPI_TIMEOUT seconds; the
+# thread levels below MULTIPLE run on each rank count too.
+mpi-test: $(MPI_TEST_BIN) $(MPI_LEVELS_BIN)
 	@for n in $(MPI_RANKS); do \
 	    echo "== mpiexec -n $$n $(MPI_TEST_BIN)"; \
 	    timeout $(MPI_TIMEOUT) $(MPIEXEC) -n $$n $(MPI_TEST_BIN) || { echo "mpi-test: failed with $$n ranks" >&2; exit 1; }; \
+	    for level in serialized funneled; do \
+	        timeout $(MPI_TIMEOUT) $(MPIEXEC) -n $$n $(MPI_LEVELS_BIN) $$level || { echo "mpi-test: $$level failed with $$n ranks" >&2; exit 1; }; \
+	    done; \
 	done
 
 -include $(MPI_OBJ:.o=.d)
