@@ -57,6 +57,7 @@ MODEL_CHECKS := \
     deque:deque:pass:safety: \
     inbox:inbox:pass:safety: \
     inbox-np:inbox:pass:np: \
+    poll:poll:pass:safety: \
     broken-park-no-recheck:park:fail:safety:-DNO_SUB,-DBROKEN_NO_RECHECK \
     broken-park-3w-no-recheck:park:fail:safety:-DNW=3,-DSTART_PARKED,-DWAIT_ONLY,-DNO_SUB,-DNO_CHILD2,-DNO_FALLBACK,-DCOARSE,-DPLAIN_ITEM,-DBROKEN_NO_RECHECK \
     broken-park-no-membarrier:park:fail:safety:-DNO_SUB,-DBROKEN_NO_MEMBARRIER \
@@ -79,7 +80,9 @@ MODEL_CHECKS := \
     broken-syncloop-earliest-early:syncloop:fail:safety:-DTIMER,-DBROKEN_EARLIEST_BEFORE_CLEAR \
     broken-deque-take-store:deque:fail:safety:-DBROKEN_TAKE_STORE \
     broken-deque-grow-order:deque:fail:safety:-DBROKEN_GROW_ORDER \
-    broken-inbox-tail-only:inbox:fail:safety:-DBROKEN_TAIL_ONLY
+    broken-inbox-tail-only:inbox:fail:safety:-DBROKEN_TAIL_ONLY \
+    broken-poll-plain-idle:poll:fail:safety:-DBROKEN_PLAIN_IDLE \
+    broken-poll-no-hand-over:poll:fail:safety:-DBROKEN_NO_HAND_OVER
 
 .PHONY: model-check
 

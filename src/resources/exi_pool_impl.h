@@ -101,7 +101,7 @@ struct ex_pool {
     _Alignas(64) uint64_t next_deadline;  /* the earliest armed deadline (int64 ns), EXI_NO_DEADLINE if none */
     uint32_t keeper;          /* 1 + index of the worker parked until next_deadline, or 0 */
     uint64_t keeper_until;    /* the deadline the keeper sleeps until; 0: not published yet */
-    uint32_t polls_active;    /* active pollers: read by every worker after each item, beside next_deadline */
+    uint32_t polls_active;    /* bit i: polls[i] is active; read by every worker after each item, beside next_deadline */
     ex_pool_poller polls[EX_POOL_POLLERS_MAX];  /* pool_poll.c */
 };
 

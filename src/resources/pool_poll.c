@@ -76,6 +76,11 @@ static void arm(ex_pool_poller *q, uint64_t delay_ns) {
     ex_start(&q->timer.base);
 }
 
+_Static_assert(EX_POOL_POLLERS_MAX <= 32, "polls_active is a 32-bit mask of the slots");
+
+/* q's bit in its pool's polls_active mask. */
+static uint32_t slot_bit(const ex_pool_poller *q) { return 1u << (unsigned)(q - q->pool->polls); }
+
 /* ----------------------------------------------------------- one poll */
 
 typedef enum poll_outcome { NOT_POLLED, POLLED_IDLE, POLLED_PENDING, POLLED_PROGRESS } poll_outcome;
@@ -103,7 +108,7 @@ static poll_outcome poll_one(ex_pool_poller *q, bool from_timer) {
     poll_outcome out = r == EX_POLL_PROGRESS ? POLLED_PROGRESS : r == EX_POLL_IDLE ? POLLED_IDLE : POLLED_PENDING;
     if (r == EX_POLL_IDLE) {
         uint32_t active = EXI_POLL_ACTIVE;
-        if (exi_cas_u32(&q->state, &active, 0)) (void)exi_faa_u32(&q->pool->polls_active, (uint32_t)-1);
+        if (exi_cas_u32(&q->state, &active, 0)) (void)exi_fas_and_u32(&q->pool->polls_active, ~slot_bit(q));
         else out = POLLED_PENDING;  /* activated meanwhile */
     }
     uint64_t b = exi_load_rlx_u64(&q->backoff_ns);
@@ -127,8 +132,11 @@ static void timer_fired(void *self, const ex_value *v, size_t n) {
 
 bool exi_pool_poll_all(ex_pool *p, exi_worker *me) {
     bool moved = false;
-    for (unsigned i = 0; i < EX_POOL_POLLERS_MAX; i++) moved |= poll_one(&p->polls[i], false) == POLLED_PROGRESS;
-    if (me) me->last_poll_ns = exi_now_ns();
+    for (uint32_t m = exi_load_rlx_u32(&p->polls_active); m; m &= m - 1)
+        moved |= poll_one(&p->polls[__builtin_ctz(m)], false) == POLLED_PROGRESS;
+    /* The gap between items is a worker's; a lent caller polls on every
+     * idle turn of its wait and needs no clock. */
+    if (me && !me->lent) me->last_poll_ns = exi_now_ns();
     return moved;
 }
 
@@ -139,10 +147,9 @@ void exi_pool_poll_between(exi_worker *me) {
 }
 
 static void arm_active(ex_pool *p, bool backoff) {
-    for (unsigned i = 0; i < EX_POOL_POLLERS_MAX; i++) {
-        ex_pool_poller *q = &p->polls[i];
-        if (exi_load_acq_u32(&q->state) & EXI_POLL_ACTIVE)
-            arm(q, backoff ? exi_load_rlx_u64(&q->backoff_ns) : BACKOFF_MIN_NS);
+    for (uint32_t m = exi_load_acq_u32(&p->polls_active); m; m &= m - 1) {
+        ex_pool_poller *q = &p->polls[__builtin_ctz(m)];
+        arm(q, backoff ? exi_load_rlx_u64(&q->backoff_ns) : BACKOFF_MIN_NS);
     }
 }
 
@@ -188,7 +195,7 @@ void ex_pool_poller_activate(ex_pool_poller *q) {
     uint32_t was = exi_fas_or_u32(&q->state, EXI_POLL_ACTIVE | EXI_POLL_AGAIN);
     if (was & EXI_POLL_ACTIVE) return;  /* its polls go on; AGAIN resets their backoff */
     ex_pool *p = q->pool;
-    (void)exi_faa_u32(&p->polls_active, 1);
+    (void)exi_fas_or_u32(&p->polls_active, slot_bit(q));
     /* A thread waiting in ex_sync_wait polls while it waits, and arms the
      * timer when it stops (exi_lend_close). */
     exi_worker *me = exi_pool_current();
@@ -203,7 +210,7 @@ ex_error ex_pool_poller_remove(ex_pool_poller *q) {
     if (!inside) wait_busy(q);
     q->fn = NULL;
     q->ctx = NULL;
-    if (exi_fas_u32(&q->state, 0) & EXI_POLL_ACTIVE) (void)exi_faa_u32(&p->polls_active, (uint32_t)-1);
+    if (exi_fas_u32(&q->state, 0) & EXI_POLL_ACTIVE) (void)exi_fas_and_u32(&p->polls_active, ~slot_bit(q));
     if (inside) q->removed = true;  /* the poll running it releases busy */
     else exi_store_rel_u32(&q->busy, 0);
     return ex_ok();
