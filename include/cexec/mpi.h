@@ -40,11 +40,14 @@
  * Stop: a pending receive whose environment's stop token is stopped is
  * cancelled (MPI_Cancel, called by the progress item) and completes with
  * set_stopped once MPI_Test_cancelled says it was; a message that arrived
- * first completes it with set_value.  Sends and collectives ignore stop
- * requests and complete normally (MPI cannot cancel them portably).
+ * first completes it with set_value.  A probe-then-receive gives up the
+ * same way until it has matched a message (ex_mpi_recv_any_size).  Sends
+ * and collectives ignore stop requests and complete normally (MPI cannot
+ * cancel them portably).
  *
  * Buffers are borrowed: they must stay valid, and a send buffer unchanged,
- * until the operation completes. */
+ * until the operation completes (except ex_mpi_recv_any_size's, which the
+ * operation makes and gives to its receiver). */
 #ifndef CEXEC_MPI_H
 #define CEXEC_MPI_H
 
@@ -167,6 +170,61 @@ ex_sender *ex_mpi_iexscan(ex_mpi_progress *p, const void *sendbuf, void *recvbuf
  * its count > 0; EX_ENOMEM if it cannot be allocated. */
 ex_sender *ex_mpi_iallgather(ex_mpi_progress *p, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                              void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+
+/* Probe-then-receive, for a message of unknown size: a sender that waits
+ * for a message matching (source, tag, comm) (MPI_ANY_SOURCE and
+ * MPI_ANY_TAG allowed), receives all of it into a buffer made for it, and
+ * completes with set_value of four values:
+ *   EX_T_PTR  the buffer: NULL for an empty message, else `count`
+ *             elements of datatype laid out as MPI_Recv would (aligned
+ *             for any C type);
+ *   EX_T_INT  count, the elements received, in datatype's units;
+ *   EX_T_INT  the message's source and
+ *   EX_T_INT  its tag.
+ *
+ * Ownership: the buffer is the receiver's from set_value on (an exception
+ * to the shallow EX_T_PTR rule of cexec/types.h: the operation keeps
+ * nothing).  Free it with ex_mpi_free(buf), never with free(); it comes
+ * from the allocator the receiver's environment answers for
+ * ex_key_get_allocator (cexec/env.h: else its scheduler's, else the
+ * process default), which must outlive it.  Whoever receives the value
+ * must keep or free the buffer: an adaptor that drops values (a when_all
+ * whose sibling fails, a function that ignores its argument) loses it, so
+ * consume it next to the sender (ex_then into the structure that frees
+ * it, ex_await in a task).
+ *
+ * How: the engine's agent probes with MPI_Improbe (a matched probe: the
+ * message it finds is this operation's alone, no other receive can take
+ * it) until a message matches, then starts MPI_Imrecv into the buffer and
+ * tests it like any other request.  A probe still waiting is polled with
+ * the engine's rounds, so on an idle pool a message is seen up to one
+ * backoff period (1 ms) after it arrives.
+ *
+ * Errors: EX_EIO for an MPI error (a source that is not a rank of comm:
+ * MPI_ERR_RANK from MPI_Improbe), or a message that is not a whole number
+ * of elements of datatype (the buffer is freed); EX_EINVAL for a datatype
+ * that cannot size a buffer (size 0, a negative extent or true lower
+ * bound); EX_ENOMEM when the buffer cannot be allocated.  A matched
+ * message is never left in MPI: without a buffer it is received into
+ * scratch memory mapped for it (mmap) and dropped, or, if even that
+ * fails, by a receive of zero elements that MPI reports truncated (which
+ * aborts the job where comm's error handler is MPI_ERRORS_ARE_FATAL);
+ * either way the operation completes with EX_ENOMEM and nothing stays
+ * allocated.
+ *
+ * Stop: a probe still waiting honours a stop request of its environment's
+ * token (set_stopped; a token already stopped at start completes it
+ * stopped without a call to MPI); once a message matched, it is received
+ * and the operation completes with its value.
+ *
+ * Invalid sender (EX_EINVAL): NULL p, MPI_DATATYPE_NULL; EX_ENOMEM if it
+ * cannot be allocated.  The datatype is checked by the engine's agent at
+ * start, not here: building a sender calls no MPI function. */
+ex_sender *ex_mpi_recv_any_size(ex_mpi_progress *p, MPI_Datatype datatype, int source, int tag, MPI_Comm comm);
+
+/* Frees a buffer ex_mpi_recv_any_size completed with, through the
+ * allocator it came from.  NULL-safe. */
+void ex_mpi_free(void *buf);
 
 #ifdef __cplusplus
 }
