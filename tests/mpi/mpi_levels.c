@@ -4,7 +4,8 @@
  * and runs ring exchanges and a collective through an engine on a pool
  * (every call issued by the polling agent); `mpi_levels funneled` at
  * MPI_THREAD_FUNNELED, where a pool is refused and an engine on a run loop
- * driven by the main thread does the same work.  Prints
+ * driven by the main thread does the same work.  mk/mpi.mk builds it once
+ * per level (MPI_LEVEL_NAME); an argument overrides that.  Prints
  * "mpi_levels <level> rank R: N passed, F failed". */
 #include <stdio.h>
 #include <string.h>
@@ -95,8 +96,12 @@ static void exchange(ex_mpi_progress *engine, ex_run_loop *loop) {
     ex_result_destroy(&r);
 }
 
+#ifndef MPI_LEVEL_NAME
+#define MPI_LEVEL_NAME "serialized"
+#endif
+
 int main(int argc, char **argv) {
-    bool funneled = argc > 1 && strcmp(argv[1], "funneled") == 0;
+    bool funneled = strcmp(argc > 1 ? argv[1] : MPI_LEVEL_NAME, "funneled") == 0;
     int want = funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_SERIALIZED, got = 0;
     MPI_Init_thread(&argc, &argv, want, &got);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

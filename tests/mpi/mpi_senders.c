@@ -1,94 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* mpi_senders.c - the MPI senders of <cexec/mpi.h>, run by every rank
- * (make mpi-test: mpiexec -n 1, 2, 3 and 4).  Not Criterion: Criterion
- * forks each test, which MPI does not survive.  Prints
- * "mpi_senders rank R: N passed, F failed" and exits non-zero on a
+/* mpi_senders.c - the MPI senders of <cexec/mpi.h> but the probe, run by
+ * every rank (make mpi-test: mpiexec -n 1, 2, 3 and 4; mpi_check.h).
+ * Prints "mpi_senders rank R: N passed, F failed" and exits non-zero on a
  * failure; every rank runs every check (the collectives need them all). */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include <cexec/cexec.h>
-#include <cexec/mpi.h>
-
-#include "base/exi_atomic.h"
-
-static int rank, nranks, passed, failed;
-static ex_pool *pool;
-static ex_mpi_progress *engine;
-
-#define CHECK(cond, ...)                                                              \
-    do {                                                                              \
-        if (cond) passed++;                                                           \
-        else {                                                                        \
-            failed++;                                                                 \
-            fprintf(stderr, "mpi_senders rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                             \
-            fputc('\n', stderr);                                                      \
-        }                                                                             \
-    } while (0)
-
-static int left(void) { return (rank + nranks - 1) % nranks; }
-static int right(void) { return (rank + 1) % nranks; }
-
-static void nap(void) {
-    struct timespec ts = { 0, 100000 };
-    nanosleep(&ts, NULL);
-}
-
-/* ----------------------------------------------- a receiver that records */
-
-typedef struct record {
-    uint32_t hits;      /* completions: must end at 1 */
-    uint32_t done;      /* set last, with release */
-    ex_disposition disp;
-    int64_t v[3];
-    size_t n;
-    int code;
-} record;
-
-static void rec_value(void *self, const ex_value *v, size_t n) {
-    record *r = self;
-    r->disp = EX_DISP_VALUE;
-    r->n = n;
-    for (size_t i = 0; i < n && i < 3; i++) r->v[i] = v[i].as.i;
-    (void)exi_faa_u32(&r->hits, 1);
-    exi_store_rel_u32(&r->done, 1);
-}
-static void rec_error(void *self, ex_error e) {
-    record *r = self;
-    r->disp = EX_DISP_ERROR;
-    r->code = e.code;
-    ex_error_release(e);
-    (void)exi_faa_u32(&r->hits, 1);
-    exi_store_rel_u32(&r->done, 1);
-}
-static void rec_stopped(void *self) {
-    record *r = self;
-    r->disp = EX_DISP_STOPPED;
-    (void)exi_faa_u32(&r->hits, 1);
-    exi_store_rel_u32(&r->done, 1);
-}
-static const ex_receiver_vtable rec_vt = { rec_value, rec_error, rec_stopped, NULL, NULL };
-
-static ex_operation *start_recorded(ex_sender *s, record *r) {
-    memset(r, 0, sizeof *r);
-    ex_operation *op = NULL;
-    ex_receiver rcv = { &rec_vt, r };
-    ex_error e = ex_connect_alloc(s, rcv, &op);
-    ex_sender_release(s);
-    if (e.code) {
-        ex_error_release(e);
-        return NULL;
-    }
-    ex_start(op);
-    return op;
-}
-
-static void wait_recorded(const record *r) {
-    while (!exi_load_acq_u32(&r->done)) nap();
-}
+#include "mpi_check.h"
 
 /* ------------------------------------------------------------------ tests */
 
@@ -204,7 +121,7 @@ static void test_stop_pending_recv(void) {
     if (!op) return;
     ex_error busy = ex_mpi_progress_destroy(engine);
     CHECK(busy.code == EX_EBUSY, "destroy with a pending receive: %d", busy.code);
-    CHECK(!exi_load_acq_u32(&rec.done), "a receive nobody sends to completed");
+    CHECK(!recorded(&rec), "a receive nobody sends to completed");
     ex_stop_source_request_stop(&src);
     wait_recorded(&rec);
     CHECK(rec.hits == 1 && rec.disp == EX_DISP_STOPPED, "hits %u disposition %d", rec.hits, (int)rec.disp);
@@ -239,7 +156,7 @@ static void test_many(void) {
         if (!recv_op[i] || !send_op[i]) { bad++; continue; }
         wait_recorded(&recv_rec[i]);
         wait_recorded(&send_rec[i]);
-        if (recv_rec[i].disp != EX_DISP_VALUE || in[i] != left() * 100000 + i || recv_rec[i].v[2] != 1000 + i) bad++;
+        if (recv_rec[i].disp != EX_DISP_VALUE || in[i] != left() * 100000 + i || recv_rec[i].v[2].as.i != 1000 + i) bad++;
         if (send_rec[i].disp != EX_DISP_VALUE) bad++;
     }
     nap();  /* a second completion would come now */
@@ -282,24 +199,196 @@ static void test_invalid(void) {
     CHECK(ex_mpi_progress_create(ex_inline_scheduler(), &none).code == EX_EINVAL, "inline scheduler has no post");
 }
 
+/* ------------------------------------------------------ collectives */
+
+/* ibcast from every root in turn: every rank ends with the root's data. */
+static void test_bcast(void) {
+    for (int root = 0; root < nranks; root++) {
+        int buf[5];
+        for (int i = 0; i < 5; i++) buf[i] = rank == root ? root * 10 + i : -1;
+        ex_result r = ex_sync_wait(ex_mpi_ibcast(engine, buf, 5, MPI_INT, root, MPI_COMM_WORLD));
+        CHECK(r.disposition == EX_DISP_VALUE && r.n == 0, "ibcast root %d: %s", root, result_text(&r));
+        int bad = 0;
+        for (int i = 0; i < 5; i++) bad += buf[i] != root * 10 + i;
+        CHECK(bad == 0, "ibcast root %d: %d elements wrong", root, bad);
+        ex_result_destroy(&r);
+    }
+}
+
+/* ireduce to every root: the root gets the sums; elsewhere recvbuf may
+ * be NULL. */
+static void test_reduce(void) {
+    for (int root = 0; root < nranks; root++) {
+        long in[2] = { rank + 1, 10 * rank }, out[2] = { -1, -1 };
+        ex_result r = ex_sync_wait(
+            ex_mpi_ireduce(engine, in, rank == root ? out : NULL, 2, MPI_LONG, MPI_SUM, root, MPI_COMM_WORLD));
+        CHECK(r.disposition == EX_DISP_VALUE, "ireduce root %d: %s", root, result_text(&r));
+        long n = nranks;
+        if (rank == root)
+            CHECK(out[0] == n * (n + 1) / 2 && out[1] == 10 * n * (n - 1) / 2, "ireduce root %d: (%ld, %ld)", root,
+                  out[0], out[1]);
+        ex_result_destroy(&r);
+    }
+}
+
+/* iscan and iexscan of rank + 1: prefix sums in rank order (iexscan's
+ * rank 0 is left as MPI leaves it and not checked); and a max scan of
+ * several elements. */
+static void test_scans(void) {
+    long in = rank + 1, incl = -1, excl = -1, me = rank;
+    ex_result r = ex_sync_wait(ex_mpi_iscan(engine, &in, &incl, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(r.disposition == EX_DISP_VALUE && incl == (me + 1) * (me + 2) / 2, "iscan: %s, %ld", result_text(&r), incl);
+    ex_result_destroy(&r);
+    r = ex_sync_wait(ex_mpi_iexscan(engine, &in, &excl, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(r.disposition == EX_DISP_VALUE && (rank == 0 || excl == me * (me + 1) / 2), "iexscan: %s, %ld",
+          result_text(&r), excl);
+    ex_result_destroy(&r);
+    double v[3] = { -rank, rank % 2, rank }, m[3] = { 0, 0, 0 };
+    r = ex_sync_wait(ex_mpi_iscan(engine, v, m, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    CHECK(r.disposition == EX_DISP_VALUE && m[0] == 0 && m[1] == (rank >= 1) && m[2] == rank, "iscan max (%g %g %g)",
+          m[0], m[1], m[2]);
+    ex_result_destroy(&r);
+}
+
+/* iallgather: every rank's block, in rank order. */
+static void test_allgather(void) {
+    int mine[2] = { rank, rank * rank }, all[8];
+    for (int i = 0; i < 8; i++) all[i] = -1;
+    ex_result r = ex_sync_wait(ex_mpi_iallgather(engine, mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD));
+    CHECK(r.disposition == EX_DISP_VALUE, "iallgather: %s", result_text(&r));
+    int bad = 0;
+    for (int k = 0; k < nranks; k++) bad += all[2 * k] != k || all[2 * k + 1] != k * k;
+    CHECK(bad == 0, "iallgather: %d blocks wrong", bad);
+    ex_result_destroy(&r);
+}
+
+/* A root or source that is not a rank: each call fails at once, on every
+ * rank, with EX_EIO and MPI's text (no rank waits for another). */
+static void test_bad_roots(void) {
+    int buf[2] = { 0, 0 }, out[2] = { 0, 0 };
+    struct {
+        const char *call;
+        ex_sender *s;
+    } cases[] = {
+        { "MPI_Ibcast", ex_mpi_ibcast(engine, buf, 2, MPI_INT, nranks + 1, MPI_COMM_WORLD) },
+        { "MPI_Ireduce", ex_mpi_ireduce(engine, buf, out, 2, MPI_INT, MPI_SUM, -5, MPI_COMM_WORLD) },
+        { "MPI_Irecv", ex_mpi_irecv(engine, buf, 2, MPI_INT, nranks + 2, 0, MPI_COMM_WORLD) },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ex_result r = ex_sync_wait(cases[i].s);
+        CHECK(r.disposition == EX_DISP_ERROR && r.error.code == EX_EIO, "%s: %s", cases[i].call, result_text(&r));
+        if (r.disposition == EX_DISP_ERROR)
+            CHECK(strstr(r.error.msg, cases[i].call) && strstr(r.error.msg, "(MPI error class "), "message: %s",
+                  r.error.msg);
+        ex_result_destroy(&r);
+    }
+}
+
+/* Every builder's argument checks: EX_EINVAL senders. */
+static void test_invalid_collectives(void) {
+    int x = 0, y = 0;
+    ex_sender *s[] = {
+        ex_mpi_isend(NULL, &x, 1, MPI_INT, 0, 0, MPI_COMM_WORLD),
+        ex_mpi_isend(engine, &x, -1, MPI_INT, 0, 0, MPI_COMM_WORLD),
+        ex_mpi_irecv(engine, NULL, 1, MPI_INT, 0, 0, MPI_COMM_WORLD),
+        ex_mpi_iallreduce(NULL, &x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+        ex_mpi_iallreduce(engine, NULL, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+        ex_mpi_iallreduce(engine, &x, &y, -2, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+        ex_mpi_ibcast(NULL, &x, 1, MPI_INT, 0, MPI_COMM_WORLD),
+        ex_mpi_ibcast(engine, NULL, 1, MPI_INT, 0, MPI_COMM_WORLD),
+        ex_mpi_ibcast(engine, &x, -1, MPI_INT, 0, MPI_COMM_WORLD),
+        ex_mpi_ireduce(NULL, &x, &y, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD),
+        ex_mpi_ireduce(engine, NULL, &y, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD),
+        ex_mpi_ireduce(engine, &x, &y, -1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD),
+        ex_mpi_iscan(NULL, &x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+        ex_mpi_iscan(engine, &x, NULL, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+        ex_mpi_iexscan(NULL, &x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+        ex_mpi_iexscan(engine, &x, NULL, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+        ex_mpi_iallgather(NULL, &x, 1, MPI_INT, &y, 1, MPI_INT, MPI_COMM_WORLD),
+        ex_mpi_iallgather(engine, NULL, 1, MPI_INT, &y, 1, MPI_INT, MPI_COMM_WORLD),
+        ex_mpi_iallgather(engine, &x, 1, MPI_INT, NULL, 1, MPI_INT, MPI_COMM_WORLD),
+        ex_mpi_iallgather(engine, &x, -1, MPI_INT, &y, 1, MPI_INT, MPI_COMM_WORLD),
+        ex_mpi_iallgather(engine, &x, 1, MPI_INT, &y, -1, MPI_INT, MPI_COMM_WORLD),
+    };
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        CHECK(ex_sender_status(s[i]).code == EX_EINVAL, "sender %zu: status %d", i, ex_sender_status(s[i]).code);
+        ex_result r = ex_sync_wait(s[i]);
+        CHECK(r.disposition == EX_DISP_ERROR && r.error.code == EX_EINVAL, "sender %zu: %s", i, result_text(&r));
+        ex_result_destroy(&r);
+    }
+}
+
+/* A token stopped before start: a receive completes stopped without MPI
+ * (the engine never sees it); a send ignores it and is delivered. */
+static void test_stopped_at_start(void) {
+    ex_stop_source src;
+    ex_stop_source_init(&src);
+    ex_stop_source_request_stop(&src);
+    int in = -1, out = rank + 500;
+    ex_mpi_progress_stats before = ex_mpi_progress_get_stats(engine);
+    ex_result r = ex_sync_wait(ex_link_stop_token(ex_mpi_irecv(engine, &in, 1, MPI_INT, left(), 30, MPI_COMM_WORLD),
+                                                  ex_stop_source_token(&src)));
+    CHECK(r.disposition == EX_DISP_STOPPED, "irecv: %s", result_text(&r));
+    ex_result_destroy(&r);
+    CHECK(ex_mpi_progress_get_stats(engine).submitted == before.submitted, "the engine was given the receive");
+    /* (A send to itself completes only once received: MPICH's self path.) */
+    record sent;
+    ex_operation *op = start_recorded(ex_link_stop_token(ex_mpi_isend(engine, &out, 1, MPI_INT, right(), 30,
+                                                                      MPI_COMM_WORLD),
+                                                         ex_stop_source_token(&src)),
+                                      &sent);
+    CHECK(op != NULL, "isend did not start");
+    r = ex_sync_wait(ex_mpi_irecv(engine, &in, 1, MPI_INT, left(), 30, MPI_COMM_WORLD));
+    CHECK(r.disposition == EX_DISP_VALUE && in == left() + 500, "the send arrived: %s, %d", result_text(&r), in);
+    ex_result_destroy(&r);
+    if (!op) return;
+    wait_recorded(&sent);
+    CHECK(sent.hits == 1 && sent.disp == EX_DISP_VALUE, "isend with a stopped token: disposition %d", (int)sent.disp);
+    ex_operation_free(op);
+}
+
+/* ---------------------------------------------------- out of memory */
+
+/* Every builder under a default allocator that fails its next
+ * allocation: an EX_ENOMEM invalid sender. */
+static void test_senders_enomem(void) {
+    int x = 0, y = 0;
+    ex_fault_allocator f;
+    ex_fault_allocator_init(&f, NULL);
+    const ex_allocator *old = ex_default_allocator();
+    ex_set_default_allocator(ex_fault_allocator_get(&f));
+    ex_sender *s[10];
+    int k = 0;
+#define FAILING(build)                      \
+    do {                                    \
+        ex_fault_allocator_fail_nth(&f, 1); \
+        s[k++] = (build);                   \
+    } while (0)
+    FAILING(ex_mpi_isend(engine, &x, 1, MPI_INT, 0, 0, MPI_COMM_WORLD));
+    FAILING(ex_mpi_irecv(engine, &x, 1, MPI_INT, 0, 0, MPI_COMM_WORLD));
+    FAILING(ex_mpi_ibarrier(engine, MPI_COMM_WORLD));
+    FAILING(ex_mpi_iallreduce(engine, &x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    FAILING(ex_mpi_ibcast(engine, &x, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    FAILING(ex_mpi_ireduce(engine, &x, &y, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD));
+    FAILING(ex_mpi_iscan(engine, &x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    FAILING(ex_mpi_iexscan(engine, &x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    FAILING(ex_mpi_iallgather(engine, &x, 1, MPI_INT, &y, 1, MPI_INT, MPI_COMM_WORLD));
+    FAILING(ex_mpi_recv_any_size(engine, MPI_INT, 0, 0, MPI_COMM_WORLD));
+#undef FAILING
+    ex_set_default_allocator(old);
+    for (int i = 0; i < k; i++) {
+        CHECK(ex_sender_status(s[i]).code == EX_ENOMEM, "builder %d: status %d", i, ex_sender_status(s[i]).code);
+        ex_sender_release(s[i]);
+    }
+    ex_alloc_stats st;
+    (void)ex_allocator_stats(ex_fault_allocator_get(&f), &st);
+    CHECK(st.failures == (uint64_t)k && st.bytes_in_use == 0, "%llu failures, %llu bytes in use",
+          (unsigned long long)st.failures, (unsigned long long)st.bytes_in_use);
+}
+
 int main(int argc, char **argv) {
-    ex_error e = ex_mpi_init(&argc, &argv);
-    if (e.code) {
-        fprintf(stderr, "mpi_senders: ex_mpi_init: %s\n", e.msg);
-        return 1;
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    check_setup(&argc, &argv, "mpi_senders");
     CHECK(ex_mpi_attach().code == EX_OK, "attach");
-    /* One worker a rank: the machine has fewer cores than ranks. */
-    ex_pool_config cfg = { 0 };
-    cfg.threads = 1;
-    e = ex_pool_create(&cfg, &pool);
-    if (!e.code) e = ex_mpi_progress_create(ex_pool_scheduler(pool), &engine);
-    if (e.code) {
-        fprintf(stderr, "mpi_senders rank %d: setup: %s\n", rank, e.msg);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
     test_invalid();
     test_ring_values();
     test_any_source();
@@ -308,17 +397,13 @@ int main(int argc, char **argv) {
     test_barrier_and_allreduce();
     test_stop_pending_recv();
     test_many();
-    /* Everyone is done before anyone tears down. */
-    ex_result r = ex_sync_wait(ex_mpi_ibarrier(engine, MPI_COMM_WORLD));
-    CHECK(r.disposition == EX_DISP_VALUE, "final barrier");
-    ex_result_destroy(&r);
-    ex_mpi_progress_stats st = ex_mpi_progress_get_stats(engine);
-    CHECK(st.submitted == st.completed, "submitted %llu completed %llu", (unsigned long long)st.submitted,
-          (unsigned long long)st.completed);
-    CHECK(ex_mpi_progress_destroy(engine).code == EX_OK, "destroy");
-    CHECK(ex_pool_destroy(pool).code == EX_OK, "pool destroy");
-    printf("mpi_senders rank %d: %d passed, %d failed (rounds %llu, testsome %llu, backoffs %llu)\n", rank, passed,
-           failed, (unsigned long long)st.rounds, (unsigned long long)st.testsome, (unsigned long long)st.backoffs);
-    CHECK(ex_mpi_finalize().code == EX_OK, "finalize");
-    return failed ? 1 : 0;
+    test_bcast();
+    test_reduce();
+    test_scans();
+    test_allgather();
+    test_bad_roots();
+    test_invalid_collectives();
+    test_stopped_at_start();
+    test_senders_enomem();
+    return check_finish();
 }
