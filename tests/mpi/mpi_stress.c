@@ -26,7 +26,7 @@
 
 #include "stress/stress_util.h"
 
-enum { THREADS = 3, WORKERS = 2, ROUNDS = 120, KINDS = 4 };
+enum { THREADS = 3, WORKERS = 2, ROUNDS = 200, KINDS = 4 };
 enum { K_SELF, K_RING, K_RACE_RECV, K_RACE_PROBE };
 
 static int rank, nranks;
