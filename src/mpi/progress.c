@@ -24,9 +24,9 @@
  * during the round keeps the engine active. */
 #include <pthread.h>
 #include <stdalign.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include <cexec/allocator.h>
 #include <cexec/error.h>
 #include <cexec/poller.h>
 #include <cexec/sender.h>
@@ -49,6 +49,8 @@
 
 struct ex_mpi_progress {
     ex_scheduler sch;
+    const ex_allocator *alloc;  /* the default allocator at create: the engine's block */
+    size_t size, align;
     int level;                  /* MPI's thread level at create */
     ex_pool_poller *poller;     /* pool mode; NULL: item mode */
     exi_mpi_pending *incoming;  /* pushed by starters (atomic), LIFO */
@@ -411,11 +413,14 @@ static ex_error make_engine(ex_scheduler sch, ex_mpi_progress **out) {
     size_t head = ex_align_up(sizeof(ex_mpi_progress), align);
     bool clock = sch.vt->connect_schedule_at != NULL;
     size_t size = ex_size_add(head, clock ? sch.vt->timer_op_size : 0);
-    void *mem = NULL;
-    if (size == SIZE_MAX || (align & (align - 1)) || posix_memalign(&mem, align, size) != 0)
-        return ex_err(EX_ENOMEM, "ex_mpi_progress_create: out of memory");
+    const ex_allocator *a = ex_default_allocator();
+    void *mem = size > EX_ALLOC_MAX_SIZE || (align & (align - 1)) ? NULL : ex_allocate(a, size, align);
+    if (!mem) return ex_err(EX_ENOMEM, "ex_mpi_progress_create: out of memory");
     ex_mpi_progress *p = mem;
     memset(p, 0, sizeof *p);
+    p->alloc = a;
+    p->size = size;
+    p->align = align;
     p->sch = sch;
     p->work.execute = work_execute;
     p->work.cancel = work_cancel;
@@ -424,6 +429,8 @@ static ex_error make_engine(ex_scheduler sch, ex_mpi_progress **out) {
     *out = p;
     return ex_ok();
 }
+
+static void free_engine(ex_mpi_progress *p) { ex_deallocate(p->alloc, p, p->size, p->align); }
 
 ex_error ex_mpi_progress_create(ex_scheduler sch, ex_mpi_progress **out) {
     if (!out) return ex_err(EX_EINVAL, "ex_mpi_progress_create: NULL out");
@@ -438,7 +445,7 @@ ex_error ex_mpi_progress_create(ex_scheduler sch, ex_mpi_progress **out) {
     if (e.code) return e;
     p->level = level;
     if (pool && (e = ex_pool_poller_add(pool, engine_poll, p, &p->poller)).code) {
-        free(p);
+        free_engine(p);
         return e;
     }
     *out = p;
@@ -452,7 +459,7 @@ ex_error ex_mpi_progress_destroy(ex_mpi_progress *p) {
     /* Waits for a poll still running on another agent (it may be
      * completing the last operations). */
     if (p->poller) (void)ex_pool_poller_remove(p->poller);
-    free(p);
+    free_engine(p);
     return ex_ok();
 }
 
