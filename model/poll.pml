@@ -77,7 +77,11 @@ inline poll_one() {
     }
     if
     :: got ->
-        atomic { was = state; state = state & ~AGAIN }
+        was = state;   /* AGAIN is cleared only when this load saw it */
+        if
+        :: (was & AGAIN) -> atomic { was = state; state = state & ~AGAIN }
+        :: else -> skip
+        fi;
         if
         :: (was & ACTIVE) ->
             round();

@@ -65,8 +65,8 @@ struct ex_mpi_progress {
     void *timer_op;             /* timer_op_size bytes, aligned; NULL: no clock */
     /* Set by a stop callback: the next item round starts without backoff. */
     uint32_t kicked;
-    /* Counters (atomic: read from any thread). */
-    uint64_t n_submitted, n_completed, n_rounds, n_testsome, n_backoffs;
+    /* Counters (written by rounds only; read from any thread). */
+    uint64_t n_completed, n_rounds, n_testsome, n_backoffs;
 };
 
 ex_error exi_mpi_error(const char *call, int rc) {
@@ -78,7 +78,9 @@ ex_error exi_mpi_error(const char *call, int rc) {
     return ex_error_format(EX_EIO, "%s: %s (MPI error class %d)", call, len ? text : "unknown MPI error", cls);
 }
 
-static void count(uint64_t *c, uint64_t d) { (void)exi_faa_u64(c, d); }
+/* The counters are written by rounds, which run one at a time (the
+ * poller's busy flag, or the one item): no locked instruction needed. */
+static void count(uint64_t *c, uint64_t d) { exi_owner_add_u64(c, d); }
 
 /* ------------------------------------------------------------ active list */
 
@@ -353,7 +355,6 @@ void exi_mpi_start(ex_mpi_progress *p, exi_mpi_pending *n) {
             return;
         }
     }
-    count(&p->n_submitted, 1);
     (void)exi_faa_u64(&p->pending, 1);
     push(p, n);
     if (p->poller) {
@@ -466,8 +467,8 @@ ex_error ex_mpi_progress_destroy(ex_mpi_progress *p) {
 ex_mpi_progress_stats ex_mpi_progress_get_stats(const ex_mpi_progress *p) {
     ex_mpi_progress_stats s = { 0, 0, 0, 0, 0 };
     if (!p) return s;
-    s.submitted = exi_load_acq_u64(&p->n_submitted);
     s.completed = exi_load_acq_u64(&p->n_completed);
+    s.submitted = s.completed + exi_load_acq_u64(&p->pending);  /* started successfully */
     s.rounds = exi_load_acq_u64(&p->n_rounds);
     s.testsome = exi_load_acq_u64(&p->n_testsome);
     s.backoffs = exi_load_acq_u64(&p->n_backoffs);

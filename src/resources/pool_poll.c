@@ -91,7 +91,10 @@ typedef enum poll_outcome { NOT_POLLED, POLLED_IDLE, POLLED_PENDING, POLLED_PROG
 static poll_outcome poll_one(ex_pool_poller *q, bool from_timer) {
     if (!(exi_load_rlx_u32(&q->state) & EXI_POLL_ACTIVE) || !take_busy(q)) return NOT_POLLED;
     ex_poll_fn fn = q->fn;
-    uint32_t was = exi_fas_and_u32(&q->state, ~EXI_POLL_AGAIN);
+    /* AGAIN is cleared only when set (a locked instruction less on the
+     * common poll); one set after this load stays, and keeps q active. */
+    uint32_t was = exi_load_acq_u32(&q->state);
+    if (was & EXI_POLL_AGAIN) was = exi_fas_and_u32(&q->state, ~EXI_POLL_AGAIN);
     if (!fn || !(was & EXI_POLL_ACTIVE)) {
         exi_store_rel_u32(&q->busy, 0);
         return NOT_POLLED;
