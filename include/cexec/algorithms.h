@@ -77,18 +77,31 @@ typedef struct ex_monoid {
  * sum of all elements, equal to out[n-1] (0.0 when n == 0). */
 ex_sender *ex_inclusive_scan_f64(ex_scheduler sch, const double *in, double *out, size_t n);
 
+/* out[i] = init + in[0] + ... + in[i]: an inclusive scan that starts from
+ * init (std::inclusive_scan's form with an initial value; a distributed
+ * scan passes its rank's offset here, cexec/mpi_algorithms.h).  init is
+ * tile 0's carry, so the cost and the order of operations are those of
+ * ex_inclusive_scan_f64 (whose carry is -0.0).  Completes with
+ * set_value(double total): init plus the sum of all elements (init when
+ * n == 0). */
+ex_sender *ex_inclusive_scan_init_f64(ex_scheduler sch, const double *in, double *out, size_t n, double init);
+
 /* out[i] = init + in[0] + ... + in[i-1] (out[0] = init).  Completes with
  * set_value(double total): init plus the sum of all elements. */
 ex_sender *ex_exclusive_scan_f64(ex_scheduler sch, const double *in, double *out, size_t n, double init);
 
 /* The same on int64_t (exact, wrapping).  Values: EX_T_INT. */
 ex_sender *ex_inclusive_scan_i64(ex_scheduler sch, const int64_t *in, int64_t *out, size_t n);
+ex_sender *ex_inclusive_scan_init_i64(ex_scheduler sch, const int64_t *in, int64_t *out, size_t n, int64_t init);
 ex_sender *ex_exclusive_scan_i64(ex_scheduler sch, const int64_t *in, int64_t *out, size_t n, int64_t init);
 
-/* Generic forms on m's elements: out[i] = in[0] (+) ... (+) in[i], and
+/* Generic forms on m's elements: out[i] = in[0] (+) ... (+) in[i];
+ * out[i] = init (+) in[0] (+) ... (+) in[i] (ex_inclusive_scan_init); and
  * out[i] = init (+) in[0] (+) ... (+) in[i-1] (init: m->size bytes, copied).
  * Complete with set_value() (no values). */
 ex_sender *ex_inclusive_scan(ex_scheduler sch, const ex_monoid *m, const void *in, void *out, size_t n);
+ex_sender *ex_inclusive_scan_init(ex_scheduler sch, const ex_monoid *m, const void *in, void *out, size_t n,
+                                  const void *init);
 ex_sender *ex_exclusive_scan(ex_scheduler sch, const ex_monoid *m, const void *in, void *out, size_t n,
                              const void *init);
 

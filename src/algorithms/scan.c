@@ -12,12 +12,13 @@ typedef struct scan_sender {
     exi_tiled_sender t;
     exi_elem_kind ek;
     bool exclusive, stream;
+    bool init_given;     /* exclusive, or inclusive from an initial value */
     const void *in;
     void *out;
-    exi_carry init;      /* typed exclusive scans */
+    exi_carry init;      /* typed: tile 0's carry (-0.0 or 0 for a plain inclusive scan) */
     ex_monoid m;         /* generic: identity points at `bytes` */
     const unsigned char *init_bytes;
-    unsigned char bytes[];  /* identity, then init (generic) */
+    unsigned char bytes[];  /* identity, then init (generic, when given) */
 } scan_sender;
 
 /* Generic scratch: slot 0 is the chained prefix; participant p owns slots
@@ -34,7 +35,7 @@ static void typed_tile(exi_tiled_op *o, size_t k, size_t b, size_t e, size_t nb,
         double *out = (double *)s->out + b;
         double agg = last ? 0.0 : exi_sum_f64(in, n);
         exi_tiled_chain_wait(o, k);
-        double carry = k ? o->prefix.d : s->exclusive ? s->init.d : -0.0;
+        double carry = k ? o->prefix.d : s->init.d;
         if (!last) o->prefix.d = carry + agg;
         exi_tiled_chain_publish(o, k);
         const double *next = ne > nb ? (const double *)s->in + nb : NULL;
@@ -45,7 +46,7 @@ static void typed_tile(exi_tiled_op *o, size_t k, size_t b, size_t e, size_t nb,
         uint64_t *out = (uint64_t *)s->out + b;
         uint64_t agg = last ? 0 : exi_sum_u64(in, n);
         exi_tiled_chain_wait(o, k);
-        uint64_t carry = k ? o->prefix.u : s->exclusive ? s->init.u : 0;
+        uint64_t carry = k ? o->prefix.u : s->init.u;
         if (!last) o->prefix.u = carry + agg;
         exi_tiled_chain_publish(o, k);
         const uint64_t *next = ne > nb ? (const uint64_t *)s->in + nb : NULL;
@@ -70,7 +71,7 @@ static void generic_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, siz
         exi_fold(m, agg, in, e - b);
     }
     exi_tiled_chain_wait(o, k);
-    memcpy(carry, k ? prefix : s->exclusive ? s->init_bytes : m->identity, sz);
+    memcpy(carry, k ? prefix : s->init_bytes ? s->init_bytes : m->identity, sz);
     if (!last) {
         if (!k) memcpy(prefix, carry, sz);
         m->combine(m->ctx, prefix, agg);
@@ -102,10 +103,10 @@ static size_t scan_finish(exi_tiled_op *o, ex_value *out) {
     bool empty = s->t.n == 0;
     switch (s->ek) {
     case ELEM_F64:
-        out[0] = ex_double(empty ? (s->exclusive ? s->init.d : 0.0) : o->total.d);
+        out[0] = ex_double(empty ? (s->init_given ? s->init.d : 0.0) : o->total.d);
         return 1;
     case ELEM_I64:
-        out[0] = ex_int((int64_t)(empty ? (s->exclusive ? s->init.u : 0) : o->total.u));
+        out[0] = ex_int((int64_t)(empty ? (s->init_given ? s->init.u : 0) : o->total.u));
         return 1;
     case ELEM_GENERIC:
         return 0;
@@ -126,14 +127,17 @@ static scan_sender *scan_alloc(bool exclusive, size_t extra, ex_scheduler sch, s
     scan_sender *s = (scan_sender *)t;
     s->exclusive = exclusive;
     s->stream = false;
+    s->init_given = false;
     s->init.u = 0;
     s->init_bytes = NULL;
     memset(&s->m, 0, sizeof s->m);
     return s;
 }
 
+/* init is tile 0's carry; init_given says whether it is the caller's
+ * (an empty scan then completes with it) or the identity. */
 static ex_sender *typed_scan(const char *const *msgs, exi_elem_kind ek, bool exclusive, ex_scheduler sch, const void *in,
-                             void *out, size_t n, exi_carry init) {
+                             void *out, size_t n, exi_carry init, bool init_given) {
     int bad = exi_check_arrays(sch, in, 8, out, 8, n);
     if (bad) return exi_algo_reject(msgs, bad);
     scan_sender *s = scan_alloc(exclusive, 0, sch, n, 8, EX_SIG(ek == ELEM_F64 ? EX_T_DOUBLE : EX_T_INT));
@@ -142,17 +146,18 @@ static ex_sender *typed_scan(const char *const *msgs, exi_elem_kind ek, bool exc
     s->in = in;
     s->out = out;
     s->init = init;
+    s->init_given = init_given;
     s->stream = n * 8 >= exi_stream_threshold();
     return exi_tiled_finish(&s->t);
 }
 
-static ex_sender *generic_scan(const char *const *msgs, bool exclusive, ex_scheduler sch, const ex_monoid *m,
-                               const void *in, void *out, size_t n, const void *init) {
+static ex_sender *generic_scan(const char *const *msgs, bool exclusive, bool init_given, ex_scheduler sch,
+                               const ex_monoid *m, const void *in, void *out, size_t n, const void *init) {
     int bad = exi_check_monoid(m);
     if (!bad) bad = exi_check_arrays(sch, in, m->size, out, m->size, n);
-    if (!bad && exclusive && !init) bad = BAD_INIT;
+    if (!bad && init_given && !init) bad = BAD_INIT;
     if (bad) return exi_algo_reject(msgs, bad);
-    scan_sender *s = scan_alloc(exclusive, 2 * m->size, sch, n, m->size, EX_SIG0);
+    scan_sender *s = scan_alloc(exclusive, (init_given ? 2 : 1) * m->size, sch, n, m->size, EX_SIG0);
     if (!s) return exi_oom_sender();
     s->ek = ELEM_GENERIC;
     s->in = in;
@@ -160,45 +165,67 @@ static ex_sender *generic_scan(const char *const *msgs, bool exclusive, ex_sched
     s->m = *m;
     memcpy(s->bytes, m->identity, m->size);
     s->m.identity = s->bytes;
-    if (exclusive) {
+    if (init_given) {
         memcpy(s->bytes + m->size, init, m->size);
         s->init_bytes = s->bytes + m->size;
+        s->init_given = true;
     }
     s->t.scratch_size = exi_slot(m->size) * (SLOTS_SHARED + SLOTS_PER_PART * (size_t)s->t.parts);
     return exi_tiled_finish(&s->t);
 }
 
+/* -0.0 is the identity of IEEE addition for every x, signed zeros
+ * included: the first carry of a plain inclusive scan. */
+static const exi_carry f64_identity = { .d = -0.0 };
+static const exi_carry i64_identity = { .u = 0 };
+
 ex_sender *ex_inclusive_scan_f64(ex_scheduler sch, const double *in, double *out, size_t n) {
-    exi_carry init = { .u = 0 };
     static const char *const msgs[] = EXI_ALGO_MESSAGES("ex_inclusive_scan_f64");
-    return typed_scan(msgs, ELEM_F64, false, sch, in, out, n, init);
+    return typed_scan(msgs, ELEM_F64, false, sch, in, out, n, f64_identity, false);
+}
+
+ex_sender *ex_inclusive_scan_init_f64(ex_scheduler sch, const double *in, double *out, size_t n, double init) {
+    exi_carry c = { .d = init };
+    static const char *const msgs[] = EXI_ALGO_MESSAGES("ex_inclusive_scan_init_f64");
+    return typed_scan(msgs, ELEM_F64, false, sch, in, out, n, c, true);
 }
 
 ex_sender *ex_exclusive_scan_f64(ex_scheduler sch, const double *in, double *out, size_t n, double init) {
     exi_carry c = { .d = init };
     static const char *const msgs[] = EXI_ALGO_MESSAGES("ex_exclusive_scan_f64");
-    return typed_scan(msgs, ELEM_F64, true, sch, in, out, n, c);
+    return typed_scan(msgs, ELEM_F64, true, sch, in, out, n, c, true);
 }
 
 ex_sender *ex_inclusive_scan_i64(ex_scheduler sch, const int64_t *in, int64_t *out, size_t n) {
-    exi_carry init = { .u = 0 };
     static const char *const msgs[] = EXI_ALGO_MESSAGES("ex_inclusive_scan_i64");
-    return typed_scan(msgs, ELEM_I64, false, sch, in, out, n, init);
+    return typed_scan(msgs, ELEM_I64, false, sch, in, out, n, i64_identity, false);
+}
+
+ex_sender *ex_inclusive_scan_init_i64(ex_scheduler sch, const int64_t *in, int64_t *out, size_t n, int64_t init) {
+    exi_carry c = { .u = (uint64_t)init };
+    static const char *const msgs[] = EXI_ALGO_MESSAGES("ex_inclusive_scan_init_i64");
+    return typed_scan(msgs, ELEM_I64, false, sch, in, out, n, c, true);
 }
 
 ex_sender *ex_exclusive_scan_i64(ex_scheduler sch, const int64_t *in, int64_t *out, size_t n, int64_t init) {
     exi_carry c = { .u = (uint64_t)init };
     static const char *const msgs[] = EXI_ALGO_MESSAGES("ex_exclusive_scan_i64");
-    return typed_scan(msgs, ELEM_I64, true, sch, in, out, n, c);
+    return typed_scan(msgs, ELEM_I64, true, sch, in, out, n, c, true);
 }
 
 ex_sender *ex_inclusive_scan(ex_scheduler sch, const ex_monoid *m, const void *in, void *out, size_t n) {
     static const char *const msgs[] = EXI_ALGO_MESSAGES("ex_inclusive_scan");
-    return generic_scan(msgs, false, sch, m, in, out, n, NULL);
+    return generic_scan(msgs, false, false, sch, m, in, out, n, NULL);
+}
+
+ex_sender *ex_inclusive_scan_init(ex_scheduler sch, const ex_monoid *m, const void *in, void *out, size_t n,
+                                  const void *init) {
+    static const char *const msgs[] = EXI_ALGO_MESSAGES("ex_inclusive_scan_init");
+    return generic_scan(msgs, false, true, sch, m, in, out, n, init);
 }
 
 ex_sender *ex_exclusive_scan(ex_scheduler sch, const ex_monoid *m, const void *in, void *out, size_t n,
                              const void *init) {
     static const char *const msgs[] = EXI_ALGO_MESSAGES("ex_exclusive_scan");
-    return generic_scan(msgs, true, sch, m, in, out, n, init);
+    return generic_scan(msgs, true, true, sch, m, in, out, n, init);
 }
