@@ -76,7 +76,8 @@ LIBS     := -lck -lm -ldl
 TEST_DIRS := common base allocators core adaptors compose resources task algorithms testing
 TESTS    := $(foreach d,$(TEST_DIRS),$(wildcard tests/$(d)/*.c))
 TEST_OBJ := $(TESTS:tests/%.c=$(BUILD)/tests/%.o)
-EXAMPLES := $(wildcard examples/*.c)
+# examples/mpi_*.c need MPI: mk/mpi.mk builds them (make mpi-examples).
+EXAMPLES := $(filter-out examples/mpi_%,$(wildcard examples/*.c))
 EX_BIN   := $(EXAMPLES:examples/%.c=$(BUILD)/examples/%)
 # scripts/deps.sh installs (as root) or names the packages of one purpose;
 # each stamp runs it once per build dir.  Building the library needs only
@@ -315,7 +316,7 @@ cexec.pc: cexec.pc.in cexec-static.pc.in
 
 install: all cexec.pc man
 	install -d $(DESTDIR)$(PREFIX)/include/cexec/detail $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 $(filter-out include/cexec/mpi.h,$(wildcard include/cexec/*.h)) include/cexec/*.hpp $(DESTDIR)$(PREFIX)/include/cexec/
+	install -m 644 $(filter-out include/cexec/mpi%,$(wildcard include/cexec/*.h)) include/cexec/*.hpp $(DESTDIR)$(PREFIX)/include/cexec/
 	install -m 644 include/cexec/detail/*.h $(DESTDIR)$(PREFIX)/include/cexec/detail/
 	install -m 644 $(BUILD)/libcexec.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libcexec.so $(DESTDIR)$(PREFIX)/lib/libcexec.so.$(VERSION)
@@ -330,9 +331,9 @@ install: all cexec.pc man
 	install -m 644 LICENSE THIRD-PARTY-NOTICES $(DESTDIR)$(PREFIX)/share/doc/cexec/
 	@# The MPI component (mk/mpi.mk) only when `make mpi` built it.
 	@if [ -f $(MPI_LIB) ]; then \
-	    echo "install: the MPI component (libcexec_mpi.a, cexec/mpi.h, cexec-mpi.pc)"; \
+	    echo "install: the MPI component (libcexec_mpi.a, cexec/mpi*.h, cexec-mpi.pc)"; \
 	    sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' cexec-mpi.pc.in > $(BUILD)/cexec-mpi.pc && \
-	    install -m 644 include/cexec/mpi.h $(DESTDIR)$(PREFIX)/include/cexec/ && \
+	    install -m 644 include/cexec/mpi.h include/cexec/mpi_algorithms.h $(DESTDIR)$(PREFIX)/include/cexec/ && \
 	    install -m 644 $(MPI_LIB) $(DESTDIR)$(PREFIX)/lib/ && \
 	    install -m 644 $(BUILD)/cexec-mpi.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/; \
 	fi

@@ -129,3 +129,45 @@ $(MPI_IDLE_BIN): bench/mpi_idle.c $(MPI_LIB) $(BUILD)/libcexec.a | $(BUILD)/.dep
 .PHONY: bench-mpi-idle
 bench-mpi-idle: $(MPI_IDLE_BIN)
 	$(MPIEXEC) -n 1 $(MPI_IDLE_BIN)
+
+# ---- distributed algorithms: their test, the examples, the benchmark ----
+#
+#   make mpi-examples   $(BUILD)/mpi/examples/mpi_scan, mpi_pipeline
+#   make mpi-test       also runs tests/mpi/mpi_algorithms.c and both
+#                       examples under mpiexec -n 1..4 (before mpi_senders)
+#   make bench-mpi      bench/mpi_bench.c (docs/PERFORMANCE.md, "MPI")
+
+MPI_ALGO_TEST_BIN := $(BUILD)/mpi/mpi_algorithms
+MPI_EXAMPLES      := mpi_scan mpi_pipeline
+MPI_EX_BIN        := $(MPI_EXAMPLES:%=$(BUILD)/mpi/examples/%)
+# The flags of MPI_TEST_BIN's link, for every program of this block.
+MPI_PROG_FLAGS     = $(CSTD) $(WARN) $(OPT) -pthread -Iinclude $(SAN) $(CFLAGS)
+MPI_PROG_LIBS      = $(MPI_LIB) $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
+
+.PHONY: mpi-examples mpi-test-algorithms mpi-run-examples
+
+$(MPI_ALGO_TEST_BIN): tests/mpi/mpi_algorithms.c $(MPI_LIB) $(BUILD)/libcexec.a | $(BUILD)/.deps-mpi-ok
+	@mkdir -p $(dir $@)
+	$(MPI_ENV) $(MPICC) $(MPI_PROG_FLAGS) -o $@ $< $(MPI_PROG_LIBS)
+
+$(BUILD)/mpi/examples/%: examples/%.c $(MPI_LIB) $(BUILD)/libcexec.a | $(BUILD)/.deps-mpi-ok
+	@mkdir -p $(dir $@)
+	$(MPI_ENV) $(MPICC) $(MPI_PROG_FLAGS) -o $@ $< $(MPI_PROG_LIBS)
+
+mpi-examples: $(MPI_EX_BIN)
+
+mpi-test-algorithms: $(MPI_ALGO_TEST_BIN)
+	@for n in $(MPI_RANKS); do \
+	    echo "== mpiexec -n $$n $(MPI_ALGO_TEST_BIN)"; \
+	    timeout $(MPI_TIMEOUT) $(MPIEXEC) -n $$n $(MPI_ALGO_TEST_BIN) || { echo "mpi-test: mpi_algorithms failed with $$n ranks" >&2; exit 1; }; \
+	done
+
+# Each example checks its own result; small sizes keep 4 ranks on 2 cores short.
+mpi-run-examples: $(MPI_EX_BIN)
+	@for n in $(MPI_RANKS); do \
+	    echo "== mpiexec -n $$n mpi_scan 100000 / mpi_pipeline"; \
+	    timeout $(MPI_TIMEOUT) $(MPIEXEC) -n $$n $(BUILD)/mpi/examples/mpi_scan 100000 || { echo "mpi-test: mpi_scan failed with $$n ranks" >&2; exit 1; }; \
+	    timeout $(MPI_TIMEOUT) $(MPIEXEC) -n $$n $(BUILD)/mpi/examples/mpi_pipeline || { echo "mpi-test: mpi_pipeline failed with $$n ranks" >&2; exit 1; }; \
+	done
+
+mpi-test: mpi-test-algorithms mpi-run-examples

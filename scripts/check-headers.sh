@@ -12,8 +12,9 @@
 #
 #   scripts/check-headers.sh [--self-test] BUILD_DIR
 #
-# <cexec/mpi.h> (the optional MPI component) is compiled with the include
-# flags of mpicc (MPICC) where it is found, and skipped where it is not.
+# <cexec/mpi.h> and <cexec/mpi_algorithms.h> (the optional MPI component)
+# are compiled with the include flags of mpicc (MPICC) where it is found,
+# and skipped where it is not.
 # CC, CXX (default g++), and CXX2 (default clang++, skipped if absent) name
 # the compilers; SAN and LIBS are passed to the C++ link (a sanitizer build
 # of the library needs its runtime).
@@ -41,7 +42,7 @@ headers_alone() {
     for h in "$1"/cexec/*.h; do
         name=cexec/$(basename "$h")
         extra=""
-        if [ "$name" = cexec/mpi.h ]; then
+        if [ "$name" = cexec/mpi.h ] || [ "$name" = cexec/mpi_algorithms.h ]; then
             # The optional MPI component's header needs <mpi.h>: checked
             # with MPI's include flags where mpicc is found, else skipped.
             [ -n "$MPI_INC" ] || { echo "check-headers: $name skipped (no mpicc)"; continue; }

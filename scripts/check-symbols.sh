@@ -12,9 +12,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 ALLOWED_INTERNAL="exi_recycling_allocate_call exi_recycling_deallocate_call exi_recycle_last"
 
 # Functions declared by the public headers (not static inline); not
-# cexec/mpi.h's, which live in the optional libcexec_mpi.a (docs/mpi.md).
+# cexec/mpi.h's and cexec/mpi_algorithms.h's, which live in the optional
+# libcexec_mpi.a (docs/mpi.md).
 declared() {
-    ls "$root"/include/cexec/*.h | grep -v '/cexec/mpi\.h$' | xargs grep -hoE '^[A-Za-z_][A-Za-z0-9_ *]*[ *]ex_[a-z0-9_]+\(' |
+    ls "$root"/include/cexec/*.h | grep -v -e '/cexec/mpi\.h$' -e '/cexec/mpi_algorithms\.h$' | xargs grep -hoE '^[A-Za-z_][A-Za-z0-9_ *]*[ *]ex_[a-z0-9_]+\(' |
         grep -v '^static' | sed -E 's/.*[ *](ex_[a-z0-9_]+)\($/\1/' | sort -u
 }
 
