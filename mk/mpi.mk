@@ -171,3 +171,20 @@ mpi-run-examples: $(MPI_EX_BIN)
 	done
 
 mpi-test: mpi-test-algorithms mpi-run-examples
+
+# The benchmark: one mpiexec run measures 1, 2 and 4 ranks (one pool
+# worker each) and the single-process scan; knobs are environment
+# variables (bench/mpi_bench.c), e.g.
+#   CEXEC_MPI_BENCH_ONLY=rt make bench-mpi
+MPI_BENCH_NP  ?= 4
+MPI_BENCH_BIN := $(BUILD)/mpi/mpi_bench
+
+.PHONY: bench-mpi
+
+$(MPI_BENCH_BIN): bench/mpi_bench.c $(MPI_LIB) $(BUILD)/libcexec.a | $(BUILD)/.deps-mpi-ok
+	@mkdir -p $(dir $@)
+	$(MPI_ENV) $(MPICC) $(CSTD) $(WARN) -O3 -march=native -g -pthread -Iinclude $(CFLAGS) -o $@ $< $(MPI_PROG_LIBS)
+
+bench-mpi: $(MPI_BENCH_BIN)
+	@mkdir -p bench/results
+	$(MPIEXEC) -n $(MPI_BENCH_NP) $(MPI_BENCH_BIN)

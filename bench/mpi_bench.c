@@ -1,0 +1,440 @@
+/* SPDX-License-Identifier: MIT */
+/* mpi_bench.c - `make bench-mpi`: the distributed scan and the sender
+ * round trip of <cexec/mpi.h>, against MPI written the usual way.
+ *
+ * One `mpiexec -n 4` run (MPI_BENCH_NP) measures every configuration:
+ * each uses the first k ranks of MPI_COMM_WORLD (k = 1, 2, 4, a
+ * communicator of their own) while the others wait, polling a
+ * nonblocking barrier every millisecond, so they cost no CPU.  Every rank
+ * has a pool of one worker.
+ *
+ *  scan   inclusive scan of doubles, weak scaling (a fixed number of
+ *         elements per rank) and strong scaling (a fixed total):
+ *           cexec-mpi      ex_mpi_inclusive_scan_f64 (cexec/mpi_algorithms.h)
+ *           mpi-baseline   a serial loop, blocking MPI_Exscan of the totals,
+ *                          a loop adding the offset (the usual way)
+ *           cexec-1proc    ex_inclusive_scan_f64 in one process on a pool
+ *                          of 2 workers over the same total (rank 0 alone)
+ *         Each run starts after a barrier; its time is the slowest rank's.
+ *         Aggregate GB/s counts 16 bytes per element (read + written).
+ *         Every output is checked after the timed runs (inputs are small
+ *         integers: exact).
+ *  rt     round trip of a 0-byte message between ranks 0 and 1: each
+ *         iteration every rank posts a receive from and a send to the
+ *         other and waits for both, through senders (ex_sync_wait on
+ *         ex_when_all of ex_mpi_irecv and ex_mpi_isend) or raw
+ *         (MPI_Irecv, MPI_Isend, MPI_Waitall); rank 0's time per
+ *         iteration, median of all iterations.
+ *
+ * Knobs (environment): CEXEC_MPI_BENCH_RUNS (7), CEXEC_MPI_BENCH_WEAK
+ * (elements per rank, 5e7), CEXEC_MPI_BENCH_STRONG (total, 1e8),
+ * CEXEC_MPI_BENCH_RANKS ("1 2 4", each at most the world's size),
+ * CEXEC_MPI_BENCH_RT_ITERS (20000), CEXEC_MPI_BENCH_ONLY ("scan" or "rt").
+ * Prints a table with ratios (x = the other's median time / this one's)
+ * and writes bench/results/mpi-bench-<time>.csv. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cexec/cexec.h>
+#include <cexec/mpi.h>
+#include <cexec/mpi_algorithms.h>
+
+static int wrank, wsize, runs;
+static ex_pool *pool;
+static ex_mpi_progress *engine;
+
+static void must(int ok, const char *what) {
+    if (ok) return;
+    fprintf(stderr, "mpi_bench rank %d: %s\n", wrank, what);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static double env_num(const char *name, double dflt) {
+    const char *v = getenv(name);
+    return v && *v ? strtod(v, NULL) : dflt;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ------------------------------------------------------------------ rows */
+
+typedef struct row {
+    char group[8], name[48], impl[16];
+    int ranks, runs;
+    double size, median_s, min_s, max_s, metric;
+    const char *unit;
+} row;
+
+static row rows[64];
+static int nrows;
+
+/* Records n samples (sorted here) as a row: median, min, max. */
+static row *record(const char *group, const char *name, const char *impl, int ranks, double size, double *t, int n,
+                   double metric_per_s, const char *unit) {
+    must(nrows < 64, "too many rows");
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    row *r = &rows[nrows++];
+    snprintf(r->group, sizeof r->group, "%s", group);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->impl, sizeof r->impl, "%s", impl);
+    r->ranks = ranks, r->runs = n, r->size = size, r->unit = unit;
+    r->median_s = t[n / 2], r->min_s = t[0], r->max_s = t[n - 1];
+    r->metric = metric_per_s > 0 ? metric_per_s / r->median_s : r->median_s * 1e9;
+    return r;
+}
+
+/* The row of name by impl; ranks 0: any number of ranks. */
+static const row *find(const char *name, const char *impl, int ranks) {
+    for (int i = 0; i < nrows; i++)
+        if (!strcmp(rows[i].name, name) && !strcmp(rows[i].impl, impl) && (!ranks || rows[i].ranks == ranks))
+            return &rows[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------- waiting politely */
+
+/* Waits for req, sleeping `ns` between tests: a blocking MPI call spins,
+ * and on an oversubscribed machine a rank that spins takes the core of
+ * a rank still being measured. */
+static void wait_politely(MPI_Request *req, long ns) {
+    for (int done = 0;;) {
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        struct timespec ts = { 0, ns };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Every world rank meets here (the ranks not measured wait here). */
+static void meet(void) {
+    MPI_Request req;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    wait_politely(&req, 1000000);
+}
+
+/* The first k ranks' communicator (MPI_COMM_NULL elsewhere). */
+static MPI_Comm first_ranks(int k) {
+    MPI_Comm c;
+    MPI_Comm_split(MPI_COMM_WORLD, wrank < k ? 0 : MPI_UNDEFINED, wrank, &c);
+    return c;
+}
+
+/* ------------------------------------------------------------------ scans */
+
+/* Element g of the global array, and the inclusive scan at g, exactly. */
+static double input_at(size_t g) { return (double)(g % 10); }
+static double prefix_at(size_t g) {
+    size_t m = g + 1, r = m % 10;
+    return (double)(45 * (m / 10) + r * (r - 1) / 2);
+}
+
+typedef struct scan_job {
+    MPI_Comm comm;
+    ex_scheduler sch;
+    double *in, *out;
+    size_t n, first;  /* this rank's elements and its first global index */
+} scan_job;
+
+static void run_cexec(scan_job *j) {
+    ex_result r = ex_sync_wait(ex_mpi_inclusive_scan_f64(engine, j->sch, j->comm, j->in, j->out, j->n));
+    must(r.disposition == EX_DISP_VALUE, r.disposition == EX_DISP_ERROR ? r.error.msg : "scan stopped");
+    ex_result_destroy(&r);
+}
+
+/* The usual way: serial scan, blocking MPI_Exscan, offset loop. */
+static void run_baseline(scan_job *j) {
+    double acc = 0.0, offset = 0.0;
+    for (size_t i = 0; i < j->n; i++) {
+        acc += j->in[i];
+        j->out[i] = acc;
+    }
+    int me;
+    MPI_Comm_rank(j->comm, &me);
+    MPI_Exscan(&acc, &offset, 1, MPI_DOUBLE, MPI_SUM, j->comm);
+    if (me == 0) offset = 0.0;
+    for (size_t i = 0; i < j->n; i++) j->out[i] += offset;
+}
+
+static void run_single(scan_job *j) {
+    ex_result r = ex_sync_wait(ex_inclusive_scan_f64(j->sch, j->in, j->out, j->n));
+    must(r.disposition == EX_DISP_VALUE, "single-process scan failed");
+    ex_result_destroy(&r);
+}
+
+static void check_scan(const scan_job *j, const char *impl) {
+    for (size_t i = 0; i < j->n; i++)
+        if (j->out[i] != prefix_at(j->first + i)) {
+            fprintf(stderr, "mpi_bench rank %d: %s: element %zu is %.17g, want %.17g\n", wrank, impl, j->first + i,
+                    j->out[i], prefix_at(j->first + i));
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    memset(j->out, 0, j->n * sizeof *j->out);
+}
+
+/* One warm-up and `runs` timed runs of fn on j's communicator; on its
+ * rank 0, t[] gets each run's slowest-rank time. */
+static void timed_runs(scan_job *j, void (*fn)(scan_job *), double *t) {
+    for (int k = -1; k < runs; k++) {
+        MPI_Request req;
+        MPI_Ibarrier(j->comm, &req);
+        wait_politely(&req, 20000);  /* the ranks start within ~0.1 ms of each other */
+        double t0 = MPI_Wtime();
+        fn(j);
+        double dt = MPI_Wtime() - t0, slowest = 0;
+        MPI_Ireduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, j->comm, &req);
+        wait_politely(&req, 100000);
+        if (k >= 0) t[k] = slowest;
+    }
+}
+
+/* The arrays of n elements from global index first, touched. */
+static void scan_buffers(scan_job *j, size_t n, size_t first) {
+    j->n = n, j->first = first;
+    j->in = malloc(n * sizeof *j->in + 8);
+    j->out = malloc(n * sizeof *j->out + 8);
+    must(j->in && j->out, "out of memory for the arrays");
+    for (size_t i = 0; i < n; i++) j->in[i] = input_at(first + i);
+    memset(j->out, 0, n * sizeof *j->out);
+}
+
+static void scan_config(const char *scaling, int k, size_t per_rank) {
+    char name[48];
+    double total = (double)per_rank * k;
+    snprintf(name, sizeof name, "scan %s %.0e", scaling, total);
+    MPI_Comm c = first_ranks(k);
+    if (c != MPI_COMM_NULL) {
+        if (wrank == 0) printf("mpi_bench: %s, %d rank%s x %zu doubles\n", name, k, k > 1 ? "s" : "", per_rank);
+        scan_job j = { c, ex_pool_scheduler(pool), NULL, NULL, 0, 0 };
+        scan_buffers(&j, per_rank, per_rank * (size_t)wrank);
+        double t[64];
+        timed_runs(&j, run_cexec, t);
+        check_scan(&j, "cexec-mpi");
+        if (wrank == 0) record("scan", name, "cexec-mpi", k, total, t, runs, total * 16 / 1e9, "GB/s");
+        timed_runs(&j, run_baseline, t);
+        check_scan(&j, "mpi-baseline");
+        if (wrank == 0) record("scan", name, "mpi-baseline", k, total, t, runs, total * 16 / 1e9, "GB/s");
+        free(j.in), free(j.out);
+        MPI_Comm_free(&c);
+    }
+    meet();
+}
+
+/* The single-process scan on a 2-worker pool over `total` elements, on
+ * world rank 0 while the others wait. */
+static void single_process(const char *scaling, size_t total) {
+    char name[48];
+    snprintf(name, sizeof name, "scan %s %.0e", scaling, (double)total);
+    if (wrank == 0 && !find(name, "cexec-1proc", 0)) {
+        printf("mpi_bench: %s, one process, 2 workers\n", name);
+        ex_pool *two = NULL;
+        ex_pool_config cfg = { 0 };
+        cfg.threads = 2;
+        must(!ex_pool_create(&cfg, &two).code, "cannot make a pool of 2");
+        scan_job j = { MPI_COMM_SELF, ex_pool_scheduler(two), NULL, NULL, 0, 0 };
+        scan_buffers(&j, total, 0);
+        double t[64];
+        timed_runs(&j, run_single, t);
+        check_scan(&j, "cexec-1proc");
+        record("scan", name, "cexec-1proc", 1, (double)total, t, runs, (double)total * 16 / 1e9, "GB/s");
+        free(j.in), free(j.out);
+        (void)ex_pool_destroy(two);
+    }
+    meet();
+}
+
+/* ------------------------------------------------------------ round trip */
+
+static void rt_senders(int peer, int iters, double *t) {
+    for (int k = -1000; k < iters; k++) {
+        double t0 = MPI_Wtime();
+        ex_sender *pair[2] = { ex_mpi_irecv(engine, NULL, 0, MPI_BYTE, peer, 1, MPI_COMM_WORLD),
+                               ex_mpi_isend(engine, NULL, 0, MPI_BYTE, peer, 1, MPI_COMM_WORLD) };
+        ex_result r = ex_sync_wait(ex_when_all_n(pair, 2));
+        must(r.disposition == EX_DISP_VALUE, "round trip through senders failed");
+        ex_result_destroy(&r);
+        if (k >= 0) t[k] = MPI_Wtime() - t0;
+    }
+}
+
+static void rt_raw(int peer, int iters, double *t) {
+    for (int k = -1000; k < iters; k++) {
+        double t0 = MPI_Wtime();
+        MPI_Request req[2];
+        MPI_Irecv(NULL, 0, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &req[0]);
+        MPI_Isend(NULL, 0, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &req[1]);
+        MPI_Status st[2];  /* (not MPI_STATUSES_IGNORE: gcc -O3 warns on MPICH's constant) */
+        MPI_Waitall(2, req, st);
+        if (k >= 0) t[k] = MPI_Wtime() - t0;
+    }
+}
+
+static char rt_note[160];  /* the engine's counters during the senders' round trips */
+
+static void round_trip(int iters) {
+    int k = wsize < 2 ? 1 : 2, peer = k == 1 ? 0 : 1 - wrank;
+    double *t = malloc((size_t)iters * sizeof *t);
+    must(t != NULL, "out of memory");
+    char name[48];
+    snprintf(name, sizeof name, "round trip 0 bytes, %d rank%s", k, k > 1 ? "s" : "");
+    if (wrank < k) {
+        if (wrank == 0) printf("mpi_bench: %s, %d iterations\n", name, iters);
+        rt_raw(peer, iters, t);
+        if (wrank == 0) record("rt", name, "mpi-raw", k, 0, t, iters, 0, "ns");
+        ex_mpi_progress_stats before = ex_mpi_progress_get_stats(engine);
+        rt_senders(peer, iters, t);
+        ex_mpi_progress_stats after = ex_mpi_progress_get_stats(engine);
+        if (wrank == 0) {
+            record("rt", name, "cexec-mpi", k, 0, t, iters, 0, "ns");
+            double per = (double)(iters + 1000);
+            snprintf(rt_note, sizeof rt_note,
+                     "engine per iteration (rank 0): %.1f progress rounds, %.1f MPI_Testsome, %.2f timed waits",
+                     (double)(after.rounds - before.rounds) / per, (double)(after.testsome - before.testsome) / per,
+                     (double)(after.backoffs - before.backoffs) / per);
+        }
+    }
+    free(t);
+    meet();
+}
+
+/* ----------------------------------------------------------------- report */
+
+/* /proc/loadavg's first three fields (other work on the machine makes
+ * memory-bound figures vary by several times: look at it). */
+static void load_average(char *out, size_t size) {
+    snprintf(out, size, "?");
+    FILE *f = fopen("/proc/loadavg", "r");
+    double a, b, c;
+    if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3) snprintf(out, size, "%.2f %.2f %.2f", a, b, c);
+    if (f) fclose(f);
+}
+
+static char load_before[48];
+
+static void machine(FILE *f, const char *prefix) {
+    char load_after[48];
+    load_average(load_after, sizeof load_after);
+    fprintf(f, "%sload average: %s before, %s after\n", prefix, load_before, load_after);
+    struct utsname u;
+    if (!uname(&u)) fprintf(f, "%skernel: %s %s %s\n", prefix, u.sysname, u.release, u.machine);
+    fprintf(f, "%sonline cpus: %ld, MPI ranks: %d (more ranks than cpus: oversubscribed)\n", prefix,
+            sysconf(_SC_NPROCESSORS_ONLN), wsize);
+    FILE *c = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (c && fgets(line, sizeof line, c))
+        if (!strncmp(line, "model name", 10)) {
+            fprintf(f, "%scpu:%s", prefix, strchr(line, ':') ? strchr(line, ':') + 1 : line);
+            break;
+        }
+    if (c) fclose(c);
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(lib, &len);
+    char *nl = strchr(lib, '\n');
+    if (nl) *nl = 0;
+    fprintf(f, "%smpi: %s\n", prefix, lib);
+}
+
+/* The ratio against the row of the same benchmark by another impl: the
+ * one with as many ranks, or the single process's. */
+static double ratio(const row *r, const char *impl) {
+    const row *b = find(r->name, impl, strcmp(impl, "cexec-1proc") ? r->ranks : 0);
+    return b && r->median_s > 0 && b != r ? b->median_s / r->median_s : 0;
+}
+
+/* Times in ms, or in us for the round trips. */
+static double shown(const row *r, double s) { return strcmp(r->unit, "ns") ? s * 1e3 : s * 1e6; }
+
+static void report(void) {
+    printf("\n%-6s %-30s %-13s %5s %10s %10s %10s %9s %-5s %10s %10s %10s\n", "group", "benchmark", "impl", "ranks",
+           "median", "min", "max", "metric", "", "xbaseline", "x1proc", "xraw");
+    for (int i = 0; i < nrows; i++) {
+        const row *r = &rows[i];
+        const char *tu = strcmp(r->unit, "ns") ? "ms" : "us";
+        printf("%-6s %-30s %-13s %5d %8.3f%s %8.3f%s %8.3f%s %9.2f %-5s", r->group, r->name, r->impl, r->ranks,
+               shown(r, r->median_s), tu, shown(r, r->min_s), tu, shown(r, r->max_s), tu, r->metric, r->unit);
+        const char *bases[3] = { "mpi-baseline", "cexec-1proc", "mpi-raw" };
+        for (int b = 0; b < 3; b++) {
+            double x = ratio(r, bases[b]);
+            if (x > 0) printf(" %9.2fx", x);
+            else printf(" %10s", "-");
+        }
+        printf("\n");
+    }
+    printf("xB = B's median time / this median time (above 1: faster than B).  1proc: one process, 2 workers.\n");
+    if (*rt_note) printf("round trip: %s\n", rt_note);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char stamp[32], path[128];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    snprintf(path, sizeof path, "bench/results/mpi-bench-%s.csv", stamp);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "mpi_bench: cannot write %s\n", path);
+        return;
+    }
+    machine(f, "# ");
+    fprintf(f, "group,benchmark,impl,ranks,size,runs,median_s,min_s,max_s,metric,unit,vs_baseline,vs_1proc,vs_raw\n");
+    for (int i = 0; i < nrows; i++) {
+        const row *r = &rows[i];
+        fprintf(f, "%s,\"%s\",%s,%d,%.0f,%d,%.9f,%.9f,%.9f,%.6f,%s", r->group, r->name, r->impl, r->ranks, r->size,
+                r->runs, r->median_s, r->min_s, r->max_s, r->metric, r->unit);
+        const char *bases[3] = { "mpi-baseline", "cexec-1proc", "mpi-raw" };
+        for (int b = 0; b < 3; b++) {
+            double x = ratio(r, bases[b]);
+            if (x > 0) fprintf(f, ",%.4f", x);
+            else fprintf(f, ",");
+        }
+        fprintf(f, "\n");
+    }
+    fclose(f);
+    printf("results: %s\n", path);
+    machine(stdout, "machine ");
+}
+
+int main(int argc, char **argv) {
+    must(!ex_mpi_init(&argc, &argv).code, "ex_mpi_init failed");
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    runs = (int)env_num("CEXEC_MPI_BENCH_RUNS", 7);
+    if (runs < 1) runs = 1;
+    if (runs > 64) runs = 64;
+    size_t weak = (size_t)env_num("CEXEC_MPI_BENCH_WEAK", 5e7), strong = (size_t)env_num("CEXEC_MPI_BENCH_STRONG", 1e8);
+    int iters = (int)env_num("CEXEC_MPI_BENCH_RT_ITERS", 20000);
+    const char *only = getenv("CEXEC_MPI_BENCH_ONLY");
+    const char *ranks = getenv("CEXEC_MPI_BENCH_RANKS");
+    if (!ranks || !*ranks) ranks = "1 2 4";
+
+    load_average(load_before, sizeof load_before);
+    ex_pool_config cfg = { 0 };
+    cfg.threads = 1;  /* one worker a rank */
+    must(!ex_pool_create(&cfg, &pool).code, "cannot make the pool");
+    must(!ex_mpi_progress_create(ex_pool_scheduler(pool), &engine).code, "cannot make the engine");
+
+    if (!only || !strcmp(only, "scan")) {
+        for (const char *p = ranks; *p;) {
+            char *end;
+            long k = strtol(p, &end, 10);
+            if (end == p) break;
+            p = end;
+            if (k < 1 || k > wsize) continue;
+            scan_config("weak", (int)k, weak);
+            single_process("weak", weak * (size_t)k);
+            scan_config("strong", (int)k, strong / (size_t)k);
+            single_process("strong", strong / (size_t)k * (size_t)k);
+        }
+    }
+    if ((!only || !strcmp(only, "rt")) && iters > 0) round_trip(iters);
+    if (wrank == 0) report();
+    must(!ex_mpi_progress_destroy(engine).code, "engine busy at the end");
+    (void)ex_pool_destroy(pool);
+    (void)ex_mpi_finalize();
+    return 0;
+}
