@@ -43,13 +43,14 @@ typedef struct algo_texts {
     const char *no_engine, *no_comm, *bad_root, *no_result, *no_memory, *root_range, *missing;
 } algo_texts;
 
-#define ALGO_TEXTS(who)                                                                                      \
+#define ALGO_TEXTS(who, missing)                                                                             \
     {                                                                                                        \
         EXI_ALGO_MESSAGES(who), who ": NULL progress engine", who ": MPI_COMM_NULL", who ": negative root",   \
             who ": NULL result", who ": out of memory", who ": root is not a rank of the communicator",        \
-            who ": a rank before this one (or any, for a reduction) contributed no total: its local pass "     \
-                "failed or stopped"                                                                          \
+            who ": " missing " contributed no total (its local pass failed or stopped)"                       \
     }
+#define SCAN_TEXTS(who) ALGO_TEXTS(who, "a rank before this one")
+#define REDUCE_TEXTS(who) ALGO_TEXTS(who, "a rank")
 
 typedef struct algo_sender {
     ex_sender base;
@@ -605,84 +606,84 @@ static algo_args typed_args(algo_kind kind, exi_elem_kind ek, ex_mpi_progress *p
 
 ex_sender *ex_mpi_inclusive_scan_f64(ex_mpi_progress *p, ex_scheduler sch, MPI_Comm comm, const double *in,
                                      double *out, size_t n) {
-    static const algo_texts t = ALGO_TEXTS("ex_mpi_inclusive_scan_f64");
+    static const algo_texts t = SCAN_TEXTS("ex_mpi_inclusive_scan_f64");
     algo_args a = typed_args(K_INCLUSIVE, ELEM_F64, p, sch, comm, in, out, n, NULL, 0);
     return build(&t, &a);
 }
 
 ex_sender *ex_mpi_exclusive_scan_f64(ex_mpi_progress *p, ex_scheduler sch, MPI_Comm comm, const double *in,
                                      double *out, size_t n, double init) {
-    static const algo_texts t = ALGO_TEXTS("ex_mpi_exclusive_scan_f64");
+    static const algo_texts t = SCAN_TEXTS("ex_mpi_exclusive_scan_f64");
     algo_args a = typed_args(K_EXCLUSIVE, ELEM_F64, p, sch, comm, in, out, n, &init, 0);
     return build(&t, &a);
 }
 
 ex_sender *ex_mpi_inclusive_scan_i64(ex_mpi_progress *p, ex_scheduler sch, MPI_Comm comm, const int64_t *in,
                                      int64_t *out, size_t n) {
-    static const algo_texts t = ALGO_TEXTS("ex_mpi_inclusive_scan_i64");
+    static const algo_texts t = SCAN_TEXTS("ex_mpi_inclusive_scan_i64");
     algo_args a = typed_args(K_INCLUSIVE, ELEM_I64, p, sch, comm, in, out, n, NULL, 0);
     return build(&t, &a);
 }
 
 ex_sender *ex_mpi_exclusive_scan_i64(ex_mpi_progress *p, ex_scheduler sch, MPI_Comm comm, const int64_t *in,
                                      int64_t *out, size_t n, int64_t init) {
-    static const algo_texts t = ALGO_TEXTS("ex_mpi_exclusive_scan_i64");
+    static const algo_texts t = SCAN_TEXTS("ex_mpi_exclusive_scan_i64");
     algo_args a = typed_args(K_EXCLUSIVE, ELEM_I64, p, sch, comm, in, out, n, &init, 0);
     return build(&t, &a);
 }
 
 ex_sender *ex_mpi_inclusive_scan(ex_mpi_progress *p, ex_scheduler sch, MPI_Comm comm, const ex_monoid *m,
                                  const void *in, void *out, size_t n) {
-    static const algo_texts t = ALGO_TEXTS("ex_mpi_inclusive_scan");
+    static const algo_texts t = SCAN_TEXTS("ex_mpi_inclusive_scan");
     algo_args a = { K_INCLUSIVE, ELEM_GENERIC, p, sch, comm, m, in, out, NULL, n, NULL, 0 };
     return build(&t, &a);
 }
 
 ex_sender *ex_mpi_exclusive_scan(ex_mpi_progress *p, ex_scheduler sch, MPI_Comm comm, const ex_monoid *m,
                                  const void *in, void *out, size_t n, const void *init) {
-    static const algo_texts t = ALGO_TEXTS("ex_mpi_exclusive_scan");
+    static const algo_texts t = SCAN_TEXTS("ex_mpi_exclusive_scan");
     algo_args a = { K_EXCLUSIVE, ELEM_GENERIC, p, sch, comm, m, in, out, NULL, n, init, 0 };
     return build(&t, &a);
 }
 
 ex_sender *ex_mpi_reduce_f64(ex_mpi_progress *p, ex_scheduler sch, MPI_Comm comm, const double *in, size_t n,
                              double init, int root) {
-    static const algo_texts t = ALGO_TEXTS("ex_mpi_reduce_f64");
+    static const algo_texts t = REDUCE_TEXTS("ex_mpi_reduce_f64");
     algo_args a = typed_args(K_REDUCE, ELEM_F64, p, sch, comm, in, NULL, n, &init, root);
     return build(&t, &a);
 }
 
 ex_sender *ex_mpi_reduce_i64(ex_mpi_progress *p, ex_scheduler sch, MPI_Comm comm, const int64_t *in, size_t n,
                              int64_t init, int root) {
-    static const algo_texts t = ALGO_TEXTS("ex_mpi_reduce_i64");
+    static const algo_texts t = REDUCE_TEXTS("ex_mpi_reduce_i64");
     algo_args a = typed_args(K_REDUCE, ELEM_I64, p, sch, comm, in, NULL, n, &init, root);
     return build(&t, &a);
 }
 
 ex_sender *ex_mpi_reduce(ex_mpi_progress *p, ex_scheduler sch, MPI_Comm comm, const ex_monoid *m, const void *in,
                          size_t n, void *result, int root) {
-    static const algo_texts t = ALGO_TEXTS("ex_mpi_reduce");
+    static const algo_texts t = REDUCE_TEXTS("ex_mpi_reduce");
     algo_args a = { K_REDUCE, ELEM_GENERIC, p, sch, comm, m, in, NULL, result, n, NULL, root };
     return build(&t, &a);
 }
 
 ex_sender *ex_mpi_allreduce_f64(ex_mpi_progress *p, ex_scheduler sch, MPI_Comm comm, const double *in, size_t n,
                                 double init) {
-    static const algo_texts t = ALGO_TEXTS("ex_mpi_allreduce_f64");
+    static const algo_texts t = REDUCE_TEXTS("ex_mpi_allreduce_f64");
     algo_args a = typed_args(K_ALLREDUCE, ELEM_F64, p, sch, comm, in, NULL, n, &init, 0);
     return build(&t, &a);
 }
 
 ex_sender *ex_mpi_allreduce_i64(ex_mpi_progress *p, ex_scheduler sch, MPI_Comm comm, const int64_t *in, size_t n,
                                 int64_t init) {
-    static const algo_texts t = ALGO_TEXTS("ex_mpi_allreduce_i64");
+    static const algo_texts t = REDUCE_TEXTS("ex_mpi_allreduce_i64");
     algo_args a = typed_args(K_ALLREDUCE, ELEM_I64, p, sch, comm, in, NULL, n, &init, 0);
     return build(&t, &a);
 }
 
 ex_sender *ex_mpi_allreduce(ex_mpi_progress *p, ex_scheduler sch, MPI_Comm comm, const ex_monoid *m, const void *in,
                             size_t n, void *result) {
-    static const algo_texts t = ALGO_TEXTS("ex_mpi_allreduce");
+    static const algo_texts t = REDUCE_TEXTS("ex_mpi_allreduce");
     algo_args a = { K_ALLREDUCE, ELEM_GENERIC, p, sch, comm, m, in, NULL, result, n, NULL, 0 };
     return build(&t, &a);
 }
