@@ -15,10 +15,12 @@
  *                          a loop adding the offset (the usual way)
  *           cexec-1proc    ex_inclusive_scan_f64 in one process on a pool
  *                          of 2 workers over the same total (rank 0 alone)
- *         Each run starts after a barrier; its time is the slowest rank's.
- *         Aggregate GB/s counts 16 bytes per element (read + written).
- *         Every output is checked after the timed runs (inputs are small
- *         integers: exact).
+ *         One run of each in turn, `runs` times after a warm-up; a run
+ *         starts after a barrier and its time is the slowest rank's.  The
+ *         arrays are made once per rank and shared by every
+ *         configuration.  Aggregate GB/s counts 16 bytes per element
+ *         (read + written).  Each one's warm-up output is checked (inputs
+ *         are small integers: exact).
  *  rt     round trip of a 0-byte message between ranks 0 and 1: each
  *         iteration every rank posts a receive from and a send to the
  *         other and waits for both, through senders (ex_sync_wait on
@@ -148,16 +150,24 @@ static void run_cexec(scan_job *j) {
     ex_result_destroy(&r);
 }
 
+/* The serial loop, on its own: an accumulator whose address is taken
+ * (by MPI_Exscan below) may alias the stores to out, and gcc then keeps
+ * it in memory: 4 times slower. */
+static double __attribute__((noinline)) serial_scan(const double *in, double *out, size_t n) {
+    double acc = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        acc += in[i];
+        out[i] = acc;
+    }
+    return acc;
+}
+
 /* The usual way: serial scan, blocking MPI_Exscan, offset loop. */
 static void run_baseline(scan_job *j) {
-    double acc = 0.0, offset = 0.0;
-    for (size_t i = 0; i < j->n; i++) {
-        acc += j->in[i];
-        j->out[i] = acc;
-    }
+    double total = serial_scan(j->in, j->out, j->n), offset = 0.0;
     int me;
     MPI_Comm_rank(j->comm, &me);
-    MPI_Exscan(&acc, &offset, 1, MPI_DOUBLE, MPI_SUM, j->comm);
+    MPI_Exscan(&total, &offset, 1, MPI_DOUBLE, MPI_SUM, j->comm);
     if (me == 0) offset = 0.0;
     for (size_t i = 0; i < j->n; i++) j->out[i] += offset;
 }
@@ -178,75 +188,100 @@ static void check_scan(const scan_job *j, const char *impl) {
     memset(j->out, 0, j->n * sizeof *j->out);
 }
 
-/* One warm-up and `runs` timed runs of fn on j's communicator; on its
- * rank 0, t[] gets each run's slowest-rank time. */
-static void timed_runs(scan_job *j, void (*fn)(scan_job *), double *t) {
-    for (int k = -1; k < runs; k++) {
-        MPI_Request req;
-        MPI_Ibarrier(j->comm, &req);
-        wait_politely(&req, 20000);  /* the ranks start within ~0.1 ms of each other */
-        double t0 = MPI_Wtime();
-        fn(j);
-        double dt = MPI_Wtime() - t0, slowest = 0;
-        MPI_Ireduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, j->comm, &req);
-        wait_politely(&req, 100000);
-        if (k >= 0) t[k] = slowest;
-    }
+/* One run of fn on j's communicator, started after a barrier; returns
+ * the slowest rank's time on its rank 0. */
+static double timed_run(scan_job *j, void (*fn)(scan_job *)) {
+    /* Pool workers linger (spinning on sched_yield) for 1 ms after their
+     * last item (docs/pool.md): let them park, or they would run against
+     * whatever is measured next on 2 cores. */
+    struct timespec settle = { 0, 3000000 };
+    nanosleep(&settle, NULL);
+    MPI_Request req;
+    MPI_Ibarrier(j->comm, &req);
+    wait_politely(&req, 20000);  /* the ranks start within ~0.1 ms of each other */
+    double t0 = MPI_Wtime();
+    fn(j);
+    double dt = MPI_Wtime() - t0, slowest = 0;
+    MPI_Ireduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, j->comm, &req);
+    wait_politely(&req, 100000);
+    return slowest;
 }
 
-/* The arrays of n elements from global index first, touched. */
-static void scan_buffers(scan_job *j, size_t n, size_t first) {
-    j->n = n, j->first = first;
-    j->in = malloc(n * sizeof *j->in + 8);
-    j->out = malloc(n * sizeof *j->out + 8);
-    must(j->in && j->out, "out of memory for the arrays");
-    for (size_t i = 0; i < n; i++) j->in[i] = input_at(first + i);
-    memset(j->out, 0, n * sizeof *j->out);
+/* Each rank's arrays, made and touched once and used by every
+ * configuration: how fast memory streams differs from one allocation to
+ * the next (up to 30 % here), which would otherwise pass for a
+ * difference between configurations. */
+static double *buf_in, *buf_out;
+static size_t buf_cap;
+
+static void make_buffers(size_t cap) {
+    buf_cap = cap;
+    buf_in = malloc(cap * sizeof *buf_in + 8);
+    buf_out = malloc(cap * sizeof *buf_out + 8);
+    must(buf_in && buf_out, "out of memory for the arrays");
+    for (size_t i = 0; i < cap; i++) buf_in[i] = input_at(i);  /* rank 0's, for every configuration */
+    memset(buf_out, 0, cap * sizeof *buf_out);
 }
 
+/* j over n elements of the arrays, from global index first. */
+static void scan_view(scan_job *j, size_t n, size_t first) {
+    must(n <= buf_cap, "arrays too small");
+    j->in = buf_in, j->out = buf_out, j->n = n, j->first = first;
+    if (first)
+        for (size_t i = 0; i < n; i++) j->in[i] = input_at(first + i);
+}
+
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+/* The elements this rank's arrays need for the configurations of k
+ * ranks: its part, weak or strong, and on rank 0 the single process's
+ * totals. */
+static size_t elements_needed(int k, size_t weak, size_t strong) {
+    size_t need = wrank < k ? max_size(weak, strong / (size_t)k) : 0;
+    if (wrank == 0) need = max_size(need, max_size(weak * (size_t)k, strong / (size_t)k * (size_t)k));
+    return need;
+}
+
+/* The single-process scan on rank 0's 2-worker pool (NULL elsewhere). */
+static ex_pool *two_workers;
+
+/* k ranks with per_rank elements each: cexec-mpi and mpi-baseline on the
+ * first k ranks, then cexec-1proc over the same total on rank 0 alone,
+ * one run of each in turn (a slow spell of the machine hits all three).
+ * Each one's warm-up output is checked. */
 static void scan_config(const char *scaling, int k, size_t per_rank) {
     char name[48];
-    double total = (double)per_rank * k;
-    snprintf(name, sizeof name, "scan %s %.0e", scaling, total);
-    MPI_Comm c = first_ranks(k);
-    if (c != MPI_COMM_NULL) {
-        if (wrank == 0) printf("mpi_bench: %s, %d rank%s x %zu doubles\n", name, k, k > 1 ? "s" : "", per_rank);
-        scan_job j = { c, ex_pool_scheduler(pool), NULL, NULL, 0, 0 };
-        scan_buffers(&j, per_rank, per_rank * (size_t)wrank);
-        double t[64];
-        timed_runs(&j, run_cexec, t);
-        check_scan(&j, "cexec-mpi");
-        if (wrank == 0) record("scan", name, "cexec-mpi", k, total, t, runs, total * 16 / 1e9, "GB/s");
-        timed_runs(&j, run_baseline, t);
-        check_scan(&j, "mpi-baseline");
-        if (wrank == 0) record("scan", name, "mpi-baseline", k, total, t, runs, total * 16 / 1e9, "GB/s");
-        free(j.in), free(j.out);
-        MPI_Comm_free(&c);
-    }
-    meet();
-}
-
-/* The single-process scan on a 2-worker pool over `total` elements, on
- * world rank 0 while the others wait. */
-static void single_process(const char *scaling, size_t total) {
-    char name[48];
+    size_t total = per_rank * (size_t)k;
     snprintf(name, sizeof name, "scan %s %.0e", scaling, (double)total);
-    if (wrank == 0 && !find(name, "cexec-1proc", 0)) {
-        printf("mpi_bench: %s, one process, 2 workers\n", name);
-        ex_pool *two = NULL;
-        ex_pool_config cfg = { 0 };
-        cfg.threads = 2;
-        must(!ex_pool_create(&cfg, &two).code, "cannot make a pool of 2");
-        scan_job j = { MPI_COMM_SELF, ex_pool_scheduler(two), NULL, NULL, 0, 0 };
-        scan_buffers(&j, total, 0);
-        double t[64];
-        timed_runs(&j, run_single, t);
-        check_scan(&j, "cexec-1proc");
-        record("scan", name, "cexec-1proc", 1, (double)total, t, runs, (double)total * 16 / 1e9, "GB/s");
-        free(j.in), free(j.out);
-        (void)ex_pool_destroy(two);
+    if (wrank == 0) printf("mpi_bench: %s, %d rank%s x %zu doubles\n", name, k, k > 1 ? "s" : "", per_rank);
+    MPI_Comm c = first_ranks(k);
+    scan_job j = { c, ex_pool_scheduler(pool), NULL, NULL, 0, 0 };
+    scan_job one = { MPI_COMM_SELF, wrank == 0 ? ex_pool_scheduler(two_workers) : j.sch, NULL, NULL, 0, 0 };
+    if (c != MPI_COMM_NULL) scan_view(&j, per_rank, per_rank * (size_t)wrank);
+    if (wrank == 0) scan_view(&one, total, 0);
+    double t[3][64];
+    for (int run = -1; run < runs; run++) {
+        if (c != MPI_COMM_NULL) {
+            double a = timed_run(&j, run_cexec);
+            if (run < 0) check_scan(&j, "cexec-mpi");
+            double b = timed_run(&j, run_baseline);
+            if (run < 0) check_scan(&j, "mpi-baseline");
+            if (run >= 0) t[0][run] = a, t[1][run] = b;
+        }
+        meet();
+        if (wrank == 0) {
+            double x = timed_run(&one, run_single);
+            if (run < 0) check_scan(&one, "cexec-1proc");
+            if (run >= 0) t[2][run] = x;
+        }
+        meet();
     }
-    meet();
+    if (wrank == 0) {
+        record("scan", name, "cexec-mpi", k, (double)total, t[0], runs, (double)total * 16 / 1e9, "GB/s");
+        record("scan", name, "mpi-baseline", k, (double)total, t[1], runs, (double)total * 16 / 1e9, "GB/s");
+        record("scan", name, "cexec-1proc", k, (double)total, t[2], runs, (double)total * 16 / 1e9, "GB/s");
+    }
+    if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
 }
 
 /* ------------------------------------------------------------ round trip */
@@ -341,10 +376,10 @@ static void machine(FILE *f, const char *prefix) {
     fprintf(f, "%smpi: %s\n", prefix, lib);
 }
 
-/* The ratio against the row of the same benchmark by another impl: the
- * one with as many ranks, or the single process's. */
+/* The ratio against the row of the same benchmark and rank count by
+ * another impl. */
 static double ratio(const row *r, const char *impl) {
-    const row *b = find(r->name, impl, strcmp(impl, "cexec-1proc") ? r->ranks : 0);
+    const row *b = find(r->name, impl, r->ranks);
     return b && r->median_s > 0 && b != r ? b->median_s / r->median_s : 0;
 }
 
@@ -419,6 +454,20 @@ int main(int argc, char **argv) {
     must(!ex_mpi_progress_create(ex_pool_scheduler(pool), &engine).code, "cannot make the engine");
 
     if (!only || !strcmp(only, "scan")) {
+        size_t cap = 0;
+        for (const char *p = ranks; *p;) {
+            char *end;
+            long k = strtol(p, &end, 10);
+            if (end == p) break;
+            p = end;
+            if (k >= 1 && k <= wsize) cap = max_size(cap, elements_needed((int)k, weak, strong));
+        }
+        make_buffers(cap);
+        if (wrank == 0) {
+            ex_pool_config two = { 0 };
+            two.threads = 2;
+            must(!ex_pool_create(&two, &two_workers).code, "cannot make a pool of 2");
+        }
         for (const char *p = ranks; *p;) {
             char *end;
             long k = strtol(p, &end, 10);
@@ -426,11 +475,11 @@ int main(int argc, char **argv) {
             p = end;
             if (k < 1 || k > wsize) continue;
             scan_config("weak", (int)k, weak);
-            single_process("weak", weak * (size_t)k);
             scan_config("strong", (int)k, strong / (size_t)k);
-            single_process("strong", strong / (size_t)k * (size_t)k);
         }
     }
+    if (two_workers) (void)ex_pool_destroy(two_workers);
+    free(buf_in), free(buf_out);
     if ((!only || !strcmp(only, "rt")) && iters > 0) round_trip(iters);
     if (wrank == 0) report();
     must(!ex_mpi_progress_destroy(engine).code, "engine busy at the end");
