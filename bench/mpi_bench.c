@@ -15,6 +15,10 @@
  *                          a loop adding the offset (the usual way)
  *           cexec-1proc    ex_inclusive_scan_f64 in one process on a pool
  *                          of 2 workers over the same total (rank 0 alone)
+ *           step1-alone    the distributed scan's first step by itself:
+ *                          ex_reduce_f64 of rank 0's part on its one
+ *                          worker (GB/s read), what the last rank waits
+ *                          for before it can write (docs/mpi.md)
  *         One run of each in turn, `runs` times after a warm-up; a run
  *         starts after a barrier and its time is the slowest rank's.  The
  *         arrays are made once per rank and shared by every
@@ -172,6 +176,13 @@ static void run_baseline(scan_job *j) {
     for (size_t i = 0; i < j->n; i++) j->out[i] += offset;
 }
 
+/* Step 1 of the distributed scan alone: rank 0's total on its worker. */
+static void run_total(scan_job *j) {
+    ex_result r = ex_sync_wait(ex_reduce_f64(j->sch, j->in, j->n, 0.0));
+    must(r.disposition == EX_DISP_VALUE, "reduce failed");
+    ex_result_destroy(&r);
+}
+
 static void run_single(scan_job *j) {
     ex_result r = ex_sync_wait(ex_inclusive_scan_f64(j->sch, j->in, j->out, j->n));
     must(r.disposition == EX_DISP_VALUE, "single-process scan failed");
@@ -259,7 +270,8 @@ static void scan_config(const char *scaling, int k, size_t per_rank) {
     scan_job one = { MPI_COMM_SELF, wrank == 0 ? ex_pool_scheduler(two_workers) : j.sch, NULL, NULL, 0, 0 };
     if (c != MPI_COMM_NULL) scan_view(&j, per_rank, per_rank * (size_t)wrank);
     if (wrank == 0) scan_view(&one, total, 0);
-    double t[3][64];
+    scan_job total_only = { MPI_COMM_SELF, j.sch, buf_in, buf_out, per_rank, 0 };
+    double t[4][64];
     for (int run = -1; run < runs; run++) {
         if (c != MPI_COMM_NULL) {
             double a = timed_run(&j, run_cexec);
@@ -272,7 +284,8 @@ static void scan_config(const char *scaling, int k, size_t per_rank) {
         if (wrank == 0) {
             double x = timed_run(&one, run_single);
             if (run < 0) check_scan(&one, "cexec-1proc");
-            if (run >= 0) t[2][run] = x;
+            double y = k > 1 ? timed_run(&total_only, run_total) : 0;
+            if (run >= 0) t[2][run] = x, t[3][run] = y;
         }
         meet();
     }
@@ -280,6 +293,7 @@ static void scan_config(const char *scaling, int k, size_t per_rank) {
         record("scan", name, "cexec-mpi", k, (double)total, t[0], runs, (double)total * 16 / 1e9, "GB/s");
         record("scan", name, "mpi-baseline", k, (double)total, t[1], runs, (double)total * 16 / 1e9, "GB/s");
         record("scan", name, "cexec-1proc", k, (double)total, t[2], runs, (double)total * 16 / 1e9, "GB/s");
+        if (k > 1) record("scan", name, "step1-alone", k, (double)per_rank, t[3], runs, (double)per_rank * 8 / 1e9, "GB/s");
     }
     if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
 }
@@ -379,6 +393,7 @@ static void machine(FILE *f, const char *prefix) {
 /* The ratio against the row of the same benchmark and rank count by
  * another impl. */
 static double ratio(const row *r, const char *impl) {
+    if (!strcmp(r->impl, "step1-alone")) return 0;  /* a part, not a whole scan */
     const row *b = find(r->name, impl, r->ranks);
     return b && r->median_s > 0 && b != r ? b->median_s / r->median_s : 0;
 }
