@@ -424,7 +424,12 @@ static void report(void) {
     gmtime_r(&now, &tm);
     char stamp[32], path[128];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    snprintf(path, sizeof path, "bench/results/mpi-bench-%s.csv", stamp);
+    /* The part run goes into the name: make bench-mpi runs the scan and the
+     * round trip as two jobs, which may end within the same second. */
+    const char *part = getenv("CEXEC_MPI_BENCH_ONLY");
+    bool one_part = part && (!strcmp(part, "scan") || !strcmp(part, "rt"));
+    snprintf(path, sizeof path, "bench/results/mpi-bench-%s%s%s.csv", stamp, one_part ? "-" : "",
+             one_part ? part : "");
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "mpi_bench: cannot write %s\n", path);
