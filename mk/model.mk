@@ -82,7 +82,8 @@ MODEL_CHECKS := \
     broken-deque-grow-order:deque:fail:safety:-DBROKEN_GROW_ORDER \
     broken-inbox-tail-only:inbox:fail:safety:-DBROKEN_TAIL_ONLY \
     broken-poll-plain-idle:poll:fail:safety:-DBROKEN_PLAIN_IDLE \
-    broken-poll-no-hand-over:poll:fail:safety:-DBROKEN_NO_HAND_OVER
+    broken-poll-no-hand-over:poll:fail:safety:-DBROKEN_NO_HAND_OVER \
+    broken-poll-mask-no-recheck:poll:fail:safety:-DBROKEN_MASK_NO_RECHECK
 
 .PHONY: model-check
 

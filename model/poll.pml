@@ -11,13 +11,17 @@
  * under the poller's busy flag, which a CAS takes and a release store
  * gives back.
  *
+ * The pool's mask of active pollers (polls_active) is modelled: workers
+ * poll only the pollers whose bit is set, and a worker about to park arms
+ * the timers of those alone.
+ *
  * What is abstracted: the pool's timers.  model/timer.pml shows that an
  * armed timer fires on some worker; here `armed` is that promise, and the
  * process `timer` fires it (polls), as the worker that fires it does,
  * and re-arms it when the poller is still active, as that worker does
  * before it parks.  A worker's other polls (between items, on spin
- * rounds, before parking) are the process `worker`, which may stop at any
- * moment (it went on to a long item, or parked).
+ * rounds) are the process `worker`, which may stop at any moment and then
+ * parks, polling and arming first as exi_pool_poll_before_park does.
  *
  * Scenario: NSTART starters each start one operation (pending + 1, push
  * onto incoming, activate).  Starter 0 is a caller lent to the pool in
@@ -40,7 +44,13 @@
  *                          not a CAS from exactly ACTIVE: an activation
  *                          during the poll is lost;
  *  -DBROKEN_NO_HAND_OVER   the lent caller stops waiting without arming
- *                          the timer for a poller still active. */
+ *                          the timer for a poller still active;
+ *  -DBROKEN_MASK_NO_RECHECK  an idle poll clears the poller's bit in the
+ *                          pool's mask without reading the state again:
+ *                          an activation between the CAS and the clear
+ *                          leaves an active poller out of the mask, which
+ *                          workers poll and arm from (found by
+ *                          tests/stress/poll_stress.c in CI). */
 
 #define NSTART 3
 #define ACTIVE 1
@@ -51,6 +61,8 @@ bit busy;
 byte pending;    /* started, not completed */
 byte incoming;   /* pushed, not taken by a round */
 bit armed;       /* the wake-up timer is armed: it will fire (timer.pml) */
+bit mask;        /* the poller's bit in the pool's polls_active: workers poll, and arm
+                    before parking, only the pollers whose bit is set */
 byte started;    /* starters done */
 bit worker_done;
 byte inside;     /* rounds running */
@@ -67,8 +79,9 @@ inline round() {
 /* poll_one: returns through `moved`-less effects only; `polled` says if
  * this agent got the poller. */
 inline poll_one() {
-    bit got;
+    bit got, idled;
     byte was;
+    idled = 0;
     atomic {
         if
         :: busy == 0 && (state & ACTIVE) -> busy = 1; got = 1
@@ -88,9 +101,20 @@ inline poll_one() {
             if
             :: pending == 0 ->   /* engine_poll: EX_POLL_IDLE */
 #ifdef BROKEN_PLAIN_IDLE
-                state = 0
+                state = 0; idled = 1
 #else
-                atomic { if :: state == ACTIVE -> state = 0 :: else -> skip fi }
+                atomic { if :: state == ACTIVE -> state = 0; idled = 1 :: else -> skip fi }
+#endif
+            :: else -> skip
+            fi;
+            if
+            :: idled ->   /* leave_mask */
+                mask = 0;
+#ifndef BROKEN_MASK_NO_RECHECK
+                if
+                :: (state & ACTIVE) -> mask = 1
+                :: else -> skip
+                fi
 #endif
             :: else -> skip
             fi
@@ -106,7 +130,12 @@ inline activate(lent) {
     byte old;
     atomic { old = state; state = state | ACTIVE | AGAIN }
     if
-    :: (old & ACTIVE) == 0 && !lent -> armed = 1
+    :: (old & ACTIVE) == 0 ->
+        mask = 1;
+        if
+        :: !lent -> armed = 1   /* arm(): a timer already armed stays as it is */
+        :: else -> skip
+        fi
     :: else -> skip
     fi
 }
@@ -128,7 +157,7 @@ proctype starter(bit lent) {
         od;
 #ifndef BROKEN_NO_HAND_OVER
         if
-        :: (state & ACTIVE) -> armed = 1   /* exi_pool_polls_hand_over */
+        :: mask -> armed = 1   /* exi_pool_polls_hand_over: the mask's pollers */
         :: else -> skip
         fi
 #endif
@@ -137,12 +166,24 @@ proctype starter(bit lent) {
     atomic { started++ }
 }
 
-/* A worker's opportunistic polls; it may stop at any moment. */
+/* A worker's opportunistic polls (between items, on spin rounds); it may
+ * stop at any moment, and then parks. */
 proctype worker() {
     do
-    :: poll_one()
+    :: mask -> poll_one()
     :: break
     od;
+    /* It parks: exi_pool_poll_before_park polls the mask's pollers once
+     * more and arms the timers of those still in the mask. */
+    if
+    :: mask ->
+        poll_one();
+        if
+        :: mask -> armed = 1
+        :: else -> skip
+        fi
+    :: else -> skip
+    fi;
     worker_done = 1
 }
 
@@ -154,7 +195,7 @@ proctype timer() {
         armed = 0;
         poll_one();
         if
-        :: (state & ACTIVE) -> armed = 1
+        :: mask -> armed = 1   /* the firing worker parks: exi_pool_poll_before_park, the mask's pollers */
         :: else -> skip
         fi
     :: atomic { started == NSTART && worker_done && !armed && busy == 0 } -> break

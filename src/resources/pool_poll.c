@@ -81,6 +81,19 @@ _Static_assert(EX_POOL_POLLERS_MAX <= 32, "polls_active is a 32-bit mask of the 
 /* q's bit in its pool's polls_active mask. */
 static uint32_t slot_bit(const ex_pool_poller *q) { return 1u << (unsigned)(q - q->pool->polls); }
 
+/* q went idle (its state CAS'd from ACTIVE to 0 by the poll holding busy):
+ * its bit leaves the mask.  An activation may come between the CAS and
+ * the clear: its state fetch_or came first and its own mask fetch_or may
+ * have come before the clear, which would leave an active poller out of
+ * the mask (nobody polls it, nobody arms its timer before parking).  So
+ * the state is read again after the clear, and the bit put back for an
+ * active poller; every step is a full barrier (poll.pml,
+ * BROKEN_MASK_NO_RECHECK). */
+static void leave_mask(ex_pool_poller *q) {
+    (void)exi_fas_and_u32(&q->pool->polls_active, ~slot_bit(q));
+    if (exi_load_acq_u32(&q->state) & EXI_POLL_ACTIVE) (void)exi_fas_or_u32(&q->pool->polls_active, slot_bit(q));
+}
+
 /* ----------------------------------------------------------- one poll */
 
 typedef enum poll_outcome { NOT_POLLED, POLLED_IDLE, POLLED_PENDING, POLLED_PROGRESS } poll_outcome;
@@ -111,7 +124,7 @@ static poll_outcome poll_one(ex_pool_poller *q, bool from_timer) {
     poll_outcome out = r == EX_POLL_PROGRESS ? POLLED_PROGRESS : r == EX_POLL_IDLE ? POLLED_IDLE : POLLED_PENDING;
     if (r == EX_POLL_IDLE) {
         uint32_t active = EXI_POLL_ACTIVE;
-        if (exi_cas_u32(&q->state, &active, 0)) (void)exi_fas_and_u32(&q->pool->polls_active, ~slot_bit(q));
+        if (exi_cas_u32(&q->state, &active, 0)) leave_mask(q);
         else out = POLLED_PENDING;  /* activated meanwhile */
     }
     uint64_t b = exi_load_rlx_u64(&q->backoff_ns);
