@@ -231,11 +231,14 @@ static void complete_reduction(algo_op *o, unsigned char *msg) {
 }
 
 /* Step 1's own outcome, when it was not a value. */
+/* The completion is the last touch of o (its receiver may destroy it), so
+ * the error is marked handed over before it. */
 static bool complete_local_failure(algo_op *o) {
-    if (o->local == EX_DISP_ERROR) ex_set_error(o->r, o->local_err);
-    else if (o->local == EX_DISP_STOPPED) ex_set_stopped(o->r);
-    else return false;
-    o->local = EX_DISP_VALUE;  /* handed over */
+    ex_disposition local = o->local;
+    if (local != EX_DISP_ERROR && local != EX_DISP_STOPPED) return false;
+    o->local = EX_DISP_VALUE;  /* handed over: destroy must not release it */
+    if (local == EX_DISP_ERROR) ex_set_error(o->r, o->local_err);
+    else ex_set_stopped(o->r);
     return true;
 }
 
