@@ -54,10 +54,12 @@ endef
 # pool) and at FUNNELED (an engine on a run loop the main thread drives).
 MPI_TEST_BIN += $(BUILD)/mpi/mpi_levels_serialized $(BUILD)/mpi/mpi_levels_funneled
 
-$(BUILD)/mpi/mpi_levels_%: tests/mpi/mpi_levels.c $(MPI_LIB) $(BUILD)/libcexec.a | $(BUILD)/.deps-mpi-ok
+$(BUILD)/mpi/mpi_levels_%: tests/mpi/mpi_levels.c tests/mpi/mpi_check.h tests/mpi/mpi_check.c $(MPI_LIB) \
+                            $(BUILD)/libcexec.a | $(BUILD)/.deps-mpi-ok
 	@mkdir -p $(dir $@)
-	$(MPI_ENV) $(MPICC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude -Isrc $(CK_CFLAGS) $(SAN) $(CFLAGS) \
-	    -DMPI_LEVEL_NAME='"$*"' -o $@ $< $(MPI_LIB) $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
+	$(MPI_ENV) $(MPICC) $(CSTD) $(WARN) $(OPT) -pthread -Iinclude -Isrc -Itests $(CK_CFLAGS) $(SAN) $(CFLAGS) \
+	    -DMPI_LEVEL_NAME='"$*"' -o $@ tests/mpi/mpi_levels.c tests/mpi/mpi_check.c $(MPI_LIB) $(BUILD)/libcexec.a \
+	    $(LDFLAGS_ALL) $(LIBS)
 
 # ------------------------------------------- senders, probe, sanitizers
 # tests/mpi/mpi_senders.c (every sender but the probe), mpi_probe.c
@@ -146,9 +148,7 @@ MPI_PROG_LIBS      = $(MPI_LIB) $(BUILD)/libcexec.a $(LDFLAGS_ALL) $(LIBS)
 
 .PHONY: mpi-examples mpi-test-algorithms mpi-run-examples
 
-$(MPI_ALGO_TEST_BIN): tests/mpi/mpi_algorithms.c $(MPI_LIB) $(BUILD)/libcexec.a | $(BUILD)/.deps-mpi-ok
-	@mkdir -p $(dir $@)
-	$(MPI_ENV) $(MPICC) $(MPI_PROG_FLAGS) -o $@ $< $(MPI_PROG_LIBS)
+$(eval $(call mpi_program,mpi_algorithms,$(MPI_CHECK) tests/common/compensated_sum.h))
 
 $(BUILD)/mpi/examples/%: examples/%.c $(MPI_LIB) $(BUILD)/libcexec.a | $(BUILD)/.deps-mpi-ok
 	@mkdir -p $(dir $@)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/algo_helpers.h"
+#include "common/compensated_sum.h"
 
 const size_t algo_sizes[] = { 0, 1, 7, 8, 9, 15, 16, 17, 16383, 16384, 16385, 3 * 16384 + 5 };
 const size_t algo_nsizes = sizeof algo_sizes / sizeof algo_sizes[0];
@@ -186,17 +187,6 @@ double ref_sum_f64(const double *in, size_t n, double init) {
     double s = init;
     for (size_t i = 0; i < n; i++) s += in[i];
     return s;
-}
-
-/* Neumaier's compensated sum in long double: far below the bound. */
-typedef struct ksum { long double s, c, abs; } ksum;
-
-static void ksum_add(ksum *k, double x) {
-    long double t = k->s + (long double)x;
-    if (fabsl(k->s) >= fabsl((long double)x)) k->c += (k->s - t) + (long double)x;
-    else k->c += ((long double)x - t) + k->s;
-    k->s = t;
-    k->abs += fabsl((long double)x);
 }
 
 static long double ksum_value(const ksum *k) { return k->s + k->c; }

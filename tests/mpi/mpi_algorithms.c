@@ -22,21 +22,10 @@
 #include <cexec/mpi.h>
 #include <cexec/mpi_algorithms.h>
 
-static int rank, nranks, passed, failed;
-static ex_pool *pool;
-static ex_mpi_progress *engine;
-static ex_scheduler sch;
+#include "common/compensated_sum.h"
+#include "mpi_check.h"
 
-#define CHECK(cond, ...)                                                                                 \
-    do {                                                                                                 \
-        if (cond) passed++;                                                                              \
-        else {                                                                                           \
-            failed++;                                                                                    \
-            fprintf(stderr, "mpi_algorithms rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond);    \
-            fprintf(stderr, __VA_ARGS__);                                                                \
-            fputc('\n', stderr);                                                                         \
-        }                                                                                                \
-    } while (0)
+static ex_scheduler sch;  /* the pool of mpi_check.c */
 
 static void *xmalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
@@ -309,17 +298,6 @@ static void check_reductions_generic(const layout *l, const gcase *c) {
 
 /* ------------------------------------------- rounding and determinism */
 
-/* Neumaier's compensated sum in long double, and the sum of |x|. */
-typedef struct ksum { long double s, c, abs; } ksum;
-
-static void ksum_add(ksum *k, double x) {
-    long double t = k->s + (long double)x;
-    if (fabsl(k->s) >= fabsl((long double)x)) k->c += (k->s - t) + (long double)x;
-    else k->c += ((long double)x - t) + k->s;
-    k->s = t;
-    k->abs += fabsl((long double)x);
-}
-
 /* The header's bound: (4108 + k + K + r) u sum|x|. */
 static void check_rounding(const layout *l) {
     size_t n = l->n(rank, nranks), g0 = start_of(l, rank), big = 0;
@@ -554,21 +532,7 @@ static void test_two_at_once(void) {
 }
 
 int main(int argc, char **argv) {
-    ex_error e = ex_mpi_init(&argc, &argv);
-    if (e.code) {
-        fprintf(stderr, "mpi_algorithms: ex_mpi_init: %s\n", e.msg);
-        return 1;
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    ex_pool_config cfg = { 0 };
-    cfg.threads = 1;  /* the machine has fewer cores than ranks */
-    e = ex_pool_create(&cfg, &pool);
-    if (!e.code) e = ex_mpi_progress_create(ex_pool_scheduler(pool), &engine);
-    if (e.code) {
-        fprintf(stderr, "mpi_algorithms rank %d: setup: %s\n", rank, e.msg);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    check_setup(&argc, &argv, "mpi_algorithms");
     sch = ex_pool_scheduler(pool);
     test_invalid();
     for (size_t k = 0; k < NLAYOUTS; k++) {
@@ -586,12 +550,5 @@ int main(int argc, char **argv) {
     test_stopped_rank();
     test_allocation_failures();
     test_two_at_once();
-    ex_result r = ex_sync_wait(ex_mpi_ibarrier(engine, MPI_COMM_WORLD));
-    CHECK(r.disposition == EX_DISP_VALUE, "final barrier");
-    ex_result_destroy(&r);
-    CHECK(ex_mpi_progress_destroy(engine).code == EX_OK, "destroy");
-    CHECK(ex_pool_destroy(pool).code == EX_OK, "pool destroy");
-    printf("mpi_algorithms rank %d: %d passed, %d failed\n", rank, passed, failed);
-    CHECK(ex_mpi_finalize().code == EX_OK, "finalize");
-    return failed ? 1 : 0;
+    return check_finish();
 }

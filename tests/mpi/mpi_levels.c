@@ -13,18 +13,7 @@
 #include <cexec/cexec.h>
 #include <cexec/mpi.h>
 
-static int rank, nranks, passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) passed++;                                                                        \
-        else {                                                                                     \
-            failed++;                                                                              \
-            fprintf(stderr, "mpi_levels rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "mpi_check.h"
 
 /* What a run on the loop recorded. */
 typedef struct outcome {
@@ -73,7 +62,7 @@ static ex_result run(ex_sender *s, ex_run_loop *loop) {
     return o.r;
 }
 
-static void exchange(ex_mpi_progress *engine, ex_run_loop *loop) {
+static void exchange(ex_run_loop *loop) {
     int left = (rank + nranks - 1) % nranks, right = (rank + 1) % nranks;
     for (int i = 0; i < 10; i++) {
         int out = rank * 100 + i, in = -1;
@@ -102,6 +91,9 @@ static void exchange(ex_mpi_progress *engine, ex_run_loop *loop) {
 
 int main(int argc, char **argv) {
     bool funneled = strcmp(argc > 1 ? argv[1] : MPI_LEVEL_NAME, "funneled") == 0;
+    /* MPI at the level under test, not check_setup's MULTIPLE: the rest
+     * of mpi_check (the counted checks, the globals) is shared. */
+    check_program = funneled ? "mpi_levels funneled" : "mpi_levels serialized";
     int want = funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_SERIALIZED, got = 0;
     MPI_Init_thread(&argc, &argv, want, &got);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -111,9 +103,7 @@ int main(int argc, char **argv) {
     CHECK(ex_mpi_attach().code == EX_OK, "attach");
     ex_pool_config cfg = { 0 };
     cfg.threads = 1;
-    ex_pool *pool = NULL;
     CHECK(ex_pool_create(&cfg, &pool).code == EX_OK, "pool");
-    ex_mpi_progress *engine = NULL;
     ex_error e = ex_mpi_progress_create(ex_pool_scheduler(pool), &engine);
     ex_run_loop storage, *loop = NULL;
     if (funneled) {
@@ -125,7 +115,7 @@ int main(int argc, char **argv) {
     }
     CHECK(e.code == EX_OK, "engine: %s", e.code ? e.msg : "");
     if (e.code) MPI_Abort(MPI_COMM_WORLD, 1);
-    exchange(engine, loop);
+    exchange(loop);
     ex_error d;
     while ((d = ex_mpi_progress_destroy(engine)).code == EX_EBUSY && loop) {
         ex_error_release(d);
