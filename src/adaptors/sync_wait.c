@@ -434,6 +434,7 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
         ex_start(op);
         for (unsigned spin = 0; spin < SYNC_WAIT_SPIN && !completed(st); spin++) {
             if (exi_lend_run_one() || loop_run_one(st) || timers_fire_one(st)) spin = 0;
+            else if (completed(st)) break;  /* by a poll that left nothing pending: no pause */
             else if (spin < SYNC_WAIT_PAUSE) exi_pause();
             else sched_yield();  /* cores may all be busy with the work we wait for: let it run */
         }
@@ -495,7 +496,8 @@ ex_result ex_sync_wait(ex_sender *s) {
     st.timer_lock = 0;
     st.earliest = NO_TIMER;
     exi_timer_heap_init(&st.timers);
-    exi_env_pair_init_root_scheds(&st.env, (ex_scheduler){ &sloop_vt, &st });
+    const ex_scheduler loop = { &sloop_vt, &st };
+    exi_env_pair_init_root_scheds(&st.env, loop);
 
     _Alignas(max_align_t) unsigned char stack_op[SYNC_WAIT_STACK_OP];
     void *storage = stack_op;
@@ -511,8 +513,13 @@ ex_result ex_sync_wait(ex_sender *s) {
     if (!heap && !(s->op_align & (s->op_align - 1))) {
         /* What ex_connect checks holds: a valid receiver, storage sized
          * and aligned for a valid alignment, a receiver accepting all
-         * (its checks were a twentieth of a short wait). */
-        e = exi_connect_child_in_env(s, r, storage);
+         * (its checks were a twentieth of a short wait).  The late
+         * domain is known: the environment names only the loop (which
+         * has the default), so no connect below asks the environment. */
+        exi_late region;
+        exi_late_enter_known(&region, sloop_vt.domain, loop);
+        e = ex_connect_child(s, r, storage);
+        exi_late_leave(&region);
         op = storage;
     } else {
         e = ex_connect(s, r, storage, heap ? s->op_size : sizeof stack_op, &op);

@@ -94,7 +94,8 @@ static void stop_deregister(mpi_op *o) {
 /* A receive's value: the count in the datatype's units, source, tag. */
 static void complete_recv(mpi_op *o) {
     int cancelled = 0, n = 0;
-    if (MPI_Test_cancelled(&o->pend.status, &cancelled) == MPI_SUCCESS && cancelled) {
+    /* Only a request the engine cancelled can have been (one call less). */
+    if (o->pend.cancel_issued && MPI_Test_cancelled(&o->pend.status, &cancelled) == MPI_SUCCESS && cancelled) {
         ex_set_stopped(o->r);
         return;
     }
@@ -168,14 +169,13 @@ static ex_sender *make(const ex_sender_vtable *vt, const mpi_call *c, const char
     ((mpi_sender *)s)->call = *c;
     s->op_size = sizeof(mpi_op);
     s->op_align = alignof(mpi_op);
-    s->sigs = ex_sigs_none();
-    if (c->kind == K_IRECV) {
-        (void)ex_sigs_add_value(&s->sigs, EX_SIG(EX_T_INT, EX_T_INT, EX_T_INT));
-        s->sigs.flags = EX_SIGS_ERROR | EX_SIGS_STOPPED;
-    } else {
-        (void)ex_sigs_add_value(&s->sigs, EX_SIG0);
-        s->sigs.flags = EX_SIGS_ERROR;
-    }
+    /* One value signature: only the used part is written (a sender per
+     * message: building it is on every round trip's path). */
+    static const ex_sig recv_sig = { 3, { EX_T_INT, EX_T_INT, EX_T_INT } }, done_sig = { 0, { 0 } };
+    bool recv = c->kind == K_IRECV;
+    s->sigs.nvalues = 1;
+    s->sigs.values[0] = recv ? recv_sig : done_sig;
+    s->sigs.flags = recv ? EX_SIGS_ERROR | EX_SIGS_STOPPED : EX_SIGS_ERROR;
     return s;
 }
 
