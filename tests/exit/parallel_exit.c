@@ -81,9 +81,47 @@ static int shutdown_then_exit(void) {
     return refused ? 0 : fail("work was not refused after shutdown");
 }
 
+/* Holds every worker of the parallel scheduler's pool inside an item that
+ * waits on a pipe, so that none is inside the allocator when the process
+ * forks: a lock held there at the fork stays held in the child for ever
+ * (glibc's malloc and jemalloc take theirs around a fork; the sanitizers'
+ * allocator of GCC 12 does not, and the child's leak check at exit then
+ * waits on it).  What the child sees of the pool is the same: threads that
+ * do not exist there. */
+static int hold_fd[2];
+static atomic_uint held;
+static ex_work hold_items[64];
+
+static void hold_worker(ex_work *w) {
+    (void)w;
+    atomic_fetch_add(&held, 1);
+    char c;
+    while (read(hold_fd[0], &c, 1) < 0) {}
+}
+
+static void not_held(ex_work *w) { (void)w; }
+
+static int hold_workers(unsigned n) {
+    if (n > sizeof hold_items / sizeof hold_items[0]) return fail("more workers than hold_items");
+    if (pipe(hold_fd)) return fail("pipe");
+    for (unsigned i = 0; i < n; i++) {
+        hold_items[i] = (ex_work){ NULL, hold_worker, not_held };
+        if (ex_post(ex_parallel_scheduler(), &hold_items[i]).code) return fail("post");
+    }
+    while (atomic_load(&held) < n) usleep(100);
+    return 0;
+}
+
+static void release_workers(unsigned n) {
+    for (unsigned i = 0; i < n; i++) (void)!write(hold_fd[1], "x", 1);
+}
+
 static int fork_child(void) {
     if (use_it()) return 1;
+    unsigned n = ex_pool_size(ex_parallel_scheduler_pool());
+    if (hold_workers(n)) return 1;
     pid_t pid = fork();
+    if (pid != 0) release_workers(n);  /* (a failed fork too) */
     if (pid < 0) return fail("fork");
     if (pid == 0) {
         /* The parent's pool has no workers here: refused, not lost. */
