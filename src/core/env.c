@@ -91,7 +91,18 @@ static __attribute__((noinline)) const ex_allocator *allocator_slow(ex_env e, co
  * else queries.  (The key is a forwarding one: a FWD-ENV filter does not
  * hide it.) */
 const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch) {
-    const ex_value *v = pair_own(as_pair(e.node), &ex_key_get_allocator);
+    const ex_env_pair *p = as_pair(e.node);
+    const ex_value *v = pair_own(p, &ex_key_get_allocator);
+    if (!v && p && !(p->above & key_bit(&ex_key_get_allocator)) && !p->base.node) {
+        /* No pair up the chain names one and nothing is under it
+         * (sync_wait's node): the scheduler's, read in place when the
+         * first pair names it, else the default, without the walks. */
+        const ex_value *own = sch ? NULL : pair_own(p, &ex_key_get_scheduler);
+        if (own && own->type == EX_T_SCHED) sch = &own->as.sched;
+        else if (!sch) return allocator_slow(e, NULL, false);
+        const ex_allocator *a = sch->vt && sch->vt->allocator ? sch->vt->allocator(sch->self) : NULL;
+        return a ? a : ex_default_allocator();
+    }
     if (!v) return allocator_slow(e, sch, true);
     if (v->type == EX_T_ALLOC && v->as.alloc) return v->as.alloc;
     return allocator_slow(e, sch, false);  /* answered, but not with an allocator */

@@ -61,3 +61,34 @@ Test(exec_env, connect_alloc_uses_receiver_env_allocator) {
     ex_sender_release(s);
     expect_no_leaks();
 }
+
+/* An environment of pairs alone that names no allocator (sync_wait's, and
+ * what adaptors add under it): the scheduler it names answers, whether the
+ * first pair names it or one above; without one, the default. */
+Test(exec_env, an_environment_without_an_allocator_asks_its_scheduler) {
+    cnt_alloc ca;
+    cnt_alloc_init(&ca);
+    ex_pool_config cfg = { 0 };
+    cfg.threads = 1;
+    cfg.allocator = &ca.base;
+    ex_pool *pool = NULL;
+    cr_assert_eq(ex_pool_create(&cfg, &pool).code, EX_OK);
+
+    ex_env_pair root, above, loop_pair, bare;
+    ex_env_pair_init(&root, &ex_key_get_scheduler, ex_sched_value(ex_pool_scheduler(pool)), ex_env_empty());
+    cr_assert_eq(ex_get_allocator(ex_env_of_pair(&root)), &ca.base, "the first pair names the pool");
+    ex_env_pair_init(&above, &ex_key_get_stop_token, ex_token_value(ex_never_stop_token()), ex_env_of_pair(&root));
+    cr_assert_eq(ex_get_allocator(ex_env_of_pair(&above)), &ca.base, "a pair above names the pool");
+
+    ex_run_loop loop;
+    cr_assert_eq(ex_run_loop_init(&loop).code, EX_OK);
+    ex_env_pair_init(&loop_pair, &ex_key_get_scheduler, ex_sched_value(ex_run_loop_scheduler(&loop)), ex_env_empty());
+    cr_assert_eq(ex_get_allocator(ex_env_of_pair(&loop_pair)), ex_default_allocator(), "a run loop has none");
+    ex_env_pair_init(&bare, &ex_key_get_stop_token, ex_token_value(ex_never_stop_token()), ex_env_empty());
+    cr_assert_eq(ex_get_allocator(ex_env_of_pair(&bare)), ex_default_allocator(), "no scheduler: the default");
+
+    ex_run_loop_finish(&loop);
+    ex_run_loop_destroy(&loop);
+    cr_assert_eq(ex_pool_destroy(pool).code, EX_OK);
+    expect_no_leaks();
+}
