@@ -30,7 +30,10 @@
  *         other and waits for both, through senders (ex_sync_wait on
  *         ex_when_all of ex_mpi_irecv and ex_mpi_isend) or raw
  *         (MPI_Irecv, MPI_Isend, MPI_Waitall); rank 0's time per
- *         iteration, median of all iterations.
+ *         iteration, median of all iterations.  A third row,
+ *         "composition", times the same ex_sync_wait(ex_when_all(...))
+ *         of two ex_just() on rank 0, with no MPI in it: what the
+ *         sender round trip pays whatever its children do.
  *
  * Knobs (environment): CEXEC_MPI_BENCH_RUNS (7), CEXEC_MPI_BENCH_WEAK
  * (elements per rank, 5e7), CEXEC_MPI_BENCH_STRONG (total, 1e8),
@@ -312,6 +315,18 @@ static void rt_senders(int peer, int iters, double *t) {
     }
 }
 
+/* The senders' composition alone: no message, nothing to wait for. */
+static void rt_composition(int iters, double *t) {
+    for (int k = -1000; k < iters; k++) {
+        double t0 = MPI_Wtime();
+        ex_sender *pair[2] = { ex_just(), ex_just() };
+        ex_result r = ex_sync_wait(ex_when_all_n(pair, 2));
+        must(r.disposition == EX_DISP_VALUE, "the composition alone failed");
+        ex_result_destroy(&r);
+        if (k >= 0) t[k] = MPI_Wtime() - t0;
+    }
+}
+
 static void rt_raw(int peer, int iters, double *t) {
     for (int k = -1000; k < iters; k++) {
         double t0 = MPI_Wtime();
@@ -346,6 +361,8 @@ static void round_trip(int iters) {
                      "engine per iteration (rank 0): %.1f progress rounds, %.1f MPI_Testsome, %.2f timed waits",
                      (double)(after.rounds - before.rounds) / per, (double)(after.testsome - before.testsome) / per,
                      (double)(after.backoffs - before.backoffs) / per);
+            rt_composition(iters, t);
+            record("rt", name, "composition", k, 0, t, iters, 0, "ns");
         }
     }
     free(t);
