@@ -95,13 +95,10 @@ const ex_allocator *exi_allocator_under(ex_env e, const ex_scheduler *sch) {
     const ex_value *v = pair_own(p, &ex_key_get_allocator);
     if (!v && p && !(p->above & key_bit(&ex_key_get_allocator)) && !p->base.node) {
         /* No pair up the chain names one and nothing is under it
-         * (sync_wait's node): the scheduler's, read in place when the
-         * first pair names it, else the default, without the walks. */
+         * (sync_wait's node): no query for it, and the scheduler read in
+         * place when the first pair names it. */
         const ex_value *own = sch ? NULL : pair_own(p, &ex_key_get_scheduler);
-        if (own && own->type == EX_T_SCHED) sch = &own->as.sched;
-        else if (!sch) return allocator_slow(e, NULL, false);
-        const ex_allocator *a = sch->vt && sch->vt->allocator ? sch->vt->allocator(sch->self) : NULL;
-        return a ? a : ex_default_allocator();
+        return allocator_slow(e, own && own->type == EX_T_SCHED ? &own->as.sched : sch, false);
     }
     if (!v) return allocator_slow(e, sch, true);
     if (v->type == EX_T_ALLOC && v->as.alloc) return v->as.alloc;

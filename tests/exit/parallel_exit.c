@@ -90,19 +90,20 @@ static int shutdown_then_exit(void) {
  * do not exist there. */
 static int hold_fd[2];
 static atomic_uint held;
-static ex_work hold_items[64];
+static ex_work *hold_items;  /* one per worker */
 
 static void hold_worker(ex_work *w) {
     (void)w;
     atomic_fetch_add(&held, 1);
     char c;
     while (read(hold_fd[0], &c, 1) < 0) {}
+    atomic_fetch_sub(&held, 1);  /* done: the item may be freed */
 }
 
 static void not_held(ex_work *w) { (void)w; }
 
 static int hold_workers(unsigned n) {
-    if (n > sizeof hold_items / sizeof hold_items[0]) return fail("more workers than hold_items");
+    if (!(hold_items = calloc(n, sizeof *hold_items))) return fail("out of memory");
     if (pipe(hold_fd)) return fail("pipe");
     for (unsigned i = 0; i < n; i++) {
         hold_items[i] = (ex_work){ NULL, hold_worker, not_held };
@@ -114,6 +115,8 @@ static int hold_workers(unsigned n) {
 
 static void release_workers(unsigned n) {
     for (unsigned i = 0; i < n; i++) (void)!write(hold_fd[1], "x", 1);
+    while (atomic_load(&held)) usleep(100);
+    free(hold_items);
 }
 
 static int fork_child(void) {
