@@ -33,6 +33,12 @@ typedef struct exi_worker {
     uint32_t held;            /* lent: 1 while a thread holds it (claimed by CAS, released by a store) */
     void *next;               /* lent: ex_work *, the claiming (quiet) item, which the holder runs
                                  next; taken by exchange (the holder, a thief, the drain, close) */
+    uint64_t lease;           /* lent: names the current holding (set at the claim, before any
+                                 push; never 0); a thief of its items copies it to its origin */
+    uint64_t origin;          /* worker: the lease whose items its deque's work descends from, 0
+                                 if none (docs/pool.md, "Isolation"); the owner's relaxed writes,
+                                 read by lent holders looking for their own work */
+    uint32_t claims;          /* lent: holdings so far (under `held`), for the next lease */
     pthread_t thread;
     bool started;
     uint32_t exited;          /* set (release) as worker_main returns: a bounded join polls it */

@@ -246,6 +246,10 @@ static exi_worker *claim_lent_slot(ex_pool *p) {
         uint32_t free_ = 0;
         if (exi_load_rlx_u32(&s->held) || !exi_cas_u32(&s->held, &free_, 1)) continue;
         exi_faa_u32(&p->holders, 1);
+        /* Before any push of this holding: a thief acquires the item, and
+         * with it the lease it copies to its origin. */
+        s->claims++;
+        exi_store_rlx_u64(&s->lease, (uint64_t)s->claims << 32 | (k + 1));
         read_stack_bounds();
         s->stack_lo = tls_stack.lo;  /* (its holder's, for room_to_nest) */
         s->stack_size = tls_stack.size;
@@ -306,11 +310,29 @@ void exi_pool_wake(ex_pool *p, unsigned k) {
 
 /* ----------------------------------------------------------- finding work */
 
+/* Records whose work me took into its empty deque: a lent holding's (its
+ * lease, copied from the lent slot or from the worker it was stolen from),
+ * or nobody's (0: an outside submission).  Everything me then pushes
+ * descends from it, until its deque is empty again and it takes other work;
+ * that holder may take it back (steal_descendant).  A hint: a holder that
+ * reads it late steals at worst one unrelated item. */
+static inline void set_origin(exi_worker *me, uint64_t origin) {
+    if (exi_load_rlx_u64(&me->origin) != origin) exi_store_rlx_u64(&me->origin, origin);
+}
+
+static inline uint64_t origin_of(const exi_worker *v) {
+    return exi_load_rlx_u64(v->lent ? &v->lease : &v->origin);
+}
+
 /* One pass over the other workers, from a random one. */
 static ex_work *steal(exi_worker *me) {
     ex_pool *p = me->pool;
     unsigned n = p->slots;
-    if (n == 1) return exi_inbox_pop(&me->inbox);
+    if (n == 1) {
+        ex_work *w = exi_inbox_pop(&me->inbox);
+        if (w) set_origin(me, 0);
+        return w;
+    }
     unsigned start = (unsigned)(xorshift(&me->rng) % n);
     for (unsigned k = 0; k < n; k++) {
         exi_worker *v = &p->workers[(start + k) % n];
@@ -318,18 +340,43 @@ static ex_work *steal(exi_worker *me) {
         ex_work *w = v->lent ? take_next(v) : NULL;
         if (w) {
             exi_owner_add_u64(&me->stats.stolen, 1);
+            set_origin(me, origin_of(v));
             return w;
         }
         exi_steal_result r;
         while ((r = exi_deque_steal(&v->deque, &w)) == EXI_STEAL_ABORT) exi_pause();
         if (r == EXI_STEAL_OK) {
             exi_owner_add_u64(&me->stats.stolen, 1);
+            set_origin(me, origin_of(v));
             /* More where that came from: let another sleeper help. */
             if (exi_deque_nonempty(&v->deque) && any_idle(p)) wake_one(p);
             return w;
         }
         if ((w = exi_inbox_pop(&v->inbox))) {
+            set_origin(me, 0);
             if (exi_inbox_nonempty(&v->inbox) && any_idle(p)) wake_one(p);
+            return w;
+        }
+    }
+    return NULL;
+}
+
+/* For the holder of lent slot me, whose slot is empty while its wait goes
+ * on: an item from the deque of a worker whose work descends from this
+ * holding's items (a thief's, or a thief's thief's), or NULL.  The holder
+ * thus helps with its own request, as a oneTBB thread in an isolated region
+ * takes back tasks of its own region, and never with unrelated work. */
+static ex_work *steal_descendant(exi_worker *me) {
+    ex_pool *p = me->pool;
+    uint64_t lease = exi_load_rlx_u64(&me->lease);
+    for (unsigned k = 0; k < p->n; k++) {
+        exi_worker *v = &p->workers[k];
+        if (exi_load_rlx_u64(&v->origin) != lease || !exi_deque_nonempty(&v->deque)) continue;
+        ex_work *w;
+        exi_steal_result r;
+        while ((r = exi_deque_steal(&v->deque, &w)) == EXI_STEAL_ABORT) exi_pause();
+        if (r == EXI_STEAL_OK) {
+            exi_owner_add_u64(&me->stats.stolen, 1);
             return w;
         }
     }
@@ -339,7 +386,10 @@ static ex_work *steal(exi_worker *me) {
 static ex_work *find_work(exi_worker *me) {
     ex_work *w = exi_deque_take(&me->deque);
     if (w) return w;
-    if ((w = exi_inbox_pop(&me->inbox))) return w;
+    if ((w = exi_inbox_pop(&me->inbox))) {
+        set_origin(me, 0);
+        return w;
+    }
     uint64_t t0 = tracing(me) ? exi_now_ns() : 0;
     w = steal(me);
     if (w && tracing(me)) exi_trace_add(&me->trace, EXI_TRACE_STEAL, t0, exi_now_ns());
@@ -533,6 +583,7 @@ bool exi_lend_run_one(void) {
     ex_work *w = take_next(me);
     if (!w) w = exi_deque_take(&me->deque);
     if (!w) w = exi_inbox_pop(&me->inbox);
+    if (!w) w = steal_descendant(me);
     if (!w && !exi_pool_polling(me->pool)) return false;
     set_slot(me);
     /* Nothing to run: the waiting caller polls instead (pool_poll.c). */

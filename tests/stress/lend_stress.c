@@ -9,7 +9,9 @@
  * Phase 1: plain schedules, then-chains posting detached items (from
  * items, or from the caller before any item ran), when_all of two
  * schedules, waits stopped from another thread mid-way, and nested
- * sync_waits from inside items.
+ * sync_waits from inside items; forks whose half on a worker queues items
+ * on that worker's deque and lingers, so the caller, done with its half,
+ * may take them back (docs/pool.md, "Taking its work back").
  * Phase 2: the same (but stop) while main shuts the pool down: value,
  * stopped or EX_ESHUTDOWN, exactly once.
  * Phase 3: destroy racing a lent caller: destroy must wait for its slot. */
@@ -27,14 +29,14 @@ enum {
     OPS = 480,                 /* per thread, phase 1 */
     OPS2 = 400,                /* per thread at most, phase 2 */
     DETACHED = 3,              /* items a then-chain posts and leaves */
-    KINDS = 6,
+    KINDS = 7,
     DESTROY_ROUNDS = 150,
     PHASE2_ROUNDS = 6,
     MAX_OPS = THREADS * (OPS2 > OPS ? OPS2 : OPS),
 };
 
 /* K_STOP last: phase 2 leaves it out. */
-enum { K_PLAIN, K_DETACH, K_WHEN_ALL, K_NESTED, K_INLINE_POST, K_STOP };
+enum { K_PLAIN, K_DETACH, K_WHEN_ALL, K_NESTED, K_INLINE_POST, K_FORK, K_STOP };
 
 /* What each operation saw; written by the thread of the op (disp) and by
  * the callbacks (runs), read by main after the joins. */
@@ -102,6 +104,15 @@ static ex_error post_detached(void *ctx, const ex_value *in, size_t n, ex_value 
     return ex_ok();
 }
 
+/* post_detached, then a while before it returns: its items wait in the
+ * deque of the agent that runs it, where the other half's caller may take
+ * them back. */
+static ex_error post_and_linger(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    ex_error e = post_detached(ctx, in, n, out);
+    spin_delay(4096);
+    return e;
+}
+
 /* Waits, from inside an item, for another item of the pool. */
 static ex_error nested_wait(void *ctx, const ex_value *in, size_t n, ex_value *out) {
     (void)in, (void)n;
@@ -140,6 +151,7 @@ static void run_op(op_rec *r, int kind, agent *stopper) {
     case K_PLAIN: res = ex_sync_wait(on_pool(count_a, r)); break;
     case K_DETACH: res = ex_sync_wait(on_pool(post_detached, r)); break;
     case K_WHEN_ALL: res = ex_sync_wait(ex_when_all(on_pool(count_a, r), on_pool(count_b, r))); break;
+    case K_FORK: res = ex_sync_wait(ex_when_all(on_pool(post_and_linger, r), on_pool(count_b, r))); break;
     case K_NESTED: res = ex_sync_wait(on_pool(nested_wait, r)); break;
     case K_INLINE_POST:
         /* Posts from the caller inside start, before any item ran: the
@@ -188,17 +200,18 @@ static void check_op(const op_rec *r, uint32_t id, bool lax, int *checks, int *v
     CHECK(a <= 1 && b <= 1, "op %u (kind %d): callbacks ran %u and %u times", id, r->kind, a, b);
     if (r->disp == EX_DISP_VALUE) {
         ++*values;
-        int64_t want = r->kind == K_WHEN_ALL ? 102 : r->kind == K_NESTED ? (lax ? r->value : 12) : 1;
+        bool pair = r->kind == K_WHEN_ALL || r->kind == K_FORK;
+        int64_t want = pair ? 102 : r->kind == K_NESTED ? (lax ? r->value : 12) : 1;
         CHECK(r->value == want, "op %u (kind %d): value %lld, not %lld", id, r->kind, (long long)r->value, (long long)want);
-        bool both = r->kind == K_WHEN_ALL || (r->kind == K_NESTED && r->value == 12);
+        bool both = pair || (r->kind == K_NESTED && r->value == 12);
         CHECK(a == 1 && b == (both ? 1u : 0u), "op %u (kind %d): value but callbacks ran %u, %u", id, r->kind, a, b);
     } else if (r->disp == EX_DISP_STOPPED) {
         CHECK(lax || r->kind == K_STOP, "op %u (kind %d): stopped", id, r->kind);
-        if (r->kind != K_WHEN_ALL) CHECK(a == 0, "op %u (kind %d): stopped, yet its callback ran", id, r->kind);
+        if (r->kind != K_WHEN_ALL && r->kind != K_FORK) CHECK(a == 0, "op %u (kind %d): stopped, yet its callback ran", id, r->kind);
     } else {
         CHECK(lax && r->disp == EX_DISP_ERROR && r->err == EX_ESHUTDOWN, "op %u (kind %d): disposition %d, error %d",
               id, r->kind, r->disp, r->err);
-        if (r->kind != K_WHEN_ALL) CHECK(a == 0, "op %u (kind %d): refused, yet its callback ran", id, r->kind);
+        if (r->kind != K_WHEN_ALL && r->kind != K_FORK) CHECK(a == 0, "op %u (kind %d): refused, yet its callback ran", id, r->kind);
     }
 }
 
@@ -277,6 +290,13 @@ static void phase1(int *checks) {
     for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
     (*checks)++;
     CHECK(detached_all_ran(THREADS * OPS), "phase 1: a detached item never ran");
+    /* A lent slot steals only to take its work back (and in nested waits). */
+    uint64_t taken_back = 0;
+    for (unsigned i = 0; i < LEND_SLOTS; i++) {
+        ex_pool_worker_stats st;
+        if (!ex_pool_worker_stats_get(pool, ex_pool_size(pool) + i, &st).code) taken_back += st.stolen;
+    }
+    printf("phase 1: lent slots stole %llu items\n", (unsigned long long)taken_back);
     stress_pool_free(pool, checks);
     check_ops(OPS, false, checks, "phase 1");
     check_detached(THREADS * OPS, false, checks);
