@@ -5,16 +5,24 @@
  * scheduler.  Its operation schedules onto the scheduler; with more than
  * one participant it runs a bulk of shape `parts` there (each bulk index is
  * one participant), else the schedule's completion runs every tile.
- * Participants claim tiles in increasing order from one counter, so a
- * claimed tile's predecessors are all claimed by participants that are
- * running: waiting for a predecessor (exi_tiled_chain_wait) always ends.
- * A participant claims its next tile before processing the current one
- * (so the tile can prefetch it); it still processes its claims in
+ * In a chained kind, participants claim tiles in increasing order from one
+ * counter, so a claimed tile's predecessors are all claimed by participants
+ * that are running: waiting for a predecessor (exi_tiled_chain_wait) always
+ * ends.  A participant claims its next tile before processing the current
+ * one (so the tile can prefetch it); it still processes its claims in
  * increasing order, which keeps the argument intact.
+ * An unchained kind waits for nothing, so its tiles are cut into one block
+ * a participant: participant p claims from block p's counter (a line of
+ * its own: no counter shared by every claim), then from the others'.  With
+ * the same participant on the same agent from run to run, a block stays in
+ * that core's cache, as OpenMP's static schedule keeps it.
  * A stop request or a failed tile ends the claiming; the tiles already
  * claimed finish. */
 #ifndef EXI_TILED_H
 #define EXI_TILED_H
+
+#include <stdalign.h>
+#include <stddef.h>
 
 #include <cexec/cexec.h>
 
@@ -37,6 +45,10 @@
  * algorithms.md, "How a run proceeds"). */
 #define EXI_TILES_PER_PART 4
 #define EXI_REDUCE_TILES_PER_PART 2
+/* Typed reductions of at most this many tiles (8 MiB of input) keep one
+ * carry per tile in their operation (512 bytes) instead of a chain
+ * (reduce.c). */
+#define EXI_REDUCE_INLINE_TILES 64
 #define EXI_SCAN_TILES_PER_PART 2
 
 typedef struct exi_tiled_sender exi_tiled_sender;
@@ -68,10 +80,20 @@ struct exi_tiled_sender {
     size_t n, tile, ntiles;
     unsigned parts;
     size_t scratch_size;   /* bytes allocated per run from the environment's allocator */
+    size_t op_extra;       /* bytes for the kind in the operation itself (exi_tiled_extra) */
     size_t inner_off;      /* where the inner operation starts in the tiled operation */
 };
 
 typedef union exi_carry { double d; uint64_t u; } exi_carry;
+
+/* Participant p's block of an unchained kind's tiles: claimed from `next`
+ * up to `end` (by p first, then by the others); `done` counts the tiles p
+ * processed (written by p alone, read at completion). */
+typedef struct exi_tiled_block {
+    _Alignas(64) uint64_t next;
+    uint64_t end;
+    uint64_t done;
+} exi_tiled_block;
 
 struct exi_tiled_op {
     ex_operation base;
@@ -84,10 +106,10 @@ struct exi_tiled_op {
     ex_error err;
     uint32_t failed, stopped;
     exi_carry total;            /* typed results */
-    _Alignas(64) uint64_t next_tile;
-    uint64_t done_tiles;          /* tiles processed successfully */
+    _Alignas(64) uint64_t next_tile;  /* a chained kind's claims */
     _Alignas(64) uint64_t chain;  /* tiles whose prefix has been folded into `prefix` */
     exi_carry prefix;             /* typed chain value; generic forms keep theirs in scratch */
+    exi_tiled_block blocks[];     /* one a participant (exi_tiled_sender.parts) */
 };
 
 /* Allocates a tiled sender of `size` bytes and fills the head.  Returns
@@ -107,6 +129,11 @@ unsigned exi_scheduler_concurrency(ex_scheduler sch);
 ex_error exi_tiled_connect(const ex_sender *s, ex_receiver r, void *storage);
 ex_env exi_tiled_attrs(const ex_sender *s);
 void exi_tiled_destroy(ex_sender *s);
+
+/* The op_extra bytes of o's operation, max_align_t aligned. */
+static inline void *exi_tiled_extra(exi_tiled_op *o) {
+    return (char *)o + ex_align_up(sizeof *o + o->s->parts * sizeof(exi_tiled_block), alignof(max_align_t));
+}
 
 /* Waits until tiles [0, k) have been folded into the chain (acquire). */
 void exi_tiled_chain_wait(exi_tiled_op *o, size_t k);

@@ -34,16 +34,49 @@ void exi_tiled_chain_wait(exi_tiled_op *o, size_t k) {
     }
 }
 
+/* claim(own_only): the own block is drained, others may still have tiles. */
+#define NOT_YET UINT64_MAX
+
+/* Whether the participants should stop claiming: a failure, or a stop
+ * request (noted). */
+static bool claims_over(exi_tiled_op *o) {
+    if (exi_load_acq_u32(&o->failed)) return true;
+    if (!ex_stop_token_stop_requested(o->token)) return false;
+    exi_store_rel_u32(&o->stopped, 1);
+    return true;
+}
+
 /* Claims the next tile, or returns ntiles when the participant should stop
- * (no tiles left, a failure, or a stop request). */
-static uint64_t claim(exi_tiled_op *o) {
+ * (no tiles left, a failure, or a stop request).  Chained kinds claim from
+ * one counter; the others from participant `part`'s block, then from each
+ * other block in turn (*from: the block being drained; `own_only`: not
+ * beyond the participant's own block). */
+static uint64_t claim(exi_tiled_op *o, unsigned part, unsigned *from, bool own_only) {
     const exi_tiled_sender *s = o->s;
-    if ((s->ntiles && exi_load_rlx_u64(&o->next_tile) >= s->ntiles) || exi_load_acq_u32(&o->failed)) return s->ntiles;
-    if (ex_stop_token_stop_requested(o->token)) {
-        exi_store_rel_u32(&o->stopped, 1);
-        return s->ntiles;
+    if (s->kind->chained) {
+        if ((s->ntiles && exi_load_rlx_u64(&o->next_tile) >= s->ntiles) || claims_over(o)) return s->ntiles;
+        uint64_t k = exi_faa_u64(&o->next_tile, 1);
+        return k < s->ntiles ? k : s->ntiles;
     }
-    uint64_t k = exi_faa_u64(&o->next_tile, 1);
+    for (; *from < (own_only ? 1u : s->parts); ++*from) {
+        exi_tiled_block *b = &o->blocks[(part + *from) % s->parts];
+        if (exi_load_rlx_u64(&b->next) >= b->end) continue;
+        if (claims_over(o)) return s->ntiles;
+        uint64_t k = exi_faa_u64(&b->next, 1);
+        if (k < b->end) return k;
+    }
+    /* With no tiles at all, a stop request still counts (complete). */
+    if (!s->ntiles) (void)claims_over(o);
+    return own_only && *from < s->parts ? NOT_YET : s->ntiles;
+}
+
+/* The first tile of block p (p == parts: ntiles): the tile boundary
+ * nearest to element p * n / parts, so that the blocks hold about as many
+ * elements each although the last tile is partial. */
+static uint64_t block_start(const exi_tiled_sender *s, unsigned p) {
+    if (p >= s->parts) return s->ntiles;
+    size_t at = s->n / s->parts * p + s->n % s->parts * p / s->parts;  /* no overflow: both parts < n */
+    size_t k = at / s->tile + (at % s->tile > s->tile / 2);
     return k < s->ntiles ? k : s->ntiles;
 }
 
@@ -51,11 +84,16 @@ static size_t tile_end(const exi_tiled_sender *s, size_t begin) {
     return s->n - begin > s->tile ? begin + s->tile : s->n;  /* no overflow near SIZE_MAX */
 }
 
+/* A participant claims its next tile before it processes the current one,
+ * so the tile can prefetch it; but a tile of another participant's block
+ * only when it is about to process it: claimed early, it could be the one
+ * that participant, finishing at the same time, would have taken. */
 static void participate(exi_tiled_op *o, unsigned part) {
     const exi_tiled_sender *s = o->s;
-    uint64_t k = claim(o);
+    unsigned from = 0;
+    uint64_t k = claim(o, part, &from, false), done = 0;
     while (k < s->ntiles) {
-        uint64_t next = claim(o);
+        uint64_t next = claim(o, part, &from, true);
         size_t begin = exi_tile_begin(s, (size_t)k), end = tile_end(s, begin);
         size_t nb = next < s->ntiles ? exi_tile_begin(s, (size_t)next) : 0;
         size_t ne = next < s->ntiles ? tile_end(s, nb) : 0;
@@ -72,17 +110,25 @@ static void participate(exi_tiled_op *o, unsigned part) {
             if (exi_cas_u32(&o->failed, &expected, 1)) o->err = e;  /* the first error is the result */
             else exi_error_drop(e);
         } else {
-            exi_faa_u64(&o->done_tiles, 1);
+            done++;
         }
-        k = next;
+        k = next == NOT_YET ? claim(o, part, &from, false) : next;
     }
+    o->blocks[part].done = done;  /* (read once every participant has left) */
+}
+
+/* Tiles processed successfully, once every participant has left. */
+static uint64_t done_tiles(const exi_tiled_op *o) {
+    uint64_t done = 0;
+    for (unsigned p = 0; p < o->s->parts; p++) done += o->blocks[p].done;
+    return done;
 }
 
 /* Every participant has left: complete the receiver. */
 static void complete(exi_tiled_op *o) {
     if (exi_load_acq_u32(&o->failed)) {
         ex_set_error(o->r, o->err);
-    } else if (exi_load_acq_u32(&o->stopped) && (!o->s->ntiles || exi_load_acq_u64(&o->done_tiles) < o->s->ntiles)) {
+    } else if (exi_load_acq_u32(&o->stopped) && (!o->s->ntiles || done_tiles(o) < o->s->ntiles)) {
         /* Stopped means some tile did not run (or, with no tiles, that stop
          * came before start): a request that came after the last tile was
          * claimed does not discard a finished result. */
@@ -161,8 +207,12 @@ static inline __attribute__((always_inline)) ex_error exi_tiled_connect_now(cons
     o->failed = o->stopped = 0;
     o->total.u = 0;
     o->next_tile = 0;
-    o->done_tiles = 0;
     o->chain = 0;
+    for (unsigned p = 0; p < s->parts; p++) {
+        o->blocks[p].next = block_start(s, p);
+        o->blocks[p].end = block_start(s, p + 1);
+        o->blocks[p].done = 0;
+    }
     o->prefix.u = 0;
     ex_env_pair_init2(&o->env, &tiled_run_key, ex_ptr(o), &ex_key_get_scheduler, ex_sched_value(s->sch),
                       ex_env_forward(env));
@@ -207,6 +257,7 @@ exi_tiled_sender *exi_tiled_alloc(const ex_sender_vtable *vt, size_t size, const
     if (useful < 1) useful = 1;
     s->parts = (unsigned)(useful < c ? useful : c);
     s->scratch_size = 0;
+    s->op_extra = 0;
     base->sigs = exi_sigs_of(&value_sig, EX_SIGS_ERROR | EX_SIGS_STOPPED);
     return s;
 }
@@ -227,7 +278,8 @@ ex_sender *exi_tiled_finish(exi_tiled_sender *s) {
         return ex_invalid_sender(e.code, e.msg);
     }
     s->inner = inner;
-    s->inner_off = ex_align_up(sizeof(exi_tiled_op), inner->op_align);
+    size_t head = ex_align_up(sizeof(exi_tiled_op) + s->parts * sizeof(exi_tiled_block), alignof(max_align_t));
+    s->inner_off = ex_align_up(ex_size_add(head, s->op_extra), inner->op_align);
     s->base.op_size = ex_size_add(s->inner_off, inner->op_size);
     s->base.op_align = ex_max_size(alignof(exi_tiled_op), inner->op_align);
     s->base.depth = inner->depth + 1;

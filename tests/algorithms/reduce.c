@@ -113,7 +113,8 @@ Test(algo_reduce, empty_input_gives_init_or_the_identity) {
 Test(algo_reduce, f64_results_are_bit_identical_on_every_scheduler) {
     static algo_sched a[AS_COUNT];
     as_init_each(a, AS_COUNT, NULL);
-    static const size_t sizes[] = { 15, 16385, 3 * 16384 + 5, 41 * 16384 + 9, ALGO_HUGE };
+    /* 42 and 64 tiles: one slot a tile; 65 and ALGO_HUGE: the chain (reduce.c) */
+    static const size_t sizes[] = { 15, 16385, 3 * 16384 + 5, 41 * 16384 + 9, 64 * 16384, 64 * 16384 + 1, ALGO_HUGE };
     for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
         size_t n = sizes[j];
         double *in = xmalloc((n + 1) * 8);
