@@ -93,7 +93,9 @@ typedef struct exi_lend_state {
 /* Opens an offer, saving the thread's current one in *outer (which must
  * stay in place until the matching close). */
 void exi_lend_open(exi_lend_state *outer);
-/* Runs one item of the held slot; false when there is none (or no slot). */
+/* Runs one item of the held slot, or, the slot empty, one that a thief of
+ * its items queued (docs/pool.md, "Taking its work back"), or polls; false
+ * when there is nothing (or no slot). */
 bool exi_lend_run_one(void);
 /* Gives the held slot back (if any) and restores *outer. */
 void exi_lend_close(const exi_lend_state *outer);
