@@ -48,14 +48,11 @@ static ex_error typed_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, s
 /* The same fold as a single participant's, in index order. */
 static size_t typed_finish(exi_tiled_op *o, ex_value *out) {
     const reduce_sender *s = (const reduce_sender *)o->s;
-    exi_carry acc = s->t.n == 0 ? s->init : o->prefix;
-    if (s->t.op_extra) {
-        const exi_carry *sums = exi_tiled_extra(o);
-        acc = s->init;
-        for (size_t k = 0; k < s->t.ntiles; k++)
-            if (s->ek == ELEM_F64) acc.d += sums[k].d;
-            else acc.u += sums[k].u;
-    }
+    exi_carry acc = s->t.n == 0 || s->t.op_extra ? s->init : o->prefix;
+    const exi_carry *sums = s->t.op_extra ? exi_tiled_extra(o) : NULL;
+    for (size_t k = 0; sums && k < s->t.ntiles; k++)
+        if (s->ek == ELEM_F64) acc.d += sums[k].d;
+        else acc.u += sums[k].u;
     out[0] = s->ek == ELEM_F64 ? ex_double(acc.d) : ex_int((int64_t)acc.u);
     return 1;
 }

@@ -75,7 +75,7 @@ static uint64_t claim(exi_tiled_op *o, unsigned part, unsigned *from, bool own_o
  * elements each although the last tile is partial. */
 static uint64_t block_start(const exi_tiled_sender *s, unsigned p) {
     if (p >= s->parts) return s->ntiles;
-    size_t at = s->n / s->parts * p + s->n % s->parts * p / s->parts;  /* no overflow: both parts < n */
+    size_t at = s->n / s->parts * p + s->n % s->parts * p / s->parts;  /* p * n / parts, without p * n */
     size_t k = at / s->tile + (at % s->tile > s->tile / 2);
     return k < s->ntiles ? k : s->ntiles;
 }

@@ -324,7 +324,18 @@ static inline uint64_t origin_of(const exi_worker *v) {
     return exi_load_rlx_u64(v->lent ? &v->lease : &v->origin);
 }
 
-/* One pass over the other workers, from a random one. */
+/* Steals from v's deque (retrying a lost race), counting it for me. */
+static ex_work *steal_deque(exi_worker *me, exi_worker *v) {
+    ex_work *w;
+    exi_steal_result r;
+    while ((r = exi_deque_steal(&v->deque, &w)) == EXI_STEAL_ABORT) exi_pause();
+    if (r != EXI_STEAL_OK) return NULL;
+    exi_owner_add_u64(&me->stats.stolen, 1);
+    return w;
+}
+
+/* One pass over the other workers, from a random one; records the origin
+ * of what it took. */
 static ex_work *steal(exi_worker *me) {
     ex_pool *p = me->pool;
     unsigned n = p->slots;
@@ -343,10 +354,7 @@ static ex_work *steal(exi_worker *me) {
             set_origin(me, origin_of(v));
             return w;
         }
-        exi_steal_result r;
-        while ((r = exi_deque_steal(&v->deque, &w)) == EXI_STEAL_ABORT) exi_pause();
-        if (r == EXI_STEAL_OK) {
-            exi_owner_add_u64(&me->stats.stolen, 1);
+        if ((w = steal_deque(me, v))) {
             set_origin(me, origin_of(v));
             /* More where that came from: let another sleeper help. */
             if (exi_deque_nonempty(&v->deque) && any_idle(p)) wake_one(p);
@@ -371,14 +379,8 @@ static ex_work *steal_descendant(exi_worker *me) {
     uint64_t lease = exi_load_rlx_u64(&me->lease);
     for (unsigned k = 0; k < p->n; k++) {
         exi_worker *v = &p->workers[k];
-        if (exi_load_rlx_u64(&v->origin) != lease || !exi_deque_nonempty(&v->deque)) continue;
         ex_work *w;
-        exi_steal_result r;
-        while ((r = exi_deque_steal(&v->deque, &w)) == EXI_STEAL_ABORT) exi_pause();
-        if (r == EXI_STEAL_OK) {
-            exi_owner_add_u64(&me->stats.stolen, 1);
-            return w;
-        }
+        if (exi_load_rlx_u64(&v->origin) == lease && exi_deque_nonempty(&v->deque) && (w = steal_deque(me, v))) return w;
     }
     return NULL;
 }
