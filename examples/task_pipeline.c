@@ -2,7 +2,8 @@
 /* task_pipeline.c - a task that
  *   1. moves itself to the process's parallel scheduler, a thread pool
  *      (ex_change_coroutine_scheduler),
- *   2. awaits when_all of two child tasks running on the pool,
+ *   2. awaits two child tasks running on the pool at once (ex_await_all:
+ *      their when_all, run as a fork),
  *   3. moves back to where it started (sync_wait's thread),
  *   4. then works in rounds on the pool until it is cancelled from outside:
  *      another thread requests stop once the task has done a few rounds,
@@ -53,8 +54,8 @@ static ex_task_result pipeline(ex_task *t, void *arg) {
     check(s, ex_pool_current_worker(s->pool) >= 0, "not on the pool after change_coroutine_scheduler");
 
     range lo = { s, 0, 500000 }, hi = { s, 500000, 1000000 };                    /* 2 */
-    ex_await_result both = ex_await(t, ex_when_all(ex_task_create(partial_sum, &lo, NULL),
-                                                   ex_task_create(partial_sum, &hi, NULL)));
+    ex_await_result both = ex_await_all(t, ex_task_create(partial_sum, &lo, NULL),
+                                        ex_task_create(partial_sum, &hi, NULL));
     if (both.status != EX_AWAIT_VALUE) return ex_task_with_error(both.error);
     int64_t total = both.v[0].as.i + both.v[1].as.i;
     check(s, total == (int64_t)999999 * 1000000 / 2, "wrong sum from the child tasks");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* task_await.c - ex_await_into, and the fork it runs for a when_all of
- * tasks (see cexec/task.h).  The fork's start stays in this file so that
- * it is inlined into ex_await_into, as it was before task.c was split. */
+/* task_await.c - ex_await_into and ex_await_all_into, and the fork they
+ * run for a when_all of tasks (see cexec/task.h).  The fork's start stays
+ * in this file so that its steps are inlined into one function. */
 #include <sched.h>
 #include <string.h>
 
@@ -264,22 +264,46 @@ static bool fork_nestable(ex_work *w, void *ctx) {
     return c->r.vt == &fork_rcvr_vt && ((fork_slot *)c->r.self)->f == f && has_room(c, f->p);
 }
 
-/* Whether s (a when_all) can be awaited by p as a fork: every child is a
- * fresh task affine to its receiver's scheduler, p is affine and on its
+/* Whether p may await a fork of n children: p is affine and on its
  * scheduler, which can queue work, and the fork fits p's await area. */
-static bool forkable(const ex_task *p, const ex_sender *s, ex_sender *const **ch, size_t *n) {
+static bool can_fork(const ex_task *p, size_t n) {
     if (p->inline_affinity || p->off_sched || p->must_hop || !p->sched.vt->post) return false;
+    return p->await_size >= sizeof(fork_op) && n <= (p->await_size - sizeof(fork_op)) / sizeof(fork_slot);
+}
+
+/* Whether c can be a fork's child: a task affine to its receiver's
+ * scheduler (the fork checks at connect that it is fresh). */
+static bool forkable_child(const ex_sender *c) {
+    return c->vt == &exi_task_vt && ((const task_sender *)c)->opt.affinity == EX_TASK_AFFINE;
+}
+
+/* Whether s (a when_all) can be awaited by p as a fork: every child can
+ * be a fork's, and p may await a fork of that many. */
+static bool forkable(const ex_task *p, const ex_sender *s, ex_sender *const **ch, size_t *n) {
     *ch = exi_when_all_children(s, n);
-    if (sizeof(fork_op) + *n * sizeof(fork_slot) > p->await_size) return false;
-    for (size_t i = 0; i < *n; i++) {
-        const ex_sender *c = (*ch)[i];
-        if (c->vt != &exi_task_vt || ((const task_sender *)c)->opt.affinity != EX_TASK_AFFINE) return false;
+    if (!can_fork(p, *n)) return false;
+    for (size_t i = 0; i < *n; i++)
+        if (!forkable_child((*ch)[i])) return false;
+    return true;
+}
+
+/* Whether ch[0..n) can be awaited by p as a fork with no when_all built:
+ * as forkable, and none of them is what ex_when_all_n refuses (NULL, or
+ * values past EX_MAX_ARITY in all: the when_all path gives the error). */
+static bool forkable_all(const ex_task *p, ex_sender *const *ch, size_t n) {
+    if (!ch || n == 0 || !can_fork(p, n)) return false;
+    size_t arity = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ex_sender *c = ch[i];
+        if (!c || !forkable_child(c)) return false;
+        if (c->sigs.nvalues == 1 && !(c->sigs.flags & EX_SIGS_DYNAMIC)) arity += c->sigs.values[0].arity;
+        if (arity > EX_MAX_ARITY) return false;
     }
     return true;
 }
 
 /* Queue items on the worker at and above which a fork runs its children
- * nested without queueing them (see fork_start). */
+ * nested without queueing them (see start_children). */
 #define FORK_LAZY 2
 
 /* Queues fork child c (initialised, not started) on its scheduler. */
@@ -339,10 +363,10 @@ static void connect_child(fork_op *f, fork_slot *sl, const task_sender *ts) {
     task_fill(c, ts, (ex_receiver){ &fork_rcvr_vt, sl }, ts->opt.allocator ? ts->opt.allocator : p->alloc);
 }
 
-/* Connects s's n children ch into f.  False: one was connected before
- * (f->n says how many slots are set). */
-static bool connect_children(fork_op *f, const ex_sender *s, ex_sender *const *ch, size_t n) {
-    bool sole = exi_load_acq_u32(&s->refs) == 1;
+/* Connects the n children ch into f.  sole: nobody else holds a
+ * reference to ch that could connect them (see claim_child).  False: one
+ * was connected before (f->n says how many slots are set). */
+static bool connect_children(fork_op *f, ex_sender *const *ch, size_t n, bool sole) {
     for (size_t i = 0; i < n; i++) {
         task_sender *ts = (task_sender *)(uintptr_t)ch[i];
         if (!claim_child(ts, sole)) return false;
@@ -414,32 +438,34 @@ static void start_children(fork_op *f, ex_task *p) {
     if (lazy) run_deferred(f, p, k);
 }
 
-typedef enum fork_outcome { FORK_NOT, FORK_STARTED_OK, FORK_FAILED } fork_outcome;
-
-/* Connects and starts s's children as a fork in p's await area (see
- * above).  FORK_NOT: s is not one, nothing done; FORK_FAILED: *out holds
- * the connect error, s is released. */
-static fork_outcome fork_start(ex_task *p, ex_sender *s, ex_await_result *out) {
-    ex_sender *const *ch;
-    size_t n;
-    if (!forkable(p, s, &ch, &n)) return FORK_NOT;
+/* Connects the n children ch as a fork in p's await area and starts
+ * them.  holder: the when_all sender that holds them, kept until the
+ * await ends (sole: nobody else holds it); NULL: the fork was handed the
+ * children themselves, released once connected (a connected task needs
+ * its sender no more).  False: a child was connected before; *out holds
+ * the error, and the children and holder are released. */
+static bool fork_launch(ex_task *p, ex_sender *holder, ex_sender *const *ch, size_t n, bool sole,
+                        ex_await_result *out) {
     fork_op *f = fork_init(p, n);
-    if (!connect_children(f, s, ch, n)) {
+    bool connected = connect_children(f, ch, n, sole);
+    if (!holder)
+        for (size_t i = 0; i < n; i++) exi_sender_release(ch[i]);
+    if (!connected) {
         fork_destroy(&f->base);
-        ex_sender_release(s);
+        exi_sender_release(holder);
         await_fail(out, ex_err(EX_EINVAL, "ex_task: the task was connected before (a task is single-shot)"));
-        return FORK_FAILED;
+        return false;
     }
     p->await_op = &f->base;
-    p->await_sender = s;
+    p->await_sender = holder;
     p->await_out = out;
     exi_store_rlx_u32(&p->await_state, AWAITING);
     if (link_at_start(f, p)) {
         exi_task_await_stopped(p);  /* stop was already requested: start no child */
-        return FORK_STARTED_OK;
+        return true;
     }
     start_children(f, p);
-    return FORK_STARTED_OK;
+    return true;
 }
 
 /* ------------------------------------------------------------ awaiting */
@@ -470,6 +496,36 @@ static void *await_storage(ex_task *t, size_t size, size_t align) {
     return (void *)ex_align_up((uintptr_t)t->await_buf, align);
 }
 
+/* After the awaited operation started: unless it is done already, runs
+ * what it queued here (`accept` recognises it), then suspends t until the
+ * completion, and hops back to t's scheduler if something ran elsewhere. */
+static inline __attribute__((always_inline)) void await_finish(ex_task *t, ex_await_result *out,
+                                                               bool (*accept)(ex_work *w, void *ctx), void *ctx) {
+    bool hop = t->nest_hop;  /* a directly awaited child ran nested and ended elsewhere */
+    t->nest_hop = false;
+    if (hop || t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
+        if (!hop && !t->must_hop) hop = help(t, accept, ctx);
+        bool must_hop = t->must_hop;
+        if (hop) t->must_hop = true;  /* exi_task_run() then hops back even if the await is done */
+        if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
+            exi_task_flush_deferred(t->carrier);
+            t->carrier->switches++;
+            (void)exi_fiber_switch(&t->carrier->fiber, t->carrier->resumer, t);
+        }
+        t->must_hop = must_hop;
+    }
+    /* DONE: *out was written by the completion (published by its CAS or
+     * release store, or by this thread). */
+    if (out->status == EX_AWAIT_STOPPED) t->stopped = true;
+}
+
+/* The await of a fork (fork_launch's arguments).  One function for both
+ * awaits that run one, so that the fork's steps are inlined once. */
+static __attribute__((noinline)) void fork_await(ex_task *p, ex_sender *holder, ex_sender *const *ch, size_t n,
+                                                 bool sole, ex_await_result *out) {
+    if (fork_launch(p, holder, ch, n, sole, out)) await_finish(p, out, fork_nestable, p->await_op);
+}
+
 void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
     if (__builtin_expect(!t, 0)) {
         ex_sender_release(s);
@@ -498,16 +554,11 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
                                           "ex_into_variant(s)"));
         return;
     }
-    bool (*accept)(ex_work *w, void *ctx) = exi_task_nestable;
-    void *ctx = t;
-    if (exi_is_when_all(s)) {
-        fork_outcome fo = fork_start(t, s, out);
-        if (fo == FORK_FAILED) return;
-        if (fo == FORK_STARTED_OK) {
-            accept = fork_nestable;
-            ctx = t->await_op;
-            goto started;
-        }
+    ex_sender *const *ch;
+    size_t n;
+    if (exi_is_when_all(s) && forkable(t, s, &ch, &n)) {
+        fork_await(t, s, ch, n, exi_load_acq_u32(&s->refs) == 1, out);
+        return;
     }
     void *storage = await_storage(t, s->op_size, s->op_align);
     if (!storage) {
@@ -532,22 +583,20 @@ void ex_await_into(ex_task *t, ex_sender *s, ex_await_result *out) {
     t->await_out = out;
     exi_store_rlx_u32(&t->await_state, AWAITING);
     ex_start(op);
-started:;
-    bool hop = t->nest_hop;  /* a directly awaited child ran nested and ended elsewhere */
-    t->nest_hop = false;
-    if (hop || t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
-        if (!hop && !t->must_hop) hop = help(t, accept, ctx);
-        bool must_hop = t->must_hop;
-        if (hop) t->must_hop = true;  /* exi_task_run() then hops back even if the await is done */
-        if (t->must_hop || exi_load_acq_u32(&t->await_state) != DONE) {
-            exi_task_flush_deferred(t->carrier);
-            t->carrier->switches++;
-            (void)exi_fiber_switch(&t->carrier->fiber, t->carrier->resumer, t);
-        }
-        t->must_hop = must_hop;
-    }
-    /* DONE: *out was written by the completion (published by its CAS or
-     * release store, or by this thread). */
-    if (out->status == EX_AWAIT_STOPPED) t->stopped = true;
+    await_finish(t, out, exi_task_nestable, t);
 }
+
+void ex_await_all_into(ex_task *t, ex_sender *const *children, size_t n, ex_await_result *out) {
+    /* Anything but a fork of fresh tasks (and a task that may await one)
+     * is the await of their when_all, which also gives every error. */
+    if (!t || t->stopped || !forkable_all(t, children, n)) {
+        ex_await_into(t, ex_when_all_n(children, n), out);
+        return;
+    }
+    release_await(t);
+    /* The caller handed over its references: a child only it held is the
+     * fork's alone. */
+    fork_await(t, NULL, children, n, true, out);
+}
+
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // macros.cpp - cexec from C++: every public header included, the
-// function-like macros (ex_just, ex_when_all, ex_when_all_with_variant, ex_when_any,
+// function-like macros (ex_just, ex_when_all, ex_when_all_with_variant, ex_when_any, ex_await_all,
 // EX_SIG, EX_SIG0, EX_SIG_VARIADIC) used and run.  Built with g++ and
 // clang++ in C++17 and C++20 with -Wall -Wextra -pedantic -Werror by
 // scripts/check-headers.sh; prints "cxx: N passed, 0 failed".
@@ -23,6 +23,16 @@ static ex_task_result twice(ex_task *t, void *) {
     ex_await_result r = ex_await(t, ex_just(ex_int(21)));
     if (r.status != EX_AWAIT_VALUE) return ex_task_stopped();
     return ex_task_i64(2 * r.v[0].as.i);
+}
+
+// ex_await_all of a task and a just (their when_all), then of two tasks (a
+// fork): 42 when every value arrived in order.
+static ex_task_result forked(ex_task *t, void *) {
+    ex_await_result r = ex_await_all(t, ex_task_create(twice, nullptr, nullptr), ex_just(ex_int(1)));
+    if (r.status != EX_AWAIT_VALUE || r.n != 2) return ex_task_stopped();
+    ex_await_result s = ex_await_all(t, ex_task_create(twice, nullptr, nullptr), ex_task_create(twice, nullptr, nullptr));
+    if (s.status != EX_AWAIT_VALUE || s.n != 2 || s.v[0].as.i != 42 || s.v[1].as.i != 42) return ex_task_stopped();
+    return ex_task_i64(r.v[0].as.i + r.v[1].as.i - 1);
 }
 
 // EX_SIG is a constant expression in C++ as it is in C.
@@ -66,6 +76,10 @@ int main() {
 
     r = ex_sync_wait(ex_starts_on(sch, ex_task_create(twice, nullptr, nullptr)));
     check(r.disposition == EX_DISP_VALUE && r.values[0].as.i == 42, "a task awaiting ex_just");
+    ex_result_destroy(&r);
+
+    r = ex_sync_wait(ex_starts_on(sch, ex_task_create(forked, nullptr, nullptr)));
+    check(r.disposition == EX_DISP_VALUE && r.values[0].as.i == 42, "a task awaiting ex_await_all");
     ex_result_destroy(&r);
 
     double in[1000], out[1000];

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* fork_stress.c - recursions of forks (ex_await of a when_all of tasks)
- * with errors, stop waits and a stop request from outside.
+/* fork_stress.c - recursions of forks (ex_await_all of tasks, or ex_await
+ * of their when_all) with errors, stop waits and a stop request from
+ * outside.
  *
  * A pool of 2 workers.  Each round builds a random tree (main thread,
- * from the round's seed): inner nodes are tasks that await when_all of 2
- * or 3 child tasks (a fork: src/task/task_await.c, "a when_all of tasks"; nested forks
- * link their stop source to the fork above only when asked for their
+ * from the round's seed): inner nodes are tasks that await 2 or 3 child
+ * tasks, through ex_await_all or ex_await of their when_all (a fork:
+ * src/task/task_await.c, "a when_all of tasks"; nested forks link their
+ * stop source to the fork above only when asked for their
  * token), up to depth 6; leaves return a value, fail, or wait for a stop
  * (an until-stopped sender: completes only from its stop token's
  * callback).  Some inner nodes ask for their stop token before forking
@@ -210,7 +212,9 @@ static ex_task_result node_body(ex_task *t, void *arg) {
         ex_task_options o;
         memset(&o, 0, sizeof o);
         for (int j = 0; j < nd->nkids; j++) kids[j] = ex_task_create(node_body, &nodes[nd->kids[j]], &o);
-        ex_await_result r = ex_await(t, ex_when_all_n(kids, (size_t)nd->nkids));
+        /* Odd nodes fork through ex_await_all, even ones through a when_all. */
+        ex_await_result r = (id & 1) ? ex_await_all_n(t, kids, (size_t)nd->nkids)
+                                     : ex_await(t, ex_when_all_n(kids, (size_t)nd->nkids));
         if (ex_pool_current_worker(pool) < 0) nd->bad++;
         nd->status = (int)r.status;
         nd->n = r.status == EX_AWAIT_VALUE ? r.n : 0;

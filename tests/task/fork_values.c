@@ -123,10 +123,12 @@ Test(exec_task_fork, a_when_all_mixing_tasks_and_other_senders_keeps_the_order) 
 }
 
 /* An EX_TASK_INLINE parent (run by sync_wait, no pool) awaiting affine
- * tasks: the generic path. */
+ * tasks: the generic path, through ex_await_all as well. */
 static ex_task_result e_inline_parent(ex_task *t, void *arg) {
     (void)arg;
-    ex_await_result r = ex_await(t, ex_when_all(ex_task_create(child_value, (void *)1, NULL), ex_task_create(child_value, (void *)2, NULL)));
+    ex_await_result r = ex_await_all(t, ex_task_create(child_value, (void *)3, NULL), ex_task_create(child_value, (void *)4, NULL));
+    TCHECK(r.status == EX_AWAIT_VALUE && r.n == 2 && r.v[0].as.i == 31 && r.v[1].as.i == 41);
+    r = ex_await(t, ex_when_all(ex_task_create(child_value, (void *)1, NULL), ex_task_create(child_value, (void *)2, NULL)));
     return pass_on(r);
 }
 
@@ -181,17 +183,13 @@ Test(exec_task_fork, a_when_all_holding_a_task_connected_before_gives_einval) {
         use_pool(workers);
         reset_state();
         /* Connected with ex_connect_alloc, never started. */
-        ex_sender *connected = ex_task_create(child_value, (void *)10, NULL);
         rec rr;
-        rec_init(&rr);
-        rec_with_scheduler(&rr, ex_pool_scheduler(FS.pool));
-        ex_operation *op = NULL;
-        cr_assert_eq(ex_connect_alloc(connected, rec_receiver(&rr), &op).code, 0);
+        ex_operation *op;
+        ex_sender *connected = connected_task(10, &rr, &op);
         ex_result r = run_on_pool(ex_task_create(f_reused, connected, NULL));
         expect_value_int(&r, 1);
         ex_result_destroy(&r);
-        ex_operation_free(op);
-        cr_assert_eq(rec_total(&rr), 0);
+        drop_connected(op, &rr);
         for (int i = 1; i <= 9; i++) {
             int want = (i == 3 || i == 4 || i == 7) ? 0 : 1;
             cr_assert_eq(atomic_load(&FS.runs[i]), want, "child %d ran %d times", i, atomic_load(&FS.runs[i]));

@@ -106,3 +106,17 @@ ex_task_result child_value(ex_task *t, void *arg) {
     atomic_fetch_add(&FS.runs[i & 15], 1);
     return ex_task_i64(10 * i + 1);
 }
+
+ex_sender *connected_task(intptr_t i, rec *rr, ex_operation **op) {
+    ex_sender *s = ex_task_create(child_value, (void *)i, NULL);
+    rec_init(rr);
+    rec_with_scheduler(rr, ex_pool_scheduler(FS.pool));
+    *op = NULL;
+    cr_assert_eq(ex_connect_alloc(s, rec_receiver(rr), op).code, 0);
+    return s;
+}
+
+void drop_connected(ex_operation *op, rec *rr) {
+    ex_operation_free(op);
+    cr_assert_eq(rec_total(rr), 0, "a task connected and never started completed");
+}

@@ -86,6 +86,13 @@ ex_result run_on_pool(ex_sender *task);
 ex_result run_round(ex_task_fn root, void *arg);
 /* What an await gave, as the task's own result. */
 ex_task_result pass_on(ex_await_result r);
+/* A task of child_value((void *)i) connected (ex_connect_alloc) to rr,
+ * whose environment gives FS.pool's scheduler, and never started; its
+ * operation goes to *op, for drop_connected.  The sender stays the
+ * caller's. */
+ex_sender *connected_task(intptr_t i, rec *rr, ex_operation **op);
+/* Frees op and asserts that rr received no completion. */
+void drop_connected(ex_operation *op, rec *rr);
 /* Child (intptr_t)arg = i: counts its run in FS.runs[i & 15], returns
  * 10 i + 1. */
 ex_task_result child_value(ex_task *t, void *arg);
