@@ -46,6 +46,9 @@ MODEL_CHECKS := \
     park-2w-lend:park:pass:safety:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED \
     park-2w-lend-linger:park:pass:safety:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED,-DLEND_NO_FALLBACK,-DWAIT_ONLY,-DLINGER=2 \
     park-2w-lend-np:park:pass:np:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED,-DLEND_NO_FALLBACK,-DWAIT_ONLY \
+    park-1w-lend-nested:park:pass:safety:-DNW=1,-DLEND,-DLEND_NESTED,-DNO_SUB,-DNO_PARENT,-DWAIT_ONLY \
+    park-1w-lend-nested-np:park:pass:np:-DNW=1,-DLEND,-DLEND_NESTED,-DNO_SUB,-DNO_PARENT,-DWAIT_ONLY \
+    park-2w-lend-nested:park:pass:safety:-DLEND,-DLEND_NESTED,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED,-DWAIT_ONLY \
     timer-2w:timer:pass:safety: \
     timer-2w-waker:timer:pass:safety:-DWAKER \
     timer-2w-end:timer:pass:safety:-DWAKER,-DNO_CLAIM \
@@ -69,6 +72,8 @@ MODEL_CHECKS := \
     broken-lend-no-stopping:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_LEND_NO_STOPPING \
     broken-lend-visible-workers:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_VISIBLE_WORKERS \
     broken-lend-next-undrained:park:fail:safety:-DNW=1,-DLEND,-DNO_PARENT,-DNO_WAIT,-DBROKEN_NEXT_UNDRAINED \
+    broken-lend-next-never-stolen:park:fail:np:-DNW=1,-DLEND,-DLEND_NESTED,-DNO_SUB,-DNO_PARENT,-DWAIT_ONLY,-DBROKEN_NEXT_NEVER_STOLEN \
+    broken-lend-next-invisible:park:fail:safety:-DNW=1,-DLEND,-DLEND_NESTED,-DNO_SUB,-DNO_PARENT,-DWAIT_ONLY,-DBROKEN_NEXT_INVISIBLE \
     broken-timer-no-idle-wake:timer:fail:safety:-DBROKEN_NO_IDLE_WAKE \
     broken-timer-keeper-stale:timer:fail:safety:-DBROKEN_KEEPER_STALE \
     broken-timer-no-kick:timer:fail:safety:-DBROKEN_NO_KICK \

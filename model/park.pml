@@ -159,7 +159,18 @@
  *  -DBROKEN_LEND_NO_STOPPING  the lent push skips the stopping check
  *                         (pool.c:167-170).
  *  -DBROKEN_VISIBLE_WORKERS  work_visible looks at the workers' queues
- *                         only (pool.c:262 over p->n, not p->slots). */
+ *                         only (pool.c:262 over p->n, not p->slots).
+ *  -DLEND_NESTED   the lent caller's start waits for LROOT in a nested
+ *                  ex_sync_wait before it returns (exi_lend_open notifies
+ *                  for the held slot's `next`): a worker must take it.
+ *  -DBROKEN_NEXT_NEVER_STOLEN  thieves always leave a lent slot's `next`
+ *                         to its holder (take_stale_next without the
+ *                         second pass): with LEND_NESTED the worker spins
+ *                         for ever beside it (a non-progress cycle).
+ *  -DBROKEN_NEXT_INVISIBLE  work_visible leaves out a lent slot's `next`:
+ *                         a worker parks past the nested wait's notify
+ *                         (its re-check does not see the item), and
+ *                         nobody wakes it again. */
 
 #ifndef NW
 #define NW 2                      /* workers 0..NW-1 */
@@ -211,6 +222,8 @@ bit stopping;                     /* exi_pool_impl.h:49 */
 bit held;                         /* exi_pool_impl.h:30, of the lent slot */
 byte nxt;                         /* exi_pool_impl.h:31 `next`, the lent slot's claiming item */
 byte holders;                     /* exi_pool_impl.h:55 */
+bit seen_next[NW];                /* exi_pool_impl.h `next_seen` of each worker: it found the
+                                     holding's claiming item and left it (one holding here) */
 #endif
 
 bit sb_on[NT];                    /* one-entry store buffers (workers only) */
@@ -583,7 +596,9 @@ inline work_visible() {
         deque_nonempty(me, i);
         if :: !vis -> inbox_nonempty(me, i) :: else fi;
 #ifdef LEND
+#ifndef BROKEN_NEXT_INVISIBLE
         if :: !vis && i == LS -> vis = (nxt != 0) :: else fi;   /* pool.c work_visible: w->next */
+#endif
 #endif
         i++
     :: else -> i = 0; break
@@ -596,7 +611,14 @@ inline work_visible() {
 inline steal_from(v) {
 #ifdef LEND
     if
-    :: v == LS -> atomic { FLUSH(me); w = nxt; nxt = 0 }
+#ifndef BROKEN_NEXT_NEVER_STOLEN
+    /* take_stale_next: found for the first time, it is left to its holder
+     * for this pass (a load and a store of the thief's own field) */
+    :: v == LS && nxt != 0 && !seen_next[me] -> seen_next[me] = 1
+    :: v == LS && !(nxt != 0 && !seen_next[me]) -> atomic { FLUSH(me); w = nxt; nxt = 0 }
+#else
+    :: v == LS -> skip                    /* a thief that always leaves it */
+#endif
     :: else
     fi;
     if
@@ -934,6 +956,15 @@ proctype lent() {
         holders++                         /* 195 faa (read by destroy only) */
     }
     submit_next(LROOT);                   /* 216: to `next`, no wake-up */
+#ifdef LEND_NESTED
+    /* The start that queued LROOT waits for it in a nested ex_sync_wait
+     * before it returns: exi_lend_open sees the held slot's `next` and
+     * notifies; a worker must take the item (a second pass: it leaves it
+     * on the first, take_stale_next).  The operation is then done before
+     * the outer wait begins. */
+    if :: nxt != 0 -> notify(LT) :: else fi;
+    LENT_DONE;
+#endif
     do                                    /* 94-98 */
     :: LENT_DONE -> break                 /* 94 st->done load acq */
     :: !LENT_DONE -> lend_run_one(); ok = 0   /* 95-97 */

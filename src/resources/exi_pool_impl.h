@@ -39,6 +39,8 @@ typedef struct exi_worker {
                                  if none (docs/pool.md, "Isolation"); the owner's relaxed writes,
                                  read by lent holders looking for their own work */
     uint32_t claims;          /* lent: holdings so far (under `held`), for the next lease */
+    uint64_t next_seen;       /* worker: the lease of the last lent slot whose claiming item it
+                                 found and left for its holder (pool.c, take_stale_next); its own */
     pthread_t thread;
     bool started;
     uint32_t exited;          /* set (release) as worker_main returns: a bounded join polls it */
