@@ -288,14 +288,15 @@ static bool forkable(const ex_task *p, const ex_sender *s, ex_sender *const **ch
 }
 
 /* Whether ch[0..n) can be awaited by p as a fork with no when_all built:
- * as forkable, and none of them is what ex_when_all_n refuses (NULL, or
- * values past EX_MAX_ARITY in all: the when_all path gives the error). */
+ * as forkable, and none of them is what ex_when_all_n refuses (NULL, a
+ * released sender, or values past EX_MAX_ARITY in all: the when_all path
+ * gives the error). */
 static bool forkable_all(const ex_task *p, ex_sender *const *ch, size_t n) {
     if (!ch || n == 0 || !can_fork(p, n)) return false;
     size_t arity = 0;
     for (size_t i = 0; i < n; i++) {
         const ex_sender *c = ch[i];
-        if (!c || !forkable_child(c)) return false;
+        if (!c || exi_sender_dead(c) || !forkable_child(c)) return false;
         if (c->sigs.nvalues == 1 && !(c->sigs.flags & EX_SIGS_DYNAMIC)) arity += c->sigs.values[0].arity;
         if (arity > EX_MAX_ARITY) return false;
     }
@@ -598,5 +599,3 @@ void ex_await_all_into(ex_task *t, ex_sender *const *children, size_t n, ex_awai
      * fork's alone. */
     fork_await(t, NULL, children, n, true, out);
 }
-
-

@@ -55,6 +55,25 @@ Test(cexec_debug, a_released_sender_given_to_sync_wait_aborts, .signal = SIGABRT
     (void)ex_sync_wait(s);
 }
 
+static ex_task_result returns_one(ex_task *t, void *arg) {
+    (void)t, (void)arg;
+    return ex_task_i64(1);
+}
+
+/* Awaits ex_await_all of the released task arg and a fresh one. */
+static ex_task_result awaits_released(ex_task *t, void *arg) {
+    ex_await_result r = ex_await_all(t, (ex_sender *)arg, ex_task_create(returns_one, NULL, NULL));
+    return r.status == EX_AWAIT_VALUE ? ex_task_i64(2) : ex_task_void();
+}
+
+Test(cexec_debug, a_released_task_given_to_ex_await_all_aborts, .signal = SIGABRT) {
+    ex_debug_set(true);
+    ex_sender *gone = ex_task_create(returns_one, NULL, NULL);
+    ex_sender_release(gone);
+    ex_result r = ex_sync_wait(ex_task_create(awaits_released, gone, NULL));
+    ex_result_destroy(&r);
+}
+
 /* s connected to rr (initialised here) with ex_connect_alloc. */
 static ex_operation *connected(ex_sender *s, rec *rr) {
     rec_init(rr);
