@@ -39,8 +39,9 @@ typedef struct exi_worker {
                                  if none (docs/pool.md, "Isolation"); the owner's relaxed writes,
                                  read by lent holders looking for their own work */
     uint32_t claims;          /* lent: holdings so far (under `held`), for the next lease */
-    uint64_t next_seen;       /* worker: the lease of the last lent slot whose claiming item it
-                                 found and left for its holder (pool.c, take_stale_next); its own */
+    uint64_t next_seen;       /* as a thief (a worker, or a lent holder helping in a nested wait):
+                                 the lease of the last lent slot whose claiming item it found and
+                                 left for its holder (pool.c, take_stale_next); the owner's own */
     pthread_t thread;
     bool started;
     uint32_t exited;          /* set (release) as worker_main returns: a bounded join polls it */
