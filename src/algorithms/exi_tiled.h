@@ -130,10 +130,14 @@ ex_error exi_tiled_connect(const ex_sender *s, ex_receiver r, void *storage);
 ex_env exi_tiled_attrs(const ex_sender *s);
 void exi_tiled_destroy(ex_sender *s);
 
-/* The op_extra bytes of o's operation, max_align_t aligned. */
-static inline void *exi_tiled_extra(exi_tiled_op *o) {
-    return (char *)o + ex_align_up(sizeof *o + o->s->parts * sizeof(exi_tiled_block), alignof(max_align_t));
+/* Bytes of s's operation before its op_extra: the head and one block a
+ * participant, max_align_t aligned. */
+static inline size_t exi_tiled_head_size(const exi_tiled_sender *s) {
+    return ex_align_up(sizeof(exi_tiled_op) + s->parts * sizeof(exi_tiled_block), alignof(max_align_t));
 }
+
+/* The op_extra bytes of o's operation, max_align_t aligned. */
+static inline void *exi_tiled_extra(exi_tiled_op *o) { return (char *)o + exi_tiled_head_size(o->s); }
 
 /* Waits until tiles [0, k) have been folded into the chain (acquire). */
 void exi_tiled_chain_wait(exi_tiled_op *o, size_t k);

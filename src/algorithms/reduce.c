@@ -30,11 +30,11 @@ static ex_error typed_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, s
     exi_carry t;
     if (s->ek == ELEM_F64) t.d = exi_sum_f64((const double *)s->in + b, e - b);
     else t.u = exi_sum_u64((const uint64_t *)s->in + b, e - b);
-    bool chained = s->t.kind->chained;
     if (s->t.op_extra) {
         ((exi_carry *)exi_tiled_extra(o))[k] = t;
         return ex_ok();
     }
+    bool chained = s->t.kind->chained;
     if (chained) exi_tiled_chain_wait(o, k);
     if (s->ek == ELEM_F64) {
         o->prefix.d = (k ? o->prefix.d : s->init.d) + t.d;

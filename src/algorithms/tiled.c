@@ -278,8 +278,7 @@ ex_sender *exi_tiled_finish(exi_tiled_sender *s) {
         return ex_invalid_sender(e.code, e.msg);
     }
     s->inner = inner;
-    size_t head = ex_align_up(sizeof(exi_tiled_op) + s->parts * sizeof(exi_tiled_block), alignof(max_align_t));
-    s->inner_off = ex_align_up(ex_size_add(head, s->op_extra), inner->op_align);
+    s->inner_off = ex_align_up(ex_size_add(exi_tiled_head_size(s), s->op_extra), inner->op_align);
     s->base.op_size = ex_size_add(s->inner_off, inner->op_size);
     s->base.op_align = ex_max_size(alignof(exi_tiled_op), inner->op_align);
     s->base.depth = inner->depth + 1;
