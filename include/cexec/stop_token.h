@@ -19,7 +19,7 @@ struct ex_stop_callback;
 
 typedef struct ex_stop_source {
     /* private */
-    uint32_t state;                  /* bit 0: stop requested, bit 1: list locked */
+    uint32_t state;                  /* bit 0: stop requested, bit 1: list locked, bit 2: internal */
     struct ex_stop_callback *head;   /* registered, not yet invoked callbacks */
     const void *stopping_thread;     /* thread that ran request_stop */
     void *running;                   /* the callback request_stop is running */

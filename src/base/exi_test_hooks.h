@@ -6,9 +6,13 @@
 #ifndef EXI_TEST_HOOKS_H
 #define EXI_TEST_HOOKS_H
 
-/* Called by a counted stop request (core/exi_stop.h) between setting the
- * flag and incrementing *done. */
+/* Called by a request on a lazy stop source (core/exi_lazy_stop.h)
+ * between setting the flag and counting the request done. */
 extern void (*exi_stop_counted_hook)(void);
+
+/* Called by a request on a lazy stop source after counting it begun and
+ * before setting its flag. */
+extern void (*exi_stop_begun_hook)(void);
 
 /* Called by ex_sync_wait's waiter (adaptors/sync_wait.c) after it found
  * its loop empty and before it sleeps. */

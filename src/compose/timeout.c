@@ -173,7 +173,7 @@ static bool claim(timeout_op *o, uint32_t who) {
 
 static void child_value(void *self, const ex_value *v, size_t n) {
     timeout_op *o = self;
-    exi_join_request_stop(&o->join, NULL, NULL);  /* cancels the timer */
+    exi_join_request_stop(&o->join);  /* cancels the timer */
     if (completes_now(o)) {
         drop_timer_error(o);
         ex_set_value(o->r, v, n);
@@ -195,7 +195,7 @@ static void child_value(void *self, const ex_value *v, size_t n) {
 static void child_error(void *self, ex_error e) {
     timeout_op *o = self;
     bool decides = claim(o, CLAIM_CHILD);
-    exi_join_request_stop(&o->join, NULL, NULL);
+    exi_join_request_stop(&o->join);
     if (!decides) {
         exi_error_drop(e);  /* the deadline passed first: most likely the stop's own doing */
         if (completes_now(o)) {
@@ -218,7 +218,7 @@ static void child_error(void *self, ex_error e) {
 static void child_stopped(void *self) {
     timeout_op *o = self;
     bool decides = claim(o, CLAIM_CHILD);
-    exi_join_request_stop(&o->join, NULL, NULL);
+    exi_join_request_stop(&o->join);
     if (completes_now(o)) {
         if (!decides) {
             complete_timed_out(o);
@@ -242,7 +242,7 @@ static void timer_value(void *self, const ex_value *v, size_t n) {
     (void)v, (void)n;
     timeout_op *o = self;
     (void)claim(o, CLAIM_TIMEOUT);
-    exi_join_request_stop(&o->join, NULL, NULL);  /* stops the child */
+    exi_join_request_stop(&o->join);  /* stops the child */
     arrive(o);
 }
 
@@ -250,7 +250,7 @@ static void timer_error(void *self, ex_error e) {
     timeout_op *o = self;
     o->timer_err = e;  /* before the claim: whoever reads it saw the claim */
     if (!claim(o, CLAIM_TIMER_ERROR)) drop_timer_error(o);
-    exi_join_request_stop(&o->join, NULL, NULL);
+    exi_join_request_stop(&o->join);
     arrive(o);
 }
 
@@ -259,7 +259,7 @@ static void timer_error(void *self, ex_error e) {
  * otherwise run with no deadline), and its completion is the result. */
 static void timer_stopped(void *self) {
     timeout_op *o = self;
-    exi_join_request_stop(&o->join, NULL, NULL);
+    exi_join_request_stop(&o->join);
     arrive(o);
 }
 
@@ -323,7 +323,7 @@ static ex_error t_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->token = ex_get_stop_token(env);
     ex_value tv;
     tv.type = EX_T_TOKEN;
-    tv.as.token = ex_stop_source_token(&o->join.stop);
+    tv.as.token = exi_join_token(&o->join);
     ex_env_pair_init(&o->child_env, &ex_key_get_stop_token, tv, ex_env_forward(env));
     ex_error e = ex_connect_child(ts->child, (ex_receiver){ &child_rcvr_vt, o }, o->child);
     if (e.code) return e;

@@ -42,8 +42,7 @@ typedef struct when_all_op {
     ex_operation base;
     ex_receiver r;
     size_t n;
-    exi_join join;         /* count, disposition, the children's stop source */
-    ex_stop_callback on_stop;  /* on the receiver's token */
+    exi_join join;         /* count, disposition, the children's stop source (following token lazily) */
     ex_stop_token token;       /* the receiver's, read at connect with the allocator */
     ex_env_pair child_env;
     const ex_allocator *alloc;
@@ -126,9 +125,10 @@ static __attribute__((noinline, cold)) const char *too_many_values(ex_sender *co
     return t ? t : "ex_when_all: the children's values add up to more than EX_MAX_ARITY";
 }
 
-/* The receiver asked for stop: forward it to the children (exi_join.h). */
-static void request_stop_cb(ex_stop_callback *cb) {
-    when_all_op *o = EXI_CONTAINER_OF(cb, when_all_op, on_stop);
+/* A stop request on the receiver's token reached the children's source,
+ * once linked: forward it to them (exi_join.h). */
+static void request_stop_fire(exi_lazy_stop *l) {
+    when_all_op *o = EXI_CONTAINER_OF(l, when_all_op, join.stop);
     if (exi_join_forward_stop(&o->join)) arrive(o);
 }
 
@@ -153,7 +153,7 @@ static void complete_collected(when_all_op *o) {
 }
 
 static void complete(when_all_op *o) {
-    ex_stop_callback_deregister(&o->on_stop);
+    exi_lazy_stop_unfollow(&o->join.stop);
     uint32_t d = exi_load_acq_u32(&o->join.disposition);
     if (d == EXI_JOIN_ERROR) {
         ex_set_error(o->r, o->join.err);
@@ -186,7 +186,7 @@ static void arrive(when_all_op *o) {
     if (exi_join_arrive(&o->join)) complete(o);
 }
 
-static void fail(when_all_op *o, ex_error e) { exi_join_fail(&o->join, e, NULL, NULL); }
+static void fail(when_all_op *o, ex_error e) { exi_join_fail(&o->join, e); }
 
 /* Whether a collect keeps a copy of a child's signatures, to tell which
  * one its values matched (the tuple's index). */
@@ -232,7 +232,7 @@ static void wa_set_error(void *self, ex_error e) {
 
 static void wa_set_stopped(void *self) {
     when_all_op *o = ((wa_slot *)self)->op;
-    exi_join_stopped(&o->join, NULL, NULL);
+    exi_join_stopped(&o->join);
     arrive(o);
 }
 
@@ -259,7 +259,9 @@ static void run_taken_back(uintptr_t lo, uintptr_t hi, size_t hops) {
 
 static void wa_start(ex_operation *op) {
     when_all_op *o = (when_all_op *)op;
-    if (ex_stop_callback_register(&o->on_stop, o->token, request_stop_cb)) {
+    /* Below another fork-join's source this registers nothing
+     * (exi_lazy_stop.h). */
+    if (exi_lazy_stop_follow(&o->join.stop, o->token)) {
         /* Stop was already requested: start no child. */
         ex_set_stopped(o->r);
         return;
@@ -306,11 +308,11 @@ static inline __attribute__((always_inline)) ex_error wa_connect_now(const ex_se
     o->n = ws->n;
     o->size = s->op_size;
     o->hops = ws->hops;
-    exi_join_init(&o->join, (uint32_t)ws->n);
+    exi_join_init_lazy(&o->join, (uint32_t)ws->n, request_stop_fire);
     ex_env env = ex_receiver_env(r);
     o->alloc = ex_get_allocator(env);
     o->token = ex_get_stop_token(env);
-    exi_env_pair_init_token_alloc(&o->child_env, ex_stop_source_token(&o->join.stop), o->alloc, ex_env_forward(env));
+    exi_env_pair_init_token_alloc(&o->child_env, exi_join_token(&o->join), o->alloc, ex_env_forward(env));
     ex_sigs *variants = NULL;
     uint32_t nvariants = 0;
     o->collected = NULL;

@@ -116,7 +116,7 @@ static void arrive(race_op *o) {
 /* A child completed: the others are asked to stop (before it arrives,
  * so the race cannot complete while the request runs). */
 static void child_done(race_op *o) {
-    exi_join_request_stop(&o->join, NULL, NULL);
+    exi_join_request_stop(&o->join);
     arrive(o);
 }
 
@@ -210,7 +210,7 @@ static ex_error race_connect(const ex_sender *s, ex_receiver r, void *storage) {
     o->token = ex_get_stop_token(env);
     ex_value tv;
     tv.type = EX_T_TOKEN;
-    tv.as.token = ex_stop_source_token(&o->join.stop);
+    tv.as.token = exi_join_token(&o->join);
     ex_env_pair_init(&o->child_env, &ex_key_get_stop_token, tv, ex_env_forward(env));
     const race_child *layout = child_layout(rs);
     for (size_t i = 0; i < rs->n; i++) {

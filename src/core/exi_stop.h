@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* exi_stop.h - a stop request that can be counted.  Internal. */
+/* exi_stop.h - linked stop sources for operations that hold themselves
+ * alive across a request.  Internal. */
 #ifndef EXI_STOP_H
 #define EXI_STOP_H
 
@@ -7,15 +8,6 @@
 #include <stdint.h>
 
 #include <cexec/stop_token.h>
-
-/* ex_stop_source_request_stop that counts requests: *begun (if not NULL)
- * is incremented before the stop flag can be set, *done once it is set (or
- * found set) and before any callback runs.  begun == done means no request
- * counted here is half way; anyone who saw the flag of a counted request
- * reads a begun that includes it, and anyone who reads a done that
- * includes it sees its flag.  (The fork's start check, task/.)
- * Tests widen the window with exi_stop_counted_hook (base/exi_test_hooks.h). */
-bool exi_stop_source_request_stop_counted(ex_stop_source *s, uint64_t *begun, uint64_t *done);
 
 /* ex_linked_stop_source_init whose links, when a parent's request reaches
  * them, call fire(l) instead of requesting stop on l: for an operation

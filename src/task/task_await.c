@@ -36,23 +36,11 @@ static void await_fail(ex_await_result *out, ex_error e) {
  * requested); only the queueing differs. */
 
 /* Stop linking.  A fork forwards its task's stop requests to its own
- * source, as when_all does, but a fork awaited by a child of another fork
- * (the recursion case) registers on that fork's source only when someone
- * asks for its token (every token handed out is a linked one; linking goes
- * up the chain first).  What it must still know at start, whether stop was
- * requested on its task's token, it learns from two process-wide counts
- * of requests on forks' sources (exi_stop_source_request_stop_counted):
- * fork_stops_begun, moved before a request's flag can be seen, and
- * fork_stops_done, moved once it is set.  A fork's start that finds no
- * stop keeps, as its epoch, a count of done requests read before its
- * check.  A fork below it that reads begun equal to that epoch knows that
- * every request ever begun had set its flag before that check, which saw
- * it: nothing in the chain can be stopped.  Otherwise it reads done, then
- * walks up the unlinked forks, checking their flags, to the first linked
- * one, and keeps that done.  A recursion without stop requests costs one
- * shared load per fork. */
-enum { UNLINKED, LINKING, LINKED };
-static uint64_t fork_stops_begun, fork_stops_done;
+ * source, as when_all does, through a lazy source (core/exi_lazy_stop.h):
+ * a fork awaited below another fork-join registers nothing on its
+ * parent's source unless someone registers on its own token, and learns
+ * at start whether its parents were stopped from the process-wide count
+ * of requests, one shared load while there are none. */
 
 typedef struct fork_op fork_op;
 
@@ -71,10 +59,6 @@ struct fork_op {
     ex_task *p;              /* the awaiting task */
     size_t n;
     exi_join join;           /* count, disposition, the children's stop source (when_all's rule) */
-    ex_stop_callback on_stop;  /* on the awaiting task's token, once linked */
-    fork_op *up;             /* the fork the awaiting task is a child of, if linking lazily */
-    uint32_t link;           /* UNLINKED, LINKING, LINKED */
-    uint64_t epoch;          /* fork_stops_done read before its start found no stop */
     ex_env_node env_node;    /* the children's receiver environment */
     uint32_t deferred;       /* lazy: children [0, deferred) neither started nor queued */
     fork_op *deferred_next;  /* the next fork holding children back on the same carrier */
@@ -84,7 +68,7 @@ struct fork_op {
 _Static_assert(alignof(fork_op) <= alignof(max_align_t), "a fork goes at the start of a task's await area");
 
 static void fork_complete(fork_op *f) {
-    if (exi_load_acq_u32(&f->link) == LINKED) ex_stop_callback_deregister(&f->on_stop);
+    exi_lazy_stop_unfollow(&f->join.stop);
     ex_task *p = f->p;
     uint32_t d = exi_load_acq_u32(&f->join.disposition);
     if (d == EXI_JOIN_ERROR) {
@@ -123,21 +107,12 @@ static void fork_complete(fork_op *f) {
     exi_task_await_complete(p);
 }
 
-/* The last child to arrive completes the fork.  Only children and the
- * stop callback (registered once linked) change the count: unlinked, a
- * child that reads 1 is the last, every other arrival is behind it, and
- * no read-modify-write is needed. */
+/* The last child to arrive completes the fork (exi_join_arrive). */
 static void fork_arrive(fork_op *f) {
-    if (exi_load_acq_u32(&f->link) != LINKED && exi_load_acq_u32(&f->join.count) == 1) {
-        exi_store_rlx_u32(&f->join.count, 0);
-        fork_complete(f);
-        return;
-    }
     if (exi_join_arrive(&f->join)) fork_complete(f);
 }
 
-/* Every request on a fork's source is counted (see "Stop linking"). */
-static void fork_fail(fork_op *f, ex_error e) { exi_join_fail(&f->join, e, &fork_stops_begun, &fork_stops_done); }
+static void fork_fail(fork_op *f, ex_error e) { exi_join_fail(&f->join, e); }
 
 static void fork_value(void *self, const ex_value *v, size_t n) {
     fork_slot *sl = self;
@@ -169,44 +144,8 @@ static void fork_error(void *self, ex_error e) {
 
 static void fork_stopped(void *self) {
     fork_op *f = ((fork_slot *)self)->f;
-    exi_join_stopped(&f->join, &fork_stops_begun, &fork_stops_done);
+    exi_join_stopped(&f->join);
     fork_arrive(f);
-}
-
-static void fork_stop_cb(ex_stop_callback *cb);
-
-/* Links f's source to its task's token (the fork above's source, linked
- * first) unless that is done; any thread, once: a second caller waits for
- * the first. */
-static void fork_link(fork_op *f) {
-    uint32_t st = exi_load_acq_u32(&f->link);
-    if (st == LINKED) return;
-    if (st == UNLINKED && exi_cas_u32(&f->link, &st, LINKING)) {
-        fork_link(f->up);
-        (void)ex_stop_callback_register(&f->on_stop, ex_stop_source_token(&f->up->join.stop), fork_stop_cb);
-        exi_store_rel_u32(&f->link, LINKED);
-        return;
-    }
-    for (unsigned spins = 0; exi_load_acq_u32(&f->link) != LINKED; spins++) {
-        if (spins < 64) exi_pause();
-        else sched_yield();  /* the linking thread was preempted */
-    }
-}
-
-/* Whether stop was requested on the token of a fork awaited by a child of
- * `up` (see "Stop linking"); sets *epoch to the epoch that answer holds for. */
-static bool fork_up_stopped(const fork_op *up, uint64_t *epoch) {
-    uint64_t begun = exi_load_acq_u64(&fork_stops_begun);
-    if (begun == up->epoch) {
-        *epoch = begun;  /* = done now: nothing began since */
-        return false;
-    }
-    *epoch = exi_load_acq_u64(&fork_stops_done);  /* before the walk */
-    for (const fork_op *x = up; x; x = x->up) {
-        if (ex_stop_source_stop_requested(&x->join.stop)) return true;
-        if (exi_load_acq_u32(&x->link) == LINKED) return false;  /* follows everything above */
-    }
-    return false;
 }
 
 /* when_all's environment: its own stop token (linked on demand), the rest
@@ -215,8 +154,7 @@ static bool fork_up_stopped(const fork_op *up, uint64_t *epoch) {
 static bool fork_env_query(const ex_env_node *n, const ex_key *key, ex_value *out) {
     fork_op *f = EXI_CONTAINER_OF(n, fork_op, env_node);
     if (key == &ex_key_get_stop_token) {
-        fork_link(f);
-        *out = ex_token_value(ex_stop_source_token(&f->join.stop));
+        *out = ex_token_value(exi_join_token(&f->join));
         return true;
     }
     ex_env e = { &f->p->await_env_node, 0 };
@@ -230,12 +168,11 @@ static ex_env fork_env(void *self) {
 
 static const ex_receiver_vtable fork_rcvr_vt = { fork_value, fork_error, fork_stopped, fork_env, NULL };
 
-/* The awaiting task's stop request, forwarded (exi_join.h). */
-static void fork_stop_cb(ex_stop_callback *cb) {
-    fork_op *f = EXI_CONTAINER_OF(cb, fork_op, on_stop);
-    if (!exi_join_hold(&f->join)) return;
-    exi_join_request_stop(&f->join, &fork_stops_begun, &fork_stops_done);
-    fork_arrive(f);
+/* The awaiting task's stop request, forwarded once the fork's source is
+ * linked (exi_join.h). */
+static void fork_fire(exi_lazy_stop *l) {
+    fork_op *f = EXI_CONTAINER_OF(l, fork_op, join.stop);
+    if (exi_join_forward_stop(&f->join)) fork_arrive(f);
 }
 
 static void fork_destroy(ex_operation *op) {
@@ -330,7 +267,7 @@ static fork_op *fork_init(ex_task *p, size_t n) {
     f->base.vt = &fork_op_vt;
     f->p = p;
     f->n = 0;
-    exi_join_init(&f->join, (uint32_t)n);
+    exi_join_init_lazy(&f->join, (uint32_t)n, fork_fire);
     f->env_node.query = fork_env_query;
     return f;
 }
@@ -377,18 +314,13 @@ static bool connect_children(fork_op *f, ex_sender *const *ch, size_t n, bool so
     return true;
 }
 
-/* Links f into the stop chain at its start (see "Stop linking"): returns
- * whether stop was requested on its task's token already. */
+/* Makes f's source follow its task's token at its start (see "Stop
+ * linking"): returns whether stop was requested on it already.  A child
+ * of a fork finds its token without asking the environment. */
 static bool link_at_start(fork_op *f, ex_task *p) {
-    if (p->r.vt == &fork_rcvr_vt) {
-        f->up = ((fork_slot *)p->r.self)->f;
-        f->link = UNLINKED;
-        return fork_up_stopped(f->up, &f->epoch);
-    }
-    f->up = NULL;
-    f->link = LINKED;
-    f->epoch = exi_load_acq_u64(&fork_stops_done);  /* before the check the registration makes */
-    return ex_stop_callback_register(&f->on_stop, ex_task_stop_token(p), fork_stop_cb);
+    ex_stop_token t = p->r.vt == &fork_rcvr_vt ? exi_join_token(&((fork_slot *)p->r.self)->f->join)
+                                               : ex_task_stop_token(p);
+    return exi_lazy_stop_follow(&f->join.stop, t);
 }
 
 /* Queues the children but the last (oldest first), or, lazy, holds them

@@ -279,3 +279,78 @@ Test(exec_when_all, children_see_own_stop_token_and_the_forwarded_env) {
     expect_no_leaks();
 }
 
+
+/* ------------------------------------ nested when_alls: stop linked on demand */
+
+/* A when_all below another registers nothing on the parent's source at
+ * its start (src/core/exi_lazy_stop.h); these check that nothing is lost
+ * for a token read through unlinked sources, for a callback registered
+ * deep below, and for a start after the parent stopped. */
+
+Test(exec_when_all, children_of_nested_when_alls_see_an_outside_stop_by_polling) {
+    ex_pool *p = test_pool_new(2);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    spin_ctx sc;
+    spin_init(&sc);
+    trec a;
+    trec_init(&a);
+    rec_with_stop(&a.r);
+    ex_sender *s = ex_when_all(ex_when_all(spinner(sch, &sc)), ex_when_all(ex_when_all(spinner(sch, &sc))));
+    ex_operation *op = trec_run_start(s, &a);
+    cr_assert_geq(wait_int_reaches(&sc.entered, 2), 2, "the children did not start");
+    cr_assert(ex_stop_source_request_stop(&a.r.stop));
+    trec_wait_done(&a);
+    cr_assert_eq(atomic_load(&sc.timed_out), 0, "a child two or three when_alls down missed the stop request");
+    cr_assert_eq(atomic_load(&sc.saw_stop), 2);
+    rec_expect_stopped(&a.r);
+    ex_operation_free(op);
+    ex_sender_release(s);
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
+Test(exec_when_all, a_timer_three_when_alls_down_is_stopped_from_outside) {
+    /* The timer's stop callback links each when_all's source to the one
+     * above as it registers; a 60 s timer that the request does not reach
+     * fails the bounded wait. */
+    ex_pool *p = test_pool_new(2);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    trec a;
+    trec_init(&a);
+    rec_with_stop(&a.r);
+    ex_sender *timer = ex_schedule_after(sch, 60 * (int64_t)1000000000);
+    ex_sender *s = ex_when_all(ex_just(ex_int(1)), ex_when_all(ex_when_all(ex_starts_on(sch, timer))));
+    ex_operation *op = trec_run_start(s, &a);
+    ex_stop_source_request_stop(&a.r.stop);
+    trec_wait_done(&a);
+    rec_expect_stopped(&a.r);
+    ex_operation_free(op);
+    ex_sender_release(s);
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
+static ex_sender *lv_inner_when_all(void *ctx, const ex_value *in, size_t n) {
+    (void)in, (void)n;
+    return ex_when_all(ex_then(ex_just(), count_pass, ctx, EX_SIG0, EX_SIG0));
+}
+
+Test(exec_when_all, a_when_all_started_after_its_parent_stopped_starts_no_child) {
+    /* The first child fails inline, which requests stop on the outer
+     * when_all's source; the second then builds and starts a when_all
+     * below it, whose start check must find that stop. */
+    call_counter calls;
+    memset(&calls, 0, sizeof calls);
+    rec rc;
+    rec_init(&rc);
+    rec_with_stop(&rc);
+    ex_sender *s = ex_when_all(ex_just_error(ex_err(EX_EUSER, "first")),
+                               ex_let_value(ex_just(), lv_inner_when_all, &calls, EX_SIG0));
+    ex_operation *op = run_start(s, &rc);
+    cr_assert_eq(rc.errors, 1, "values %d errors %d stops %d", rc.values, rc.errors, rc.stops);
+    cr_assert_eq(rc.err.code, EX_EUSER);
+    cr_assert_eq(atomic_load(&calls.calls), 0, "the inner when_all started a child after its parent stopped");
+    run_destroy(op);
+    ex_sender_release(s);
+    expect_no_leaks();
+}

@@ -63,13 +63,13 @@ Test(exec_task_fork, a_queued_child_is_stolen_and_the_parent_resumes_on_the_pool
 /* ------------------- a child that saw its token stopped, then forks */
 
 /* The stop flag of a fork's source becomes visible before the request's
- * count of completed requests moves (exi_stop_source_request_stop_counted):
- * a child that sees the flag in that window and forks must still find the
- * stop (src/task/task_await.c, "Stop linking").  The hook widens the window: the
+ * count of completed requests moves (src/core/exi_lazy_stop.h): a child
+ * that sees the flag in that window and forks must still find the stop.
+ * The hook widens the window: the
  * requesting thread waits there until the child's fork has given its
  * result. */
 static atomic_int k_forked;
-extern void (*exi_stop_counted_hook)(void);  /* src/stop_token.c, for tests */
+extern void (*exi_stop_counted_hook)(void);  /* src/core/stop_token.c, for tests */
 
 static void k_widen(void) {
     double deadline = test_now_s() + 5.0;
