@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-# mk/model.mk - `make model-check`: the Promela models of the pool
+# mk/model.mk - `make model-check`: the Promela models of the pool and of
+# the lazy stop sources
 # (model/*.pml, see model/README.md) checked exhaustively with spin.
 #
 #   make model-check                  every check below, in $(BUILD)/model/<check>/
@@ -61,6 +62,7 @@ MODEL_CHECKS := \
     inbox:inbox:pass:safety: \
     inbox-np:inbox:pass:np: \
     poll:poll:pass:safety: \
+    lazystop:lazystop:pass:safety: \
     broken-park-no-recheck:park:fail:safety:-DNO_SUB,-DBROKEN_NO_RECHECK \
     broken-park-3w-no-recheck:park:fail:safety:-DNW=3,-DSTART_PARKED,-DWAIT_ONLY,-DNO_SUB,-DNO_CHILD2,-DNO_FALLBACK,-DCOARSE,-DPLAIN_ITEM,-DBROKEN_NO_RECHECK \
     broken-park-no-membarrier:park:fail:safety:-DNO_SUB,-DBROKEN_NO_MEMBARRIER \
@@ -88,7 +90,11 @@ MODEL_CHECKS := \
     broken-inbox-tail-only:inbox:fail:safety:-DBROKEN_TAIL_ONLY \
     broken-poll-plain-idle:poll:fail:safety:-DBROKEN_PLAIN_IDLE \
     broken-poll-no-hand-over:poll:fail:safety:-DBROKEN_NO_HAND_OVER \
-    broken-poll-mask-no-recheck:poll:fail:safety:-DBROKEN_MASK_NO_RECHECK
+    broken-poll-mask-no-recheck:poll:fail:safety:-DBROKEN_MASK_NO_RECHECK \
+    broken-lazystop-epoch-from-begun:lazystop:fail:safety:-DBROKEN_EPOCH_FROM_BEGUN \
+    broken-lazystop-done-after-walk:lazystop:fail:safety:-DBROKEN_DONE_AFTER_WALK \
+    broken-lazystop-flag-before-epoch:lazystop:fail:safety:-DBROKEN_FLAG_BEFORE_EPOCH \
+    broken-lazystop-no-begun:lazystop:fail:safety:-DBROKEN_NO_BEGUN
 
 .PHONY: model-check
 

@@ -27,6 +27,8 @@
  * epoch and reads the parent's own flag; a recursion without stop
  * requests pays one load of `begun` per start and per check.
  *
+ * model/lazystop.pml checks this protocol, with broken variants.
+ *
  * Lifetimes: the chain above a source is alive while the source is (a
  * parent completes only after its children), and only the source's own
  * subtree registers on its token, so linking, which happens inside that

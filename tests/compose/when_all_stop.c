@@ -173,27 +173,33 @@ Test(exec_when_all, stop_requested_before_start_on_a_pool_starts_no_child) {
     expect_no_leaks();
 }
 
-Test(exec_when_all, stop_requested_from_outside_while_running_completes_stopped) {
-    ex_pool *p = test_pool_new(2);
-    ex_scheduler sch = ex_pool_scheduler(p);
-    spin_ctx sc;
-    spin_init(&sc);
+/* Starts s, whose `spinners` children spin on p until they see a stop
+ * request, requests stop on the receiver's token once they all spin, and
+ * checks that each of them saw it and that s completed stopped.  Takes s. */
+static void expect_spinners_stopped(ex_pool *p, ex_sender *s, spin_ctx *sc, int spinners) {
     trec a;
     trec_init(&a);
     rec_with_stop(&a.r);
-    ex_sender *s = ex_when_all(spinner(sch, &sc), spinner(sch, &sc));
     ex_operation *op = trec_run_start(s, &a);
-    cr_assert_geq(wait_int_reaches(&sc.entered, 2), 2, "the children did not start");
+    cr_assert_geq(wait_int_reaches(&sc->entered, spinners), spinners, "the children did not start");
     cr_assert_eq(atomic_load(&a.done), 0, "completed before the stop request");
     cr_assert(ex_stop_source_request_stop(&a.r.stop));
     trec_wait_done(&a);
-    cr_assert_eq(atomic_load(&sc.timed_out), 0, "the children did not see the receiver's stop request");
-    cr_assert_eq(atomic_load(&sc.saw_stop), 2);
+    cr_assert_eq(atomic_load(&sc->timed_out), 0, "a child did not see the receiver's stop request");
+    cr_assert_eq(atomic_load(&sc->saw_stop), spinners);
     rec_expect_stopped(&a.r);
     ex_operation_free(op);
     ex_sender_release(s);
     test_pool_free(p);
     expect_no_leaks();
+}
+
+Test(exec_when_all, stop_requested_from_outside_while_running_completes_stopped) {
+    ex_pool *p = test_pool_new(2);
+    ex_scheduler sch = ex_pool_scheduler(p);
+    spin_ctx sc;
+    spin_init(&sc);
+    expect_spinners_stopped(p, ex_when_all(spinner(sch, &sc), spinner(sch, &sc)), &sc, 2);
 }
 
 POOL_TEST(exec_when_all, stop_request_ignored_by_the_children_still_gives_their_values, 2) {
@@ -292,21 +298,8 @@ Test(exec_when_all, children_of_nested_when_alls_see_an_outside_stop_by_polling)
     ex_scheduler sch = ex_pool_scheduler(p);
     spin_ctx sc;
     spin_init(&sc);
-    trec a;
-    trec_init(&a);
-    rec_with_stop(&a.r);
-    ex_sender *s = ex_when_all(ex_when_all(spinner(sch, &sc)), ex_when_all(ex_when_all(spinner(sch, &sc))));
-    ex_operation *op = trec_run_start(s, &a);
-    cr_assert_geq(wait_int_reaches(&sc.entered, 2), 2, "the children did not start");
-    cr_assert(ex_stop_source_request_stop(&a.r.stop));
-    trec_wait_done(&a);
-    cr_assert_eq(atomic_load(&sc.timed_out), 0, "a child two or three when_alls down missed the stop request");
-    cr_assert_eq(atomic_load(&sc.saw_stop), 2);
-    rec_expect_stopped(&a.r);
-    ex_operation_free(op);
-    ex_sender_release(s);
-    test_pool_free(p);
-    expect_no_leaks();
+    expect_spinners_stopped(p, ex_when_all(ex_when_all(spinner(sch, &sc)), ex_when_all(ex_when_all(spinner(sch, &sc)))),
+                            &sc, 2);
 }
 
 Test(exec_when_all, a_timer_three_when_alls_down_is_stopped_from_outside) {
