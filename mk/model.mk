@@ -91,6 +91,7 @@ MODEL_CHECKS := \
     broken-poll-plain-idle:poll:fail:safety:-DBROKEN_PLAIN_IDLE \
     broken-poll-no-hand-over:poll:fail:safety:-DBROKEN_NO_HAND_OVER \
     broken-poll-mask-no-recheck:poll:fail:safety:-DBROKEN_MASK_NO_RECHECK \
+    broken-lazystop-walk-stops-at-linked:lazystop:fail:safety:-DBROKEN_WALK_STOPS_AT_LINKED \
     broken-lazystop-epoch-from-begun:lazystop:fail:safety:-DBROKEN_EPOCH_FROM_BEGUN \
     broken-lazystop-done-after-walk:lazystop:fail:safety:-DBROKEN_DONE_AFTER_WALK \
     broken-lazystop-flag-before-epoch:lazystop:fail:safety:-DBROKEN_FLAG_BEFORE_EPOCH \

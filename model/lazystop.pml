@@ -39,6 +39,12 @@
  *                          inherits the parent's epoch, which a check of
  *                          the parent may meanwhile have refreshed past a
  *                          request on the parent itself;
+ *  -DBROKEN_WALK_STOPS_AT_LINKED  the walk stops at the first linked
+ *                          source (and a linked source answers by its own
+ *                          flag): a check that saw S0 stopped while S1's
+ *                          link was being registered says "not stopped"
+ *                          once S1 is published linked, until S0's
+ *                          request reaches S1's link (a reviewer found it);
  *  -DBROKEN_NO_BEGUN       a single count, moved after the flag: a check
  *                          by a thread that saw the flag, made before the
  *                          count moved, trusts an epoch the request has
@@ -78,14 +84,20 @@ inline fire_s1() {
 }
 
 /* Whether stop was requested above source l (its own flag checked by the
- * caller): exi_lazy_stop_above.  Each atomic block reads one shared
+ * caller): exi_lazy_stop_above, which reads the flag of every lazy source
+ * above, linked or not, unless the epoch still holds.  (lk stays false
+ * but in the broken variant.)  Each atomic block reads one shared
  * variable (or writes one) with the local steps after it: the same
  * interleavings, fewer states. */
 inline above(l, res, e, d, x, u, lk) {
     res = false;
     if
+#ifdef BROKEN_WALK_STOPS_AT_LINKED
     :: atomic { linked[l] -> res = (flag[l] != 0) }  /* (the flag read again after LINKED) */
     :: atomic { !linked[l] -> e = epoch[l] };
+#else
+    :: atomic { true -> e = epoch[l] };
+#endif
 #ifdef BROKEN_NO_BEGUN
         if
         :: atomic { ndone == e -> e = 0 }
@@ -105,7 +117,9 @@ inline above(l, res, e, d, x, u, lk) {
             do
             :: x == NONE -> break
             :: else ->
+#ifdef BROKEN_WALK_STOPS_AT_LINKED
                 lk = linked[x];
+#endif
                 if
                 :: atomic { flag[x] -> res = true }; break
                 :: atomic { else -> if :: lk -> x = NONE :: else -> up_of(x, u); x = u fi }
@@ -194,8 +208,8 @@ end_idle:
     check(2, res, e, d, x, u, lk);
     assert(before == 0 || res);
     /* Having seen S2's parent stopped (S2's own token looks at it first),
-     * a check of S2 must say stopped too. */
-    seen = flag[1];
+     * or S2 itself stopped, a check of S2 must say stopped. */
+    seen = flag[1] || res;
     before = returned;
     check(2, res, e, d, x, u, lk);
     assert((before == 0 && !seen) || res)

@@ -65,7 +65,11 @@ static inline bool ex_stop_token_equal(ex_stop_token a, ex_stop_token b) { retur
 /* Registers cb on t.  If stop was already requested, fn(cb) runs now on the
  * calling thread and the callback is not registered.  With the never-stop
  * token nothing happens.  Returns true when fn ran during registration.
- * cb must stay at its address until ex_stop_callback_deregister returns. */
+ * cb must stay at its address until ex_stop_callback_deregister returns.
+ * On the token a when_all or a task fork gives its children, the first
+ * registration also links that source (and those of the fork-joins above
+ * it not linked yet) to its parent: one more registration per such level,
+ * and a short wait if another thread is linking the same sources. */
 bool ex_stop_callback_register(ex_stop_callback *cb, ex_stop_token t, ex_stop_fn fn);
 
 /* Deregisters cb, by the rule of [stopcallback.inplace] (P2300R10

@@ -8,8 +8,9 @@
  * stop token of the when_all's own in-place stop source, linked to the
  * receiver's (below another when_all or task fork, linked only once
  * something registers a callback on the children's token; meanwhile
- * ex_stop_token_stop_requested answers for the whole chain, so no request
- * is missed either way).  If stop was requested before start, no child is started and
+ * ex_stop_token_stop_requested reads the chain above: a request that has
+ * returned is seen, and once it says stopped it keeps saying so).  If stop
+ * was requested before start, no child is started and
  * the result is set_stopped.  The parent completes on the agent of the last
  * child to complete.  Nothing allocates unless a child's values hold tuples
  * (copied with the environment's allocator, EX_ENOMEM on failure).  No

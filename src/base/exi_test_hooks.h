@@ -14,6 +14,10 @@ extern void (*exi_stop_counted_hook)(void);
  * before setting its flag. */
 extern void (*exi_stop_begun_hook)(void);
 
+/* Called by the linking of a lazy stop source after its link was
+ * registered on its parent and before it is published linked. */
+extern void (*exi_stop_link_hook)(void);
+
 /* Called by ex_sync_wait's waiter (adaptors/sync_wait.c) after it found
  * its loop empty and before it sleeps. */
 extern void (*exi_sync_sleep_hook)(void);

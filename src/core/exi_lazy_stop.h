@@ -12,8 +12,10 @@
  *  - a registration on a lazy source links it first: its link callback is
  *    registered on the parent, the parent linked before it in the same
  *    way, so a linked source is reached by every request above it;
- *  - stop_requested on an unlinked source walks up the unlinked sources to
- *    the first linked one, reading their flags.
+ *  - stop_requested on a lazy source also reads the flags of the lazy
+ *    sources above it (linked or not: a linked one's flag may wait for a
+ *    request running on its parent to reach its link, and an answer never
+ *    goes back from "stopped" to "not stopped").
  *
  * Both are answered by the public functions (cexec/stop_token.h) for any
  * consumer of the token.  The walk is skipped while no request has begun
@@ -52,7 +54,7 @@ typedef struct exi_lazy_stop exi_lazy_stop;
 struct exi_lazy_stop {
     ex_stop_source source;        /* first: the token points here */
     ex_stop_callback link;        /* on the parent's token, once linked */
-    exi_lazy_stop *up;            /* the parent, when followed lazily (read only while unlinked) */
+    exi_lazy_stop *up;            /* the parent, when followed lazily; NULL: a plain parent or none */
     exi_lazy_stop *down;          /* while linking: the source below, linked after this one */
     uint32_t linked;              /* EXI_LAZY_UNLINKED, _LINKING or _LINKED */
     uint64_t epoch;               /* see above; written by any checking thread */
@@ -70,11 +72,12 @@ enum { EXI_LAZY_UNLINKED, EXI_LAZY_LINKING, EXI_LAZY_LINKED };
 static inline void exi_lazy_stop_init(exi_lazy_stop *l, bool lazy, void (*fire)(exi_lazy_stop *l)) {
     /* Only what a plain root needs and follow does not set: a fork's start
      * pays for every store.  (stopping_thread is read only while a request
-     * runs a callback, which it names first; link, up, down and epoch
-     * are set by exi_lazy_stop_follow.) */
+     * runs a callback, which it names first; link, down and epoch are set
+     * by exi_lazy_stop_follow or before they are read.) */
     l->source.state = lazy ? EXI_STOP_LAZY : 0;
     l->source.head = NULL;
     l->source.running = NULL;
+    l->up = NULL;
     l->linked = EXI_LAZY_LINKED;
     l->fire = fire;
 }
@@ -83,27 +86,33 @@ static inline void exi_lazy_stop_init(exi_lazy_stop *l, bool lazy, void (*fire)(
  * of requests begun on lazy sources. */
 extern uint64_t exi_lazy_stops_begun;
 
+/* Links l (and the unlinked sources above it) to the chain. */
+void exi_lazy_stop_link(exi_lazy_stop *l);
 /* exi_lazy_stop_follow of a parent that is not a lazy source. */
 bool exi_lazy_stop_follow_plain(exi_lazy_stop *l, ex_stop_token parent);
 /* Whether stop was requested above l (its own flag is the caller's to
  * check): the walk, unless l's epoch still holds. */
 bool exi_lazy_stop_above(exi_lazy_stop *l);
 
-/* At the owner's start: makes l follow `parent`.  A lazy parent is
- * followed lazily (nothing registered); any other is linked now.  Returns
- * whether stop was already requested on parent (then fire may have run,
- * and the owner starts nothing).  Only before l's token is handed out.
- * Inline: a recursion calls it once a fork. */
+/* At the owner's start, on the thread that connected it (its children
+ * may hold l's token since connect, but their callbacks come at their
+ * start): makes l follow `parent`.  A lazy parent is followed lazily
+ * (nothing registered); any other is linked now.  Returns whether stop was
+ * already requested on parent (then fire may have run, and the owner
+ * starts nothing).  Inline: a recursion calls it once a fork. */
 static inline bool exi_lazy_stop_follow(exi_lazy_stop *l, ex_stop_token parent) {
     ex_stop_source *p = parent.src;
     if (!p || !(exi_load_rlx_u32(&p->state) & EXI_STOP_LAZY)) return exi_lazy_stop_follow_plain(l, parent);
     exi_lazy_stop *up = (exi_lazy_stop *)(void *)p;
-    l->up = up;
-    exi_store_rlx_u32(&l->linked, EXI_LAZY_UNLINKED);
     /* The parent's epoch covers the chain above it; its own flag is read
      * after that epoch: together they make l's epoch valid. */
     uint64_t epoch = exi_load_acq_u64(&up->epoch);
     exi_store_rlx_u64(&l->epoch, epoch);
+    l->up = up;
+    exi_store_rlx_u32(&l->linked, EXI_LAZY_UNLINKED);
+    /* A callback registered on l before its start (at a child's connect)
+     * found it linked: link it now, so that the parent's requests reach it. */
+    if (__builtin_expect(l->source.head != NULL, 0)) exi_lazy_stop_link(l);
     if (exi_load_acq_u32(&p->state) & EXI_STOP_REQUESTED) return true;
     return exi_load_acq_u64(&exi_lazy_stops_begun) != epoch && exi_lazy_stop_above(l);
 }
@@ -126,8 +135,6 @@ static inline void exi_lazy_stop_unfollow(exi_lazy_stop *l) {
 static inline ex_stop_token exi_lazy_stop_token(exi_lazy_stop *l) { return ex_stop_source_token(&l->source); }
 
 /* For stop_token.c. */
-/* Links l (and the unlinked sources above it) to the chain. */
-void exi_lazy_stop_link(exi_lazy_stop *l);
 /* The process-wide counts of requests on lazy sources. */
 void exi_lazy_stop_begin(void);
 void exi_lazy_stop_done(void);

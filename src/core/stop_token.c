@@ -65,6 +65,7 @@ bool ex_stop_token_stop_requested(ex_stop_token t) {
 
 void (*exi_stop_counted_hook)(void);
 void (*exi_stop_begun_hook)(void);
+void (*exi_stop_link_hook)(void);
 
 bool ex_stop_source_request_stop(ex_stop_source *s) {
     if (!s) return false;
@@ -193,31 +194,29 @@ static void link_fired(ex_stop_callback *cb) {
 }
 
 bool exi_lazy_stop_follow_plain(exi_lazy_stop *l, ex_stop_token parent) {
+    /* l's chain (the lazy sources above it) is empty: up stays NULL.  Its
+     * epoch is what the sources below inherit (they read l's flag after
+     * it): a `done` read now. */
+    exi_store_rlx_u64(&l->epoch, exi_load_acq_u64(&stops_done));
     if (!parent.src) {  /* never stopped: a root */
         l->link.src = NULL;  /* (its unfollow finds nothing to deregister) */
-        exi_store_rlx_u64(&l->epoch, 0);  /* valid for an empty chain */
         return false;
     }
-    /* A plain source: linked now, and l's chain is empty. */
-    exi_store_rlx_u64(&l->epoch, exi_load_acq_u64(&stops_done));
+    /* A plain source: linked now; its requests reach l by the link alone. */
     return ex_stop_callback_register(&l->link, parent, link_fired);
 }
 
 bool exi_lazy_stop_above(exi_lazy_stop *l) {
-    /* Linked: its link carries every request above to its flag (read
-     * again: a link that fired as it was registered set it). */
-    if (exi_load_acq_u32(&l->linked) == EXI_LAZY_LINKED)
-        return (exi_load_acq_u32(&l->source.state) & EXI_STOP_REQUESTED) != 0;
+    if (!l->up) return false;  /* followed nothing lazily: its own flag is all */
     uint64_t epoch = exi_load_acq_u64(&l->epoch);
     if (exi_load_acq_u64(&exi_lazy_stops_begun) == epoch) return false;
     uint64_t done = exi_load_acq_u64(&stops_done);  /* before the flags it vouches for */
-    for (const exi_lazy_stop *x = l->up; x; x = x->up) {
-        /* linked before the flag: a link that fired at registration set
-         * the flag before its source was published linked */
-        bool linked = exi_load_acq_u32(&x->linked) == EXI_LAZY_LINKED;
+    /* Every lazy source above, linked or not: a linked one's flag may wait
+     * for a request running on its parent to reach its link, and an
+     * answer must not go back to "not stopped" once a check gave "stopped"
+     * (flags stay set; the sources above stay the same). */
+    for (const exi_lazy_stop *x = l->up; x; x = x->up)
         if (exi_load_acq_u32(&x->source.state) & EXI_STOP_REQUESTED) return true;
-        if (linked) break;
-    }
     /* Any thread may store: every value stored is a valid epoch. */
     exi_store_rel_u64(&l->epoch, done);
     return false;
@@ -252,6 +251,8 @@ void exi_lazy_stop_link(exi_lazy_stop *l) {
     while (top) {
         exi_lazy_stop *below = top->down;
         (void)ex_stop_callback_register(&top->link, exi_lazy_stop_token(top->up), link_fired);
+        void (*hook)(void) = exi_load_rlx_ptr((void *const *)&exi_stop_link_hook);
+        if (hook) hook();
         exi_store_rel_u32(&top->linked, EXI_LAZY_LINKED);
         top = below;
     }

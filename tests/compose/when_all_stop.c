@@ -302,21 +302,48 @@ Test(exec_when_all, children_of_nested_when_alls_see_an_outside_stop_by_polling)
                             &sc, 2);
 }
 
-Test(exec_when_all, a_timer_three_when_alls_down_is_stopped_from_outside) {
-    /* The timer's stop callback links each when_all's source to the one
-     * above as it registers; a 60 s timer that the request does not reach
-     * fails the bounded wait. */
+/* A child that registers a callback on its token, says so, and waits
+ * (bounded) for the callback to run. */
+typedef struct registering {
+    ex_stop_callback cb;  /* first: the callback is the struct */
+    atomic_int registered, fired;
+} registering;
+
+static void registering_fired(ex_stop_callback *cb) { atomic_store(&((registering *)(void *)cb)->fired, 1); }
+
+static ex_error register_and_wait(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)n, (void)out;
+    registering *rg = ctx;
+    (void)ex_stop_callback_register(&rg->cb, in[0].as.token, registering_fired);
+    atomic_store(&rg->registered, 1);
+    (void)wait_int_reaches(&rg->fired, 1);
+    ex_stop_callback_deregister(&rg->cb);
+    return ex_ok();
+}
+
+Test(exec_when_all, a_callback_three_when_alls_down_is_reached_by_an_outside_stop) {
+    /* The registration links each when_all's source to the one above;
+     * without that the outside request stops at the outermost when_all
+     * and the callback never runs (the child's bounded wait gives up). */
     ex_pool *p = test_pool_new(2);
     ex_scheduler sch = ex_pool_scheduler(p);
+    registering rg;
+    memset(&rg, 0, sizeof rg);
+    atomic_init(&rg.registered, 0);
+    atomic_init(&rg.fired, 0);
     trec a;
     trec_init(&a);
     rec_with_stop(&a.r);
-    ex_sender *timer = ex_schedule_after(sch, 60 * (int64_t)1000000000);
-    ex_sender *s = ex_when_all(ex_just(ex_int(1)), ex_when_all(ex_when_all(ex_starts_on(sch, timer))));
+    ex_sender *leaf = ex_then(ex_starts_on(sch, ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN)), register_and_wait, &rg,
+                              EX_SIG(EX_T_TOKEN), EX_SIG0);
+    ex_sender *s = ex_when_all(ex_just(ex_int(1)), ex_when_all(ex_when_all(leaf)));
     ex_operation *op = trec_run_start(s, &a);
-    ex_stop_source_request_stop(&a.r.stop);
+    cr_assert_eq(wait_int_reaches(&rg.registered, 1), 1, "the child did not register");
+    cr_assert(ex_stop_source_request_stop(&a.r.stop));
     trec_wait_done(&a);
-    rec_expect_stopped(&a.r);
+    cr_assert_eq(atomic_load(&rg.fired), 1, "the request did not reach a callback three when_alls down");
+    cr_assert_eq(a.r.values, 1, "the children completed with values: values %d errors %d stops %d", a.r.values,
+                 a.r.errors, a.r.stops);
     ex_operation_free(op);
     ex_sender_release(s);
     test_pool_free(p);

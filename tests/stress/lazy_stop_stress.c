@@ -10,7 +10,8 @@
  * callback links the chain above it, often from two threads at once), or
  * poll their token.  Another thread may request stop on the root's token,
  * before the start or at a random moment; in some rounds the windows
- * between a request's counts and its flag are widened.  Every round checks:
+ * between a request's counts and its flag, and between a link's
+ * registration and its publication, are widened.  Every round checks:
  *  - the root completes exactly once, with a disposition that follows
  *    from what the leaves did (an error wins; stopped only when a leaf
  *    stopped or stop was requested; else the sum of every leaf);
@@ -25,7 +26,7 @@
 #include "stress_util.h"
 
 enum { ROUNDS = 1500, MAX_NODES = 128, MAX_KIDS = 3, MAX_DEPTH = 4 };
-enum { L_VALUE, L_ERROR, L_STOPPED, L_WAIT, L_POLL, N_JOIN, N_FORK };
+enum { L_VALUE, L_ERROR, L_STOPPED, L_WAIT, L_POLL, L_INLINE, N_JOIN, N_FORK, N_LATE };
 enum { PLAN_NONE, PLAN_BEFORE_START, PLAN_RACE };
 
 typedef struct node {
@@ -35,6 +36,7 @@ typedef struct node {
     bool hop;                /* started through starts_on(pool) */
     int64_t value;           /* a leaf's */
     uint32_t runs;           /* a leaf's function ran (atomic) */
+    uint32_t sent_at_start;  /* N_LATE: the outside request had returned before its when_all started */
 } node;
 
 static node nodes[MAX_NODES];
@@ -44,6 +46,7 @@ static ex_scheduler sch;
 /* The outside request returned (release); poll leaves then must see it. */
 static uint32_t stop_sent;
 static uint32_t poll_misses;
+static uint32_t poll_flips;  /* a poll that said stopped, then not stopped */
 static uint32_t stop_fired;
 
 static void request_stop(void *src) {
@@ -84,13 +87,26 @@ static ex_error leaf_poll(void *ctx, const ex_value *in, size_t n, ex_value *out
     node *nd = ctx;
     __atomic_fetch_add(&nd->runs, 1, __ATOMIC_RELAXED);
     ex_stop_token tok = in[0].as.token;
-    for (int i = 0; i < 256; i++) {
+    bool was_seen = false;
+    for (int i = 0, after = 0; i < 256 && after < 96; i++) {
         bool sent = __atomic_load_n(&stop_sent, __ATOMIC_ACQUIRE);
         bool seen = ex_stop_token_stop_requested(tok);
         if (sent && !seen) __atomic_fetch_add(&poll_misses, 1, __ATOMIC_RELAXED);
-        if (seen) break;
+        if (was_seen && !seen) __atomic_fetch_add(&poll_flips, 1, __ATOMIC_RELAXED);
+        was_seen |= seen;
+        after += was_seen;  /* a few more looks once stopped: the answer must stay */
         spin_delay(200);
     }
+    out[0] = ex_int(nd->value);
+    return ex_ok();
+}
+
+/* Runs inline when its when_all starts (no schedule operation, no stop
+ * check of its own between): an N_LATE's children. */
+static ex_error leaf_inline(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)in, (void)n;
+    node *nd = ctx;
+    __atomic_fetch_add(&nd->runs, 1, __ATOMIC_RELAXED);
     out[0] = ex_int(nd->value);
     return ex_ok();
 }
@@ -128,10 +144,34 @@ static ex_task_result fork_body(ex_task *t, void *arg) {
     return ex_task_i64(s);
 }
 
+static ex_sender *join_of(node *nd);
+
+/* N_LATE: a pause on its thread (the stopper may act meanwhile), then a
+ * when_all of inline leaves built and started at once: its start check is
+ * all that stands between an outside request and its children. */
+static ex_error late_pause(void *ctx, const ex_value *in, size_t n, ex_value *out) {
+    (void)ctx, (void)in, (void)n, (void)out;
+    spin_delay(rnd(20000));
+    return ex_ok();
+}
+
+static ex_sender *late_body(void *ctx, const ex_value *in, size_t n) {
+    (void)in, (void)n;
+    node *nd = ctx;
+    nd->sent_at_start = __atomic_load_n(&stop_sent, __ATOMIC_ACQUIRE);
+    return join_of(nd);
+}
+
 static ex_sig ints(int n) {
     ex_sig s = { (uint8_t)n, { 0 } };
     for (int i = 0; i < n; i++) s.types[i] = EX_T_INT;
     return s;
+}
+
+static ex_sender *join_of(node *nd) {
+    ex_sender *kids[MAX_KIDS];
+    for (int i = 0; i < nd->nkids; i++) kids[i] = build(nd->kids[i]);
+    return ex_then(ex_when_all_n(kids, (size_t)nd->nkids), sum_fn, NULL, ints(nd->nkids), EX_SIG(EX_T_INT));
 }
 
 static ex_sender *build(node *nd) {
@@ -147,12 +187,15 @@ static ex_sender *build(node *nd) {
         s = ex_then(ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN), leaf_poll, nd, EX_SIG(EX_T_TOKEN),
                     EX_SIG(EX_T_INT));
         break;
+    case L_INLINE:
+        s = ex_then(ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN), leaf_inline, nd, EX_SIG(EX_T_TOKEN),
+                    EX_SIG(EX_T_INT));
+        break;
     case N_FORK: s = ex_task_create(fork_body, nd, NULL); break;
-    default: {
-        ex_sender *kids[MAX_KIDS];
-        for (int i = 0; i < nd->nkids; i++) kids[i] = build(nd->kids[i]);
-        s = ex_then(ex_when_all_n(kids, (size_t)nd->nkids), sum_fn, NULL, ints(nd->nkids), EX_SIG(EX_T_INT));
-    }
+    case N_LATE:
+        s = ex_let_value(ex_then(ex_just(), late_pause, nd, EX_SIG0, EX_SIG0), late_body, nd, EX_SIG0);
+        break;
+    default: s = join_of(nd);
     }
     /* A task needs a scheduler to fork on: always started on the pool. */
     return nd->hop || nd->kind == N_FORK ? ex_starts_on(sch, s) : s;
@@ -171,9 +214,20 @@ static node *grow(int depth, const plan_leaves *pl) {
     nd->hop = rnd(2) == 0;
     bool inner = depth == 0 || (depth < MAX_DEPTH && nnodes + MAX_KIDS * 4 < MAX_NODES && rnd(3) != 0);
     if (inner) {
-        nd->kind = rnd(4) == 0 && depth > 0 ? N_FORK : N_JOIN;
+        uint32_t k = rnd(8);
+        nd->kind = depth == 0 ? N_JOIN : k < 2 ? N_FORK : k < 4 ? N_LATE : N_JOIN;
         nd->nkids = 2 + (int)rnd(MAX_KIDS - 1);
-        for (int i = 0; i < nd->nkids; i++) nd->kids[i] = grow(depth + 1, pl);
+        for (int i = 0; i < nd->nkids; i++) {
+            if (nd->kind == N_LATE) {  /* inline leaves only */
+                node *leaf = &nodes[nnodes++];
+                memset(leaf, 0, sizeof *leaf);
+                leaf->kind = L_INLINE;
+                leaf->value = (int64_t)rnd(1000);
+                nd->kids[i] = leaf;
+            } else {
+                nd->kids[i] = grow(depth + 1, pl);
+            }
+        }
         return nd;
     }
     uint32_t r = rnd(16);
@@ -185,13 +239,18 @@ static node *grow(int depth, const plan_leaves *pl) {
 
 typedef struct tally {
     int leaves, waits;
+    int late_started, late_runs;  /* N_LATE when_alls started after the request returned; leaves they ran */
     bool error_ran, stopped_ran, none_twice, none_ran, all_once;
     int64_t sum;
 } tally;
 
 static void count(const node *nd, tally *t) {
-    if (nd->kind == N_JOIN || nd->kind == N_FORK) {
-        for (int i = 0; i < nd->nkids; i++) count(nd->kids[i], t);
+    if (nd->kind == N_JOIN || nd->kind == N_FORK || nd->kind == N_LATE) {
+        for (int i = 0; i < nd->nkids; i++) {
+            count(nd->kids[i], t);
+            if (nd->kind == N_LATE && nd->sent_at_start && nd->kids[i]->runs) t->late_runs++;
+        }
+        t->late_started += nd->kind == N_LATE && nd->sent_at_start;
         return;
     }
     uint32_t runs = __atomic_load_n(&nd->runs, __ATOMIC_RELAXED);
@@ -217,7 +276,7 @@ int main(void) {
     static agent stopper;
     agent_start(&stopper);
     static srec rec;
-    unsigned outcome[4] = { 0 }, widened = 0;
+    unsigned outcome[4] = { 0 }, widened = 0, lates = 0;
     double t0 = now_s();
 
     for (int round = 0; round < ROUNDS; round++) {
@@ -231,9 +290,11 @@ int main(void) {
         __atomic_store_n(&stop_sent, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&stop_fired, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&poll_misses, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&poll_flips, 0, __ATOMIC_RELAXED);
         bool widen_round = rnd(4) == 0;
         exi_stop_counted_hook = widen_round ? widen : NULL;
         exi_stop_begun_hook = widen_round ? widen : NULL;
+        exi_stop_link_hook = widen_round ? widen : NULL;
         widened += widen_round;
 
         srec_init(&rec);
@@ -248,12 +309,17 @@ int main(void) {
         srec_expect_once(&rec, "fork-join tree", round, &checks);
         bool stopped_outside = __atomic_load_n(&stop_fired, __ATOMIC_RELAXED);
 
-        tally t = { 0, 0, false, false, true, true, true, 0 };
+        tally t = { 0, 0, 0, 0, false, false, true, true, true, 0 };
         count(root, &t);
         CHECK(t.none_twice, "round %d: a leaf ran twice", round);
         CHECK(__atomic_load_n(&poll_misses, __ATOMIC_RELAXED) == 0,
               "round %d: %u polls found no stop after the request returned", round, poll_misses);
-        checks += 2;
+        CHECK(__atomic_load_n(&poll_flips, __ATOMIC_RELAXED) == 0,
+              "round %d: %u polls found no stop after one that found it", round, poll_flips);
+        CHECK(t.late_runs == 0, "round %d: %d leaves ran under a when_all started after the request returned", round,
+              t.late_runs);
+        checks += 4;
+        lates += (unsigned)t.late_started;
         outcome[rec.disp]++;
         switch (rec.disp) {
         case D_VALUE:
@@ -284,6 +350,7 @@ int main(void) {
         }
         exi_stop_counted_hook = NULL;
         exi_stop_begun_hook = NULL;
+        exi_stop_link_hook = NULL;
         ex_operation_free(op);
         expect_round_freed(&baseline, round, &checks);
     }
@@ -291,7 +358,8 @@ int main(void) {
     agent_stop(&stopper);
     stress_pool_free(pool, &checks);
     ex_set_default_allocator(NULL);
-    printf("lazy_stop_stress: %d rounds in %.2f s (value %u, error %u, stopped %u; %u widened)\n", ROUNDS,
-           now_s() - t0, outcome[D_VALUE], outcome[D_ERROR], outcome[D_STOPPED], widened);
+    printf("lazy_stop_stress: %d rounds in %.2f s (value %u, error %u, stopped %u; %u widened; %u when_alls started "
+           "after the request returned)\n",
+           ROUNDS, now_s() - t0, outcome[D_VALUE], outcome[D_ERROR], outcome[D_STOPPED], widened, lates);
     return stress_finish("lazy_stop_stress", checks);
 }
