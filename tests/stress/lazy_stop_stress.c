@@ -101,16 +101,6 @@ static ex_error leaf_poll(void *ctx, const ex_value *in, size_t n, ex_value *out
     return ex_ok();
 }
 
-/* Runs inline when its when_all starts (no schedule operation, no stop
- * check of its own between): an N_LATE's children. */
-static ex_error leaf_inline(void *ctx, const ex_value *in, size_t n, ex_value *out) {
-    (void)in, (void)n;
-    node *nd = ctx;
-    __atomic_fetch_add(&nd->runs, 1, __ATOMIC_RELAXED);
-    out[0] = ex_int(nd->value);
-    return ex_ok();
-}
-
 /* ----------------------------------------------------------------- inner */
 
 static ex_error sum_fn(void *ctx, const ex_value *in, size_t n, ex_value *out) {
@@ -187,8 +177,8 @@ static ex_sender *build(node *nd) {
         s = ex_then(ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN), leaf_poll, nd, EX_SIG(EX_T_TOKEN),
                     EX_SIG(EX_T_INT));
         break;
-    case L_INLINE:
-        s = ex_then(ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN), leaf_inline, nd, EX_SIG(EX_T_TOKEN),
+    case L_INLINE:  /* runs when its when_all starts: no schedule operation, no stop check of its own */
+        s = ex_then(ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN), leaf_value, nd, EX_SIG(EX_T_TOKEN),
                     EX_SIG(EX_T_INT));
         break;
     case N_FORK: s = ex_task_create(fork_body, nd, NULL); break;
