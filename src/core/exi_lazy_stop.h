@@ -64,7 +64,8 @@ struct exi_lazy_stop {
 enum { EXI_LAZY_UNLINKED, EXI_LAZY_LINKING, EXI_LAZY_LINKED };
 
 /* Initialises l as a root: stop not requested, nothing followed (an owner
- * that forwards stop requests itself leaves it so).  lazy: sources below
+ * that forwards stop requests itself leaves it so, and never calls
+ * exi_lazy_stop_unfollow).  lazy: sources below
  * may follow l lazily (requests on l are then counted); false: l behaves
  * as a plain source.  fire: what a parent's request does once
  * exi_lazy_stop_follow linked l (NULL: requests stop on l); the owner's
@@ -134,8 +135,8 @@ static inline void exi_lazy_stop_unfollow(exi_lazy_stop *l) {
 /* The token of l. */
 static inline ex_stop_token exi_lazy_stop_token(exi_lazy_stop *l) { return ex_stop_source_token(&l->source); }
 
-/* For stop_token.c. */
-/* The process-wide counts of requests on lazy sources. */
+/* For stop_token.c: the process-wide counts of requests on lazy sources
+ * (begun before the flag, done after it). */
 void exi_lazy_stop_begin(void);
 void exi_lazy_stop_done(void);
 
