@@ -71,6 +71,7 @@ MODEL_CHECKS := \
     broken-lend-close-drops:park:fail:safety:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED,-DBROKEN_CLOSE_DROPS \
     broken-lend-block-first:park:fail:safety:-DLEND,-DNO_SUB,-DNO_PARENT,-DSTART_PARKED,-DBROKEN_LEND_BLOCK_FIRST \
     broken-lend-late-gate:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_LATE_LENT_GATE \
+    broken-lend-pushing-ignored:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_PUSHING_IGNORED \
     broken-lend-no-stopping:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_LEND_NO_STOPPING \
     broken-lend-visible-workers:park:fail:safety:-DNW=1,-DLEND,-DNO_SUB,-DNO_PARENT,-DBROKEN_VISIBLE_WORKERS \
     broken-lend-next-undrained:park:fail:safety:-DNW=1,-DLEND,-DNO_PARENT,-DNO_WAIT,-DBROKEN_NEXT_UNDRAINED \

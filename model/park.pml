@@ -39,7 +39,10 @@
  * and everything the threads outside the pool store, the lent caller
  * included.  Their plain stores are: the lent push's bottom or link,
  * followed by the gate decrement (pool.c:171-172, locked) before any load;
- * held = 0 (pool.c:400), read by no one else here (one claimant); and the
+ * the claiming push's store of `next` and then of held = HELD (clearing
+ * PUSHING), which x86 makes visible in that order (shutdown reads held,
+ * then `next`), followed by the take's xchg (locked) before any load that
+ * matters; held = 0 at close, read by no one but destroy; and the
  * inbox link of an outside push (inbox.c:23), which notify's load of the
  * idle mask follows with no locked instruction between (pool.c:152, 156;
  * the gate decrement comes after, 157).  That last store->load pair is not
@@ -55,9 +58,8 @@
  * which).  Two C accesses share one step only where the README argues that
  * no behaviour is lost: idle_set + the heavy barrier, take's restore of
  * bottom, push (top only feeds growth, not modelled here), steal's slot
- * load with its cas (no slot is overwritten here), the lent slot's claim
- * (load + cas of held: the only claimant) and the holders counter (read
- * only by destroy, not modelled).
+ * load with its cas (no slot is overwritten here), and the lent slot's
+ * claim (load + cas of held: the only claimant).
  *
  * ---- Scenario --------------------------------------------------------
  * NW workers (2; -DNW=3 for three).  main submits item PARENT from outside
@@ -75,14 +77,16 @@
  *   -DLEND adds lent slot LS (= NW: the pool's slots are NW workers and one
  * lent slot, p->slots == NW + 1) and the lent caller, an outside thread in
  * ex_sync_wait (sync_wait.c:90-104): it opens the offer; its submission of
- * LROOT claims the slot (cas on held, holders + 1, pool.c:190-200) and
- * pushes LROOT on the slot's deque under the slot's gate with the stopping
- * check and no wake-up (pool.c:165-176, 216).  It then runs its slot's
+ * LROOT claims the slot (claim_lent_slot: cas of held from 0 to HELD |
+ * PUSHING) and puts LROOT in the slot's `next` (push_next: the stopping
+ * check, the store, then held = HELD; no wake-up): the claim's cas is the
+ * push's gate, and shutdown waits for PUSHING as for the gates.  It then runs its slot's
  * items (exi_lend_run_one, pool.c:368-378) until its operation is done, or
  * gives up at any failed round (the spin budget, sync_wait.c:94); closes
  * (pool.c:388-406: every item left in its deque and inbox handed to a
  * worker inbox, submit_outside with notify, or cancelled once stopping;
- * held = 0; holders - 1); then blocks until done (sync_wait.c:102-103).
+ * held = 0, which destroy waits for); then blocks until done
+ * (sync_wait.c:102-103).
  * LROOT, run by the lent caller, pushes LCHILD on the lent deque WITH
  * notify (pool.c:206) and stays busy until LCHILD is done or shutdown has
  * begun, so LCHILD must be stolen by a worker (steal and work_visible over
@@ -155,7 +159,11 @@
  *                         before it closes (sync_wait.c:101 after 103).
  *  -DBROKEN_LATE_LENT_GATE  shutdown waits for the workers' gates only,
  *                         drains, and only then waits for the lent slot's
- *                         gate (pool.c:599 over p->n, not p->slots).
+ *                         gate and PUSHING (pool.c:599 over p->n, not
+ *                         p->slots).
+ *  -DBROKEN_PUSHING_IGNORED  shutdown waits for every gate but not for the
+ *                         lent slot's PUSHING (wait_gates reading the
+ *                         inboxes' gates only, as before PUSHING).
  *  -DBROKEN_LEND_NO_STOPPING  the lent push skips the stopping check
  *                         (pool.c:167-170).
  *  -DBROKEN_VISIBLE_WORKERS  work_visible looks at the workers' queues
@@ -219,9 +227,10 @@ byte idle;                        /* exi_pool_impl.h:47, one word (NW <= 64) */
 byte ev[NW];                      /* the workers' ck_ec32 values (park.c) */
 bit stopping;                     /* exi_pool_impl.h:49 */
 #ifdef LEND
-bit held;                         /* exi_pool_impl.h:30, of the lent slot */
-byte nxt;                         /* exi_pool_impl.h:31 `next`, the lent slot's claiming item */
-byte holders;                     /* exi_pool_impl.h:55 */
+byte held;                        /* exi_pool_impl.h `held` of the lent slot: HELD | PUSHING */
+#define HELD 1
+#define PUSHING 2
+byte nxt;                         /* exi_pool_impl.h `next`, the lent slot's claiming item */
 bit seen_next[NW];                /* exi_pool_impl.h `next_seen` of each worker: it found the
                                      holding's claiming item and left it (one holding here) */
 #endif
@@ -859,19 +868,19 @@ inline submit_lent(item, wake) {
     fi
 }
 
-/* pool.c push_next: the claiming (quiet) item goes to the slot's `next`,
- * under the gate with the stopping check, and wakes nobody */
+/* pool.c push_next: the claiming (quiet) item goes to the slot's `next`
+ * with the stopping check, under the claim's PUSHING (the cas that set it
+ * is the gate's increment), and wakes nobody */
 inline submit_next(item) {
-    gate[LS]++;                           /* faa */
     if
 #ifndef BROKEN_LEND_NO_STOPPING
-    :: stopping -> atomic { gate[LS]--; complete(item, 3) }   /* EX_ESHUTDOWN */
+    :: stopping -> atomic { held = HELD; complete(item, 3) }   /* EX_ESHUTDOWN; store rel */
     :: else ->
 #else
     :: true ->
 #endif
         atomic { LATE_PUSH(item); nxt = item };   /* store rel (SC: an outside thread) */
-        gate[LS]--                        /* faa */
+        held = HELD                       /* store rel: PUSHING cleared */
     fi
 }
 
@@ -938,8 +947,7 @@ inline lend_close() {
         fi
     od;
 #endif
-    held = 0;                             /* 400 store rel */
-    holders--                             /* 403-405 (closing: destroy, not modelled) */
+    held = 0                              /* store rel: destroy (not modelled) waits for it */
 }
 
 #define LENT_DONE ((lroot_ret || done[LROOT] > 1) && (!created[LCHILD] || done[LCHILD] != 0))
@@ -951,9 +959,8 @@ proctype lent() {
     me = LS;                              /* deque_push/take: the slot's owner */
     /* 92 exi_lend_open (thread-local); 93 ex_start: submit (pool.c:213-216):
      * no worker, offer open, no slot yet: claim_lent_slot */
-    atomic {                              /* pool.c:194 load + cas (the only claimant) */
-        created[LROOT] = 1; held == 0 -> held = 1;
-        holders++                         /* 195 faa (read by destroy only) */
+    atomic {                              /* claim_lent_slot: load + cas (the only claimant) */
+        created[LROOT] = 1; held == 0 -> held = HELD | PUSHING
     }
     submit_next(LROOT);                   /* 216: to `next`, no wake-up */
 #ifdef LEND_NESTED
@@ -1083,9 +1090,13 @@ proctype main() {
     :: i < NGATES -> atomic { gate[i] == 0; i++ }
     :: else -> i = 0; break
     od;
+#if defined(LEND) && !defined(BROKEN_LATE_LENT_GATE) && !defined(BROKEN_PUSHING_IGNORED)
+    (held & PUSHING) == 0;                /* wait_gates: the lent slot's claim-and-push */
+#endif
     drain();                              /* 808 */
 #ifdef BROKEN_LATE_LENT_GATE
     gate[LS] == 0;                        /* the lent gate only after the drain */
+    (held & PUSHING) == 0;
 #endif
     /* queued items were cancelled; refused ones complete on their submitter */
     assert(idle == 0);
@@ -1100,7 +1111,7 @@ active proctype watchdog() {
 end_wd:
     timeout -> assert(main_done);
 #ifdef LEND
-    assert(lent_done && held == 0 && holders == 0);
+    assert(lent_done && held == 0);
 #endif
     n = 1;
     do

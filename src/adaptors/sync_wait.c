@@ -53,6 +53,7 @@ typedef struct sync_state {
     const void *runner;   /* the waiter's thread id while it runs a loop item, else NULL */
     uint32_t flags;       /* SYNC_DONE | SYNC_SLEEPING | SYNC_POSTED | posters * SYNC_PIN */
     uint32_t finished;    /* set by a completion that saw SYNC_SLEEPING, after its wake-up */
+    bool done_here;       /* completed on the waiter's own thread while it was awake (complete) */
     ex_env_pair env;      /* get_scheduler and get_delegation_scheduler: the loop */
     ex_result *res;
     uint32_t timer_lock;  /* 1 while someone holds the heap */
@@ -243,16 +244,30 @@ static bool timers_finish_one(sync_state *st) {
     return true;
 }
 
+/* The wait this thread is in and awake for (start_and_wait sets it
+ * around its start and spin, nested waits restore the outer one): a
+ * completion on that thread is then a plain store.  A waiter never leaves
+ * its thread inside the wait (ex_sync_wait blocks; a task calling it does
+ * not suspend there). */
+static EXI_TLS sync_state *tls_waiting;
+
 /* Tells the waiting thread.  The last access to st by the completing side:
  * the read-modify-write, or the store of `finished` when the waiter may be
- * asleep (it waits for that store before it returns). */
+ * asleep (it waits for that store before it returns).  On the waiter's own
+ * thread while it is awake in its loop, the flag it reads first instead: a
+ * lent caller runs its request itself, and the locked instruction was a
+ * twentieth of a small request's cost. */
 static void complete(sync_state *st) {
+    if (tls_waiting == st) {
+        st->done_here = true;
+        return;
+    }
     if (!(exi_faa_u32(&st->flags, SYNC_DONE) & SYNC_SLEEPING)) return;
     futex_wake(&st->flags);
     exi_store_rel_u32(&st->finished, 1);
 }
 
-static bool completed(sync_state *st) { return exi_load_acq_u32(&st->flags) & SYNC_DONE; }
+static bool completed(sync_state *st) { return st->done_here || (exi_load_acq_u32(&st->flags) & SYNC_DONE); }
 
 /* The waiter, once the operation completed: runs what is still posted and
  * waits for the posters (and, if it slept, the completing side) to be
@@ -281,7 +296,7 @@ static inline __attribute__((always_inline)) void loop_end(sync_state *st, bool 
  * SYNC_POSTED again (a completion sets SYNC_DONE), so the word differs and
  * the sleep ends at once. */
 static void run_loop_to_end(sync_state *st) {
-    uint32_t f = exi_load_acq_u32(&st->flags);
+    uint32_t f = exi_load_acq_u32(&st->flags) | (st->done_here ? SYNC_DONE : 0);
     bool slept = false;
     if (!(f & SYNC_DONE)) {
         f = exi_fas_or_u32(&st->flags, SYNC_SLEEPING) | SYNC_SLEEPING;
@@ -428,6 +443,8 @@ static ex_result error_result(ex_error e) {
  * instead of blocking, so a task that waits for work on its own pool
  * cannot deadlock it. */
 static void start_and_wait(sync_state *st, ex_operation *op) {
+    sync_state *outer_wait = tls_waiting;
+    tls_waiting = st;
     if (exi_worker_index() < 0) {
         exi_lend_state outer;
         exi_lend_open(&outer);
@@ -441,6 +458,7 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
         /* Nothing is left in the slot that only this thread would run:
          * close hands what remains to a worker before this thread sleeps. */
         exi_lend_close(&outer);
+        tls_waiting = outer_wait;  /* it may sleep from here: completions tell it through the futex word */
         run_loop_to_end(st);
         return;
     }
@@ -455,6 +473,7 @@ static void start_and_wait(sync_state *st, ex_operation *op) {
             sched_yield();
         }
     }
+    tls_waiting = outer_wait;
     loop_end(st, false);
 }
 
@@ -492,6 +511,7 @@ ex_result ex_sync_wait(ex_sender *s) {
     st.runner = NULL;
     st.flags = 0;
     st.finished = 0;
+    st.done_here = false;
     st.res = &res;
     st.timer_lock = 0;
     st.earliest = NO_TIMER;

@@ -30,7 +30,7 @@ typedef struct exi_worker {
     ex_pool *pool;
     unsigned index;
     bool lent;                /* a lent slot, not a worker */
-    uint32_t held;            /* lent: 1 while a thread holds it (claimed by CAS, released by a store) */
+    uint32_t held;            /* lent: LENT_HELD (| LENT_PUSHING) while a thread holds it (claimed by CAS, released by a store); destroy waits for 0 */
     void *next;               /* lent: ex_work *, the claiming (quiet) item, which the holder runs
                                  next; taken by exchange (the holder, a thief, the drain, close) */
     uint64_t lease;           /* lent: names the current holding (set at the claim, before any

@@ -208,16 +208,24 @@ static ex_error push_own(ex_pool *p, exi_worker *me, ex_work *w, bool wake, bool
     return ex_ok();
 }
 
+/* A lent slot's `held` word: HELD while a thread holds it; PUSHING while
+ * its claimer, not yet past the `stopping` check, puts its first item in
+ * `next` (the claim's compare-and-swap is then that push's gate: shutdown
+ * waits for PUSHING to clear as for the gates).  0: free. */
+enum { LENT_HELD = 1, LENT_PUSHING = 2 };
+
 /* The claiming item of a lent slot: it waits in the slot's `next`, not in
  * its deque (a store instead of a deque push and take: the commonest lent
- * item, a short wait's only one).  Under the gate like the slot's other
- * pushes, with the same stopping check.  The slot was just claimed: `next`
- * is empty (close and the drain empty it). */
+ * item, a short wait's only one).  The slot was just claimed with
+ * LENT_PUSHING, a locked instruction: the check of `stopping` after it is
+ * ordered as a gate increment's would be, and the release store that
+ * clears PUSHING publishes the item as the gate's decrement would.  Two
+ * locked instructions a request fewer than the gate.  `next` is empty (close
+ * and the drain empty it). */
 static ex_error push_next(ex_pool *p, exi_worker *me, ex_work *w) {
-    exi_faa_u32(&me->inbox.gate, 1);
     bool refuse = stopping(p);
     if (!refuse) exi_store_rel_ptr(&me->next, w);
-    exi_faa_u32(&me->inbox.gate, (uint32_t)-1);
+    exi_store_rel_u32(&me->held, LENT_HELD);
     return refuse ? refused(p) : ex_ok();
 }
 
@@ -235,17 +243,20 @@ static void set_slot(exi_worker *me) {
 }
 
 /* Takes a free lent slot of p for the calling thread (an open offer, no
- * slot yet), or NULL.  The CAS that takes the slot acquires what its last
- * holder did with the deque; the slot counts as a handle on the pool, so
- * destroy waits for it to be given back.  The holder is an agent of the
- * pool only while it runs the slot's items (exi_lend_run_one): between
- * them it runs its own loop's work, which is not the pool's. */
-static exi_worker *claim_lent_slot(ex_pool *p) {
+ * slot yet), or NULL; `how` is LENT_HELD, or with LENT_PUSHING for a
+ * claimer that puts its first item in `next` (push_next).  The CAS that
+ * takes the slot acquires what its last holder did with the deque.  The
+ * holding keeps the pool's memory: destroy waits for every lent slot's
+ * `held` to be 0, so the single CAS is both the claim and the hold (no
+ * count of holders to bump and drop).  The holder is an
+ * agent of the pool only while it runs the slot's items
+ * (exi_lend_run_one): between them it runs its own loop's work, which is
+ * not the pool's. */
+static exi_worker *claim_lent_slot(ex_pool *p, uint32_t how) {
     for (unsigned k = p->n; k < p->slots; k++) {
         exi_worker *s = &p->workers[k];
         uint32_t free_ = 0;
-        if (exi_load_rlx_u32(&s->held) || !exi_cas_u32(&s->held, &free_, 1)) continue;
-        exi_faa_u32(&p->holders, 1);
+        if (exi_load_rlx_u32(&s->held) || !exi_cas_u32(&s->held, &free_, how)) continue;
         /* Before any push of this holding: a thief acquires the item, and
          * with it the lease it copies to its origin. */
         s->claims++;
@@ -272,7 +283,8 @@ static ex_error submit(ex_pool *p, ex_work *w, bool quiet_ok) {
         exi_worker *held = tls_lend.slot;
         if (held && held->pool == p) return push_own(p, held, w, true, false);
         /* The first item of a lending wakes nobody: its holder runs it next. */
-        if (!held && (held = claim_lent_slot(p))) return quiet_ok ? push_next(p, held, w) : push_own(p, held, w, true, false);
+        if (!held && quiet_ok && (held = claim_lent_slot(p, LENT_HELD | LENT_PUSHING))) return push_next(p, held, w);
+        if (!held && !quiet_ok && (held = claim_lent_slot(p, LENT_HELD))) return push_own(p, held, w, true, false);
     }
     return submit_outside(p, w);
 }
@@ -617,7 +629,7 @@ bool exi_lend_run_one(void) {
 bool exi_pool_lend_to(ex_pool *p) {
     if (tls_worker || !tls_lend.open || forked(p)) return false;
     if (tls_lend.slot) return tls_lend.slot->pool == p;
-    return claim_lent_slot(p) != NULL;
+    return claim_lent_slot(p, LENT_HELD) != NULL;
 }
 
 /* An item left in a lent slot when its holder stops waiting: to a worker,
@@ -643,12 +655,12 @@ void exi_lend_close(const exi_lend_state *outer) {
     while (exi_inbox_nonempty(&me->inbox))
         if ((w = exi_inbox_pop(&me->inbox))) hand_over(p, w);
         else sched_yield();
-    exi_store_rel_u32(&me->held, 0);
-    /* Then the slot's hold on the pool, as pool_release drops a handle: the
-     * last access to p (destroy may free it right after). */
+    /* The release is the holding's last access to p (destroy may free it
+     * right after), so `closing` is read before it, as pool_release reads
+     * it before its drop; a wake that reaches freed memory wakes nobody. */
     bool closing = exi_load_acq_u32(&p->closing);
-    exi_faa_u32(&p->holders, (uint32_t)-1);
-    if (closing) syscall(SYS_futex, &p->holders, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    exi_store_rel_u32(&me->held, 0);
+    if (closing) syscall(SYS_futex, &me->held, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 /* ------------------------------------------------------ sync_wait helping */
@@ -961,8 +973,11 @@ static bool join_workers(ex_pool *p, const struct timespec *deadline) {
  * `stopping` finish their push; later ones see `stopping` and are
  * refused. */
 static void wait_gates(ex_pool *p) {
-    for (unsigned i = 0; i < p->slots; i++)
-        while (exi_load_acq_u32(&p->workers[i].inbox.gate)) sched_yield();
+    for (unsigned i = 0; i < p->slots; i++) {
+        exi_worker *w = &p->workers[i];
+        while (exi_load_acq_u32(&w->inbox.gate) || (w->lent && (exi_load_acq_u32(&w->held) & LENT_PUSHING)))
+            sched_yield();
+    }
 }
 
 /* Stops and joins the started workers (then drain cancels what is
@@ -1249,6 +1264,17 @@ ex_error ex_pool_destroy(ex_pool *p) {
         if ((int64_t)(int32_t)h + on_workers == 0) break;
         struct timespec poll = { 0, 10 * 1000 * 1000 };  /* a drop that read `closing` too early */
         syscall(SYS_futex, &p->holders, FUTEX_WAIT_PRIVATE, h, &poll, NULL, 0);
+    }
+    /* Then the lent slots' holdings (claim_lent_slot).  A claim that
+     * begins after this scan would be a submission racing with the free
+     * itself, which no holding could make safe (the caller's contract: a
+     * pool is not used once its destroy may have returned). */
+    for (unsigned k = p->n; k < p->slots; k++) {
+        uint32_t *held = &p->workers[k].held;
+        for (uint32_t h; (h = exi_load_acq_u32(held)) != 0;) {
+            struct timespec poll = { 0, 10 * 1000 * 1000 };  /* a release that read `closing` too early */
+            syscall(SYS_futex, held, FUTEX_WAIT_PRIVATE, h, &poll, NULL, 0);
+        }
     }
     exi_pool_clock_release(p);
     free_pool(p);
