@@ -68,7 +68,9 @@ struct ex_allocator;
 #define EX_SENDER_MAX_DEPTH 1024u
 
 /* The header every sender begins with.  Fields are set by the builder and
- * read-only afterwards (refs is managed by retain/release). */
+ * read-only afterwards (refs is managed by retain/release; memo by the
+ * library).  A sender's attributes (vt->attrs) must answer the same for
+ * its whole life: the library remembers what it learned from them. */
 struct ex_sender {
     const ex_sender_vtable *vt;
     uint32_t refs;                      /* 0: static, never freed */
@@ -78,6 +80,7 @@ struct ex_sender {
     size_t op_align;                    /* ... and alignment */
     uint32_t depth;                     /* 1 + the deepest input's; 1 without inputs */
     ex_sigs sigs;                       /* completion signatures */
+    uint8_t memo;                       /* the library's (0 from ex_sender_alloc): what it learned of the attributes */
     ex_error status;                    /* EX_OK, or why the sender is invalid */
 };
 

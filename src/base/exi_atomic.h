@@ -34,6 +34,7 @@
     }                                                                                        \
     static inline T exi_fas_##N(T *p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 
+EXI_DEF(uint8_t, u8)
 EXI_DEF(uint32_t, u32)
 EXI_DEF(uint64_t, u64)
 typedef void *exi_ptr_t;
@@ -58,6 +59,8 @@ static inline void exi_fence_full(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST
 #define EXI_RMW_FENCE() ck_pr_fence_memory()
 #endif
 
+static inline uint8_t exi_load_rlx_u8(const uint8_t *p) { return ck_pr_load_8(p); }
+static inline void exi_store_rlx_u8(uint8_t *p, uint8_t v) { ck_pr_store_8(p, v); }
 static inline uint32_t exi_load_rlx_u32(const uint32_t *p) { return ck_pr_load_32(p); }
 static inline uint32_t exi_load_acq_u32(const uint32_t *p) { uint32_t v = ck_pr_load_32(p); ck_pr_fence_acquire(); return v; }
 static inline void exi_store_rlx_u32(uint32_t *p, uint32_t v) { ck_pr_store_32(p, v); }

@@ -245,9 +245,15 @@ ex_sender *ex_bulk_domain_transform(const ex_domain *d, ex_scheduler sch, ex_sen
 
 bool exi_apply_sync_wait(ex_sender *s, ex_result *out) {
     if (exi_in_domain) return false;
+    /* Relaxed: the answer is the same whoever finds it (the attributes do
+     * not change), so a racing reader at worst looks again. */
+    if (exi_load_rlx_u8(&s->memo) & EXI_MEMO_NO_APPLY) return false;
     ex_scheduler sch;
     const ex_domain *d = ex_sender_domain(s, &sch);
-    if (!d || !d->apply_sender) return false;
+    if (!d || !d->apply_sender) {
+        exi_store_rlx_u8(&s->memo, EXI_MEMO_NO_APPLY);
+        return false;
+    }
     exi_in_domain++;
     bool done = d->apply_sender(d, sch, &ex_tag_sync_wait, s, out);
     exi_in_domain--;

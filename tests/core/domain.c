@@ -421,6 +421,27 @@ Test(domain, sync_wait_can_be_customised) {
     expect_no_leaks();
 }
 
+/* ex_sync_wait remembers, in the sender, that its completion domain has no
+ * apply_sender; only that answer is remembered: a sender whose domain
+ * applies is applied on every wait. */
+Test(domain, sync_wait_applies_on_every_wait_of_one_sender) {
+    ex_sender *s = ex_schedule(test_sched());
+    for (int k = 0; k < 3; k++) {
+        ex_result r = ex_sync_wait(ex_sender_retain(s));
+        expect_value_int(&r, 42);
+        ex_result_destroy(&r);
+    }
+    ex_sender_release(s);
+    ex_pool *p = test_pool_new(1);
+    ex_sender *own = ex_bulk(ex_continues_on(ex_just(ex_int(5)), ex_pool_scheduler(p)), EX_PAR, 2, bulk_noop, NULL);
+    cr_expect_eq(own->memo, 0);
+    for (int k = 0; k < 3; k++) expect_sync_int(ex_sender_retain(own), 5);
+    cr_expect(own->memo != 0, "the pool's domain has no apply_sender: remembered after the first wait");
+    ex_sender_release(own);
+    test_pool_free(p);
+    expect_no_leaks();
+}
+
 /* ------------------------------------------------- the pool's own domain */
 
 static ex_error count_chunks(void *ctx, size_t begin, size_t end, const ex_value *v, size_t n) {
