@@ -84,16 +84,20 @@ static size_t tile_end(const exi_tiled_sender *s, size_t begin) {
     return s->n - begin > s->tile ? begin + s->tile : s->n;  /* no overflow near SIZE_MAX */
 }
 
-/* A participant claims its next tile before it processes the current one,
- * so the tile can prefetch it; but a tile of another participant's block
- * only when it is about to process it: claimed early, it could be the one
- * that participant, finishing at the same time, would have taken. */
+/* A chained participant (a scan) claims its next tile before it
+ * processes the current one, so the tile can prefetch it.  An unchained
+ * one (the reductions and loops, whose tiles prefetch nothing) claims a
+ * tile only when it is about to process it, from its own block as from
+ * another's: a tile claimed ahead is one that a participant that has run
+ * out cannot take.  (A worker that arrived late at a reduction of 1e5
+ * doubles had claimed the last tile of its block while it processed the
+ * one before; the caller, done with its own block, waited for both.) */
 static void participate(exi_tiled_op *o, unsigned part) {
     const exi_tiled_sender *s = o->s;
     unsigned from = 0;
     uint64_t k = claim(o, part, &from, false), done = 0;
     while (k < s->ntiles) {
-        uint64_t next = claim(o, part, &from, true);
+        uint64_t next = s->kind->chained ? claim(o, part, &from, true) : NOT_YET;
         size_t begin = exi_tile_begin(s, (size_t)k), end = tile_end(s, begin);
         size_t nb = next < s->ntiles ? exi_tile_begin(s, (size_t)next) : 0;
         size_t ne = next < s->ntiles ? tile_end(s, nb) : 0;
