@@ -554,9 +554,18 @@ static void *worker_main(void *arg) {
          * otherwise keep a core busy between its firings. */
         for (unsigned r = 0; !w && !timers_only && r < p->spin_rounds && !stopping(p) && !exi_pool_timer_due(p); r++) {
             /* Instead of idling, poll: a completion may queue work here. */
-            if (!exi_pool_polling(p) || !exi_pool_poll_all(p, me))
-                for (int k = 0; k < 16; k++) exi_pause();
-            w = find_work(me);
+            if (exi_pool_polling(p) && exi_pool_poll_all(p, me)) {
+                w = find_work(me);
+                continue;
+            }
+            /* A round is 16 pauses with a look after every 4: a helper the
+             * starter of a bulk queued waits a quarter as long for this
+             * worker (a look per 16 pauses, about 400 ns here, was a tenth
+             * of a reduction of 1e5 doubles on two). */
+            for (int look = 0; look < 4 && !w; look++) {
+                for (int k = 0; k < 4; k++) exi_pause();
+                w = find_work(me);
+            }
         }
         if (!w && !timers_only) w = linger(me);
         timers_only = false;
