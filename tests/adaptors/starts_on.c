@@ -97,69 +97,15 @@ Test(exec_transfer, starts_on_stop_requested_completes_stopped_without_running_c
  * child the environment above, forwarded, instead of a node of its own
  * (exi_env_sched_alloc_as); the child must not be able to tell. */
 
-typedef struct env_seen {
-    ex_scheduler sch;
-    const ex_allocator *alloc;
-    const ex_domain *domain;
-    bool stop_possible;
-} env_seen;
-
-/* The receiver's environment, read where the child starts. */
-typedef struct read_all_op {
-    ex_operation base;
-    ex_receiver r;
-    env_seen *seen;
-} read_all_op;
-
-static void read_all_start(ex_operation *op) {
-    read_all_op *o = (read_all_op *)op;
-    ex_env e = ex_receiver_env(o->r);
-    env_seen *s = o->seen;
-    s->sch = (ex_scheduler){ NULL, NULL };
-    (void)ex_get_scheduler(e, &s->sch);
-    s->alloc = ex_get_allocator(e);
-    ex_scheduler dsch;
-    s->domain = ex_get_domain(e, &dsch);
-    s->stop_possible = ex_stop_token_stop_possible(ex_get_stop_token(e));
-    ex_set_value(o->r, NULL, 0);
-}
-static const ex_operation_vtable read_all_op_vt = { read_all_start, NULL };
-
-typedef struct read_all_sender {
-    ex_sender base;
-    env_seen *seen;
-} read_all_sender;
-
-static ex_error read_all_connect(const ex_sender *s, ex_receiver r, void *storage) {
-    read_all_op *o = storage;
-    o->base.vt = &read_all_op_vt;
-    o->r = r;
-    o->seen = ((const read_all_sender *)s)->seen;
-    return ex_ok();
-}
-static const ex_sender_vtable read_all_vt = { "read_all_env", read_all_connect, NULL, NULL, NULL };
-
-static ex_sender *read_all(env_seen *seen) {
-    ex_sender *s = ex_sender_alloc(&read_all_vt, sizeof(read_all_sender));
-    cr_assert_not_null(s);
-    ((read_all_sender *)s)->seen = seen;
-    s->op_size = sizeof(read_all_op);
-    s->op_align = alignof(read_all_op);
-    s->sigs.nvalues = 1;  /* set_value() */
-    return s;
-}
-
 static bool same_sched(ex_scheduler a, ex_scheduler b) { return a.vt == b.vt && a.self == b.self; }
 
 Test(exec_transfer, starts_on_under_its_own_scheduler_reads_the_same_environment) {
     ex_pool *p = test_pool_new(2);
     ex_scheduler ps = ex_pool_scheduler(p);
-    env_seen beside, inner;
-    memset(&beside, 0, sizeof beside);
-    memset(&inner, 0, sizeof inner);
+    seen_env beside, inner;
     /* inner: starts_on(pool) under the when_all, on the pool (the shortcut);
      * beside: the when_all's other child, which reads the same node. */
-    expect_sync_values(ex_starts_on(ps, ex_when_all(ex_starts_on(ps, read_all(&inner)), read_all(&beside))), 0);
+    expect_sync_values(ex_starts_on(ps, ex_when_all(ex_starts_on(ps, env_recorder(&inner)), env_recorder(&beside))), 0);
     cr_expect(same_sched(inner.sch, ps), "get_scheduler is the pool");
     cr_expect(same_sched(beside.sch, ps));
     cr_expect_eq(inner.alloc, beside.alloc, "the allocator the when_all gives its children");
@@ -174,11 +120,10 @@ static const ex_domain other_domain = { "other", NULL, NULL, NULL, NULL };
 Test(exec_transfer, starts_on_under_a_domain_named_by_key_names_its_schedulers) {
     ex_pool *p = test_pool_new(2);
     ex_scheduler ps = ex_pool_scheduler(p);
-    env_seen inner;
-    memset(&inner, 0, sizeof inner);
+    seen_env inner;
     /* A get_domain written between the two starts_on: SCHED-ENV(pool)
      * answers get_domain with the pool's, not with the one above. */
-    ex_sender *w = ex_when_all(ex_starts_on(ps, read_all(&inner)), ex_just());
+    ex_sender *w = ex_when_all(ex_starts_on(ps, env_recorder(&inner)), ex_just());
     expect_sync_values(ex_starts_on(ps, ex_write_env(w, &ex_key_get_domain, ex_domain_value(&other_domain))), 0);
     cr_expect_eq(inner.domain, ex_scheduler_domain(ps), "SCHED-ENV's domain, not the one written above");
     cr_expect(same_sched(inner.sch, ps));
@@ -189,9 +134,8 @@ Test(exec_transfer, starts_on_under_a_domain_named_by_key_names_its_schedulers) 
 Test(exec_transfer, starts_on_under_another_pool_names_its_own) {
     ex_pool *p = test_pool_new(1), *q = test_pool_new(1);
     ex_scheduler ps = ex_pool_scheduler(p), qs = ex_pool_scheduler(q);
-    env_seen inner;
-    memset(&inner, 0, sizeof inner);
-    expect_sync_values(ex_starts_on(ps, ex_when_all(ex_starts_on(qs, read_all(&inner)), ex_just())), 0);
+    seen_env inner;
+    expect_sync_values(ex_starts_on(ps, ex_when_all(ex_starts_on(qs, env_recorder(&inner)), ex_just())), 0);
     cr_expect(same_sched(inner.sch, qs), "get_scheduler is the pool it moved to");
     test_pool_free(p);
     test_pool_free(q);

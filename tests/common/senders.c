@@ -142,3 +142,28 @@ ex_sender *stop_probe(ex_stop_token *seen) {
     return ex_then(ex_read_env(&ex_key_get_stop_token, EX_T_TOKEN), stop_probe_fn, seen, EX_SIG(EX_T_TOKEN),
                    EX_SIG(EX_T_INT));
 }
+
+/* --------------------------------------------------------- env_recorder */
+
+static void record_env_start(test_op *o) {
+    seen_env *s = o->ctx;
+    ex_env e = ex_receiver_env(o->r);
+    ex_stop_token t = ex_get_stop_token(e);
+    s->calls++;
+    s->sch = (ex_scheduler){ NULL, NULL };
+    (void)ex_get_scheduler(e, &s->sch);
+    s->alloc = ex_get_allocator(e);
+    ex_scheduler domain_sch;
+    s->domain = ex_get_domain(e, &domain_sch);
+    s->stop_possible = ex_stop_token_stop_possible(t);
+    s->stop_requested = ex_stop_token_stop_requested(t);
+    ex_set_value(o->r, NULL, 0);
+}
+
+ex_sender *env_recorder(seen_env *s) {
+    memset(s, 0, sizeof *s);
+    ex_sigs sigs;
+    memset(&sigs, 0, sizeof sigs);
+    ex_sigs_add_value(&sigs, EX_SIG0);
+    return test_sender_new(record_env_start, s, &sigs);
+}

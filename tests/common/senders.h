@@ -98,4 +98,19 @@ ex_sender *until_stopped(void);
 enum { STOP_PROBE_POSSIBLE = 1, STOP_PROBE_REQUESTED = 2 };
 ex_sender *stop_probe(ex_stop_token *seen);
 
+/* --------------------------------------------------------- env_recorder */
+
+/* What an env_recorder's work saw in its receiver's environment when it
+ * ran (the last run; calls counts them). */
+typedef struct seen_env {
+    int calls;
+    ex_scheduler sch;         /* get_scheduler; {NULL, NULL} without one */
+    const ex_allocator *alloc;
+    const ex_domain *domain;  /* ex_get_domain */
+    bool stop_possible, stop_requested;
+} seen_env;
+
+/* set_value() inline, recording its environment into *s (cleared here). */
+ex_sender *env_recorder(seen_env *s);
+
 #endif

@@ -28,33 +28,6 @@ static ex_env env_with(test_env *te, const ex_allocator *a, bool token) {
     return ex_env_of_pair(&te->pair);
 }
 
-/* What the work saw in its environment when it ran. */
-typedef struct seen_env {
-    int calls;
-    const ex_allocator *alloc;
-    bool stop_possible, stop_requested;
-} seen_env;
-
-static void record_env_start(test_op *o) {
-    seen_env *s = o->ctx;
-    ex_env e = ex_receiver_env(o->r);
-    ex_stop_token t = ex_get_stop_token(e);
-    s->calls++;
-    s->alloc = ex_get_allocator(e);
-    s->stop_possible = ex_stop_token_stop_possible(t);
-    s->stop_requested = ex_stop_token_stop_requested(t);
-    ex_set_value(o->r, NULL, 0);
-}
-
-/* set_value() inline, recording its environment into *s. */
-static ex_sender *env_recorder(seen_env *s) {
-    memset(s, 0, sizeof *s);
-    ex_sigs sigs;
-    memset(&sigs, 0, sizeof sigs);
-    ex_sigs_add_value(&sigs, EX_SIG0);
-    return test_sender_new(record_env_start, s, &sigs);
-}
-
 /* A sender whose attributes answer get_allocator (C++: the sender's own
  * allocator, get_allocator(get_env(sndr))). */
 static ex_env_pair attr_pair;
