@@ -80,7 +80,7 @@ struct ex_sender {
     size_t op_align;                    /* ... and alignment */
     uint32_t depth;                     /* 1 + the deepest input's; 1 without inputs */
     ex_sigs sigs;                       /* completion signatures */
-    uint8_t memo;                       /* the library's (0 from ex_sender_alloc): what it learned of the attributes */
+    uint8_t memo;                       /* the library's (0 from ex_sender_alloc; never written when refs is 0) */
     ex_error status;                    /* EX_OK, or why the sender is invalid */
 };
 

@@ -251,7 +251,9 @@ bool exi_apply_sync_wait(ex_sender *s, ex_result *out) {
     ex_scheduler sch;
     const ex_domain *d = ex_sender_domain(s, &sch);
     if (!d || !d->apply_sender) {
-        exi_store_rlx_u8(&s->memo, EXI_MEMO_NO_APPLY);
+        /* Never into a static sender (refs 0), which may sit in read-only
+         * memory: the library writes none, as retain and release do not. */
+        if (exi_load_rlx_u32(&s->refs)) exi_store_rlx_u8(&s->memo, EXI_MEMO_NO_APPLY);
         return false;
     }
     exi_in_domain++;

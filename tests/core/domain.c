@@ -7,6 +7,8 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/helpers.h"
 
@@ -439,6 +441,40 @@ Test(domain, sync_wait_applies_on_every_wait_of_one_sender) {
     cr_expect(own->memo != 0, "the pool's domain has no apply_sender: remembered after the first wait");
     ex_sender_release(own);
     test_pool_free(p);
+    expect_no_leaks();
+}
+
+/* A static sender (refs 0) may sit in read-only memory: the library
+ * remembers nothing in it.  One with attributes (a completion scheduler
+ * without apply_sender) in a read-only page, waited for twice. */
+static ex_env_pair ro_attrs;
+static ex_env ro_attrs_of(const ex_sender *s) {
+    (void)s;
+    return ex_env_of_pair(&ro_attrs);
+}
+static void ro_start(test_op *op) { ex_set_value(op->r, NULL, 0); }
+
+Test(domain, sync_wait_writes_nothing_into_a_static_sender) {
+    ex_env_pair_init(&ro_attrs, &ex_key_completion_scheduler_value, ex_sched_value(ex_inline_scheduler()), ex_env_empty());
+    static ex_sender_vtable ro_vt;
+    ro_vt = test_sender_vt;
+    ro_vt.attrs = ro_attrs_of;
+    long page = sysconf(_SC_PAGESIZE);
+    cr_assert_gt(page, 0);
+    void *mem = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(mem, MAP_FAILED);
+    test_sender *ts = mem;
+    memset(ts, 0, sizeof *ts);
+    ts->base.vt = &ro_vt;
+    ts->base.refs = 0;
+    ts->base.op_size = sizeof(test_op);
+    ts->base.op_align = alignof(test_op);
+    ex_sigs_add_value(&ts->base.sigs, EX_SIG0);
+    ts->start = ro_start;
+    cr_assert_eq(mprotect(mem, (size_t)page, PROT_READ), 0);
+    for (int k = 0; k < 2; k++) expect_sync_values(&ts->base, 0);
+    cr_expect_eq(ts->base.memo, 0);
+    cr_assert_eq(munmap(mem, (size_t)page), 0);
     expect_no_leaks();
 }
 
