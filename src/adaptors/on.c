@@ -70,7 +70,7 @@ static inline __attribute__((always_inline)) ex_error so_connect_now(const ex_se
     ex_env env = ex_receiver_env(r);
     /* Already on sch's terms (a fork's child put back on the pool the
      * fork runs on): no pair, two lookups and a link fewer a fork. */
-    if (exi_env_sched_alloc_as(env, ss->sch)) {
+    if (exi_env_is_sched_env(env, ss->sch)) {
         o->child_env = ex_env_forward(env);
     } else {
         exi_env_pair_init_sched_alloc(&o->own_env, ss->sch, exi_allocator_under(env, &ss->sch), ex_env_forward(env));

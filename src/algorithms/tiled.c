@@ -34,9 +34,6 @@ void exi_tiled_chain_wait(exi_tiled_op *o, size_t k) {
     }
 }
 
-/* claim(own_only): the own block is drained, others may still have tiles. */
-#define NOT_YET UINT64_MAX
-
 /* Whether the participants should stop claiming: a failure, or a stop
  * request (noted). */
 static bool claims_over(exi_tiled_op *o) {
@@ -49,16 +46,15 @@ static bool claims_over(exi_tiled_op *o) {
 /* Claims the next tile, or returns ntiles when the participant should stop
  * (no tiles left, a failure, or a stop request).  Chained kinds claim from
  * one counter; the others from participant `part`'s block, then from each
- * other block in turn (*from: the block being drained; `own_only`: not
- * beyond the participant's own block). */
-static uint64_t claim(exi_tiled_op *o, unsigned part, unsigned *from, bool own_only) {
+ * other block in turn (*from: the block being drained). */
+static uint64_t claim(exi_tiled_op *o, unsigned part, unsigned *from) {
     const exi_tiled_sender *s = o->s;
     if (s->kind->chained) {
         if ((s->ntiles && exi_load_rlx_u64(&o->next_tile) >= s->ntiles) || claims_over(o)) return s->ntiles;
         uint64_t k = exi_faa_u64(&o->next_tile, 1);
         return k < s->ntiles ? k : s->ntiles;
     }
-    for (; *from < (own_only ? 1u : s->parts); ++*from) {
+    for (; *from < s->parts; ++*from) {
         exi_tiled_block *b = &o->blocks[(part + *from) % s->parts];
         if (exi_load_rlx_u64(&b->next) >= b->end) continue;
         if (claims_over(o)) return s->ntiles;
@@ -67,7 +63,7 @@ static uint64_t claim(exi_tiled_op *o, unsigned part, unsigned *from, bool own_o
     }
     /* With no tiles at all, a stop request still counts (complete). */
     if (!s->ntiles) (void)claims_over(o);
-    return own_only && *from < s->parts ? NOT_YET : s->ntiles;
+    return s->ntiles;
 }
 
 /* The first tile of block p (p == parts: ntiles): the tile boundary
@@ -95,9 +91,9 @@ static size_t tile_end(const exi_tiled_sender *s, size_t begin) {
 static void participate(exi_tiled_op *o, unsigned part) {
     const exi_tiled_sender *s = o->s;
     unsigned from = 0;
-    uint64_t k = claim(o, part, &from, false), done = 0;
+    uint64_t k = claim(o, part, &from), done = 0;
     while (k < s->ntiles) {
-        uint64_t next = s->kind->chained ? claim(o, part, &from, true) : NOT_YET;
+        uint64_t next = s->kind->chained ? claim(o, part, &from) : s->ntiles;
         size_t begin = exi_tile_begin(s, (size_t)k), end = tile_end(s, begin);
         size_t nb = next < s->ntiles ? exi_tile_begin(s, (size_t)next) : 0;
         size_t ne = next < s->ntiles ? tile_end(s, nb) : 0;
@@ -116,7 +112,7 @@ static void participate(exi_tiled_op *o, unsigned part) {
         } else {
             done++;
         }
-        k = next == NOT_YET ? claim(o, part, &from, false) : next;
+        k = s->kind->chained ? next : claim(o, part, &from);
     }
     o->blocks[part].done = done;  /* (read once every participant has left) */
 }

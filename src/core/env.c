@@ -189,21 +189,21 @@ static bool shadowed(const ex_env_pair *m, unsigned flags, const ex_key *own1, c
  * an init in any chain. */
 enum { SKIP_MAX = 4 };
 
-const ex_allocator *exi_env_sched_alloc_as(ex_env e, ex_scheduler sch) {
+bool exi_env_is_sched_env(ex_env e, ex_scheduler sch) {
     const ex_env_pair *p = as_pair(e.node);
     const ex_value *a = pair_own(p, &ex_key_get_allocator);
-    if (!a || a->type != EX_T_ALLOC || !a->as.alloc) return NULL;
+    if (!a || a->type != EX_T_ALLOC || !a->as.alloc) return false;
     const uint64_t bits = key_bit(&ex_key_get_domain) | key_bit(&ex_key_get_scheduler);
     /* Both keys forward, so FWD-ENV on the way hides neither; the walk
      * is bounded (a long chain only loses the shortcut). */
     for (int i = 0; p && i < SKIP_MAX; i++) {
-        if (pair_own(p, &ex_key_get_domain)) return NULL;
+        if (pair_own(p, &ex_key_get_domain)) return false;
         const ex_value *s = pair_own(p, &ex_key_get_scheduler);
-        if (s) return s->type == EX_T_SCHED && s->as.sched.vt == sch.vt && s->as.sched.self == sch.self ? a->as.alloc : NULL;
-        if (!(p->above & bits)) return NULL;  /* named by no pair above: a node of another kind may */
+        if (s) return s->type == EX_T_SCHED && s->as.sched.vt == sch.vt && s->as.sched.self == sch.self;
+        if (!(p->above & bits)) return false;  /* named by no pair above: a node of another kind may */
         p = as_pair(p->up.node);
     }
-    return NULL;
+    return false;
 }
 
 /* The domain a pair names itself (cexec/domain.h, SCHED-ENV): under

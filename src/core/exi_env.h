@@ -25,13 +25,13 @@ const struct ex_domain *exi_env_domain(ex_env e, ex_scheduler *sch);
 
 void exi_env_pair_init_sched_alloc(ex_env_pair *p, ex_scheduler sch, const ex_allocator *alloc, ex_env parent);
 
-/* The allocator of e's first pair when e, through pairs alone, answers
- * get_scheduler with sch itself and get_domain with sch's domain (no pair
- * names one by key before it), else NULL.  Then FWD-ENV(e) answers every
- * key as JOIN-ENV(SCHED-ENV(sch), FWD-ENV(e)) with that allocator would:
+/* Whether e's first pair gives the allocator and e, through pairs alone,
+ * answers get_scheduler with sch itself and get_domain with sch's domain
+ * (no pair names one by key before it).  Then FWD-ENV(e) answers every key
+ * as JOIN-ENV(SCHED-ENV(sch), FWD-ENV(e)) with e's allocator would:
  * starts_on gives its child e, forwarded, instead of a pair of its own (a
  * fork-join's starts_on(pool, x) inside work already on that pool). */
-const ex_allocator *exi_env_sched_alloc_as(ex_env e, ex_scheduler sch);
+bool exi_env_is_sched_env(ex_env e, ex_scheduler sch);
 void exi_env_pair_init_token_alloc(ex_env_pair *p, ex_stop_token token, const ex_allocator *alloc, ex_env parent);
 
 /* ex_env_pair_init2(p, get_scheduler, sched(sch), get_delegation_scheduler,

@@ -95,7 +95,7 @@ Test(exec_transfer, starts_on_stop_requested_completes_stopped_without_running_c
 
 /* A fork's starts_on(pool, x) inside work already on that pool gives its
  * child the environment above, forwarded, instead of a node of its own
- * (exi_env_sched_alloc_as); the child must not be able to tell. */
+ * (exi_env_is_sched_env); the child must not be able to tell. */
 
 static bool same_sched(ex_scheduler a, ex_scheduler b) { return a.vt == b.vt && a.self == b.self; }
 
