@@ -30,8 +30,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-double exi_sum_f64(const double *in, size_t n);
-uint64_t exi_sum_u64(const uint64_t *in, size_t n);
+/* Sums n elements.  `prefetch` fetches each line 1 KiB ahead of the loads
+ * into L1: for an input expected to come from the last-level cache (more
+ * than a core's L2 holds), which otherwise arrives only as fast as the
+ * hardware prefetchers bring it.  For an input already in L2 it costs
+ * time (docs/algorithms.md, "Inner loops"). */
+double exi_sum_f64(const double *in, size_t n, bool prefetch);
+uint64_t exi_sum_u64(const uint64_t *in, size_t n, bool prefetch);
 
 /* Inclusive (out[i] = carry + in[0..i]) or exclusive (out[i] = carry +
  * in[0..i-1]) scan of n elements starting from carry; returns carry plus
@@ -50,5 +55,9 @@ void exi_stream_fence(void);
 /* Bytes above which an output is written with non-temporal stores: the
  * last-level cache size (sysconf), or 8 MiB when unknown.  Cached. */
 size_t exi_stream_threshold(void);
+
+/* A core's own cache: the L2 size (sysconf), or 1 MiB when unknown.
+ * Cached. */
+size_t exi_core_cache_bytes(void);
 
 #endif

@@ -7,31 +7,41 @@
  *   K_NAME   name suffix, K_ATTR function attributes
  *   K_STREAM(p, v)  non-temporal store of a 4-lane vector at p (16-byte aligned) */
 
-static K_ATTR K_T K_PASTE(sum_, K_NAME)(const K_T *in, size_t n) {
+/* Adds the 16 elements at p to the lane accumulators a0..a3. */
+#define K_SUM_BLOCK(p)                        \
+    do {                                      \
+        K_V x0, x1, x2, x3;                   \
+        memcpy(&x0, (p), sizeof x0);          \
+        memcpy(&x1, (p) + 4, sizeof x1);      \
+        memcpy(&x2, (p) + 8, sizeof x2);      \
+        memcpy(&x3, (p) + 12, sizeof x3);     \
+        a0 += x0, a1 += x1, a2 += x2, a3 += x3; \
+    } while (0)
+
+static K_ATTR K_T K_PASTE(sum_, K_NAME)(const K_T *in, size_t n, bool prefetch) {
     const K_V z = { K_ZERO, K_ZERO, K_ZERO, K_ZERO };
     K_V a0 = z, a1 = z, a2 = z, a3 = z;
+    /* Blocks i < pf_end prefetch the block SUM_AHEAD bytes on, which
+     * still lies in the array (no prefetch address leaves it); the others
+     * run a loop without the prefetches, which cost time from L2. */
+    const size_t ahead = SUM_AHEAD / sizeof(K_T);
+    const size_t pf_end = prefetch && n > ahead + 15 ? n - ahead - 15 : 0;
     size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        K_V x0, x1, x2, x3;
-        memcpy(&x0, in + i, sizeof x0);
-        memcpy(&x1, in + i + 4, sizeof x1);
-        memcpy(&x2, in + i + 8, sizeof x2);
-        memcpy(&x3, in + i + 12, sizeof x3);
-        a0 += x0, a1 += x1, a2 += x2, a3 += x3;
+    for (; i < pf_end; i += 16) {
+        __builtin_prefetch(in + i + ahead, 0, 3);
+        __builtin_prefetch(in + i + ahead + 8, 0, 3);
+        K_SUM_BLOCK(in + i);
     }
+    for (; i + 16 <= n; i += 16) K_SUM_BLOCK(in + i);
     if (i < n) {
         K_T pad[16];
         for (size_t k = 0; k < 16; k++) pad[k] = i + k < n ? in[i + k] : K_ZERO;
-        K_V x0, x1, x2, x3;
-        memcpy(&x0, pad, sizeof x0);
-        memcpy(&x1, pad + 4, sizeof x1);
-        memcpy(&x2, pad + 8, sizeof x2);
-        memcpy(&x3, pad + 12, sizeof x3);
-        a0 += x0, a1 += x1, a2 += x2, a3 += x3;
+        K_SUM_BLOCK(pad);
     }
     K_V t = (a0 + a1) + (a2 + a3);
     return (t[0] + t[2]) + (t[1] + t[3]);
 }
+#undef K_SUM_BLOCK
 
 static K_ATTR K_T K_PASTE(scan_, K_NAME)(const K_T *in, K_T *out, size_t n, K_T carry, bool exclusive,
                                           bool stream, const char *pf, const char *pf_end) {

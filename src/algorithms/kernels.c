@@ -40,6 +40,11 @@ void exi_stream_fence(void) { _mm_sfence(); }
 void exi_stream_fence(void) { }
 #endif
 
+/* How far ahead of its loads the sum prefetches, into L1 (prefetcht0),
+ * when asked to (exi_kernels.h).  Into L2 only (prefetcht1) was slower
+ * than no prefetch at all on this AMD EPYC (docs/algorithms.md). */
+#define SUM_AHEAD 1024
+
 /* Baseline copies (SSE2 on x86-64). */
 #define K_ATTR
 #define K_T double
@@ -94,8 +99,8 @@ static bool use_avx2(void) { return __builtin_cpu_supports("avx2"); }
 #define PICK(name, ...) name##_base(__VA_ARGS__)
 #endif
 
-double exi_sum_f64(const double *in, size_t n) { return PICK(sum_f64, in, n); }
-uint64_t exi_sum_u64(const uint64_t *in, size_t n) { return PICK(sum_u64, in, n); }
+double exi_sum_f64(const double *in, size_t n, bool prefetch) { return PICK(sum_f64, in, n, prefetch); }
+uint64_t exi_sum_u64(const uint64_t *in, size_t n, bool prefetch) { return PICK(sum_u64, in, n, prefetch); }
 
 double exi_scan_f64(const double *in, double *out, size_t n, double carry, bool exclusive, bool stream,
                     const void *pf, size_t pf_bytes) {
@@ -111,17 +116,25 @@ uint64_t exi_scan_u64(const uint64_t *in, uint64_t *out, size_t n, uint64_t carr
     return PICK(scan_u64, in, out, n, carry, exclusive, stream, p, pe);
 }
 
-static uint64_t stream_bytes;  /* 0: not computed yet */
+static uint64_t stream_bytes, core_bytes;  /* 0: not computed yet */
 
-size_t exi_stream_threshold(void) {
-    uint64_t b = exi_load_rlx_u64(&stream_bytes);
+/* The size of cache level 3 (else 2) or 2 from sysconf, or `fallback` when
+ * it is not known; computed once into *cached. */
+static size_t cache_bytes(uint64_t *cached, int level, uint64_t fallback) {
+    uint64_t b = exi_load_rlx_u64(cached);
     if (b) return (size_t)b;
-    long llc = -1;
+    long size = -1;
 #ifdef _SC_LEVEL3_CACHE_SIZE
-    llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (level == 3) size = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (size <= 0) size = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#else
+    (void)level;
 #endif
-    b = llc > 0 ? (uint64_t)llc : (uint64_t)8 << 20;
-    exi_store_rlx_u64(&stream_bytes, b);
+    b = size > 0 ? (uint64_t)size : fallback;
+    exi_store_rlx_u64(cached, b);
     return (size_t)b;
 }
+
+size_t exi_stream_threshold(void) { return cache_bytes(&stream_bytes, 3, (uint64_t)8 << 20); }
+
+size_t exi_core_cache_bytes(void) { return cache_bytes(&core_bytes, 2, (uint64_t)1 << 20); }

@@ -18,6 +18,7 @@ typedef struct reduce_sender {
     const void *in;
     exi_carry init;
     ex_monoid m;
+    bool prefetch;    /* typed: a participant's share is more than a core's L2 holds */
     void *result;
     unsigned char identity[];
 } reduce_sender;
@@ -28,8 +29,8 @@ static ex_error typed_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, s
     (void)part, (void)nb, (void)ne;
     const reduce_sender *s = (const reduce_sender *)o->s;
     exi_carry t;
-    if (s->ek == ELEM_F64) t.d = exi_sum_f64((const double *)s->in + b, e - b);
-    else t.u = exi_sum_u64((const uint64_t *)s->in + b, e - b);
+    if (s->ek == ELEM_F64) t.d = exi_sum_f64((const double *)s->in + b, e - b, s->prefetch);
+    else t.u = exi_sum_u64((const uint64_t *)s->in + b, e - b, s->prefetch);
     if (s->t.op_extra) {
         ((exi_carry *)exi_tiled_extra(o))[k] = t;
         return ex_ok();
@@ -95,6 +96,7 @@ static reduce_sender *reduce_alloc(const exi_tiled_kind *kind, size_t extra, ex_
     memset(&s->m, 0, sizeof s->m);
     s->result = NULL;
     s->init.u = 0;
+    s->prefetch = false;
     return s;
 }
 
@@ -107,6 +109,10 @@ static ex_sender *typed_reduce(const char *const *msgs, exi_elem_kind ek, ex_sch
     s->ek = ek;
     s->in = in;
     s->init = init;
+    /* A share that fits in its core's L2 stays there from run to run; a
+     * larger one comes from the last-level cache or memory, and the kernel
+     * fetches it ahead (exi_kernels.h).  n * 8 does not overflow (checked). */
+    s->prefetch = n / s->t.parts * 8 > exi_core_cache_bytes();
     if (s->t.parts > 1 && s->t.ntiles <= EXI_REDUCE_INLINE_TILES) s->t.op_extra = s->t.ntiles * sizeof(exi_carry);
     else if (s->t.parts > 1) s->t.kind = &typed_chained_kind;
     return exi_tiled_finish(&s->t);

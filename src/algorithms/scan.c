@@ -33,7 +33,9 @@ static void typed_tile(exi_tiled_op *o, size_t k, size_t b, size_t e, size_t nb,
     if (s->ek == ELEM_F64) {
         const double *in = (const double *)s->in + b;
         double *out = (double *)s->out + b;
-        double agg = last ? 0.0 : exi_sum_f64(in, n);
+        /* No prefetch: the scan of this participant's previous tile
+         * brought this one into L2 (exi_scan_f64's pf). */
+        double agg = last ? 0.0 : exi_sum_f64(in, n, false);
         exi_tiled_chain_wait(o, k);
         double carry = k ? o->prefix.d : s->init.d;
         if (!last) o->prefix.d = carry + agg;
@@ -44,7 +46,7 @@ static void typed_tile(exi_tiled_op *o, size_t k, size_t b, size_t e, size_t nb,
     } else {
         const uint64_t *in = (const uint64_t *)s->in + b;
         uint64_t *out = (uint64_t *)s->out + b;
-        uint64_t agg = last ? 0 : exi_sum_u64(in, n);
+        uint64_t agg = last ? 0 : exi_sum_u64(in, n, false);
         exi_tiled_chain_wait(o, k);
         uint64_t carry = k ? o->prefix.u : s->init.u;
         if (!last) o->prefix.u = carry + agg;

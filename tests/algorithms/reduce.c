@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "algorithms/exi_kernels.h"  /* exi_sum_f64, exi_sum_u64: white-box */
 #include "algorithms/local_fixtures.h"
 
 TEST_SUITE(algo_reduce, 120);
@@ -190,6 +191,41 @@ static void generic_builder_copies_the_monoid_and_identity_on(algo_sched *a) {
     ref_fold(&mref, in, NULL, n, false, NULL, &want);
     cr_assert_eq(memcmp(&got, &want, sizeof got), 0);
     ex_sender_release(s);
+    free(in);
+}
+
+/* The sum kernel's documented order (exi_kernels.h): element i into lane
+ * i % 16, a partial block padded with -0.0, then the fixed combination. */
+static double documented_sum_f64(const double *in, size_t n) {
+    double lane[16];
+    for (int l = 0; l < 16; l++) lane[l] = -0.0;
+    size_t padded = (n + 15) / 16 * 16;
+    for (size_t i = 0; i < padded; i++) lane[i % 16] += i < n ? in[i] : -0.0;
+    double t[4];
+    for (int l = 0; l < 4; l++) t[l] = (lane[l] + lane[l + 4]) + (lane[l + 8] + lane[l + 12]);
+    return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
+/* With and without the prefetching loop (which switches to the plain one
+ * 1 KiB before the end), every element is summed once, in the same lanes:
+ * sizes around that switch, around 16 and at tile sizes. */
+Test(algo_reduce, sum_kernel_gives_the_documented_bits_with_and_without_prefetch) {
+    size_t cap = 16384 + 300;
+    double *in = xmalloc(cap * 8);
+    uint64_t *u = xmalloc(cap * 8);
+    fill_f64_mixed(in, cap, 77);
+    for (size_t i = 0; i < cap; i++) u[i] = (uint64_t)i * 0x9e3779b97f4a7c15u;
+    for (size_t n = 0; n <= cap; n += n < 400 ? 1 : n < 16384 - 40 ? 997 : 1) {
+        double want = documented_sum_f64(in, n);
+        uint64_t uwant = 0;
+        for (size_t i = 0; i < n; i++) uwant += u[i];
+        for (int pf = 0; pf < 2; pf++) {
+            double got = exi_sum_f64(in, n, pf);
+            cr_assert(same_bits(got, want), "n=%zu prefetch=%d: %a, documented order %a", n, pf, got, want);
+            cr_assert_eq(exi_sum_u64(u, n, pf), uwant, "n=%zu prefetch=%d: u64 sum", n, pf);
+        }
+    }
+    free(u);
     free(in);
 }
 
