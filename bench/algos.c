@@ -7,8 +7,11 @@
  * Every implementation runs on the same buffers in the same run; results
  * are checked against a serial scan after the timed runs (the inputs are
  * small integers, so every implementation must match it exactly).  Small
- * sizes repeat the work inside a sample (about 1e7 elements per sample) so
- * a sample is long enough to time; the figures are per repetition. */
+ * sizes repeat the work inside a sample (about 4e7 elements per sample,
+ * 1.5-2 ms of a parallel reduction: a sample spans the host's short
+ * interruptions instead of being hit or missed by them whole, which made
+ * medians of 0.4 ms samples swing by 30 %); the figures are per
+ * repetition. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +48,7 @@ static void buffers(size_t n) {
     cap = n;
 }
 
-static size_t reps_for(size_t n) { return n >= 10000000 ? 1 : 10000000 / n; }
+static size_t reps_for(size_t n) { return n >= 10000000 ? 1 : 40000000 / n; }
 
 static double scan_gbs(double s, double n) { return n * 2 * sizeof(double) / s / 1e9; }
 static double read_gbs(double s, double n) { return n * sizeof(double) / s / 1e9; }
