@@ -47,6 +47,8 @@ typedef struct exi_worker {
     uint32_t exited;          /* set (release) as worker_main returns: a bounded join polls it */
     uint64_t rng;
     ex_work *held_back;       /* items held back by the owner (exi_pool_hold_started), newest first */
+    uint32_t unrun_helpers;   /* the owner's: helper items of its last eager bulk on this slot's
+                                 pool that it took back unrun (pool_bulk.c) */
     bool timer_kick;          /* the owner armed a new earliest timer with nobody keeping time: it
                                  wakes a parked worker only if it goes on to more work (pool_timers.c) */
     uintptr_t stack_lo, stack_size;  /* the owner thread's stack (pool.c, room_to_nest); 0: unknown */

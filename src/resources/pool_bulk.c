@@ -98,11 +98,13 @@ static bool is_helper_of(ex_work *w, void *job) {
 
 /* Takes back the helpers nobody has taken (the newest first, from the
  * caller's own deque) and leaves with them: no item runs only to find the
- * chunks gone, and a bulk the caller ran alone completes right here. */
-static void leave_with_helpers(ex_bulk_job *job) {
+ * chunks gone, and a bulk the caller ran alone completes right here.
+ * Returns how many it took back. */
+static uint64_t leave_with_helpers(ex_bulk_job *job) {
     uint64_t count = 1;
     while (exi_pool_take_own_if(is_helper_of, job)) count++;
     bulk_leave_n(job, count);
+    return count - 1;
 }
 
 /* Queues the helpers, counting them in first (one may run and leave at
@@ -219,9 +221,18 @@ void exi_pool_bulk(void *self, ex_bulk_job *job) {
         return;
     }
     /* Workers awake and looking steal the helpers without a wake-up (a
-     * futex call on the caller's path); busy ones take them later. */
-    unsigned awake = exi_pool_awake_others(p);
+     * futex call on the caller's path); busy ones take them later.  As
+     * many of those counted awake as this agent's last helpers that came
+     * back unrun were not looking: busy elsewhere, or runnable on a CPU
+     * they did not get.  (A worker queued behind this thread on its CPU
+     * counts as awake, and a parked one on an idle CPU was then never
+     * woken: the caller ran bulk after bulk alone, for milliseconds.) */
+    exi_worker *me = exi_pool_current();
+    if (me && me->pool != p) me = NULL;
+    unsigned awake = exi_pool_awake_others(p), missed = me ? me->unrun_helpers : 0;
+    awake = awake > missed ? awake - missed : 0;
     if (awake < helpers) exi_pool_wake(p, (unsigned)helpers - awake);
     while (run_next_chunk(job)) {}
-    leave_with_helpers(job);
+    uint64_t unrun = leave_with_helpers(job);
+    if (me) me->unrun_helpers = (uint32_t)unrun;
 }

@@ -110,3 +110,61 @@ Test(exec_pool_lend, a_quiet_item_left_when_the_wait_ends_goes_to_a_worker) {
     test_pool_free(a.pool);
     expect_no_leaks();
 }
+
+/* A bulk's helper that its lent caller took back unrun says that a worker
+ * counted awake was not looking: the next bulk wakes a parked one instead
+ * of trusting the count.  Here the awake worker is busy in an item that
+ * waits; on a machine it may be one queued behind the caller on the
+ * caller's own CPU while the parked one sits on an idle CPU. */
+typedef struct busy_item {
+    ex_work work;
+    atomic_int started, release;
+} busy_item;
+
+static bool busy_released(void *ctx) { return atomic_load(&((busy_item *)ctx)->release) != 0; }
+static bool busy_started(void *ctx) { return atomic_load(&((busy_item *)ctx)->started) != 0; }
+
+static void busy_run(ex_work *w) {
+    busy_item *b = (busy_item *)w;
+    atomic_store(&b->started, 1);
+    cr_assert(test_wait_until(busy_released, b, NULL, TEST_WAIT_LIMIT_S), "the busy item was never released");
+}
+
+static ex_error count_chunk(void *ctx, size_t i, const ex_value *v, size_t n) {
+    (void)i, (void)v, (void)n;
+    atomic_fetch_add((atomic_int *)ctx, 1);
+    return ex_ok();
+}
+
+typedef struct woken_arg {
+    ex_pool *pool;
+    uint64_t before;
+} woken_arg;
+
+static bool woken_since(void *ctx) {
+    woken_arg *a = ctx;
+    return test_pool_workers_woken(a->pool) > a->before;
+}
+
+Test(exec_pool_lend, helpers_taken_back_unrun_wake_a_parked_worker_next_time) {
+    ex_pool *p = test_pool_parked(2, 0);
+    busy_item b = { .work = { .execute = busy_run } };
+    cr_assert_eq(ex_post(ex_pool_scheduler(p), &b.work).code, EX_OK);
+    cr_assert(test_wait_until(busy_started, &b, NULL, TEST_WAIT_LIMIT_S), "no worker ran the busy item");
+    woken_arg w = { p, test_pool_workers_woken(p) };
+    atomic_int chunks = 0;
+    /* One worker busy, one parked: counted awake, the busy one keeps the
+     * first bulk from waking the parked one, and main runs both chunks,
+     * taking its helper back unrun.  The second bulk must wake. */
+    for (int round = 1; round <= 2; round++) {
+        ex_sender *s = ex_bulk_grain(ex_schedule(ex_pool_scheduler(p)), EX_PAR, 2, 1, count_chunk, &chunks);
+        ex_result r = ex_sync_wait(s);
+        cr_assert_eq(r.disposition, EX_DISP_VALUE, "round %d", round);
+        cr_assert_eq(atomic_load(&chunks), 2 * round, "round %d: every chunk ran once", round);
+    }
+    bool woken = test_wait_until(woken_since, &w, NULL, TEST_WAIT_LIMIT_S);
+    atomic_store(&b.release, 1);
+    cr_assert(woken, "after a bulk whose helper came back unrun, the next one woke no parked worker");
+    test_pool_free(p);
+    expect_no_leaks();
+}
