@@ -368,7 +368,7 @@ int main(int argc, char **argv) {
     if (demo) {
         bench_demo(max_size);
     } else {
-        printf("cexec bench: %u workers (same for oneTBB and OpenMP), %d runs after 1 warm-up%s\n", workers, runs,
+        printf("cexec bench: %u workers (same for oneTBB and OpenMP), %d runs after a warm-up%s\n", workers, runs,
                quick ? ", quick sizes" : "");
         if (!only || !strcmp(only, "fib")) bench_fib(quick);
         if (!only || !strcmp(only, "bulk")) bench_bulk(quick);

@@ -40,15 +40,37 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* The measured runs after the warm-up. */
+static bench_row *measure_runs(const char *group, const char *name, const char *impl, double size, int runs,
+                               bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
+                               const char *unit);
+
 bench_row *bench_measure(const char *group, const char *name, const char *impl, double size, int warmup, int runs,
                          bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
                          const char *unit) {
-    if (runs > MAX_RUNS) runs = MAX_RUNS;
-    double t[MAX_RUNS];
     for (int i = 0; i < warmup; i++) {
         bench_progress("%s / %s / %s: warm-up %d/%d", group, name, impl, i + 1, warmup);
         fn(arg);
     }
+    return measure_runs(group, name, impl, size, runs, fn, arg, metric_from_seconds, unit);
+}
+
+bench_row *bench_measure_warm(const char *group, const char *name, const char *impl, double size, double warm_s,
+                              int runs, bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
+                              const char *unit) {
+    double t0 = bench_now();
+    do {
+        bench_progress("%s / %s / %s: warm-up", group, name, impl);
+        fn(arg);
+    } while (bench_now() - t0 < warm_s);
+    return measure_runs(group, name, impl, size, runs, fn, arg, metric_from_seconds, unit);
+}
+
+static bench_row *measure_runs(const char *group, const char *name, const char *impl, double size, int runs,
+                               bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
+                               const char *unit) {
+    if (runs > MAX_RUNS) runs = MAX_RUNS;
+    double t[MAX_RUNS];
     for (int i = 0; i < runs; i++) {
         bench_progress("%s / %s / %s: run %d/%d", group, name, impl, i + 1, runs);
         double t0 = bench_now();

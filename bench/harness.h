@@ -26,6 +26,16 @@ bench_row *bench_measure(const char *group, const char *name, const char *impl, 
                          bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
                          const char *unit);
 
+/* As bench_measure, with the warm-up repeated until it has lasted warm_s
+ * seconds (at least once).  A core that sat idle before the measurement
+ * runs slower for its first milliseconds (its clock, the hypervisor's
+ * wake-up of the virtual CPU): one short warm-up run left that to the
+ * measured runs of whichever implementation came first after an idle
+ * stretch. */
+bench_row *bench_measure_warm(const char *group, const char *name, const char *impl, double size, double warm_s,
+                              int runs, bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
+                              const char *unit);
+
 /* Records a row measured by the caller's own loop (latency percentiles,
  * CPU over a window: figures bench_measure's timing of a whole fn cannot
  * give).  median_s / min_s / max_s are the row's times in seconds (the
