@@ -118,8 +118,9 @@ uint64_t exi_scan_u64(const uint64_t *in, uint64_t *out, size_t n, uint64_t carr
 
 static uint64_t stream_bytes, core_bytes;  /* 0: not computed yet */
 
-/* The size of cache level 3 (else 2) or 2 from sysconf, or `fallback` when
- * it is not known; computed once into *cached. */
+/* A cache size from sysconf: level 3's (falling back to level 2's) for
+ * level 3, level 2's for level 2; `fallback` when it is not known.
+ * Computed once into *cached. */
 static size_t cache_bytes(uint64_t *cached, int level, uint64_t fallback) {
     uint64_t b = exi_load_rlx_u64(cached);
     if (b) return (size_t)b;

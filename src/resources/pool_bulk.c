@@ -99,12 +99,13 @@ static bool is_helper_of(ex_work *w, void *job) {
 /* Takes back the helpers nobody has taken (the newest first, from the
  * caller's own deque) and leaves with them: no item runs only to find the
  * chunks gone, and a bulk the caller ran alone completes right here.
- * Returns how many it took back. */
-static uint64_t leave_with_helpers(ex_bulk_job *job) {
-    uint64_t count = 1;
+ * Before it leaves (the completion may go on to anything), it records in
+ * *unrun, if given, how many it took back. */
+static void leave_with_helpers(ex_bulk_job *job, uint32_t *unrun) {
+    uint32_t count = 1;
     while (exi_pool_take_own_if(is_helper_of, job)) count++;
+    if (unrun) *unrun = count - 1;
     bulk_leave_n(job, count);
-    return count - 1;
 }
 
 /* Queues the helpers, counting them in first (one may run and leave at
@@ -166,7 +167,7 @@ static void run_lazily(ex_pool *p, ex_bulk_job *job, uint64_t helpers, bool shar
         while (run_next_chunk(job)) {}
         break;
     }
-    if (shared) leave_with_helpers(job);
+    if (shared) leave_with_helpers(job, NULL);
     else bulk_complete(job);  /* alone all along */
 }
 
@@ -233,6 +234,5 @@ void exi_pool_bulk(void *self, ex_bulk_job *job) {
     awake = awake > missed ? awake - missed : 0;
     if (awake < helpers) exi_pool_wake(p, (unsigned)helpers - awake);
     while (run_next_chunk(job)) {}
-    uint64_t unrun = leave_with_helpers(job);
-    if (me) me->unrun_helpers = (uint32_t)unrun;
+    leave_with_helpers(job, me ? &me->unrun_helpers : NULL);
 }
