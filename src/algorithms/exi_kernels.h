@@ -41,12 +41,15 @@ uint64_t exi_sum_u64(const uint64_t *in, size_t n, bool prefetch);
 /* Inclusive (out[i] = carry + in[0..i]) or exclusive (out[i] = carry +
  * in[0..i-1]) scan of n elements starting from carry; returns carry plus
  * the whole block (the next block's carry).  in == out is allowed.  While
- * it computes, it prefetches [pf, pf + pf_bytes) into L2 (the next tile:
- * its memory reads overlap this tile's arithmetic); pf may be NULL. */
+ * it computes, it prefetches the next tile [next, next + next_n) into L2
+ * (its memory reads overlap this tile's arithmetic; next may be NULL) and,
+ * if next_sum is not NULL, sums it into *next_sum, the same bits as
+ * exi_sum_* gives (its adds use ports the scan's shuffles leave idle).
+ * The next tile must not overlap [in, in + n) or [out, out + n). */
 double exi_scan_f64(const double *in, double *out, size_t n, double carry, bool exclusive, bool stream,
-                    const void *pf, size_t pf_bytes);
+                    const double *next, size_t next_n, double *next_sum);
 uint64_t exi_scan_u64(const uint64_t *in, uint64_t *out, size_t n, uint64_t carry, bool exclusive, bool stream,
-                      const void *pf, size_t pf_bytes);
+                      const uint64_t *next, size_t next_n, uint64_t *next_sum);
 
 /* Orders the non-temporal stores of this thread before what follows (a
  * release store publishing the output).  No-op where stores are ordered. */

@@ -41,44 +41,74 @@ static K_ATTR K_T K_PASTE(sum_, K_NAME)(const K_T *in, size_t n, bool prefetch) 
     K_V t = (a0 + a1) + (a2 + a3);
     return (t[0] + t[2]) + (t[1] + t[3]);
 }
-#undef K_SUM_BLOCK
+
+/* One block of 8 elements of the scan at in + i: the in-block prefix (two
+ * shifted adds per half, then the second half offset by the first half's
+ * total; none of it waits on c), the output, and c += the block total,
+ * the only dependency chain (one add per 8 elements). */
+#define K_SCAN_BLOCK(i)                                                     \
+    do {                                                                    \
+        K_V x, y;                                                           \
+        memcpy(&x, in + (i), sizeof x);                                     \
+        memcpy(&y, in + (i) + 4, sizeof y);                                 \
+        x += __builtin_shufflevector(x, z, 4, 0, 1, 2);                     \
+        y += __builtin_shufflevector(y, z, 4, 0, 1, 2);                     \
+        x += __builtin_shufflevector(x, z, 4, 5, 0, 1);                     \
+        y += __builtin_shufflevector(y, z, 4, 5, 0, 1);                     \
+        y += __builtin_shufflevector(x, x, 3, 3, 3, 3);                     \
+        K_V ox, oy;                                                         \
+        if (exclusive) {                                                    \
+            ox = c + __builtin_shufflevector(x, z, 4, 0, 1, 2);             \
+            oy = c + __builtin_shufflevector(x, y, 3, 4, 5, 6);             \
+        } else {                                                            \
+            ox = c + x;                                                     \
+            oy = c + y;                                                     \
+        }                                                                   \
+        c += __builtin_shufflevector(y, y, 3, 3, 3, 3);                     \
+        if (stream) {                                                       \
+            K_STREAM(out + (i), ox);                                        \
+            K_STREAM(out + (i) + 4, oy);                                    \
+        } else {                                                            \
+            memcpy(out + (i), &ox, sizeof ox);                              \
+            memcpy(out + (i) + 4, &oy, sizeof oy);                          \
+        }                                                                   \
+    } while (0)
+
+/* Prefetches the next line of the next tile into L2, if any is left. */
+#define K_SCAN_PREFETCH()                                                   \
+    do {                                                                    \
+        if (pf_left) {                                                      \
+            __builtin_prefetch(pf, 0, 2);                                   \
+            size_t step = pf_left < 64 ? pf_left : 64;                      \
+            pf += step, pf_left -= step;                                    \
+        }                                                                   \
+    } while (0)
 
 static K_ATTR K_T K_PASTE(scan_, K_NAME)(const K_T *in, K_T *out, size_t n, K_T carry, bool exclusive,
-                                          bool stream, const char *pf, const char *pf_end) {
+                                          bool stream, const K_T *nx, size_t nx_n, K_T *nx_sum) {
     const K_V z = { K_ZERO, K_ZERO, K_ZERO, K_ZERO };
     K_V c = { carry, carry, carry, carry };
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        if (pf < pf_end) {  /* one line of the next tile per block of 8 */
-            __builtin_prefetch(pf, 0, 2);
-            pf += 64;
+    K_V a0 = z, a1 = z, a2 = z, a3 = z;  /* the next tile's sum (K_SUM_BLOCK) */
+    const char *pf = (const char *)nx;
+    size_t pf_left = nx ? nx_n * sizeof(K_T) : 0;
+    /* The next tile's lines are prefetched one per block of 8, as fast as
+     * this tile is read; its sum trails them by SCAN_SUM_LAG elements, so
+     * that its loads find them in cache instead of stalling the scan. */
+    size_t i = 0, j = 0;
+    for (; i + 16 <= n; i += 16) {
+        K_SCAN_PREFETCH();
+        K_SCAN_PREFETCH();
+        K_SCAN_BLOCK(i);
+        K_SCAN_BLOCK(i + 8);
+        if (nx_sum && i >= SCAN_SUM_LAG && j + 16 <= nx_n) {
+            K_SUM_BLOCK(nx + j);
+            j += 16;
         }
-        K_V x, y;
-        memcpy(&x, in + i, sizeof x);
-        memcpy(&y, in + i + 4, sizeof y);
-        /* In-block prefix: two shifted adds per half, then the second half
-         * is offset by the first half's total.  None of this waits on c. */
-        x += __builtin_shufflevector(x, z, 4, 0, 1, 2);
-        y += __builtin_shufflevector(y, z, 4, 0, 1, 2);
-        x += __builtin_shufflevector(x, z, 4, 5, 0, 1);
-        y += __builtin_shufflevector(y, z, 4, 5, 0, 1);
-        y += __builtin_shufflevector(x, x, 3, 3, 3, 3);
-        K_V ox, oy;
-        if (exclusive) {
-            ox = c + __builtin_shufflevector(x, z, 4, 0, 1, 2);
-            oy = c + __builtin_shufflevector(x, y, 3, 4, 5, 6);
-        } else {
-            ox = c + x;
-            oy = c + y;
-        }
-        c += __builtin_shufflevector(y, y, 3, 3, 3, 3);  /* the only dependency chain: one add per 8 */
-        if (stream) {
-            K_STREAM(out + i, ox);
-            K_STREAM(out + i + 4, oy);
-        } else {
-            memcpy(out + i, &ox, sizeof ox);
-            memcpy(out + i + 4, &oy, sizeof oy);
-        }
+    }
+    if (i + 8 <= n) {
+        K_SCAN_PREFETCH();
+        K_SCAN_BLOCK(i);
+        i += 8;
     }
     K_T s = c[0];
     for (; i < n; i++) {
@@ -91,5 +121,18 @@ static K_ATTR K_T K_PASTE(scan_, K_NAME)(const K_T *in, K_T *out, size_t n, K_T 
             out[i] = s;
         }
     }
+    if (nx_sum) {
+        for (; j + 16 <= nx_n; j += 16) K_SUM_BLOCK(nx + j);
+        if (j < nx_n) {
+            K_T pad[16];
+            for (size_t k = 0; k < 16; k++) pad[k] = j + k < nx_n ? nx[j + k] : K_ZERO;
+            K_SUM_BLOCK(pad);
+        }
+        K_V t = (a0 + a1) + (a2 + a3);
+        *nx_sum = (t[0] + t[2]) + (t[1] + t[3]);
+    }
     return s;
 }
+#undef K_SCAN_BLOCK
+#undef K_SCAN_PREFETCH
+#undef K_SUM_BLOCK

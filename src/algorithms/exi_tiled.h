@@ -86,13 +86,17 @@ struct exi_tiled_sender {
 
 typedef union exi_carry { double d; uint64_t u; } exi_carry;
 
-/* Participant p's block of an unchained kind's tiles: claimed from `next`
- * up to `end` (by p first, then by the others); `done` counts the tiles p
- * processed (written by p alone, read at completion). */
+/* Participant p's own line.  An unchained kind's block of tiles: claimed
+ * from `next` up to `end` (by p first, then by the others).  `done` counts
+ * the tiles p processed (written by p alone, read at completion).  A
+ * chained kind may keep the sum of p's next tile (tile `sum_tile`, or
+ * UINT64_MAX: none), p's alone. */
 typedef struct exi_tiled_block {
     _Alignas(64) uint64_t next;
     uint64_t end;
     uint64_t done;
+    uint64_t sum_tile;
+    exi_carry sum;
 } exi_tiled_block;
 
 struct exi_tiled_op {

@@ -33,6 +33,18 @@ typedef long long v2i64 __attribute__((vector_size(16)));
         _mm_stream_si128((__m128i *)(void *)(p), (__m128i)__builtin_shufflevector((v), (v), 0, 1));       \
         _mm_stream_si128((__m128i *)(void *)((p) + 2), (__m128i)__builtin_shufflevector((v), (v), 2, 3)); \
     } while (0)
+/* In the AVX2 copies: the upper half taken with vextractf128, one cheap
+ * uop, where the generic shuffle became a cross-lane vpermpd. */
+#define stream_f64_avx2(p, v)                                                   \
+    do {                                                                        \
+        _mm_stream_pd((p), _mm256_castpd256_pd128((__m256d)(v)));               \
+        _mm_stream_pd((p) + 2, _mm256_extractf128_pd((__m256d)(v), 1));         \
+    } while (0)
+#define stream_u64_avx2(p, v)                                                                     \
+    do {                                                                                          \
+        _mm_stream_si128((__m128i *)(void *)(p), _mm256_castsi256_si128((__m256i)(v)));           \
+        _mm_stream_si128((__m128i *)(void *)((p) + 2), _mm256_extracti128_si256((__m256i)(v), 1)); \
+    } while (0)
 void exi_stream_fence(void) { _mm_sfence(); }
 #else
 #define stream_f64(p, v) memcpy((p), &(v), sizeof(v))
@@ -44,6 +56,10 @@ void exi_stream_fence(void) { }
  * when asked to (exi_kernels.h).  Into L2 only (prefetcht1) was slower
  * than no prefetch at all on this AMD EPYC (docs/algorithms.md). */
 #define SUM_AHEAD 1024
+
+/* How far (elements) the scan's sum of the next tile trails the prefetch
+ * of its lines: 8 KiB, about 0.5 us of scanning, several memory latencies. */
+#define SCAN_SUM_LAG 1024
 
 /* Baseline copies (SSE2 on x86-64). */
 #define K_ATTR
@@ -78,7 +94,7 @@ void exi_stream_fence(void) { }
 #define K_V v4f64
 #define K_ZERO (-0.0)
 #define K_NAME f64_avx2
-#define K_STREAM stream_f64
+#define K_STREAM stream_f64_avx2
 #include "algorithms/exi_kernels_impl.h"
 #undef K_T
 #undef K_V
@@ -89,7 +105,7 @@ void exi_stream_fence(void) { }
 #define K_V v4u64
 #define K_ZERO 0
 #define K_NAME u64_avx2
-#define K_STREAM stream_u64
+#define K_STREAM stream_u64_avx2
 #include "algorithms/exi_kernels_impl.h"
 #undef K_ATTR
 
@@ -103,17 +119,15 @@ double exi_sum_f64(const double *in, size_t n, bool prefetch) { return PICK(sum_
 uint64_t exi_sum_u64(const uint64_t *in, size_t n, bool prefetch) { return PICK(sum_u64, in, n, prefetch); }
 
 double exi_scan_f64(const double *in, double *out, size_t n, double carry, bool exclusive, bool stream,
-                    const void *pf, size_t pf_bytes) {
+                    const double *next, size_t next_n, double *next_sum) {
     stream = stream && ((uintptr_t)out & 15) == 0;
-    const char *p = pf, *pe = pf ? p + pf_bytes : NULL;
-    return PICK(scan_f64, in, out, n, carry, exclusive, stream, p, pe);
+    return PICK(scan_f64, in, out, n, carry, exclusive, stream, next, next_n, next_sum);
 }
 
 uint64_t exi_scan_u64(const uint64_t *in, uint64_t *out, size_t n, uint64_t carry, bool exclusive, bool stream,
-                      const void *pf, size_t pf_bytes) {
+                      const uint64_t *next, size_t next_n, uint64_t *next_sum) {
     stream = stream && ((uintptr_t)out & 15) == 0;
-    const char *p = pf, *pe = pf ? p + pf_bytes : NULL;
-    return PICK(scan_u64, in, out, n, carry, exclusive, stream, p, pe);
+    return PICK(scan_u64, in, out, n, carry, exclusive, stream, next, next_n, next_sum);
 }
 
 static uint64_t stream_bytes, core_bytes;  /* 0: not computed yet */

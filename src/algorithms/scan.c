@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* scan.c - inclusive and exclusive scans on double, int64 and generic
- * elements.  One pass over memory per tile: reduce the tile (it stays in
+ * elements.  One pass over memory per tile: reduce the tile (typed: during
+ * the scan of the participant's previous tile, which also brings it into
  * L2), take the running prefix from the previous tile and pass it on, then
  * scan the tile from cache (a chained scan: the prefix is handed from tile
  * to tile in index order, so the rounding never depends on timing). */
@@ -26,35 +27,45 @@ typedef struct scan_sender {
  * replaced, for in-place exclusive scans). */
 enum { SLOTS_SHARED = 1, SLOTS_PER_PART = 3 };
 
-static void typed_tile(exi_tiled_op *o, size_t k, size_t b, size_t e, size_t nb, size_t ne) {
+/* Typed tiles.  The tile's sum is the one this participant's scan of its
+ * previous tile computed on the way (blocks[part].sum), or, for its first
+ * tile, a pass of the sum kernel; the scan then sums the participant's
+ * next tile while it computes (exi_kernels.h), unless that is the last
+ * tile, whose sum nobody needs. */
+static void typed_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, size_t e, size_t nb, size_t ne) {
     const scan_sender *s = (const scan_sender *)o->s;
-    bool last = k + 1 == s->t.ntiles;
+    exi_tiled_block *mine = &o->blocks[part];
+    bool last = k + 1 == s->t.ntiles, have = mine->sum_tile == k;
+    bool sum_next = ne > nb && ne < s->t.n;  /* a next tile, not the last one */
     size_t n = e - b;
     if (s->ek == ELEM_F64) {
         const double *in = (const double *)s->in + b;
         double *out = (double *)s->out + b;
         /* No prefetch: the scan of this participant's previous tile
-         * brought this one into L2 (exi_scan_f64's pf). */
-        double agg = last ? 0.0 : exi_sum_f64(in, n, false);
+         * brought this one into L2 (exi_scan_f64's next). */
+        double agg = last ? 0.0 : have ? mine->sum.d : exi_sum_f64(in, n, false);
         exi_tiled_chain_wait(o, k);
         double carry = k ? o->prefix.d : s->init.d;
         if (!last) o->prefix.d = carry + agg;
         exi_tiled_chain_publish(o, k);
         const double *next = ne > nb ? (const double *)s->in + nb : NULL;
-        double total = exi_scan_f64(in, out, n, carry, s->exclusive, s->stream, next, (ne - nb) * sizeof *next);
+        double total = exi_scan_f64(in, out, n, carry, s->exclusive, s->stream, next, ne - nb,
+                                    sum_next ? &mine->sum.d : NULL);
         if (last) o->total.d = total;
     } else {
         const uint64_t *in = (const uint64_t *)s->in + b;
         uint64_t *out = (uint64_t *)s->out + b;
-        uint64_t agg = last ? 0 : exi_sum_u64(in, n, false);
+        uint64_t agg = last ? 0 : have ? mine->sum.u : exi_sum_u64(in, n, false);
         exi_tiled_chain_wait(o, k);
         uint64_t carry = k ? o->prefix.u : s->init.u;
         if (!last) o->prefix.u = carry + agg;
         exi_tiled_chain_publish(o, k);
         const uint64_t *next = ne > nb ? (const uint64_t *)s->in + nb : NULL;
-        uint64_t total = exi_scan_u64(in, out, n, carry, s->exclusive, s->stream, next, (ne - nb) * sizeof *next);
+        uint64_t total = exi_scan_u64(in, out, n, carry, s->exclusive, s->stream, next, ne - nb,
+                                      sum_next ? &mine->sum.u : NULL);
         if (last) o->total.u = total;
     }
+    mine->sum_tile = sum_next ? nb / s->t.tile : UINT64_MAX;
     if (s->stream) exi_stream_fence();  /* the output is complete before completion is signalled */
 }
 
@@ -96,7 +107,7 @@ static void generic_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, siz
 static ex_error scan_tile(exi_tiled_op *o, unsigned part, size_t k, size_t b, size_t e, size_t nb, size_t ne) {
     const scan_sender *s = (const scan_sender *)o->s;
     if (s->ek == ELEM_GENERIC) generic_tile(o, part, k, b, e);
-    else typed_tile(o, k, b, e, nb, ne);
+    else typed_tile(o, part, k, b, e, nb, ne);
     return ex_ok();
 }
 

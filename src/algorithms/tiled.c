@@ -212,6 +212,7 @@ static inline __attribute__((always_inline)) ex_error exi_tiled_connect_now(cons
         o->blocks[p].next = block_start(s, p);
         o->blocks[p].end = block_start(s, p + 1);
         o->blocks[p].done = 0;
+        o->blocks[p].sum_tile = UINT64_MAX;
     }
     o->prefix.u = 0;
     ex_env_pair_init2(&o->env, &tiled_run_key, ex_ptr(o), &ex_key_get_scheduler, ex_sched_value(s->sch),

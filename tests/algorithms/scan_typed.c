@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "algorithms/exi_kernels.h"  /* exi_scan_*, exi_sum_*: white-box */
 #include "algorithms/local_fixtures.h"
 
 TEST_SUITE(algo_scan, 120);
@@ -346,4 +347,50 @@ Test(algo_scan, outputs_larger_than_the_last_level_cache) {
     free(in), free(out), free(want);
     as_fini(&a);
     expect_no_leaks();
+}
+
+/* The scan kernel sums the next tile on the way (scan.c): that sum must be
+ * the sum kernel's bits, and asking for it must change nothing in the
+ * scan, streamed or not.  Next tiles of every length around the lag
+ * (1024 elements), around 16 and of a whole tile; scans shorter and
+ * longer than the lag. */
+Test(algo_scan, scan_kernel_sums_the_next_tile_as_the_sum_kernel_does) {
+    enum { CAP = 16384 + 40 };
+    double *in = xmalloc(CAP * 8), *nx = xmalloc(CAP * 8), *o1 = xmalloc(CAP * 8), *o2 = xmalloc(CAP * 8);
+    int64_t *iin = xmalloc(CAP * 8), *inx = xmalloc(CAP * 8), *io1 = xmalloc(CAP * 8), *io2 = xmalloc(CAP * 8);
+    fill_f64_mixed(in, CAP, 11);
+    fill_f64_mixed(nx, CAP, 12);
+    fill_i64(iin, CAP, 13);
+    fill_i64(inx, CAP, 14);
+    static const size_t next_sizes[] = { 0, 1, 7, 8, 15, 16, 17, 33, 1023, 1024, 1025, 1039, 1040, 1041, 2047, 2049,
+                                         4100, 16383, 16384, 16384 + 23 };
+    static const size_t scan_sizes[] = { 0, 17, 1000, 1040, 1041, 16384, 16384 + 37 };
+    for (size_t a = 0; a < sizeof scan_sizes / sizeof scan_sizes[0]; a++) {
+        for (size_t b = 0; b < sizeof next_sizes / sizeof next_sizes[0]; b++) {
+            size_t n = scan_sizes[a], nn = next_sizes[b];
+            for (int mode = 0; mode < 4; mode++) {
+                bool excl = mode & 1, stream = mode & 2;
+                double sum = 0;
+                double c1 = exi_scan_f64(in, o1, n, 0.5, excl, stream, nx, nn, NULL);
+                double c2 = exi_scan_f64(in, o2, n, 0.5, excl, stream, nx, nn, &sum);
+                exi_stream_fence();
+                cr_assert(same_bits(c1, c2), "n=%zu next=%zu mode=%d: the total changed", n, nn, mode);
+                cr_assert_eq(first_diff_bytes(o1, o2, n, 8), SIZE_MAX, "n=%zu next=%zu mode=%d: the output changed", n,
+                             nn, mode);
+                double want = exi_sum_f64(nx, nn, false);
+                cr_assert(same_bits(sum, want), "n=%zu next=%zu mode=%d: next tile's sum %a, the sum kernel's %a", n,
+                          nn, mode, sum, want);
+                uint64_t usum = 0;
+                uint64_t u1 = exi_scan_u64((uint64_t *)iin, (uint64_t *)io1, n, 5, excl, stream, (uint64_t *)inx, nn,
+                                           NULL);
+                uint64_t u2 = exi_scan_u64((uint64_t *)iin, (uint64_t *)io2, n, 5, excl, stream, (uint64_t *)inx, nn,
+                                           &usum);
+                exi_stream_fence();
+                cr_assert_eq(u1, u2, "n=%zu next=%zu mode=%d: int total", n, nn, mode);
+                cr_assert_eq(first_diff_bytes(io1, io2, n, 8), SIZE_MAX, "n=%zu next=%zu: int output", n, nn);
+                cr_assert_eq(usum, exi_sum_u64((uint64_t *)inx, nn, false), "n=%zu next=%zu: int next sum", n, nn);
+            }
+        }
+    }
+    free(in), free(nx), free(o1), free(o2), free(iin), free(inx), free(io1), free(io2);
 }
