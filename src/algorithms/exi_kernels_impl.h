@@ -18,6 +18,21 @@
         a0 += x0, a1 += x1, a2 += x2, a3 += x3; \
     } while (0)
 
+/* Adds the elements p[j..n) to the lanes, whole blocks of 16 from j on and
+ * a last partial block padded with the identity, then combines the lanes
+ * into `into`: the end of every sum, so that all give the same bits. */
+#define K_SUM_FINISH(p, j, n, into)                                                    \
+    do {                                                                               \
+        for (; (j) + 16 <= (n); (j) += 16) K_SUM_BLOCK((p) + (j));                      \
+        if ((j) < (n)) {                                                               \
+            K_T pad[16];                                                               \
+            for (size_t k = 0; k < 16; k++) pad[k] = (j) + k < (n) ? (p)[(j) + k] : K_ZERO; \
+            K_SUM_BLOCK(pad);                                                          \
+        }                                                                              \
+        K_V t = (a0 + a1) + (a2 + a3);                                                 \
+        (into) = (t[0] + t[2]) + (t[1] + t[3]);                                        \
+    } while (0)
+
 static K_ATTR K_T K_PASTE(sum_, K_NAME)(const K_T *in, size_t n, bool prefetch) {
     const K_V z = { K_ZERO, K_ZERO, K_ZERO, K_ZERO };
     K_V a0 = z, a1 = z, a2 = z, a3 = z;
@@ -32,14 +47,9 @@ static K_ATTR K_T K_PASTE(sum_, K_NAME)(const K_T *in, size_t n, bool prefetch) 
         __builtin_prefetch(in + i + ahead + 8, 0, 3);
         K_SUM_BLOCK(in + i);
     }
-    for (; i + 16 <= n; i += 16) K_SUM_BLOCK(in + i);
-    if (i < n) {
-        K_T pad[16];
-        for (size_t k = 0; k < 16; k++) pad[k] = i + k < n ? in[i + k] : K_ZERO;
-        K_SUM_BLOCK(pad);
-    }
-    K_V t = (a0 + a1) + (a2 + a3);
-    return (t[0] + t[2]) + (t[1] + t[3]);
+    K_T sum;
+    K_SUM_FINISH(in, i, n, sum);
+    return sum;
 }
 
 /* One block of 8 elements of the scan at in + i: the in-block prefix (two
@@ -121,18 +131,10 @@ static K_ATTR K_T K_PASTE(scan_, K_NAME)(const K_T *in, K_T *out, size_t n, K_T 
             out[i] = s;
         }
     }
-    if (nx_sum) {
-        for (; j + 16 <= nx_n; j += 16) K_SUM_BLOCK(nx + j);
-        if (j < nx_n) {
-            K_T pad[16];
-            for (size_t k = 0; k < 16; k++) pad[k] = j + k < nx_n ? nx[j + k] : K_ZERO;
-            K_SUM_BLOCK(pad);
-        }
-        K_V t = (a0 + a1) + (a2 + a3);
-        *nx_sum = (t[0] + t[2]) + (t[1] + t[3]);
-    }
+    if (nx_sum) K_SUM_FINISH(nx, j, nx_n, *nx_sum);
     return s;
 }
 #undef K_SCAN_BLOCK
 #undef K_SCAN_PREFETCH
+#undef K_SUM_FINISH
 #undef K_SUM_BLOCK
