@@ -82,7 +82,7 @@ sweeps=""
 for g in scan reduce; do
     plot=""
     for impl in serial cexec tbb openmp; do
-        awk -F, -v g="$g" -v i="$impl" '/^#/ || $1 == "group" { next } $1 == g && $3 == i { print $4 "\t" $9 }' \
+        awk -F, -v g="$g" -v i="$impl" '/^#/ || $1 == "group" { next } $1 == g && $3 == i && $10 == "GB/s" { print $4 "\t" $9 }' \
             "$csv" | sort -g > "$tmp/$g-$impl.dat"
         [ -s "$tmp/$g-$impl.dat" ] && plot="$plot${plot:+, }\"$tmp/$g-$impl.dat\" using 1:2 with linespoints lw 2 title \"$impl\""
     done
