@@ -43,7 +43,21 @@ static int cmp_double(const void *a, const void *b) {
 /* The measured runs after the warm-up. */
 static bench_row *measure_runs(const char *group, const char *name, const char *impl, double size, int runs,
                                bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
-                               const char *unit);
+                               const char *unit) {
+    if (runs > MAX_RUNS) runs = MAX_RUNS;
+    double t[MAX_RUNS];
+    for (int i = 0; i < runs; i++) {
+        bench_progress("%s / %s / %s: run %d/%d", group, name, impl, i + 1, runs);
+        double t0 = bench_now();
+        fn(arg);
+        t[i] = bench_now() - t0;
+    }
+    qsort(t, (size_t)runs, sizeof t[0], cmp_double);
+    double median = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
+    bench_progress("");
+    return bench_record(group, name, impl, size, runs, median, t[0], t[runs - 1], metric_from_seconds(median, size),
+                        unit);
+}
 
 bench_row *bench_measure(const char *group, const char *name, const char *impl, double size, int warmup, int runs,
                          bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
@@ -64,24 +78,6 @@ bench_row *bench_measure_warm(const char *group, const char *name, const char *i
         fn(arg);
     } while (bench_now() - t0 < warm_s);
     return measure_runs(group, name, impl, size, runs, fn, arg, metric_from_seconds, unit);
-}
-
-static bench_row *measure_runs(const char *group, const char *name, const char *impl, double size, int runs,
-                               bench_fn fn, void *arg, double (*metric_from_seconds)(double s, double size),
-                               const char *unit) {
-    if (runs > MAX_RUNS) runs = MAX_RUNS;
-    double t[MAX_RUNS];
-    for (int i = 0; i < runs; i++) {
-        bench_progress("%s / %s / %s: run %d/%d", group, name, impl, i + 1, runs);
-        double t0 = bench_now();
-        fn(arg);
-        t[i] = bench_now() - t0;
-    }
-    qsort(t, (size_t)runs, sizeof t[0], cmp_double);
-    double median = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
-    bench_progress("");
-    return bench_record(group, name, impl, size, runs, median, t[0], t[runs - 1], metric_from_seconds(median, size),
-                        unit);
 }
 
 bench_row *bench_record(const char *group, const char *name, const char *impl, double size, int runs, double median_s,
